@@ -1,0 +1,16 @@
+// Command kube-apiserver is the upstream kube-apiserver, built from the k8s.io/kubernetes module
+// so that tests can run a real control plane without downloading release binaries.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics, as upstream registers them
+	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric, as upstream registers it
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewAPIServerCommand()))
+}

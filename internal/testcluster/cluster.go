@@ -1,0 +1,424 @@
+// Package testcluster runs a real Kubernetes control plane — etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and a kwok-simulated node — on 127.0.0.1, for the
+// integration tests, the benchmarks and `make demo`.
+//
+//	c, err := testcluster.Start(ctx, testcluster.Options{Out: os.Stderr})
+//	defer c.Stop()
+//	client := kubernetes.NewForConfigOrDie(c.Config())
+//
+// Tests use ForTest or Main, which also stop it and print where the logs are when a test fails.
+package testcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// NodeName is the kwok node every pod is scheduled to.
+const NodeName = "kwok-node-0"
+
+// The controllers our behaviour depends on. node-lifecycle-controller removes the not-ready
+// taint from the kwok node; without it nothing is ever scheduled.
+var controllers = []string{
+	"deployment-controller", "replicaset-controller", "statefulset-controller",
+	"daemonset-controller", "garbage-collector-controller", "namespace-controller",
+	"serviceaccount-controller", "serviceaccount-token-controller", "node-lifecycle-controller",
+}
+
+// Options tunes a cluster. The zero value is what most tests want.
+type Options struct {
+	// Out receives build progress and start-up lines; nil discards them.
+	Out io.Writer
+	// Dir holds data, keys and logs; a new temporary folder when empty. Stop leaves it in
+	// place so logs can be read; Remove deletes it.
+	Dir string
+	// EtcdArgs are appended to etcd's command line (for example a compaction interval).
+	EtcdArgs []string
+}
+
+// Cluster is a running control plane. Its methods are safe for concurrent use.
+type Cluster struct {
+	dir, logDir string
+	bins        Binaries
+	pki         *pki
+	token       string
+	etcdURL     string
+	etcdPeerURL string
+	apiPort     int
+	kubeconfig  string
+	etcdArgs    []string
+	out         io.Writer
+
+	mu    sync.Mutex
+	procs map[string]*process
+}
+
+// Start builds the binaries if needed, starts every component, and returns once the API server
+// is ready, the controllers run and the kwok node is Ready.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	bins, err := EnsureBinaries(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	dir := opts.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "configwave-cluster-"); err != nil {
+			return nil, fmt.Errorf("create cluster folder: %w", err)
+		}
+	}
+	c := &Cluster{
+		dir: dir, logDir: filepath.Join(dir, "logs"), bins: bins, out: out,
+		kubeconfig: filepath.Join(dir, "kubeconfig"), etcdArgs: opts.EtcdArgs,
+		token: "configwave-admin-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		procs: map[string]*process{},
+	}
+	defer func() {
+		if err != nil {
+			c.stopAll()
+			err = fmt.Errorf("%w (component logs in %s)", err, c.logDir)
+		}
+	}()
+	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create log folder: %w", err)
+	}
+	if c.pki, err = newPKI(dir); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	c.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	c.etcdPeerURL = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	c.apiPort = ports[2]
+	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(c.token+",admin,admin-uid,system:masters\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("write token file: %w", err)
+	}
+	if err := c.writeKubeconfig(); err != nil {
+		return nil, err
+	}
+
+	start := time.Now()
+	if err := c.StartEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.StartAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	for name, args := range map[string][]string{
+		"kube-controller-manager": {
+			"--kubeconfig", c.kubeconfig, "--controllers", strings.Join(controllers, ","),
+			"--leader-elect=false", "--secure-port=0",
+			"--service-account-private-key-file", c.pki.SAKey, "--root-ca-file", c.pki.CAFile,
+			"--node-monitor-grace-period=40s",
+		},
+		"kube-scheduler": {"--kubeconfig", c.kubeconfig, "--leader-elect=false", "--secure-port=0"},
+		"kwok": {
+			"--kubeconfig", c.kubeconfig, "--config", bins.KwokStages,
+			"--manage-all-nodes=true", "--node-port=0", "--server-address=127.0.0.1:0",
+		},
+	} {
+		if err := c.startComponent(name, args...); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.createNode(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.waitSchedulable(ctx); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "Control plane ready at https://127.0.0.1:%d in %s (kubeconfig %s, logs %s)\n",
+		c.apiPort, time.Since(start).Round(time.Millisecond), c.kubeconfig, c.logDir)
+	return c, nil
+}
+
+// Config returns a fresh admin client configuration; callers may change their copy.
+func (c *Cluster) Config() *rest.Config {
+	return &rest.Config{
+		Host:            fmt.Sprintf("https://127.0.0.1:%d", c.apiPort),
+		BearerToken:     c.token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: c.pki.CACert},
+		QPS:             200,
+		Burst:           400,
+	}
+}
+
+// ConfigFor returns a client configuration that authenticates with token instead of the admin
+// token, for tests that prove what a ServiceAccount may do.
+func (c *Cluster) ConfigFor(token string) *rest.Config {
+	cfg := c.Config()
+	cfg.BearerToken = token
+	return cfg
+}
+
+// Kubeconfig is the path of an admin kubeconfig file for binaries under test.
+func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
+
+// LogDir holds one log file per component.
+func (c *Cluster) LogDir() string { return c.logDir }
+
+// Dir is the cluster's working folder.
+func (c *Cluster) Dir() string { return c.dir }
+
+// StartEtcd starts etcd (again, after StopEtcd) on the same ports and data.
+func (c *Cluster) StartEtcd(ctx context.Context) error {
+	args := append([]string{
+		"--name", "default", "--data-dir", filepath.Join(c.dir, "etcd"),
+		"--listen-client-urls", c.etcdURL, "--advertise-client-urls", c.etcdURL,
+		"--listen-peer-urls", c.etcdPeerURL, "--initial-advertise-peer-urls", c.etcdPeerURL,
+		"--initial-cluster", "default=" + c.etcdPeerURL,
+		"--unsafe-no-fsync", "--log-level", "warn",
+	}, c.etcdArgs...)
+	if err := c.startComponent("etcd", args...); err != nil {
+		return err
+	}
+	return c.waitHTTP(ctx, "etcd", c.etcdURL+"/health", nil)
+}
+
+// StartAPIServer starts kube-apiserver (again, after StopAPIServer) on the same port.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	if err := c.startComponent("kube-apiserver",
+		"--etcd-servers", c.etcdURL,
+		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(c.apiPort),
+		"--tls-cert-file", c.pki.ServingCert, "--tls-private-key-file", c.pki.ServingKey,
+		"--client-ca-file", c.pki.CAFile,
+		"--token-auth-file", filepath.Join(c.dir, "tokens.csv"),
+		"--authorization-mode", "RBAC",
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--service-account-key-file", c.pki.SAPub,
+		"--service-account-signing-key-file", c.pki.SAKey,
+		"--service-cluster-ip-range", "10.0.0.0/24",
+		"--endpoint-reconciler-type", "none",
+		"--cert-dir", filepath.Join(c.dir, "apiserver-certs"),
+	); err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.pki.CACert)
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer client.CloseIdleConnections()
+	return c.waitHTTP(ctx, "kube-apiserver", fmt.Sprintf("https://127.0.0.1:%d/readyz", c.apiPort), client)
+}
+
+// StopAPIServer stops kube-apiserver gracefully; StartAPIServer brings it back.
+func (c *Cluster) StopAPIServer() { c.stopComponent("kube-apiserver") }
+
+// StopEtcd stops etcd gracefully; StartEtcd brings it back with its data.
+func (c *Cluster) StopEtcd() { c.stopComponent("etcd") }
+
+// RestartAPIServer stops and starts kube-apiserver: every watch is cut and must be re-established.
+func (c *Cluster) RestartAPIServer(ctx context.Context) error {
+	c.StopAPIServer()
+	return c.StartAPIServer(ctx)
+}
+
+// Stop ends every component, controllers first and etcd last.
+func (c *Cluster) Stop() {
+	c.stopAll()
+}
+
+// Remove deletes the cluster's folder, logs included. Call after Stop.
+func (c *Cluster) Remove() error { return os.RemoveAll(c.dir) }
+
+func (c *Cluster) stopAll() {
+	for _, name := range []string{"kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
+		c.stopComponent(name)
+	}
+}
+
+func (c *Cluster) startComponent(name string, args ...string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[name]; p != nil && !p.exited() {
+		return fmt.Errorf("start %s: already running", name)
+	}
+	p, err := startProcess(c.logDir, name, c.bins.path(name), args...)
+	if err != nil {
+		return err
+	}
+	c.procs[name] = p
+	return nil
+}
+
+func (c *Cluster) stopComponent(name string) {
+	c.mu.Lock()
+	p := c.procs[name]
+	c.mu.Unlock()
+	p.stop(10 * time.Second)
+}
+
+func (c *Cluster) running(name string) error {
+	c.mu.Lock()
+	p := c.procs[name]
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%s was never started", name)
+	}
+	if p.exited() {
+		return p.exitError()
+	}
+	return nil
+}
+
+// waitHTTP polls url until it answers 200, failing early if the component exits.
+func (c *Cluster) waitHTTP(ctx context.Context, name, url string, client *http.Client) error {
+	if client == nil {
+		client = &http.Client{Timeout: 2 * time.Second}
+	}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.running(name); err != nil {
+			return false, err
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			last = fmt.Errorf("%s answered %s", url, resp.Status)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %s to be ready: %w (last: %v)", name, err, last)
+	}
+	return nil
+}
+
+// createNode registers the node kwok pretends to run. Capacity is generous so scheduling never
+// depends on resource requests in tests.
+func (c *Cluster) createNode(ctx context.Context) error {
+	client, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return err
+	}
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("1000"),
+		corev1.ResourceMemory: resource.MustParse("1Ti"),
+		corev1.ResourcePods:   resource.MustParse("10000"),
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        NodeName,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels:      map[string]string{"kubernetes.io/hostname": NodeName, "type": "kwok"},
+		},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create kwok node: %w", err)
+	}
+	return nil
+}
+
+// waitSchedulable waits until the node is Ready without taints (kwok and the node-lifecycle
+// controller work) and the default ServiceAccount exists (the controller-manager works).
+func (c *Cluster) waitSchedulable(ctx context.Context) error {
+	client, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return err
+	}
+	var state string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kwok"} {
+			if err := c.running(name); err != nil {
+				return false, err
+			}
+		}
+		node, err := client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			state = err.Error()
+			return false, nil
+		}
+		if !nodeReady(node) || len(node.Spec.Taints) > 0 {
+			state = fmt.Sprintf("node ready=%v taints=%v", nodeReady(node), node.Spec.Taints)
+			return false, nil
+		}
+		if _, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			state = "default ServiceAccount: " + err.Error()
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for a schedulable node: %w (last: %s)", err, state)
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (c *Cluster) writeKubeconfig() error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["configwave"] = &clientcmdapi.Cluster{
+		Server:                   fmt.Sprintf("https://127.0.0.1:%d", c.apiPort),
+		CertificateAuthorityData: c.pki.CACert,
+	}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.token}
+	cfg.Contexts["configwave"] = &clientcmdapi.Context{Cluster: "configwave", AuthInfo: "admin", Namespace: "default"}
+	cfg.CurrentContext = "configwave"
+	if err := clientcmd.WriteToFile(*cfg, c.kubeconfig); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// freePorts asks the kernel for n unused loopback ports. They are released before the
+// components bind them; a collision in that window fails start-up loudly, never silently.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free loopback port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,87 @@
+package testcluster
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// startTimeout bounds start-up when the binaries are already built; a cold build happens in
+// `make controlplane` before the tests, whose own timeout covers the rest.
+const startTimeout = 20 * time.Minute
+
+// ForTest starts a cluster that belongs to one test: it is stopped when the test ends, its
+// folder removed if the test passed and kept, with its path printed, if it failed.
+func ForTest(t testing.TB) *Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the real control plane; skipped in -short mode")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	c, err := Start(ctx, Options{Out: testWriter{t}})
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			t.Logf("control-plane logs kept in %s", c.LogDir())
+			return
+		}
+		_ = c.Remove()
+	})
+	return c
+}
+
+// Main runs a package's tests against one shared cluster, stored in *c before the tests run.
+// Use it from TestMain; tests then call Need(t, c). In -short mode no cluster is started.
+//
+//	var cluster *testcluster.Cluster
+//	func TestMain(m *testing.M) { testcluster.Main(m, &cluster) }
+func Main(m *testing.M, c **Cluster) {
+	os.Exit(runMain(m, c))
+}
+
+func runMain(m *testing.M, c **Cluster) int {
+	flag.Parse() // so testing.Short is known before m.Run
+	if !testing.Short() {
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		cluster, err := Start(ctx, Options{Out: os.Stderr})
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "start control plane: %v\n", err)
+			return 1
+		}
+		*c = cluster
+	}
+	code := m.Run()
+	if *c != nil {
+		(*c).Stop()
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "control-plane logs kept in %s\n", (*c).LogDir())
+		} else {
+			_ = (*c).Remove()
+		}
+	}
+	return code
+}
+
+// Need skips the test when Main started no cluster (-short mode).
+func Need(t testing.TB, c *Cluster) *Cluster {
+	t.Helper()
+	if c == nil {
+		t.Skip("needs the real control plane; skipped in -short mode")
+	}
+	return c
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}

@@ -1,0 +1,101 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Namespace creates a namespace named after the test and deletes it when the test ends, so
+// tests sharing one cluster never see each other's objects.
+func Namespace(t testing.TB, client kubernetes.Interface) string {
+	t.Helper()
+	name := strings.ToLower(t.Name())
+	name = strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, name)
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	name = strings.Trim(name, "-") + "-" + fmt.Sprint(time.Now().UnixNano()%1_000_000)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+// Deployment returns a minimal Deployment whose pods kwok runs.
+func Deployment(ns, name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}},
+				},
+			},
+		},
+	}
+}
+
+// WaitDeploymentComplete waits until the Deployment's latest template is rolled out: every
+// replica updated and available and no old replica left, as `kubectl rollout status` judges.
+func WaitDeploymentComplete(ctx context.Context, client kubernetes.Interface, ns, name string, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		s := d.Status
+		last = fmt.Sprintf("generation %d observed %d, replicas %d updated %d available %d (want %d)",
+			d.Generation, s.ObservedGeneration, s.Replicas, s.UpdatedReplicas, s.AvailableReplicas, want)
+		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want &&
+			s.Replicas == want && s.AvailableReplicas == want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("deployment %s/%s did not complete its rollout: %w (%s)", ns, name, err, last)
+	}
+	return nil
+}
+
+// ReplicaSets lists the ReplicaSets a Deployment owns.
+func ReplicaSets(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployment) ([]appsv1.ReplicaSet, error) {
+	list, err := client.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list replicasets of %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	var owned []appsv1.ReplicaSet
+	for _, rs := range list.Items {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == d.UID {
+			owned = append(owned, rs)
+		}
+	}
+	return owned, nil
+}
