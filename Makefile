@@ -6,7 +6,11 @@ STATICCHECK_VERSION := v0.8.2
 # A cold control-plane build takes ~10 minutes on 2 cores; the tests themselves far less.
 TEST_TIMEOUT ?= 20m
 
-.PHONY: build test lint controlplane demo bench clean
+# Each fuzz target runs briefly in every `make test`; `make fuzz FUZZTIME=10m` runs longer.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := FuzzValidatePath:./internal/unpack
+
+.PHONY: build test lint fuzz controlplane demo bench clean
 
 build:
 	$(GO) build -trimpath -o $(BIN)/ ./cmd/reloader ./cmd/wave
@@ -28,6 +32,13 @@ controlplane:
 
 test: lint controlplane
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) fuzz
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
+	done
 
 # For now: a local control plane until Ctrl-C. The full story (reload and rollout) follows
 # with the binaries.

@@ -1,0 +1,264 @@
+// Package unpack materialises a set of files under a root folder atomically, the way kubelet's
+// atomic writer updates a ConfigMap volume: a reader sees the old complete set or the new one.
+//
+//	w := unpack.New("/config")
+//	changed, err := w.Write(map[string]unpack.File{"app.yaml": {Data: b, Mode: 0o644}})
+package unpack
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+const (
+	dataLink    = "..data"     // symlink to the current timestamped folder
+	newDataLink = "..data_tmp" // prepared beside ..data, then renamed over it
+)
+
+// File is one file's content and permission bits.
+type File struct {
+	Data []byte
+	Mode fs.FileMode
+}
+
+// Writer owns the files it wrote under one root. It is not safe for concurrent use; the
+// reloader calls it from one goroutine.
+type Writer struct {
+	root string
+}
+
+// New returns a Writer for root, which must exist.
+func New(root string) *Writer { return &Writer{root: root} }
+
+// Write makes the files under the root exactly files (relative slash paths), and reports
+// whether anything changed. Nothing is written when the content is already in place.
+//
+// The algorithm, and why a reader never sees a mix:
+//  1. Validate every path first: a bad one fails the whole write before anything is touched.
+//  2. Compare with the folder ..data points at; equal content (and modes) means no write.
+//  3. Check every top-level name: if it exists and is not our symlink into ..data, stop,
+//     because it belongs to someone else.
+//  4. Write the new set into a fresh folder ..<timestamp>.<random> and fsync it.
+//  5. Point ..data_tmp at it and rename it over ..data. rename(2) is atomic, so every path
+//     resolved through ..data now resolves in the new folder, never half in each.
+//  6. Create the user-visible symlinks name -> ..data/name for new top-level names and remove
+//     those of names that are gone; existing ones already resolve through ..data.
+//  7. Remove the old folder.
+//
+// A failure before step 5 leaves the old set in place and removes the half-made folder.
+func (w *Writer) Write(files map[string]File) (changed bool, err error) {
+	top := map[string]bool{}
+	for p := range files {
+		if err := ValidatePath(p); err != nil {
+			return false, err
+		}
+		top[strings.SplitN(p, "/", 2)[0]] = true
+	}
+	for p := range files {
+		if top[p] && hasPrefixDir(files, p) {
+			return false, fmt.Errorf("path %q is both a file and a folder of other paths", p)
+		}
+	}
+
+	oldDir, err := os.Readlink(filepath.Join(w.root, dataLink))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("read %s under %s: %w", dataLink, w.root, err)
+	}
+	if oldDir != "" && sameContent(filepath.Join(w.root, oldDir), files) {
+		return false, nil
+	}
+	for name := range top {
+		if err := w.checkOwned(name); err != nil {
+			return false, err
+		}
+	}
+
+	newDir, err := os.MkdirTemp(w.root, ".."+time.Now().UTC().Format("2006_01_02_15_04_05."))
+	if err != nil {
+		return false, fmt.Errorf("create a new folder under %s: %w", w.root, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(newDir)
+		}
+	}()
+	if err := os.Chmod(newDir, 0o755); err != nil {
+		return false, fmt.Errorf("chmod %s: %w", newDir, err)
+	}
+	for p, f := range files {
+		if err := writeFile(filepath.Join(newDir, filepath.FromSlash(p)), f); err != nil {
+			return false, fmt.Errorf("write %q under %s: %w", p, w.root, err)
+		}
+	}
+	if err := syncDir(newDir); err != nil {
+		return false, err
+	}
+
+	tmpLink := filepath.Join(w.root, newDataLink)
+	_ = os.Remove(tmpLink)
+	if err := os.Symlink(filepath.Base(newDir), tmpLink); err != nil {
+		return false, fmt.Errorf("create %s under %s: %w", newDataLink, w.root, err)
+	}
+	if err := os.Rename(tmpLink, filepath.Join(w.root, dataLink)); err != nil {
+		_ = os.Remove(tmpLink)
+		return false, fmt.Errorf("swap %s under %s: %w", dataLink, w.root, err)
+	}
+
+	// From here the new set is live; errors are reported but the swap stands.
+	if err := w.updateVisibleLinks(oldDir, top); err != nil {
+		return true, err
+	}
+	if oldDir != "" {
+		if err := os.RemoveAll(filepath.Join(w.root, oldDir)); err != nil {
+			return true, fmt.Errorf("remove old folder %s: %w", oldDir, err)
+		}
+	}
+	return true, syncDir(w.root)
+}
+
+// ValidatePath accepts a relative slash path that stays inside the root: not empty, not
+// absolute, no "." or ".." element, no element starting with "..", which is reserved for the
+// writer's own bookkeeping.
+func ValidatePath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty path")
+	case len(p) > 4096:
+		return fmt.Errorf("path %.40q... is longer than 4096 bytes", p)
+	case path.IsAbs(p) || strings.HasPrefix(p, `\`):
+		return fmt.Errorf("path %q is absolute; only paths relative to the config root are allowed", p)
+	case strings.ContainsRune(p, 0):
+		return fmt.Errorf("path %q contains a NUL byte", p)
+	}
+	for _, elem := range strings.Split(p, "/") {
+		switch {
+		case elem == "":
+			return fmt.Errorf("path %q has an empty element", p)
+		case elem == "." || elem == "..":
+			return fmt.Errorf("path %q contains %q; it must stay inside the config root", p, elem)
+		case strings.HasPrefix(elem, ".."):
+			return fmt.Errorf("path %q has an element starting with '..', which is reserved", p)
+		case len(elem) > 255:
+			return fmt.Errorf("path %q has an element longer than 255 bytes", p)
+		}
+	}
+	return nil
+}
+
+func hasPrefixDir(files map[string]File, dir string) bool {
+	for p := range files {
+		if strings.HasPrefix(p, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkOwned returns an error when name exists under the root but is not the symlink this
+// writer makes, so a file the user or the app put there is never replaced.
+func (w *Writer) checkOwned(name string) error {
+	target, err := os.Readlink(filepath.Join(w.root, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil || target != path.Join(dataLink, name) {
+		return fmt.Errorf("%s exists under %s and was not written by configwave; move it away or choose another --configroot", name, w.root)
+	}
+	return nil
+}
+
+func (w *Writer) updateVisibleLinks(oldDir string, top map[string]bool) error {
+	for name := range top {
+		link := filepath.Join(w.root, name)
+		if _, err := os.Lstat(link); err == nil {
+			continue // already our symlink (checked before the swap)
+		}
+		if err := os.Symlink(path.Join(dataLink, name), link); err != nil {
+			return fmt.Errorf("link %s under %s: %w", name, w.root, err)
+		}
+	}
+	if oldDir == "" {
+		return nil
+	}
+	old, err := os.ReadDir(filepath.Join(w.root, oldDir))
+	if err != nil {
+		return fmt.Errorf("list old folder %s: %w", oldDir, err)
+	}
+	for _, e := range old {
+		if top[e.Name()] || w.checkOwned(e.Name()) != nil {
+			continue
+		}
+		if err := os.Remove(filepath.Join(w.root, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove link %s under %s: %w", e.Name(), w.root, err)
+		}
+	}
+	return nil
+}
+
+// sameContent reports whether dir holds exactly files, byte for byte and mode for mode.
+func sameContent(dir string, files map[string]File) bool {
+	seen := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		want, ok := files[filepath.ToSlash(rel)]
+		if !ok {
+			return errors.New("extra file")
+		}
+		info, err := d.Info()
+		if err != nil || info.Mode().Perm() != want.Mode.Perm() || info.Size() != int64(len(want.Data)) {
+			return errors.New("differs")
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(got, want.Data) {
+			return errors.New("differs")
+		}
+		seen++
+		return nil
+	})
+	return err == nil && seen == len(files)
+}
+
+func writeFile(name string, f File) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	fh, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, f.Mode.Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := fh.Write(f.Data); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Chmod(f.Mode.Perm()); err != nil { // the umask must not change the mode
+		fh.Close()
+		return err
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open %s to sync: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

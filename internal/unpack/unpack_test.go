@@ -1,0 +1,175 @@
+package unpack_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/unpack"
+)
+
+func file(s string) unpack.File { return unpack.File{Data: []byte(s), Mode: 0o644} }
+
+func read(t *testing.T, root, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestWrite(t *testing.T) {
+	t.Run("first write creates files reachable by their names", func(t *testing.T) {
+		root := t.TempDir()
+		changed, err := unpack.New(root).Write(map[string]unpack.File{"a.conf": file("A"), "sub/b.conf": file("B")})
+		require.NoError(t, err)
+		assert.True(t, changed)
+		assert.Equal(t, "A", read(t, root, "a.conf"))
+		assert.Equal(t, "B", read(t, root, "sub/b.conf"))
+	})
+	t.Run("same content writes nothing", func(t *testing.T) {
+		root := t.TempDir()
+		w := unpack.New(root)
+		_, err := w.Write(map[string]unpack.File{"a": file("A")})
+		require.NoError(t, err)
+		before, err := os.Readlink(filepath.Join(root, "..data"))
+		require.NoError(t, err)
+		changed, err := w.Write(map[string]unpack.File{"a": file("A")})
+		require.NoError(t, err)
+		assert.False(t, changed)
+		after, _ := os.Readlink(filepath.Join(root, "..data"))
+		assert.Equal(t, before, after, "no new folder for unchanged content")
+	})
+	t.Run("mode change is a change", func(t *testing.T) {
+		root := t.TempDir()
+		w := unpack.New(root)
+		_, err := w.Write(map[string]unpack.File{"a": file("A")})
+		require.NoError(t, err)
+		changed, err := w.Write(map[string]unpack.File{"a": {Data: []byte("A"), Mode: 0o600}})
+		require.NoError(t, err)
+		assert.True(t, changed)
+		info, err := os.Stat(filepath.Join(root, "a"))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	})
+	t.Run("removed key disappears and old folder is gone", func(t *testing.T) {
+		root := t.TempDir()
+		w := unpack.New(root)
+		_, err := w.Write(map[string]unpack.File{"a": file("A"), "b": file("B")})
+		require.NoError(t, err)
+		_, err = w.Write(map[string]unpack.File{"a": file("A2")})
+		require.NoError(t, err)
+		assert.Equal(t, "A2", read(t, root, "a"))
+		assert.NoFileExists(t, filepath.Join(root, "b"))
+		entries, err := os.ReadDir(root)
+		require.NoError(t, err)
+		assert.Len(t, entries, 3, "only ..data, the folder it points at, and a; got %v", entries)
+	})
+	t.Run("files the writer did not write are never touched", func(t *testing.T) {
+		root := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(root, "mine"), []byte("user"), 0o644))
+		w := unpack.New(root)
+		_, err := w.Write(map[string]unpack.File{"a": file("A")})
+		require.NoError(t, err)
+		_, err = w.Write(map[string]unpack.File{"mine": file("X")})
+		require.ErrorContains(t, err, "was not written by configwave")
+		assert.Equal(t, "user", read(t, root, "mine"))
+		assert.Equal(t, "A", read(t, root, "a"), "last good set stays in place")
+	})
+	t.Run("bad path rejects the whole set and keeps the last good one", func(t *testing.T) {
+		root := t.TempDir()
+		w := unpack.New(root)
+		_, err := w.Write(map[string]unpack.File{"a": file("A")})
+		require.NoError(t, err)
+		_, err = w.Write(map[string]unpack.File{"a": file("A2"), "../escape": file("X")})
+		require.ErrorContains(t, err, `"../escape"`)
+		assert.Equal(t, "A", read(t, root, "a"))
+		assert.NoFileExists(t, filepath.Join(filepath.Dir(root), "escape"))
+	})
+}
+
+func TestValidatePath(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{"app.yaml", true},
+		{"conf.d/site.conf", true},
+		{".hidden", true},
+		{"", false},
+		{"/etc/passwd", false},
+		{"../x", false},
+		{"a/../../x", false},
+		{"a/./b", false},
+		{"a//b", false},
+		{"..data", false},
+		{"a/..x", false},
+		{"a\x00b", false},
+	} {
+		err := unpack.ValidatePath(tc.path)
+		assert.Equal(t, tc.ok, err == nil, "path %q: %v", tc.path, err)
+	}
+}
+
+func FuzzValidatePath(f *testing.F) {
+	for _, s := range []string{"a", "a/b", "../a", "/a", "..data", "a//b", "."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if unpack.ValidatePath(p) != nil {
+			return
+		}
+		root := "/root/of/config"
+		joined := filepath.Join(root, filepath.FromSlash(p))
+		rel, err := filepath.Rel(root, joined)
+		if err != nil || rel == "." || rel == ".." || filepath.IsAbs(rel) || len(rel) >= 2 && rel[:2] == ".." {
+			t.Fatalf("accepted path %q lands outside the root: %q", p, joined)
+		}
+	})
+}
+
+// A reader hammering the files during many swaps must always see one complete set: both files
+// present and from the same generation.
+func TestConcurrentReaderNeverSeesMixedSet(t *testing.T) {
+	root := t.TempDir()
+	w := unpack.New(root)
+	_, err := w.Write(map[string]unpack.File{"a": file("0"), "dir/b": file("0")})
+	require.NoError(t, err)
+
+	var stop atomic.Bool
+	var reads, bad atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				a, errA := os.ReadFile(filepath.Join(root, "a"))
+				b, errB := os.ReadFile(filepath.Join(root, "dir/b"))
+				// Reading a then b can straddle one swap; a set is mixed only if b is older than a.
+				if errA != nil || errB != nil {
+					bad.Add(1)
+				} else if na, nb := atoi(a), atoi(b); nb < na {
+					bad.Add(1)
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	for i := 1; i <= 1000; i++ {
+		v := strconv.Itoa(i)
+		_, err := w.Write(map[string]unpack.File{"a": file(v), "dir/b": file(v)})
+		require.NoError(t, err)
+	}
+	stop.Store(true)
+	wg.Wait()
+	assert.Zero(t, bad.Load(), "reads that saw a missing file or a mixed set, of %d", reads.Load())
+	assert.Positive(t, reads.Load())
+}
+
+func atoi(b []byte) int { n, _ := strconv.Atoi(string(b)); return n }
