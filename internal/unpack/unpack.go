@@ -31,8 +31,19 @@ type File struct {
 // Writer owns the files it wrote under one root. It is not safe for concurrent use; the
 // reloader calls it from one goroutine.
 type Writer struct {
-	root string
+	root    string
+	retired []retiredDir // swapped-out folders, removed once no reader can still be inside
 }
+
+type retiredDir struct {
+	name string
+	at   time.Time
+}
+
+// retireGrace is how long a swapped-out folder stays on disk. A reader that resolved ..data
+// just before the swap is still walking into the old folder; removing it at once would make
+// that open fail with "no such file" (seen in the concurrent-reader test).
+const retireGrace = 2 * time.Second
 
 // New returns a Writer for root, which must exist.
 func New(root string) *Writer { return &Writer{root: root} }
@@ -50,10 +61,11 @@ func New(root string) *Writer { return &Writer{root: root} }
 //     resolved through ..data now resolves in the new folder, never half in each.
 //  6. Create the user-visible symlinks name -> ..data/name for new top-level names and remove
 //     those of names that are gone; existing ones already resolve through ..data.
-//  7. Remove the old folder.
+//  7. Retire the old folder; it is removed by a later Write once retireGrace has passed.
 //
 // A failure before step 5 leaves the old set in place and removes the half-made folder.
 func (w *Writer) Write(files map[string]File) (changed bool, err error) {
+	w.removeRetired(time.Now())
 	top := map[string]bool{}
 	for p := range files {
 		if err := ValidatePath(p); err != nil {
@@ -116,11 +128,19 @@ func (w *Writer) Write(files map[string]File) (changed bool, err error) {
 		return true, err
 	}
 	if oldDir != "" {
-		if err := os.RemoveAll(filepath.Join(w.root, oldDir)); err != nil {
-			return true, fmt.Errorf("remove old folder %s: %w", oldDir, err)
-		}
+		w.retired = append(w.retired, retiredDir{name: oldDir, at: time.Now()})
 	}
 	return true, syncDir(w.root)
+}
+
+func (w *Writer) removeRetired(now time.Time) {
+	kept := w.retired[:0]
+	for _, r := range w.retired {
+		if now.Sub(r.at) < retireGrace || os.RemoveAll(filepath.Join(w.root, r.name)) != nil {
+			kept = append(kept, r)
+		}
+	}
+	w.retired = kept
 }
 
 // ValidatePath accepts a relative slash path that stays inside the root: not empty, not

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -57,7 +58,7 @@ func TestWrite(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
 	})
-	t.Run("removed key disappears and old folder is gone", func(t *testing.T) {
+	t.Run("removed key disappears", func(t *testing.T) {
 		root := t.TempDir()
 		w := unpack.New(root)
 		_, err := w.Write(map[string]unpack.File{"a": file("A"), "b": file("B")})
@@ -66,6 +67,17 @@ func TestWrite(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "A2", read(t, root, "a"))
 		assert.NoFileExists(t, filepath.Join(root, "b"))
+	})
+	t.Run("swapped-out folder is removed by a later write after the grace period", func(t *testing.T) {
+		root := t.TempDir()
+		w := unpack.New(root)
+		_, err := w.Write(map[string]unpack.File{"a": file("A")})
+		require.NoError(t, err)
+		_, err = w.Write(map[string]unpack.File{"a": file("A2")})
+		require.NoError(t, err)
+		time.Sleep(2100 * time.Millisecond)
+		_, err = w.Write(map[string]unpack.File{"a": file("A2")})
+		require.NoError(t, err)
 		entries, err := os.ReadDir(root)
 		require.NoError(t, err)
 		assert.Len(t, entries, 3, "only ..data, the folder it points at, and a; got %v", entries)
