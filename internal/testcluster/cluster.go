@@ -147,10 +147,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if err := c.createNode(ctx); err != nil {
+	client, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	if err := createNode(ctx, client); err != nil {
 		return nil, err
 	}
-	if err := c.waitSchedulable(ctx); err != nil {
+	if err := c.waitSchedulable(ctx, client); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "Control plane ready at https://127.0.0.1:%d in %s (kubeconfig %s, logs %s)\n",
@@ -319,11 +323,7 @@ func (c *Cluster) waitHTTP(ctx context.Context, name, url string, client *http.C
 
 // createNode registers the node kwok pretends to run. Capacity is generous so scheduling never
 // depends on resource requests in tests.
-func (c *Cluster) createNode(ctx context.Context) error {
-	client, err := kubernetes.NewForConfig(c.Config())
-	if err != nil {
-		return err
-	}
+func createNode(ctx context.Context, client kubernetes.Interface) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("1000"),
 		corev1.ResourceMemory: resource.MustParse("1Ti"),
@@ -345,13 +345,9 @@ func (c *Cluster) createNode(ctx context.Context) error {
 
 // waitSchedulable waits until the node is Ready without taints (kwok and the node-lifecycle
 // controller work) and the default ServiceAccount exists (the controller-manager works).
-func (c *Cluster) waitSchedulable(ctx context.Context) error {
-	client, err := kubernetes.NewForConfig(c.Config())
-	if err != nil {
-		return err
-	}
+func (c *Cluster) waitSchedulable(ctx context.Context, client kubernetes.Interface) error {
 	var state string
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kwok"} {
 			if err := c.running(name); err != nil {
 				return false, err

@@ -26,14 +26,7 @@ func ForTest(t testing.TB) *Cluster {
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
 	}
-	t.Cleanup(func() {
-		c.Stop()
-		if t.Failed() {
-			t.Logf("control-plane logs kept in %s", c.LogDir())
-			return
-		}
-		_ = c.Remove()
-	})
+	t.Cleanup(func() { c.finish(t.Failed(), t.Logf) })
 	return c
 }
 
@@ -60,14 +53,20 @@ func runMain(m *testing.M, c **Cluster) int {
 	}
 	code := m.Run()
 	if *c != nil {
-		(*c).Stop()
-		if code != 0 {
-			fmt.Fprintf(os.Stderr, "control-plane logs kept in %s\n", (*c).LogDir())
-		} else {
-			_ = (*c).Remove()
-		}
+		(*c).finish(code != 0, func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) })
 	}
 	return code
+}
+
+// finish stops the cluster and removes its folder, or keeps it and says where the logs are
+// when the tests failed.
+func (c *Cluster) finish(failed bool, logf func(format string, args ...any)) {
+	c.Stop()
+	if failed {
+		logf("control-plane logs kept in %s", c.LogDir())
+		return
+	}
+	_ = c.Remove()
 }
 
 // Need skips the test when Main started no cluster (-short mode).
