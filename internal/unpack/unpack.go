@@ -67,15 +67,19 @@ func New(root string) *Writer { return &Writer{root: root} }
 func (w *Writer) Write(files map[string]File) (changed bool, err error) {
 	w.removeRetired(time.Now())
 	top := map[string]bool{}
+	dirs := map[string]bool{} // every folder some path needs
 	for p := range files {
 		if err := ValidatePath(p); err != nil {
 			return false, err
 		}
 		top[strings.SplitN(p, "/", 2)[0]] = true
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			dirs[d] = true
+		}
 	}
 	for p := range files {
-		if top[p] && hasPrefixDir(files, p) {
-			return false, fmt.Errorf("path %q is both a file and a folder of other paths", p)
+		if dirs[p] {
+			return false, fmt.Errorf("path %q is both a file and the folder of other paths", p)
 		}
 	}
 
@@ -96,8 +100,9 @@ func (w *Writer) Write(files map[string]File) (changed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("create a new folder under %s: %w", w.root, err)
 	}
+	swapped := false
 	defer func() {
-		if err != nil {
+		if err != nil && !swapped { // after the swap newDir is the live set
 			_ = os.RemoveAll(newDir)
 		}
 	}()
@@ -122,15 +127,20 @@ func (w *Writer) Write(files map[string]File) (changed bool, err error) {
 		_ = os.Remove(tmpLink)
 		return false, fmt.Errorf("swap %s under %s: %w", dataLink, w.root, err)
 	}
+	swapped = true
 
-	// From here the new set is live; errors are reported but the swap stands.
-	if err := w.updateVisibleLinks(oldDir, top); err != nil {
-		return true, err
-	}
+	// The new set is live; the old folder is retired whatever fails below.
+	return true, w.afterSwap(oldDir, top)
+}
+
+func (w *Writer) afterSwap(oldDir string, top map[string]bool) error {
 	if oldDir != "" {
 		w.retired = append(w.retired, retiredDir{name: oldDir, at: time.Now()})
 	}
-	return true, syncDir(w.root)
+	if err := w.updateVisibleLinks(oldDir, top); err != nil {
+		return err
+	}
+	return syncDir(w.root)
 }
 
 func (w *Writer) removeRetired(now time.Time) {
@@ -170,15 +180,6 @@ func ValidatePath(p string) error {
 		}
 	}
 	return nil
-}
-
-func hasPrefixDir(files map[string]File, dir string) bool {
-	for p := range files {
-		if strings.HasPrefix(p, dir+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // checkOwned returns an error when name exists under the root but is not the symlink this

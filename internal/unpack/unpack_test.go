@@ -82,6 +82,12 @@ func TestWrite(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, entries, 3, "only ..data, the folder it points at, and a; got %v", entries)
 	})
+	t.Run("a path that is also another path's folder is rejected", func(t *testing.T) {
+		root := t.TempDir()
+		_, err := unpack.New(root).Write(map[string]unpack.File{"conf.d/site": file("A"), "conf.d/site/x": file("B")})
+		require.ErrorContains(t, err, `"conf.d/site" is both a file and the folder`)
+		assert.NoFileExists(t, filepath.Join(root, "..data"))
+	})
 	t.Run("files the writer did not write are never touched", func(t *testing.T) {
 		root := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(root, "mine"), []byte("user"), 0o644))
