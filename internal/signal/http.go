@@ -1,0 +1,191 @@
+// Package signal tells an application that its config changed: an HTTP request with retries
+// (sidecar mode) or a signal to a child process it supervises (subprocess mode).
+//
+//	n := &signal.HTTP{URL: "http://127.0.0.1:9090/-/reload"}
+//	err := n.Notify(ctx) // retried with exponential backoff and jitter, then given up
+package signal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+)
+
+// Notifier tells the app to reload its config.
+type Notifier interface {
+	Notify(ctx context.Context) error
+}
+
+// DefaultBackoff spaces the tries of a reload request: 0.2 s doubling up to 10 s, ±20 %,
+// eight tries (about 25 s) before giving up.
+var DefaultBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 8, Cap: 10 * time.Second}
+
+// HTTP sends one request per reload, retrying until the app answers with a success code.
+type HTTP struct {
+	URL     string
+	Method  string        // default POST
+	Header  http.Header   // extra request headers
+	Timeout time.Duration // per try; default 10 s
+	Success CodeSet       // default 2xx
+	Backoff wait.Backoff  // default DefaultBackoff
+	Client  *http.Client  // default a client without keep-alive reuse across reloads
+}
+
+// Notify sends the request until it succeeds, the tries run out, or ctx ends.
+func (h *HTTP) Notify(ctx context.Context) error {
+	method := h.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	backoff := h.Backoff
+	if backoff.Steps == 0 {
+		backoff = DefaultBackoff
+	}
+	var last error
+	tries := 0
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		tries++
+		last = h.try(ctx, method)
+		if last != nil {
+			klog.V(2).InfoS("reload request failed, will retry", "method", method, "url", h.URL, "try", tries, "err", last)
+		}
+		return last == nil, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case last != nil && (wait.Interrupted(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return fmt.Errorf("reload request %s %s failed after %d tries: %w%s", method, h.URL, tries, last, hint(last))
+	default:
+		return fmt.Errorf("reload request %s %s: %w", method, h.URL, err)
+	}
+}
+
+func (h *HTTP) try(ctx context.Context, method string) error {
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, h.URL, nil)
+	if err != nil {
+		return err
+	}
+	for k, vs := range h.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	client := h.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if !h.Success.Contains(resp.StatusCode) {
+		return &StatusError{Code: resp.StatusCode, Status: resp.Status}
+	}
+	return nil
+}
+
+// StatusError is an answer whose status code is not a success. The body is never included:
+// an app may echo its config, and config may hold secrets.
+type StatusError struct {
+	Code   int
+	Status string
+}
+
+func (e *StatusError) Error() string { return "answered " + e.Status }
+
+// hint names the usual cause of a failure users hit when setting up a reload endpoint.
+func hint(err error) string {
+	var se *StatusError
+	if errors.As(err, &se) {
+		switch se.Code {
+		case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusForbidden:
+			return " (is the reload endpoint enabled and is --reload-http-method right? Prometheus needs --web.enable-lifecycle)"
+		}
+		return ""
+	}
+	if strings.Contains(err.Error(), "connection refused") {
+		return " (is the app listening on that address, in the same pod?)"
+	}
+	return ""
+}
+
+// CodeSet is a set of HTTP status codes; the zero value means 200–299.
+type CodeSet struct{ ranges [][2]int }
+
+// Contains reports whether code is in the set.
+func (s CodeSet) Contains(code int) bool {
+	if len(s.ranges) == 0 {
+		return code >= 200 && code <= 299
+	}
+	for _, r := range s.ranges {
+		if code >= r[0] && code <= r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// String formats the set as ParseCodeSet accepts it.
+func (s CodeSet) String() string {
+	if len(s.ranges) == 0 {
+		return "200-299"
+	}
+	parts := make([]string, 0, len(s.ranges))
+	for _, r := range s.ranges {
+		if r[0] == r[1] {
+			parts = append(parts, strconv.Itoa(r[0]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", r[0], r[1]))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseCodeSet parses a comma-separated list of codes and ranges, e.g. "200-299,304".
+func ParseCodeSet(s string) (CodeSet, error) {
+	var set CodeSet
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := parseCode(lo)
+		if err != nil {
+			return CodeSet{}, fmt.Errorf("status code list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = parseCode(hi); err != nil {
+				return CodeSet{}, fmt.Errorf("status code list %q: %w", s, err)
+			}
+			if b < a {
+				return CodeSet{}, fmt.Errorf("status code list %q: range %q ends before it starts", s, part)
+			}
+		}
+		set.ranges = append(set.ranges, [2]int{a, b})
+	}
+	return set, nil
+}
+
+func parseCode(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 100 || n > 599 {
+		return 0, fmt.Errorf("%q is not an HTTP status code (100-599)", s)
+	}
+	return n, nil
+}

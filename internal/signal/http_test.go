@@ -1,0 +1,141 @@
+package signal
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+var fastBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 5, Cap: 20 * time.Millisecond}
+
+func TestHTTPNotify(t *testing.T) {
+	tests := []struct {
+		name       string
+		answers    []int // status per request; the last one repeats
+		success    string
+		wantErr    string
+		wantTries  int32
+		wantMethod string
+		method     string
+	}{
+		{name: "first try succeeds", answers: []int{200}, wantTries: 1, wantMethod: "POST"},
+		{name: "any 2xx is success by default", answers: []int{204}, wantTries: 1, wantMethod: "POST"},
+		{name: "fails then recovers", answers: []int{503, 500, 200}, wantTries: 3, wantMethod: "POST"},
+		{name: "gives up after the bound with a hint", answers: []int{404}, wantTries: 5, wantErr: "failed after 5 tries: answered 404 Not Found (is the reload endpoint enabled", wantMethod: "POST"},
+		{name: "method is configurable", method: "GET", answers: []int{200}, wantTries: 1, wantMethod: "GET"},
+		{name: "success codes are configurable", success: "200,304", answers: []int{204, 304}, wantTries: 2, wantMethod: "POST"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tries atomic.Int32
+			var method, header atomic.Value
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := int(tries.Add(1))
+				method.Store(r.Method)
+				header.Store(r.Header.Get("X-Token"))
+				code := tt.answers[min(n, len(tt.answers))-1]
+				w.WriteHeader(code)
+				_, _ = w.Write([]byte("password=hunter2")) // must never reach the error
+			}))
+			defer srv.Close()
+
+			h := &HTTP{URL: srv.URL + "/-/reload", Method: tt.method, Header: http.Header{"X-Token": {"t"}}, Backoff: fastBackoff}
+			if tt.success != "" {
+				set, err := ParseCodeSet(tt.success)
+				require.NoError(t, err)
+				h.Success = set
+			}
+			err := h.Notify(context.Background())
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.NotContains(t, err.Error(), "hunter2")
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tt.wantTries, tries.Load())
+			assert.Equal(t, tt.wantMethod, method.Load())
+			assert.Equal(t, "t", header.Load())
+		})
+	}
+}
+
+func TestHTTPNotifyConnectionRefusedHint(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there any more
+	err := (&HTTP{URL: url, Backoff: fastBackoff}).Notify(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is the app listening on that address")
+}
+
+func TestHTTPNotifyStopsWithContext(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	slow := wait.Backoff{Duration: time.Second, Factor: 1, Steps: 100}
+	start := time.Now()
+	err := (&HTTP{URL: srv.URL, Backoff: slow}).Notify(ctx)
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 5*time.Second, "Notify must return when ctx ends, not after its tries")
+}
+
+func TestParseCodeSet(t *testing.T) {
+	tests := []struct {
+		in      string
+		in2xx   []int
+		out     []int
+		wantErr string
+	}{
+		{in: "200-299", in2xx: []int{200, 250, 299}, out: []int{199, 300}},
+		{in: "200,304", in2xx: []int{200, 304}, out: []int{201, 303}},
+		{in: " 202 , 204-206", in2xx: []int{202, 205}, out: []int{203, 207}},
+		{in: "", wantErr: "is not an HTTP status code"},
+		{in: "2xx", wantErr: `"2xx" is not an HTTP status code`},
+		{in: "300-200", wantErr: "ends before it starts"},
+		{in: "99", wantErr: "is not an HTTP status code"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			set, err := ParseCodeSet(tt.in)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			for _, c := range tt.in2xx {
+				assert.True(t, set.Contains(c), c)
+			}
+			for _, c := range tt.out {
+				assert.False(t, set.Contains(c), c)
+			}
+			again, err := ParseCodeSet(set.String())
+			require.NoError(t, err)
+			assert.Equal(t, set, again)
+		})
+	}
+}
+
+func FuzzParseCodeSet(f *testing.F) {
+	for _, s := range []string{"200-299", "200,304", "", "-", "1-2-3", "599"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		set, err := ParseCodeSet(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseCodeSet(set.String())
+		require.NoError(t, err, "String() of an accepted set must parse: %q", set.String())
+		assert.Equal(t, set, again)
+	})
+}

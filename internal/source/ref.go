@@ -1,0 +1,43 @@
+package source
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// ParseRef parses the value of --configmap or --secret, [NAMESPACE/]NAME; the namespace
+// defaults to defaultNamespace.
+func ParseRef(kind Kind, s, defaultNamespace string) (Ref, error) {
+	flag := "--" + lowerKind(kind)
+	ns, name := defaultNamespace, s
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		ns, name = s[:i], s[i+1:]
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return Ref{}, fmt.Errorf("%s=%q: namespace %q is not valid (%s); use [NAMESPACE/]NAME", flag, s, ns, strings.Join(errs, "; "))
+		}
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return Ref{}, fmt.Errorf("%s=%q: name %q is not a valid %s name (%s); use [NAMESPACE/]NAME", flag, s, name, lowerKind(kind), strings.Join(errs, "; "))
+	}
+	return Ref{Kind: kind, Namespace: ns, Name: name}, nil
+}
+
+// serviceAccountNamespace is where a pod finds its own namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// DefaultNamespace is the pod's own namespace: $POD_NAMESPACE (set through the downward API),
+// else the service account's namespace file, else "default".
+func DefaultNamespace() string {
+	if ns := strings.TrimSpace(os.Getenv("POD_NAMESPACE")); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return "default"
+}
