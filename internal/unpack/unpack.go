@@ -65,6 +65,13 @@ func New(root string) *Writer { return &Writer{root: root} }
 //
 // A failure before step 5 leaves the old set in place and removes the half-made folder.
 func (w *Writer) Write(files map[string]File) (changed bool, err error) {
+	return w.WriteChecked(files, nil)
+}
+
+// WriteChecked is Write with a check that runs between steps 4 and 5: check gets the new
+// folder, complete and synced, with the same relative layout as the root, while readers still
+// see the old set. An error from check leaves the old set in place and is returned as is.
+func (w *Writer) WriteChecked(files map[string]File, check func(dir string) error) (changed bool, err error) {
 	w.removeRetired(time.Now())
 	top := map[string]bool{}
 	dirs := map[string]bool{} // every folder some path needs
@@ -116,6 +123,11 @@ func (w *Writer) Write(files map[string]File) (changed bool, err error) {
 	}
 	if err := syncDir(newDir); err != nil {
 		return false, err
+	}
+	if check != nil {
+		if err := check(newDir); err != nil {
+			return false, err
+		}
 	}
 
 	tmpLink := filepath.Join(w.root, newDataLink)

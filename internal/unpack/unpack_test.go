@@ -1,6 +1,7 @@
 package unpack_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -191,3 +192,32 @@ func TestConcurrentReaderNeverSeesMixedSet(t *testing.T) {
 }
 
 func atoi(b []byte) int { n, _ := strconv.Atoi(string(b)); return n }
+
+func TestWriteChecked(t *testing.T) {
+	root := t.TempDir()
+	w := unpack.New(root)
+	_, err := w.Write(map[string]unpack.File{"app.conf": file("good"), "sub/x": file("1")})
+	require.NoError(t, err)
+
+	var sawDir string
+	rejected := errors.New("config rejected")
+	changed, err := w.WriteChecked(map[string]unpack.File{"app.conf": file("bad"), "sub/x": file("2")}, func(dir string) error {
+		sawDir = dir
+		// The check sees the new set complete, in the root's layout, while readers see the old.
+		assert.Equal(t, "bad", read(t, dir, "app.conf"))
+		assert.Equal(t, "2", read(t, dir, "sub/x"))
+		assert.Equal(t, "good", read(t, root, "app.conf"))
+		return rejected
+	})
+	assert.ErrorIs(t, err, rejected)
+	assert.False(t, changed)
+	assert.Equal(t, "good", read(t, root, "app.conf"), "a rejected set is never swapped in")
+	assert.Equal(t, "1", read(t, root, "sub/x"))
+	assert.NoDirExists(t, sawDir, "the rejected folder is removed")
+
+	changed, err = w.WriteChecked(map[string]unpack.File{"app.conf": file("fixed")}, func(string) error { return nil })
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, "fixed", read(t, root, "app.conf"))
+	assert.NoFileExists(t, filepath.Join(root, "sub/x"))
+}

@@ -1,0 +1,126 @@
+package reload
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/source"
+	"github.com/configwave/configwave/internal/unpack"
+)
+
+func cm(ns, name string, kv ...string) source.Object {
+	o := source.Object{Ref: source.Ref{Kind: source.ConfigMap, Namespace: ns, Name: name}, Data: map[string][]byte{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		o.Data[kv[i]] = []byte(kv[i+1])
+	}
+	return o
+}
+
+func secret(ns, name string, kv ...string) source.Object {
+	o := cm(ns, name, kv...)
+	o.Kind = source.Secret
+	return o
+}
+
+func TestLayoutFiles(t *testing.T) {
+	modes := Layout{ConfigMapMode: 0o644, SecretMode: 0o600}
+	perObject := modes
+	perObject.PerObject = true
+	withItems := modes
+	withItems.Items = map[string]string{"nginx.conf": "nginx/nginx.conf", "x": "../escape"}
+
+	tests := []struct {
+		name    string
+		layout  Layout
+		objects []source.Object
+		want    map[string]unpack.File
+		wantErr string
+	}{
+		{
+			name:    "flat merges keys of all sources with per-kind modes",
+			layout:  modes,
+			objects: []source.Object{cm("web", "app", "app.yaml", "a: 1"), secret("web", "tls", "tls.key", "KEY")},
+			want: map[string]unpack.File{
+				"app.yaml": {Data: []byte("a: 1"), Mode: 0o644},
+				"tls.key":  {Data: []byte("KEY"), Mode: 0o600},
+			},
+		},
+		{
+			name:    "flat clash names both objects and the key, never the value",
+			layout:  modes,
+			objects: []source.Object{cm("web", "a", "app.yaml", "one"), secret("web", "b", "app.yaml", "hunter2")},
+			wantErr: `configmap web/a key "app.yaml" and secret web/b key "app.yaml" would both unpack to "app.yaml"`,
+		},
+		{
+			name:    "per-object puts each object in its own folder",
+			layout:  perObject,
+			objects: []source.Object{cm("mon", "dash-a", "a.json", "{}"), cm("mon", "dash-b", "a.json", "[]")},
+			want: map[string]unpack.File{
+				"dash-a/a.json": {Data: []byte("{}"), Mode: 0o644},
+				"dash-b/a.json": {Data: []byte("[]"), Mode: 0o644},
+			},
+		},
+		{
+			name:    "per-object folder clash across namespaces names both",
+			layout:  perObject,
+			objects: []source.Object{cm("a", "dash", "x", "1"), cm("b", "dash", "y", "2")},
+			wantErr: `configmap a/dash and configmap b/dash would both unpack into folder "dash"`,
+		},
+		{
+			name:    "items place a key at a nested path",
+			layout:  withItems,
+			objects: []source.Object{cm("web", "nginx", "nginx.conf", "events {}", "mime.types", "types {}")},
+			want: map[string]unpack.File{
+				"nginx/nginx.conf": {Data: []byte("events {}"), Mode: 0o644},
+				"mime.types":       {Data: []byte("types {}"), Mode: 0o644},
+			},
+		},
+		{
+			name:    "an item path outside the root is rejected with object and key",
+			layout:  withItems,
+			objects: []source.Object{cm("web", "nginx", "x", "1")},
+			wantErr: `configmap web/nginx key "x"`,
+		},
+		{
+			name:    "a key that is not a file name is rejected with object and key",
+			layout:  modes,
+			objects: []source.Object{cm("web", "app", "..data", "1")},
+			wantErr: `configmap web/app key "..data"`,
+		},
+		{
+			name:    "binary content is kept byte-exact",
+			layout:  modes,
+			objects: []source.Object{{Ref: source.Ref{Kind: source.ConfigMap, Namespace: "n", Name: "b"}, Data: map[string][]byte{"blob": {0, 0xff, '\n'}}}},
+			want:    map[string]unpack.File{"blob": {Data: []byte{0, 0xff, '\n'}, Mode: 0o644}},
+		},
+		{name: "no sources, no files", layout: modes, want: map[string]unpack.File{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.layout.Files(tt.objects)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.NotContains(t, err.Error(), "hunter2")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestHash(t *testing.T) {
+	a := map[string]unpack.File{"a": {Data: []byte("1"), Mode: 0o644}, "b": {Data: []byte("2"), Mode: 0o644}}
+	same := map[string]unpack.File{"b": {Data: []byte("2"), Mode: 0o644}, "a": {Data: []byte("1"), Mode: 0o644}}
+	assert.Equal(t, Hash(a), Hash(same))
+	// Moving a byte between content and name must change the hash.
+	shifted := map[string]unpack.File{"a": {Data: []byte("12"), Mode: 0o644}, "b": {Data: []byte(""), Mode: 0o644}}
+	assert.NotEqual(t, Hash(a), Hash(shifted))
+	mode := map[string]unpack.File{"a": {Data: []byte("1"), Mode: 0o600}, "b": {Data: []byte("2"), Mode: 0o644}}
+	assert.NotEqual(t, Hash(a), Hash(mode))
+	// Pinned: the hash is exported as a metric; a change would look like a config change.
+	assert.Equal(t, "0a0caade3d147f52ff4ef26fb2d04772355d3c93e3d127ec9aee7b3a9a861c92", Hash(a))
+}

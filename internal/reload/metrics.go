@@ -1,0 +1,55 @@
+package reload
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the reloader's Prometheus series. They live in their own registry, passed in,
+// so that tests and two reloaders in one process never share counters.
+type Metrics struct {
+	Reloads       *prometheus.CounterVec
+	LastSuccess   prometheus.Gauge
+	ConfigInfo    *prometheus.GaugeVec
+	WatchRestarts *prometheus.CounterVec
+	Ready         prometheus.Gauge
+}
+
+// Reload results, the values of the "result" label.
+const (
+	ResultSuccess          = "success"           // new files live and the app told
+	ResultValidationFailed = "validation_failed" // --validate-command rejected; old files kept
+	ResultNotifyFailed     = "notify_failed"     // new files live, the app could not be told
+	ResultInvalidConfig    = "invalid_config"    // bad key, clash: old files kept
+	ResultWriteFailed      = "write_failed"      // disk error: old files kept
+)
+
+// NewMetrics registers the series with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "configwave_reloader_reloads_total",
+			Help: "Config changes handled, by result: success, validation_failed, notify_failed, invalid_config, write_failed.",
+		}, []string{"result"}),
+		LastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "configwave_reloader_last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last config change that went live and was signalled to the app.",
+		}),
+		ConfigInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "configwave_reloader_config_info",
+			Help: "Always 1; the hash label is the SHA256 of the file set currently live under --configroot.",
+		}, []string{"hash"}),
+		WatchRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "configwave_reloader_watch_restarts_total",
+			Help: "Watches of a source that ended with an error and were restarted.",
+		}, []string{"source"}),
+		Ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "configwave_reloader_ready",
+			Help: "1 when the config is unpacked and the last reload succeeded, as /readyz reports.",
+		}),
+	}
+	for _, r := range []string{ResultSuccess, ResultValidationFailed, ResultNotifyFailed, ResultInvalidConfig, ResultWriteFailed} {
+		m.Reloads.WithLabelValues(r)
+	}
+	reg.MustRegister(m.Reloads, m.LastSuccess, m.ConfigInfo, m.WatchRestarts, m.Ready)
+	return m
+}

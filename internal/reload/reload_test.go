@@ -1,0 +1,217 @@
+package reload
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/signal"
+	"github.com/configwave/configwave/internal/source"
+	"github.com/configwave/configwave/internal/unpack"
+)
+
+// fakeSource is a hand-driven source; the real one is tested against the control plane.
+type fakeSource struct {
+	mu      sync.Mutex
+	snap    source.Snapshot
+	changed chan struct{}
+}
+
+func newFakeSource(objs ...source.Object) *fakeSource {
+	return &fakeSource{snap: source.Snapshot{Objects: objs}, changed: make(chan struct{}, 1)}
+}
+
+func (f *fakeSource) WaitForSync(context.Context) bool { return true }
+func (f *fakeSource) Changed() <-chan struct{}         { return f.changed }
+func (f *fakeSource) Snapshot() source.Snapshot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.snap
+}
+
+func (f *fakeSource) set(snap source.Snapshot) {
+	f.mu.Lock()
+	f.snap = snap
+	f.mu.Unlock()
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+type countingNotifier struct {
+	calls atomic.Int32
+	fail  atomic.Bool
+}
+
+func (n *countingNotifier) Notify(context.Context) error {
+	n.calls.Add(1)
+	if n.fail.Load() {
+		return errors.New("answered 503 Service Unavailable")
+	}
+	return nil
+}
+
+func start(t *testing.T, r *Reloader) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+func newReloader(t *testing.T, src *fakeSource, n signal.Notifier) (*Reloader, string) {
+	root := t.TempDir()
+	return &Reloader{
+		Source:        src,
+		Writer:        unpack.New(root),
+		Layout:        Layout{ConfigMapMode: 0o644, SecretMode: 0o600},
+		Notifier:      n,
+		Debounce:      50 * time.Millisecond,
+		RetryInterval: 50 * time.Millisecond,
+		Metrics:       NewMetrics(prometheus.NewRegistry()),
+	}, root
+}
+
+func fileIs(root, name, want string) func() bool {
+	return func() bool {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		return err == nil && string(b) == want
+	}
+}
+
+const wait, tick = 5 * time.Second, 5 * time.Millisecond
+
+func TestReloaderFirstUnpackThenOneReloadPerChange(t *testing.T) {
+	src := newFakeSource(cm("web", "app", "app.yaml", "v1"))
+	n := &countingNotifier{}
+	r, root := newReloader(t, src, n)
+	start(t, r)
+
+	require.Eventually(t, r.Ready, wait, tick)
+	assert.True(t, fileIs(root, "app.yaml", "v1")())
+	assert.Zero(t, n.calls.Load(), "the first set is read by the app at start; nothing to reload")
+
+	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "v2")}})
+	require.Eventually(t, func() bool { return n.calls.Load() == 1 }, wait, tick)
+	assert.True(t, fileIs(root, "app.yaml", "v2")())
+
+	// A metadata-only update or a resync: same content, no write, no reload.
+	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "v2")}})
+	time.Sleep(200 * time.Millisecond)
+	assert.EqualValues(t, 1, n.calls.Load())
+	assert.EqualValues(t, 1, testutil.ToFloat64(r.Metrics.Reloads.WithLabelValues(ResultSuccess)))
+}
+
+func TestReloaderBurstGivesOneReloadOfTheFinalContent(t *testing.T) {
+	src := newFakeSource(cm("web", "app", "n", "0"))
+	n := &countingNotifier{}
+	r, root := newReloader(t, src, n)
+	r.Debounce = 100 * time.Millisecond
+	start(t, r)
+	require.Eventually(t, r.Ready, wait, tick)
+
+	for i := 1; i <= 50; i++ {
+		src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "n", string(rune('0'+i%10)), "i", itoa(i))}})
+		time.Sleep(time.Millisecond)
+	}
+	require.Eventually(t, fileIs(root, "i", "50"), wait, tick)
+	time.Sleep(300 * time.Millisecond)
+	assert.LessOrEqual(t, n.calls.Load(), int32(2), "a burst within the debounce window is one reload (two if a slow machine splits it)")
+	assert.GreaterOrEqual(t, n.calls.Load(), int32(1))
+}
+
+func itoa(i int) string { return string([]byte{byte('0' + i/10), byte('0' + i%10)}) }
+
+func TestReloaderRejectedConfigKeepsTheLastGoodSet(t *testing.T) {
+	src := newFakeSource(cm("web", "app", "app.yaml", "good"))
+	n := &countingNotifier{}
+	r, root := newReloader(t, src, n)
+	r.Check = func(_ context.Context, dir string) error {
+		b, _ := os.ReadFile(filepath.Join(dir, "app.yaml"))
+		if string(b) == "bad" {
+			return ErrRejected
+		}
+		return nil
+	}
+	start(t, r)
+	require.Eventually(t, r.Ready, wait, tick)
+
+	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "bad")}})
+	require.Eventually(t, func() bool { return !r.Ready() }, wait, tick, "a rejected config makes the reloader not ready")
+	assert.True(t, fileIs(root, "app.yaml", "good")())
+	assert.Zero(t, n.calls.Load())
+	assert.EqualValues(t, 1, testutil.ToFloat64(r.Metrics.Reloads.WithLabelValues(ResultValidationFailed)))
+
+	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "fixed")}})
+	require.Eventually(t, r.Ready, wait, tick)
+	assert.True(t, fileIs(root, "app.yaml", "fixed")())
+	assert.EqualValues(t, 1, n.calls.Load())
+}
+
+func TestReloaderRetriesAFailedNotification(t *testing.T) {
+	src := newFakeSource(cm("web", "app", "app.yaml", "v1"))
+	n := &countingNotifier{}
+	n.fail.Store(true)
+	r, _ := newReloader(t, src, n)
+	start(t, r)
+	require.Eventually(t, r.Ready, wait, tick)
+
+	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "v2")}})
+	require.Eventually(t, func() bool { return n.calls.Load() >= 2 && !r.Ready() }, wait, tick, "retried without a new change")
+	n.fail.Store(false)
+	require.Eventually(t, r.Ready, wait, tick)
+	calls := n.calls.Load()
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, calls, n.calls.Load(), "no more requests once the app was told")
+}
+
+func TestReloaderWaitsForMissingSourcesAndKeepsFilesWhenDeleted(t *testing.T) {
+	ref := source.Ref{Kind: source.ConfigMap, Namespace: "web", Name: "app"}
+	src := &fakeSource{snap: source.Snapshot{Missing: []source.Ref{ref}}, changed: make(chan struct{}, 1)}
+	started := 0
+	r, root := newReloader(t, src, nil)
+	n := &countingNotifier{}
+	r.OnFirstUnpack = func() (signal.Notifier, error) { started++; return n, nil }
+	start(t, r)
+	time.Sleep(100 * time.Millisecond)
+	assert.False(t, r.Ready())
+	assert.Zero(t, started, "the app must not start without its config")
+
+	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "v1")}})
+	require.Eventually(t, r.Ready, wait, tick)
+	assert.Equal(t, 1, started)
+
+	src.set(source.Snapshot{Missing: []source.Ref{ref}})
+	time.Sleep(200 * time.Millisecond)
+	assert.True(t, fileIs(root, "app.yaml", "v1")(), "deleting the ConfigMap keeps the last files")
+
+	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "v2")}})
+	require.Eventually(t, fileIs(root, "app.yaml", "v2"), wait, tick)
+	require.Eventually(t, func() bool { return n.calls.Load() == 1 }, wait, tick)
+	assert.Equal(t, 1, started)
+}
+
+func TestReloaderInvalidConfigIsReportedAndKeepsFiles(t *testing.T) {
+	src := newFakeSource(cm("web", "a", "app.yaml", "v1"))
+	r, root := newReloader(t, src, &countingNotifier{})
+	start(t, r)
+	require.Eventually(t, r.Ready, wait, tick)
+	src.set(source.Snapshot{Objects: []source.Object{cm("web", "a", "app.yaml", "v2"), cm("web", "b", "app.yaml", "v3")}})
+	require.Eventually(t, func() bool { return !r.Ready() }, wait, tick)
+	assert.True(t, fileIs(root, "app.yaml", "v1")())
+	assert.EqualValues(t, 1, testutil.ToFloat64(r.Metrics.Reloads.WithLabelValues(ResultInvalidConfig)))
+}
