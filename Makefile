@@ -8,7 +8,8 @@ TEST_TIMEOUT ?= 20m
 
 # Each fuzz target runs briefly in every `make test`; `make fuzz FUZZTIME=10m` runs longer.
 FUZZTIME ?= 10s
-FUZZ_TARGETS := FuzzValidatePath:./internal/unpack
+FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/source \
+	FuzzParseCodeSet:./internal/signal FuzzParseItem:./cmd/reloader FuzzParseHeader:./cmd/reloader
 
 .PHONY: build test lint fuzz controlplane demo bench clean
 
@@ -37,7 +38,7 @@ test: lint controlplane
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
+	  $(GO) test -short -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
 	done
 
 # For now: a local control plane until Ctrl-C. The full story (reload and rollout) follows

@@ -17,12 +17,14 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
@@ -85,9 +87,10 @@ type Snapshot struct {
 
 // Options tunes a Watcher.
 type Options struct {
-	// OnWatchError is called whenever a watch ends with an error and is restarted (dropped
-	// connection, 410 Gone, API server down). The error never carries object data.
-	OnWatchError func(source string, err error)
+	// OnWatchRestart is called whenever a source's watch is opened again after the first one:
+	// after a dropped connection, a 410 Gone relist, an API server restart, or the server's
+	// routine watch timeout.
+	OnWatchRestart func(source string)
 }
 
 // Watcher keeps one informer per named object and per selected kind.
@@ -118,7 +121,7 @@ func New(client kubernetes.Interface, refs []Ref, sel *Selector, opts Options) *
 		lw := cache.NewFilteredListWatchFromClient(rest, r.Kind.resource(), r.Namespace, func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		})
-		inf := w.newInformer(lw, r.Kind, r.String())
+		inf := w.newInformer(w.counted(lw, r.String()), r.Kind)
 		w.named[r] = inf
 	}
 	if sel != nil {
@@ -132,13 +135,33 @@ func New(client kubernetes.Interface, refs []Ref, sel *Selector, opts Options) *
 				ns = "all namespaces"
 			}
 			desc := fmt.Sprintf("%ss matching %q in %s", lowerKind(k), labelSel, ns)
-			w.selected = append(w.selected, w.newInformer(lw, k, desc))
+			w.selected = append(w.selected, w.newInformer(w.counted(lw, desc), k))
 		}
 	}
 	return w
 }
 
-func (w *Watcher) newInformer(lw cache.ListerWatcher, k Kind, desc string) cache.SharedIndexInformer {
+// counted reports every watch of lw after the first to OnWatchRestart.
+func (w *Watcher) counted(lw *cache.ListWatch, desc string) *cache.ListWatch {
+	if w.opts.OnWatchRestart == nil {
+		return lw
+	}
+	var watches atomic.Int64
+	next := lw.WatchFuncWithContext
+	// Only the context variants are set, so that both Watch and WatchWithContext go through
+	// the count.
+	return &cache.ListWatch{
+		ListWithContextFunc: lw.ListWithContextFunc,
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			if watches.Add(1) > 1 {
+				w.opts.OnWatchRestart(desc)
+			}
+			return next(ctx, o)
+		},
+	}
+}
+
+func (w *Watcher) newInformer(lw cache.ListerWatcher, k Kind) cache.SharedIndexInformer {
 	var example runtime.Object = &corev1.ConfigMap{}
 	if k == Secret {
 		example = &corev1.Secret{}
@@ -150,12 +173,6 @@ func (w *Watcher) newInformer(lw cache.ListerWatcher, k Kind, desc string) cache
 		UpdateFunc: func(any, any) { w.notify() },
 		DeleteFunc: func(any) { w.notify() },
 	})
-	if w.opts.OnWatchError != nil {
-		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-			w.opts.OnWatchError(desc, err)
-			cache.DefaultWatchErrorHandler(ctx, r, err)
-		})
-	}
 	w.informers = append(w.informers, inf)
 	return inf
 }

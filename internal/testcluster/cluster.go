@@ -383,16 +383,25 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-func (c *Cluster) writeKubeconfig() error {
+func (c *Cluster) writeKubeconfig() error { return c.writeKubeconfigFile(c.kubeconfig, c.token) }
+
+// KubeconfigFor writes a kubeconfig file that authenticates with token into dir, for a binary
+// under test that must run with a ServiceAccount's rights only.
+func (c *Cluster) KubeconfigFor(dir, token string) (string, error) {
+	path := filepath.Join(dir, "kubeconfig-token")
+	return path, c.writeKubeconfigFile(path, token)
+}
+
+func (c *Cluster) writeKubeconfigFile(path, token string) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["configwave"] = &clientcmdapi.Cluster{
 		Server:                   fmt.Sprintf("https://127.0.0.1:%d", c.apiPort),
 		CertificateAuthorityData: c.pki.CACert,
 	}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.token}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["configwave"] = &clientcmdapi.Context{Cluster: "configwave", AuthInfo: "admin", Namespace: "default"}
 	cfg.CurrentContext = "configwave"
-	if err := clientcmd.WriteToFile(*cfg, c.kubeconfig); err != nil {
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return nil

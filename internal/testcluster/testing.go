@@ -36,10 +36,11 @@ func ForTest(t testing.TB) *Cluster {
 //	var cluster *testcluster.Cluster
 //	func TestMain(m *testing.M) { testcluster.Main(m, &cluster) }
 func Main(m *testing.M, c **Cluster) {
-	os.Exit(runMain(m, c))
+	os.Exit(Run(m, c))
 }
 
-func runMain(m *testing.M, c **Cluster) int {
+// Run is Main for a TestMain that has more to do after the tests: it returns the exit code.
+func Run(m *testing.M, c **Cluster) int {
 	flag.Parse() // so testing.Short is known before m.Run
 	if !testing.Short() {
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)

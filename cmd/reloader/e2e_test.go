@@ -1,0 +1,384 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+// These tests run the reloader binary against the real control plane (see TestMain).
+
+func configMap(ns, name string, data map[string]string, binary map[string][]byte) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data, BinaryData: binary}
+}
+
+func patchData(t *testing.T, client kubernetes.Interface, ns, name, patch string) {
+	t.Helper()
+	_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx(t), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+}
+
+func TestSidecarFollowsKeysAndBinaryData(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "mine.txt"), []byte("not the reloader's"), 0o644))
+	blob := []byte{0, 1, 2, 0xfe, 0xff, '\n'}
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v: 1", "old.conf": "x"}, map[string][]byte{"blob.bin": blob}), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
+	p := startReloader(t, nil, "--namespace="+ns, "--configmap=app", "--configroot="+root, "--reload-http="+app.url(),
+		"--reload-http-method=PUT", "--reload-http-header=X-Reload-Token: t0k3n")
+	p.waitReady(t)
+	assert.Equal(t, "v: 1", readFile(root, "app.yaml"))
+	assert.Equal(t, string(blob), readFile(root, "blob.bin"), "binaryData is byte-exact")
+	info, err := os.Stat(filepath.Join(root, "app.yaml"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 0o644, info.Mode().Perm())
+	assert.Empty(t, app.reloads(), "the first set is read by the app at start; no reload request")
+
+	// Change a key: the request arrives after the new file is in place.
+	patchData(t, client, ns, "app", `{"data":{"app.yaml":"v: 2"}}`)
+	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
+	assert.Equal(t, []string{"v: 2"}, app.reloads(), "the app must see the new file when told")
+	assert.Equal(t, "PUT", app.method)
+	assert.Equal(t, "t0k3n", app.header.Get("X-Reload-Token"))
+
+	// Add one key and remove another in one change.
+	patchData(t, client, ns, "app", `{"data":{"new.conf":"n","old.conf":null}}`)
+	require.Eventually(t, func() bool { return len(app.reloads()) == 2 }, eventually, tick)
+	assert.Equal(t, "n", readFile(root, "new.conf"))
+	assert.NoFileExists(t, filepath.Join(root, "old.conf"), "a removed key's file disappears")
+
+	// Metadata only: no write, no reload.
+	_, err = client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "app", types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"yes"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	time.Sleep(time.Second)
+	assert.Len(t, app.reloads(), 2, "a metadata-only update must not reload")
+	assert.Equal(t, "not the reloader's", readFile(root, "mine.txt"), "files the reloader did not write are never touched")
+	assert.EqualValues(t, 2, p.metric(`configwave_reloader_reloads_total{result="success"}`))
+	assert.Greater(t, p.metric("configwave_reloader_last_reload_success_timestamp_seconds"), float64(0))
+	assert.NotContains(t, p.logText(), "t0k3n", "a header value never reaches the log")
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, 0, p.wait(t, 20*time.Second), "a sidecar stops cleanly on SIGTERM")
+}
+
+func TestSecretFilesAreOwnerOnly(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().Secrets(ns).Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tls"},
+		Data: map[string][]byte{"tls.key": []byte("s3cr3t-key")}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	p := startReloader(t, nil, "--secret="+ns+"/tls", "--configroot="+root)
+	p.waitReady(t)
+	assert.Equal(t, "s3cr3t-key", readFile(root, "tls.key"))
+	info, err := os.Stat(filepath.Join(root, "tls.key"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 0o600, info.Mode().Perm())
+
+	_, err = client.CoreV1().Secrets(ns).Patch(ctx(t), "tls", types.MergePatchType, []byte(`{"stringData":{"tls.key":"s3cr3t-key-2"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return readFile(root, "tls.key") == "s3cr3t-key-2" }, eventually, tick)
+	assert.NotContains(t, p.logText(), "s3cr3t", "no secret value in the log")
+}
+
+func TestBurstOfPatchesGivesFinalContentAndFewReloads(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"n": "0"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := newFakeApp(t, filepath.Join(root, "n"))
+	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url(), "--debounce=200ms")
+	p.waitReady(t)
+
+	for i := 1; i <= 50; i++ {
+		patchData(t, client, ns, "app", fmt.Sprintf(`{"data":{"n":"%d"}}`, i))
+	}
+	require.Eventually(t, func() bool {
+		r := app.reloads()
+		return len(r) > 0 && r[len(r)-1] == "50"
+	}, eventually, tick, "the last reload must see the final content")
+	time.Sleep(time.Second)
+	reloads := app.reloads()
+	assert.Equal(t, "50", readFile(root, "n"))
+	assert.LessOrEqual(t, len(reloads), 10, "50 patches within the debounce window coalesce: got %d reloads", len(reloads))
+	t.Logf("50 patches gave %d reloads", len(reloads))
+}
+
+func TestReloadEndpointFailsThenRecovers(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
+	app.status = func(n int) int {
+		if n <= 4 {
+			return 503
+		}
+		return 200
+	}
+	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url(),
+		"--reload-http-tries=2", "--reload-retry-interval=1s")
+	p.waitReady(t)
+
+	patchData(t, client, ns, "app", `{"data":{"app.yaml":"v2"}}`)
+	require.Eventually(t, func() bool { return !p.ready() }, eventually, tick, "not ready while the app cannot be told")
+	require.Eventually(t, func() bool { return p.metric(`configwave_reloader_reloads_total{result="notify_failed"}`) >= 1 }, eventually, tick)
+	// Tries 1-2 fail, the retry after 1 s fails twice more, the next retry succeeds.
+	require.Eventually(t, p.ready, eventually, tick, "ready again once the app answers")
+	assert.Len(t, app.reloads(), 5)
+	assert.Equal(t, "v2", app.reloads()[4])
+	assert.EqualValues(t, 1, p.metric(`configwave_reloader_reloads_total{result="success"}`))
+	assert.Contains(t, p.logText(), "503 Service Unavailable")
+}
+
+func TestValidateCommandRejectsBadConfig(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "good 1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := newFakeApp(t, filepath.Join(root, "app.conf"))
+	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns},
+		"--configmap=app", "--configroot="+root, "--reload-http="+app.url(),
+		`--validate-command=grep -q '^good' "$CONFIG_DIR/app.conf"`)
+	p.waitReady(t)
+
+	patchData(t, client, ns, "app", `{"data":{"app.conf":"broken"}}`)
+	require.Eventually(t, func() bool { return !p.ready() }, eventually, tick, "a rejected config makes the reloader not ready")
+	assert.Equal(t, "good 1", readFile(root, "app.conf"), "the app keeps the last good config")
+	assert.Empty(t, app.reloads())
+	assert.EqualValues(t, 1, p.metric(`configwave_reloader_reloads_total{result="validation_failed"}`))
+	require.Eventually(t, func() bool {
+		evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.name=app-0"})
+		require.NoError(t, err)
+		for _, e := range evs.Items {
+			if e.Reason == "ConfigRejected" && e.Type == "Warning" && e.InvolvedObject.Kind == "Pod" {
+				return true
+			}
+		}
+		return false
+	}, eventually, tick, "a rejection is an Event on the pod")
+	assert.Contains(t, p.logText(), "validation command rejected")
+
+	patchData(t, client, ns, "app", `{"data":{"app.conf":"good 2"}}`)
+	require.Eventually(t, p.ready, eventually, tick)
+	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
+	assert.Equal(t, "good 2", app.reloads()[0])
+}
+
+func TestSubprocessStartsAfterUnpackReloadsOnHUPAndForwardsTERM(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	out := filepath.Join(t.TempDir(), "app.out")
+	self, err := os.Executable()
+	require.NoError(t, err)
+	env := []string{"CONFIGWAVE_TEST_APP=trap", "APP_OUT=" + out, "CONFIG_FILE=" + filepath.Join(root, "app.conf"), "TERM_EXIT=7"}
+
+	// The ConfigMap does not exist yet: the app must not start without its config.
+	p := startReloader(t, env, "--configmap="+ns+"/app", "--configroot="+root, "--", self)
+	time.Sleep(time.Second)
+	assert.NoFileExists(t, out, "the app started before its config existed")
+	assert.False(t, p.ready())
+
+	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	p.waitReady(t)
+	appLines := func() []string {
+		b, _ := os.ReadFile(out)
+		return strings.Fields(string(b))
+	}
+	require.Eventually(t, func() bool { return len(appLines()) == 1 }, eventually, tick)
+	assert.Equal(t, []string{"start:v1"}, appLines())
+
+	patchData(t, client, ns, "app", `{"data":{"app.conf":"v2"}}`)
+	require.Eventually(t, func() bool { return len(appLines()) == 2 }, eventually, tick)
+	assert.Equal(t, "hup:v2", appLines()[1], "the app sees the new file when it gets HUP")
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, 7, p.wait(t, 20*time.Second), "the reloader exits with the app's exit code")
+	assert.Equal(t, "term", appLines()[2], "SIGTERM is forwarded to the app")
+}
+
+func TestSubprocessExitCodeWhenTheAppDies(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	p := startReloader(t, []string{"CONFIGWAVE_TEST_APP=exit", "EXIT_NOW=42"}, "--configmap="+ns+"/app", "--configroot="+root, "--", self)
+	assert.Equal(t, 42, p.wait(t, 30*time.Second), "fail fast with the app's code")
+}
+
+func TestDeletedAndRecreatedConfigMap(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
+	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--configmap=app", "--configroot="+root, "--reload-http="+app.url())
+	p.waitReady(t)
+
+	require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), "app", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return strings.Contains(p.logText(), "source deleted") }, eventually, tick)
+	assert.Equal(t, "v1", readFile(root, "app.yaml"), "the last config stays while the ConfigMap is gone")
+	assert.Empty(t, app.reloads())
+
+	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v2"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
+	assert.Equal(t, "v2", app.reloads()[0])
+}
+
+func TestSelectorPerObjectAndFlatClash(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	labelled := func(name string, data map[string]string) *corev1.ConfigMap {
+		cm := configMap(ns, name, data, nil)
+		cm.Labels = map[string]string{"grafana_dashboard": "1"}
+		return cm
+	}
+	for _, cm := range []*corev1.ConfigMap{
+		labelled("dash-a", map[string]string{"a.json": "{\"a\":1}"}),
+		labelled("dash-b", map[string]string{"b.json": "{\"b\":1}"}),
+		configMap(ns, "unlabelled", map[string]string{"c.json": "{}"}, nil),
+	} {
+		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), cm, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	t.Run("per-object", func(t *testing.T) {
+		root := t.TempDir()
+		p := startReloader(t, nil, "--namespace="+ns, "--selector=grafana_dashboard=1", "--layout=per-object", "--configroot="+root)
+		p.waitReady(t)
+		assert.Equal(t, `{"a":1}`, readFile(root, "dash-a/a.json"))
+		assert.Equal(t, `{"b":1}`, readFile(root, "dash-b/b.json"))
+		assert.NoDirExists(t, filepath.Join(root, "unlabelled"))
+
+		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), labelled("dash-c", map[string]string{"c.json": "{}"}), metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return readFile(root, "dash-c/c.json") == "{}" }, eventually, tick)
+		require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), "dash-c", metav1.DeleteOptions{}))
+		require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(root, "dash-c")); return os.IsNotExist(err) }, eventually, tick,
+			"a selected object that is deleted takes its files with it")
+	})
+
+	t.Run("flat clash names both objects and keeps the last set", func(t *testing.T) {
+		root := t.TempDir()
+		p := startReloader(t, nil, "--namespace="+ns, "--selector=grafana_dashboard=1", "--configroot="+root)
+		p.waitReady(t)
+		assert.Equal(t, `{"a":1}`, readFile(root, "a.json"))
+		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), labelled("dash-clash", map[string]string{"a.json": "other"}), metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			return strings.Contains(p.logText(), fmt.Sprintf(`configmap %s/dash-a key \"a.json\" and configmap %s/dash-clash key \"a.json\" would both unpack to \"a.json\"`, ns, ns))
+		}, eventually, tick)
+		assert.Equal(t, `{"a":1}`, readFile(root, "a.json"), "no silent overwrite")
+		assert.False(t, p.ready())
+		require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), "dash-clash", metav1.DeleteOptions{}))
+	})
+}
+
+func TestItemsPlaceKeysAtNestedPaths(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "nginx", map[string]string{"nginx.conf": "events {}", "site": "server {}"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	p := startReloader(t, nil, "--configmap="+ns+"/nginx", "--configroot="+root, "--items=site=conf.d/site.conf")
+	p.waitReady(t)
+	assert.Equal(t, "events {}", readFile(root, "nginx.conf"))
+	assert.Equal(t, "server {}", readFile(root, "conf.d/site.conf"))
+	assert.NoFileExists(t, filepath.Join(root, "site"))
+}
+
+func TestOnce(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	root := t.TempDir()
+	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--once")
+	assert.Equal(t, 0, p.wait(t, 30*time.Second))
+	assert.Equal(t, "v1", readFile(root, "app.yaml"))
+
+	p = startReloader(t, nil, "--configmap="+ns+"/missing", "--configroot="+t.TempDir(), "--once")
+	assert.Equal(t, 1, p.wait(t, 30*time.Second))
+	assert.Contains(t, p.logText(), fmt.Sprintf("configmap %s/missing not found: create it, or fix --configmap/--secret", ns))
+}
+
+// The reloader needs only get/list/watch on the named object: RBAC can pin resourceNames.
+func TestRunsWithResourceNameRBAC(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "other", map[string]string{"x": "secret-ish"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reloader"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.RbacV1().Roles(ns).Create(ctx(t), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reloader"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"app"}, Verbs: []string{"get", "list", "watch"}},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reloader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "reloader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reloader", Namespace: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), "reloader", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
+	require.NoError(t, err)
+
+	root := t.TempDir()
+	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
+	p := startReloader(t, nil, "--kubeconfig="+kubeconfig, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
+	p.waitReady(t)
+	patchData(t, client, ns, "app", `{"data":{"app.yaml":"v2"}}`)
+	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
+	assert.Equal(t, "v2", app.reloads()[0])
+}
+
+// Runs last among the package's tests that share the cluster, since it restarts the API server.
+func TestZZAPIServerRestartMidRun(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
+	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
+	p.waitReady(t)
+
+	require.NoError(t, cluster.RestartAPIServer(ctx(t)))
+	patchData(t, client, ns, "app", `{"data":{"app.yaml":"after-restart"}}`)
+	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick, "a change made after the restart must arrive")
+	assert.Equal(t, "after-restart", app.reloads()[0])
+	assert.GreaterOrEqual(t, p.metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), float64(1))
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"errors"
+	goflag "flag"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	flag "github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/reload"
+	"github.com/configwave/configwave/internal/signal"
+	"github.com/configwave/configwave/internal/source"
+	"github.com/configwave/configwave/internal/unpack"
+)
+
+// options are the command line as given; config is what it means once checked.
+type options struct {
+	configMaps, secrets []string
+	selector            string
+	selectorKind        string
+	namespace           string
+	allNamespaces       bool
+	layout              string
+	configRoot          string
+	items               []string
+	fileMode            string
+	secretFileMode      string
+	reloadHTTP          string
+	reloadMethod        string
+	reloadHeaders       []string
+	reloadTimeout       time.Duration
+	reloadSuccess       string
+	reloadTries         int
+	reloadSignal        string
+	retryInterval       time.Duration
+	validateCommand     string
+	validateTimeout     time.Duration
+	debounce            time.Duration
+	once                bool
+	subreaper           bool
+	listenAddress       string
+	kubeconfig          string
+	version             bool
+}
+
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("reloader", flag.ContinueOnError)
+	fs.SortFlags = false
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `reloader keeps config files equal to ConfigMaps and Secrets and tells the app to reload.
+
+Sidecar:    reloader --configmap=prometheus --configroot=/etc/prometheus --reload-http=http://127.0.0.1:9090/-/reload
+Subprocess: reloader --configmap=nginx --configroot=/etc/nginx -- nginx -g 'daemon off;'
+Init:       reloader --configmap=app --configroot=/config --once
+
+Flags:
+%s`, fs.FlagUsages())
+	}
+	fs.StringArrayVar(&o.configMaps, "configmap", nil, "ConfigMap to unpack, as [NAMESPACE/]NAME; repeatable. Watched with a single-object watch, so RBAC can name it in resourceNames.")
+	fs.StringArrayVar(&o.secrets, "secret", nil, "Secret to unpack, as [NAMESPACE/]NAME; repeatable.")
+	fs.StringVar(&o.selector, "selector", "", "also unpack every object whose labels match this selector (e.g. grafana_dashboard=1).")
+	fs.StringVar(&o.selectorKind, "selector-kind", "configmap", "what --selector selects: configmap, secret or both.")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace for names without one and for --selector (default: the pod's own namespace from $POD_NAMESPACE or the service account, else \"default\").")
+	fs.BoolVar(&o.allNamespaces, "all-namespaces", false, "let --selector match in every namespace.")
+	fs.StringVar(&o.layout, "layout", "flat", "flat: every key directly under --configroot; per-object: each object's keys in a folder named after the object.")
+	fs.StringVar(&o.configRoot, "configroot", "/config", "folder the keys are unpacked into; it must exist. Files the reloader did not write are never touched.")
+	fs.StringArrayVar(&o.items, "items", nil, "place a key at a relative path instead of its own name, as KEY=REL/PATH; repeatable.")
+	fs.StringVar(&o.fileMode, "file-mode", "0644", "permission bits of files from ConfigMaps, in octal.")
+	fs.StringVar(&o.secretFileMode, "secret-file-mode", "0600", "permission bits of files from Secrets, in octal.")
+	fs.StringVar(&o.reloadHTTP, "reload-http", "", "sidecar mode: URL requested after the files changed, e.g. http://127.0.0.1:9090/-/reload.")
+	fs.StringVar(&o.reloadMethod, "reload-http-method", "POST", "HTTP method of the reload request.")
+	fs.StringArrayVar(&o.reloadHeaders, "reload-http-header", nil, "header sent with the reload request, as \"Name: value\"; repeatable.")
+	fs.DurationVar(&o.reloadTimeout, "reload-http-timeout", 10*time.Second, "time limit of one reload request.")
+	fs.StringVar(&o.reloadSuccess, "reload-http-success-codes", "200-299", "status codes that mean the app reloaded, e.g. 200-299,304.")
+	fs.IntVar(&o.reloadTries, "reload-http-tries", 8, "tries of one reload request (exponential backoff from 0.2 s to 10 s with jitter) before giving up until --reload-retry-interval.")
+	fs.DurationVar(&o.retryInterval, "reload-retry-interval", 30*time.Second, "how soon a reload that gave up, or a failed write, is tried again without a new change.")
+	fs.StringVar(&o.reloadSignal, "reload-signal", "HUP", "subprocess mode: signal sent to the app after the files changed.")
+	fs.StringVar(&o.validateCommand, "validate-command", "", "shell command that checks a new set before it goes live; it runs with sh -c in a folder holding the new files in the same layout, also in $CONFIG_DIR. Non-zero exit keeps the last good set.")
+	fs.DurationVar(&o.validateTimeout, "validate-timeout", time.Minute, "time limit of --validate-command.")
+	fs.DurationVar(&o.debounce, "debounce", 100*time.Millisecond, "wait until changes stop for this long (at most 10 times it) and reload once; 0 reloads on every change.")
+	fs.BoolVar(&o.once, "once", false, "unpack once and exit, for an init container; a missing source is an error.")
+	fs.BoolVar(&o.subreaper, "subreaper", os.Getpid() == 1, "subprocess mode: adopt and reap orphaned processes of the app (on by default as PID 1).")
+	fs.StringVar(&o.listenAddress, "listen-address", ":9533", "address of /healthz, /readyz and /metrics; empty disables them.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
+
+	// klog's own flag set holds a dozen flags; --v and --vmodule are the ones users need.
+	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	for _, name := range []string{"v", "vmodule"} {
+		f := flag.PFlagFromGoFlag(klogFlags.Lookup(name))
+		if name == "v" {
+			f.Usage = "log verbosity: 2 logs each change and request, 4 each watch event."
+		}
+		fs.AddFlag(f)
+	}
+	return fs
+}
+
+// config is a checked command line.
+type config struct {
+	refs       []source.Ref
+	selector   *source.Selector
+	layout     reload.Layout
+	root       string
+	http       *signal.HTTP
+	reloadSig  syscall.Signal
+	app        []string // after --
+	validate   string
+	valTimeout time.Duration
+	debounce   time.Duration
+	retry      time.Duration
+	once       bool
+	subreaper  bool
+	listen     string
+	kubeconfig string
+}
+
+// check turns options into a config; every error names the flag and what to do.
+func (o *options) check(app []string) (*config, error) {
+	ns := o.namespace
+	if ns == "" {
+		ns = source.DefaultNamespace()
+	}
+	c := &config{root: o.configRoot, app: app, validate: o.validateCommand, valTimeout: o.validateTimeout,
+		debounce: o.debounce, retry: o.retryInterval, once: o.once, subreaper: o.subreaper, listen: o.listenAddress, kubeconfig: o.kubeconfig}
+	for _, s := range o.configMaps {
+		r, err := source.ParseRef(source.ConfigMap, s, ns)
+		if err != nil {
+			return nil, err
+		}
+		c.refs = append(c.refs, r)
+	}
+	for _, s := range o.secrets {
+		r, err := source.ParseRef(source.Secret, s, ns)
+		if err != nil {
+			return nil, err
+		}
+		c.refs = append(c.refs, r)
+	}
+	if o.selector != "" {
+		sel, err := labels.Parse(o.selector)
+		if err != nil {
+			return nil, fmt.Errorf("--selector=%q: %w", o.selector, err)
+		}
+		if sel.Empty() {
+			return nil, fmt.Errorf("--selector=%q selects everything; name a label, e.g. grafana_dashboard=1", o.selector)
+		}
+		kinds, err := parseSelectorKind(o.selectorKind)
+		if err != nil {
+			return nil, err
+		}
+		c.selector = &source.Selector{Kinds: kinds, Namespace: ns, Labels: sel}
+		if o.allNamespaces {
+			c.selector.Namespace = ""
+		}
+	} else if o.allNamespaces {
+		return nil, fmt.Errorf("--all-namespaces applies to --selector only; add --selector or drop it")
+	}
+	if len(c.refs) == 0 && c.selector == nil {
+		return nil, fmt.Errorf("nothing to watch: pass --configmap, --secret or --selector")
+	}
+
+	switch o.layout {
+	case "flat":
+	case "per-object":
+		c.layout.PerObject = true
+	default:
+		return nil, fmt.Errorf("--layout=%q: use flat or per-object", o.layout)
+	}
+	var err error
+	if c.layout.ConfigMapMode, err = parseMode("--file-mode", o.fileMode); err != nil {
+		return nil, err
+	}
+	if c.layout.SecretMode, err = parseMode("--secret-file-mode", o.secretFileMode); err != nil {
+		return nil, err
+	}
+	if len(o.items) > 0 {
+		c.layout.Items = map[string]string{}
+		for _, it := range o.items {
+			key, p, err := parseItem(it)
+			if err != nil {
+				return nil, err
+			}
+			if prev, dup := c.layout.Items[key]; dup {
+				return nil, fmt.Errorf("--items: key %q is mapped twice (to %q and %q); keep one", key, prev, p)
+			}
+			c.layout.Items[key] = p
+		}
+	}
+	if st, err := os.Stat(c.root); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("--configroot=%s is not an existing folder: create it (an emptyDir volume in a pod)", c.root)
+	}
+
+	if c.reloadSig, err = signal.ParseSignal(o.reloadSignal); err != nil {
+		return nil, fmt.Errorf("--reload-signal: %w", err)
+	}
+	if o.reloadHTTP != "" {
+		if c.http, err = o.httpNotifier(); err != nil {
+			return nil, err
+		}
+	}
+	if o.once && (len(app) > 0 || o.reloadHTTP != "") {
+		return nil, fmt.Errorf("--once unpacks and exits; it takes no --reload-http and no command after --")
+	}
+	if o.retryInterval <= 0 {
+		return nil, fmt.Errorf("--reload-retry-interval=%s: must be more than 0", o.retryInterval)
+	}
+	if o.debounce < 0 {
+		return nil, fmt.Errorf("--debounce=%s: must be 0 or more", o.debounce)
+	}
+	return c, nil
+}
+
+func (o *options) httpNotifier() (*signal.HTTP, error) {
+	u, err := url.Parse(o.reloadHTTP)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--reload-http=%q: give a full http:// or https:// URL, e.g. http://127.0.0.1:9090/-/reload", o.reloadHTTP)
+	}
+	method := strings.ToUpper(o.reloadMethod)
+	if method == "" || strings.ContainsAny(method, " \t\r\n") {
+		return nil, fmt.Errorf("--reload-http-method=%q: give an HTTP method such as POST, PUT or GET", o.reloadMethod)
+	}
+	header := http.Header{}
+	for _, h := range o.reloadHeaders {
+		name, value, err := parseHeader(h)
+		if err != nil {
+			return nil, err
+		}
+		header.Add(name, value)
+	}
+	success, err := signal.ParseCodeSet(o.reloadSuccess)
+	if err != nil {
+		return nil, fmt.Errorf("--reload-http-success-codes: %w", err)
+	}
+	if o.reloadTries < 1 {
+		return nil, fmt.Errorf("--reload-http-tries=%d: must be at least 1", o.reloadTries)
+	}
+	if o.reloadTimeout <= 0 {
+		return nil, fmt.Errorf("--reload-http-timeout=%s: must be more than 0", o.reloadTimeout)
+	}
+	backoff := signal.DefaultBackoff
+	backoff.Steps = o.reloadTries
+	return &signal.HTTP{URL: o.reloadHTTP, Method: method, Header: header, Timeout: o.reloadTimeout, Success: success, Backoff: backoff}, nil
+}
+
+func parseSelectorKind(s string) ([]source.Kind, error) {
+	switch strings.ToLower(s) {
+	case "configmap", "configmaps":
+		return []source.Kind{source.ConfigMap}, nil
+	case "secret", "secrets":
+		return []source.Kind{source.Secret}, nil
+	case "both":
+		return []source.Kind{source.ConfigMap, source.Secret}, nil
+	}
+	return nil, fmt.Errorf("--selector-kind=%q: use configmap, secret or both", s)
+}
+
+// parseMode parses octal permission bits such as 0644 or 644.
+func parseMode(flagName, s string) (fs.FileMode, error) {
+	n, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || n > 0o777 {
+		return 0, fmt.Errorf("%s=%q: give octal permission bits such as 0644", flagName, s)
+	}
+	if n&0o400 == 0 {
+		return 0, fmt.Errorf("%s=%q: the owner could not read the files; give at least 0400", flagName, s)
+	}
+	return fs.FileMode(n), nil
+}
+
+// parseItem parses KEY=REL/PATH.
+func parseItem(s string) (key, path string, err error) {
+	key, path, ok := strings.Cut(s, "=")
+	if !ok || key == "" || path == "" {
+		return "", "", fmt.Errorf("--items=%q: use KEY=REL/PATH, e.g. nginx.conf=conf/nginx.conf", s)
+	}
+	if err := unpack.ValidatePath(path); err != nil {
+		return "", "", fmt.Errorf("--items=%q: %w", s, err)
+	}
+	return key, path, nil
+}
+
+var errBadHeader = errors.New(`a --reload-http-header is not "Name: value" on one line (not shown: it may hold a token)`)
+
+// parseHeader parses "Name: value". The value is never echoed: it is often a token.
+func parseHeader(s string) (name, value string, err error) {
+	name, value, ok := strings.Cut(s, ":")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(value, "\r\n") {
+		return "", "", errBadHeader
+	}
+	return textproto.CanonicalMIMEHeaderKey(name), strings.TrimSpace(value), nil
+}

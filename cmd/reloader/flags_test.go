@@ -1,0 +1,135 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/source"
+)
+
+func parse(t *testing.T, args ...string) (*config, error) {
+	t.Helper()
+	var o options
+	fs := newFlagSet(&o)
+	require.NoError(t, fs.Parse(args))
+	return o.check(fs.Args())
+}
+
+func TestFlags(t *testing.T) {
+	root := t.TempDir()
+	t.Setenv("POD_NAMESPACE", "web")
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(t *testing.T, c *config)
+	}{
+		{name: "named sources default to the pod's namespace", args: []string{"--configmap=app", "--secret=ops/tls"},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, []source.Ref{{Kind: source.ConfigMap, Namespace: "web", Name: "app"}, {Kind: source.Secret, Namespace: "ops", Name: "tls"}}, c.refs)
+				assert.EqualValues(t, 0o644, c.layout.ConfigMapMode)
+				assert.EqualValues(t, 0o600, c.layout.SecretMode)
+				assert.Nil(t, c.http)
+			}},
+		{name: "sidecar defaults", args: []string{"--configmap=app", "--reload-http=http://127.0.0.1:9090/-/reload", "--reload-http-header=Authorization: Bearer x"},
+			check: func(t *testing.T, c *config) {
+				require.NotNil(t, c.http)
+				assert.Equal(t, "POST", c.http.Method)
+				assert.Equal(t, "Bearer x", c.http.Header.Get("Authorization"))
+				assert.Equal(t, 8, c.http.Backoff.Steps)
+			}},
+		{name: "selector across namespaces", args: []string{"--selector=grafana_dashboard=1", "--all-namespaces", "--selector-kind=both", "--layout=per-object"},
+			check: func(t *testing.T, c *config) {
+				require.NotNil(t, c.selector)
+				assert.Equal(t, "", c.selector.Namespace)
+				assert.Len(t, c.selector.Kinds, 2)
+				assert.True(t, c.layout.PerObject)
+			}},
+		{name: "subprocess command after --", args: []string{"--configmap=app", "--reload-signal=USR1", "--", "nginx", "-g", "daemon off;"},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, []string{"nginx", "-g", "daemon off;"}, c.app)
+				assert.EqualValues(t, 10, c.reloadSig)
+			}},
+		{name: "items", args: []string{"--configmap=app", "--items=nginx.conf=conf/nginx.conf"},
+			check: func(t *testing.T, c *config) { assert.Equal(t, "conf/nginx.conf", c.layout.Items["nginx.conf"]) }},
+		{name: "nothing to watch", args: []string{}, wantErr: "nothing to watch: pass --configmap, --secret or --selector"},
+		{name: "bad name", args: []string{"--configmap=Bad_Name"}, wantErr: `--configmap="Bad_Name"`},
+		{name: "bad layout", args: []string{"--configmap=a", "--layout=tree"}, wantErr: `--layout="tree": use flat or per-object`},
+		{name: "bad mode", args: []string{"--configmap=a", "--file-mode=rw"}, wantErr: `--file-mode="rw"`},
+		{name: "unreadable mode", args: []string{"--configmap=a", "--secret-file-mode=0200"}, wantErr: "at least 0400"},
+		{name: "item escaping the root", args: []string{"--configmap=a", "--items=k=../../etc/passwd"}, wantErr: `--items="k=../../etc/passwd"`},
+		{name: "item without path", args: []string{"--configmap=a", "--items=k"}, wantErr: "use KEY=REL/PATH"},
+		{name: "relative reload URL", args: []string{"--configmap=a", "--reload-http=/-/reload"}, wantErr: "give a full http:// or https:// URL"},
+		{name: "bad success codes", args: []string{"--configmap=a", "--reload-http=http://x/", "--reload-http-success-codes=2xx"}, wantErr: "--reload-http-success-codes"},
+		{name: "header without colon hides its value", args: []string{"--configmap=a", "--reload-http=http://x/", "--reload-http-header=Authorization Bearer s3cr3t"}, wantErr: "not shown"},
+		{name: "bad signal", args: []string{"--configmap=a", "--reload-signal=RELOAD"}, wantErr: "--reload-signal"},
+		{name: "empty selector", args: []string{"--selector="}, wantErr: "nothing to watch"},
+		{name: "bad selector", args: []string{"--selector=a in (b"}, wantErr: "--selector="},
+		{name: "all-namespaces without selector", args: []string{"--configmap=a", "--all-namespaces"}, wantErr: "--all-namespaces applies to --selector only"},
+		{name: "once with an app", args: []string{"--configmap=a", "--once", "--", "app"}, wantErr: "--once unpacks and exits"},
+		{name: "missing configroot", args: []string{"--configmap=a", "--configroot=/does/not/exist"}, wantErr: "--configroot=/does/not/exist is not an existing folder"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if !strings.HasPrefix(strings.Join(args, " "), "--configroot") && !containsPrefix(args, "--configroot") {
+				args = append([]string{"--configroot=" + root}, args...)
+			}
+			c, err := parse(t, args...)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.NotContains(t, err.Error(), "s3cr3t")
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}
+
+func containsPrefix(args []string, p string) bool {
+	for _, a := range args {
+		if strings.HasPrefix(a, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func FuzzParseItem(f *testing.F) {
+	for _, s := range []string{"a=b", "k=conf/x.conf", "=x", "k=", "k=../x", "k=/abs", "k=a/../../b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_, p, err := parseItem(s)
+		if err != nil {
+			return
+		}
+		require.False(t, strings.HasPrefix(p, "/"), "absolute path accepted: %q", p)
+		for _, seg := range strings.Split(p, "/") {
+			require.NotEqual(t, "..", seg, "parent segment accepted: %q", p)
+		}
+	})
+}
+
+func FuzzParseHeader(f *testing.F) {
+	for _, s := range []string{"X-Token: abc", "a:b", ":x", "no colon", "X: a\r\nInjected: 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		name, value, err := parseHeader(s)
+		if err != nil {
+			// The input may be a token: the error is one fixed text, whatever the input.
+			require.Equal(t, errBadHeader.Error(), err.Error())
+			return
+		}
+		require.NotEmpty(t, name)
+		require.NotContains(t, value, "\n")
+		require.NotContains(t, value, "\r")
+		require.NotContains(t, name, ":")
+	})
+}

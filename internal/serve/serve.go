@@ -1,0 +1,70 @@
+// Package serve runs the operational HTTP endpoints both binaries expose: /healthz, /readyz
+// and /metrics.
+//
+//	s, err := serve.Listen(":9533", reg, r.Ready)
+//	g.Add(s.Run, s.Stop)
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server is a listening endpoint server.
+type Server struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+// Listen binds addr (":0" picks a free port) and prepares the handlers; ready decides /readyz.
+func Listen(addr string, gatherer prometheus.Gatherer, ready func() bool) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on --listen-address=%s: %w (pick a free port, or pass an empty value to disable)", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil && !ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
+}
+
+// Addr is the address actually bound.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Run serves until Stop.
+func (s *Server) Run() error {
+	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", s.Addr(), err)
+	}
+	return nil
+}
+
+// Stop ends Run, letting requests in flight finish for up to 5 s.
+func (s *Server) Stop(error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.srv.Shutdown(ctx)
+}
+
+// NewRegistry returns a registry with the Go runtime and process collectors (RSS, file
+// descriptors), as Kubernetes components expose them.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
