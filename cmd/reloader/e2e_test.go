@@ -27,7 +27,7 @@ func configMap(ns, name string, data map[string]string, binary map[string][]byte
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data, BinaryData: binary}
 }
 
-func patchData(t *testing.T, client kubernetes.Interface, ns, name, patch string) {
+func patchData(t testing.TB, client kubernetes.Interface, ns, name, patch string) {
 	t.Helper()
 	_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx(t), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
