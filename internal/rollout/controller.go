@@ -1,0 +1,331 @@
+// Package rollout owns wave's controller: which ConfigMaps and Secrets a workload's pods use
+// (refs.go), Wave's hash of them (hash.go), the reverse index from config to workloads
+// (index.go), and the reconcile that patches the pod template when the config changed.
+//
+//	inf := rollout.NewInformers(client, nil, labels.Everything(), 5*time.Minute)
+//	c := rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: rec, Metrics: m})
+//	inf.Start(ctx); err := c.Run(ctx, 4)
+//
+// The reconcile is level-triggered, in the shape of kubernetes/sample-controller: events only
+// say which workload to look at; sync reads the workload and the digests of its config from
+// the caches and decides from them alone.
+package rollout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// Annotations of our own. On the workload's metadata a change rolls nothing, which is what
+// makes baselines and restarts free.
+const (
+	// InputsAnnotation (workload metadata) records the digests of the config the pods run.
+	InputsAnnotation = "configwave.io/config-inputs"
+	// InputsHashAnnotation (pod template) changes with every rollout we cause, so that a change
+	// Wave's formula does not cover (an init container's env) still rolls the pods.
+	InputsHashAnnotation = "configwave.io/config-inputs-hash"
+)
+
+// Config wires a Controller.
+type Config struct {
+	Client    kubernetes.Interface
+	Informers *Informers
+	Recorder  record.EventRecorder
+	Metrics   *Metrics
+	Format    HashFormat // default HashWave
+	DryRun    bool       // decide, log and emit Events; write nothing
+}
+
+// Controller keeps opted-in workloads' config hash current.
+type Controller struct {
+	Config
+	queue workqueue.TypedRateLimitingInterface[string]
+	index *Index
+	full  *fullObjects
+}
+
+// NewController registers the event handlers on the informers.
+func NewController(cfg Config) (*Controller, error) {
+	if cfg.Format == "" {
+		cfg.Format = HashWave
+	}
+	c := &Controller{
+		Config: cfg,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "wave"}),
+		index: NewIndex(),
+	}
+	c.full = newFullObjects(cfg.Client, cfg.Informers)
+	for kind, list := range cfg.Informers.workloads {
+		for _, inf := range list {
+			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc:    c.enqueueWorkload,
+				UpdateFunc: func(_, obj any) { c.enqueueWorkload(obj) },
+				DeleteFunc: func(obj any) { c.enqueueDeleted(kind, obj) },
+			}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for kind, list := range cfg.Informers.configs {
+		for _, inf := range list {
+			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc: func(obj any) { c.enqueueUsers(kind, obj) },
+				UpdateFunc: func(old, obj any) {
+					if !sameKeys(KeyDigests(old), KeyDigests(obj)) {
+						c.enqueueUsers(kind, obj)
+					} // a metadata-only update concerns nobody
+				},
+				DeleteFunc: func(obj any) { c.enqueueUsers(kind, obj) },
+			}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c, nil
+}
+
+// QueueDepth and Tracked feed the gauges.
+func (c *Controller) QueueDepth() float64 { return float64(c.queue.Len()) }
+func (c *Controller) Tracked() float64    { return float64(c.index.Workloads()) }
+
+func (c *Controller) enqueueWorkload(obj any) {
+	if w, ok := WorkloadOf(obj); ok {
+		c.queue.Add(w.Key())
+	}
+}
+
+func (c *Controller) enqueueDeleted(kind WorkloadKind, obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		if ns, name, err := cache.SplitMetaNamespaceKey(tomb.Key); err == nil {
+			c.queue.Add(Key(kind, ns, name))
+		}
+		return
+	}
+	c.enqueueWorkload(obj)
+}
+
+func (c *Controller) enqueueUsers(kind ConfigKind, obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	ref := ObjectRef{kind, m.GetNamespace(), m.GetName()}
+	users := c.index.Users(ref)
+	klog.V(4).InfoS("config changed", "object", ref.String(), "users", len(users))
+	for _, key := range users {
+		c.queue.Add(key)
+	}
+}
+
+func sameKeys(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Run waits for the caches, then runs workers until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	klog.InfoS("waiting for informer caches")
+	if !cache.WaitForCacheSync(ctx.Done(), c.Informers.Synced()...) {
+		return fmt.Errorf("caches did not sync: %w", context.Cause(ctx))
+	}
+	klog.InfoS("caches synced; reconciling", "workers", workers)
+	for range workers {
+		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	result, err := c.sync(ctx, key)
+	if err != nil {
+		c.Metrics.Reconciles.WithLabelValues(ResultError).Inc()
+		c.Metrics.Errors.Inc()
+		klog.ErrorS(err, "reconcile failed; retrying with backoff", "workload", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.Metrics.Reconciles.WithLabelValues(result).Inc()
+	c.queue.Forget(key)
+	return true
+}
+
+// sync decides, for one workload, from the caches alone:
+//
+//   - not opted in, or gone: forget it; never write to it.
+//   - required config missing: an Event names it; no rollout (new pods could not start);
+//     a workload seen for the first time gets its inputs recorded, absent parts included, so
+//     that the config's creation rolls it.
+//   - inputs equal to the recorded ones (resync, restart, metadata-only change): nothing.
+//   - no inputs recorded yet (a new workload, or one adopted from Wave): when its template
+//     hash is absent or equals Wave's formula on the current data, its pods run the current
+//     config: record the inputs, which rolls nothing. Otherwise roll.
+//   - inputs differ from the recorded ones: the pods run old config: roll, with one patch that
+//     writes Wave's hash and our inputs hash into the template and the inputs into metadata.
+func (c *Controller) sync(ctx context.Context, key string) (string, error) {
+	kind, ns, name, err := SplitKey(key)
+	if err != nil {
+		return ResultIgnored, nil // a bad key can never succeed
+	}
+	w, ok := c.Informers.Workload(kind, ns, name)
+	if !ok || !w.OptedIn() {
+		c.index.Delete(key)
+		return ResultIgnored, nil
+	}
+	refs := Extract(ns, w.Meta.Annotations, &w.Template.Spec)
+	c.index.Set(key, union(refs.Visible.Refs(), refs.Wave.Refs()))
+	for _, p := range refs.Problems {
+		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", p+"; the entry is skipped")
+	}
+
+	in := InputsOf(ns, refs.Visible, c.Informers.Digests)
+	recorded, hasRecord := w.Meta.Annotations[InputsAnnotation]
+	if len(in.Missing) > 0 {
+		msg := missingMessage(in.Missing)
+		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "ConfigMissing", msg)
+		klog.V(2).InfoS("required config missing; waiting for it", "workload", w.String(), "missing", msg)
+		if !hasRecord {
+			return ResultMissing, c.patch(ctx, w, "baseline", in.Value, "", "")
+		}
+		return ResultMissing, nil
+	}
+	if hasRecord && recorded == in.Value {
+		return ResultUnchanged, nil
+	}
+
+	current := w.Template.Annotations[ConfigHashAnnotation]
+	hash, err := WaveHash(c.Format, refs.Wave, c.full.get)
+	var missing *MissingError
+	switch {
+	case errors.As(err, &missing):
+		hash = current // Wave leaves its hash as it is when its view misses something
+	case err != nil:
+		return "", fmt.Errorf("%s: compute the config hash: %w", w, err)
+	}
+	if !hasRecord && (current == "" || current == hash) {
+		klog.V(2).InfoS("recorded the config the pods run; nothing to roll", "workload", w.String(), "hash", current)
+		return ResultBaseline, c.patch(ctx, w, "baseline", in.Value, "", "")
+	}
+
+	changed := Changed(ParseInputs(recorded), in.Objects)
+	if !hasRecord {
+		changed = []string{"config-hash annotation differs from the current config"}
+	}
+	msg := fmt.Sprintf("%s changed; rolling out (config hash %s)", strings.Join(changed, ", "), short(hash))
+	if c.DryRun {
+		msg = "dry run: would roll: " + msg
+	}
+	c.Recorder.Event(w.Object, corev1.EventTypeNormal, "ConfigChanged", msg)
+	klog.InfoS("config changed; rolling out", "workload", w.String(), "changed", changed, "hash", hash, "dryRun", c.DryRun)
+	return ResultRolled, c.patch(ctx, w, "rollout", in.Value, hash, inputsHash(in.Value))
+}
+
+// patch writes the inputs record and, for a rollout, the template annotations, in one merge
+// patch carrying the resourceVersion the decision was made on: if the workload changed in
+// between, the API server answers 409 and the workload is reconciled again.
+func (c *Controller) patch(ctx context.Context, w Workload, what, inputs, hash, inHash string) error {
+	type meta struct {
+		Annotations     map[string]string `json:"annotations"`
+		ResourceVersion string            `json:"resourceVersion,omitempty"`
+	}
+	body := map[string]any{"metadata": meta{Annotations: map[string]string{InputsAnnotation: inputs}, ResourceVersion: w.Meta.ResourceVersion}}
+	if inHash != "" {
+		tmpl := map[string]string{InputsHashAnnotation: inHash}
+		if hash != "" {
+			tmpl[ConfigHashAnnotation] = hash
+		}
+		body["spec"] = map[string]any{"template": map[string]any{"metadata": map[string]any{"annotations": tmpl}}}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	if c.DryRun {
+		return nil
+	}
+	if err := patch(ctx, c.Client, w.Kind, w.Meta.Namespace, w.Meta.Name, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile; the delete event cleans the index
+		}
+		return fmt.Errorf("%s: patch (%s): %w", w, what, err)
+	}
+	c.Metrics.Patches.WithLabelValues(string(w.Kind), what).Inc()
+	return nil
+}
+
+func missingMessage(ms []*MissingError) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = m.Error()
+	}
+	return strings.Join(parts, "; ") + "; the workload rolls once it exists"
+}
+
+func inputsHash(value string) string {
+	sum := sha256.Sum256([]byte(value))
+	return hex.EncodeToString(sum[:8])
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	if hash == "" {
+		return "unchanged"
+	}
+	return hash
+}
+
+func union(a, b []ObjectRef) []ObjectRef {
+	seen := map[ObjectRef]bool{}
+	var out []ObjectRef
+	for _, list := range [][]ObjectRef{a, b} {
+		for _, r := range list {
+			if !seen[r] {
+				seen[r] = true
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}

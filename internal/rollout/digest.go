@@ -1,0 +1,182 @@
+package rollout
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// digestedAnnotation marks an object the informer transform already reduced, so a second
+// pass (client-go may call a transform again on an object it already holds) is a no-op.
+const digestedAnnotation = "configwave.io/digested"
+
+// keyDigest is 128 bits of SHA256: enough to tell any two values apart in practice, half the
+// memory of a full digest.
+func keyDigest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// Digest is the informer transform for ConfigMaps and Secrets: it keeps name, namespace, UID
+// and resourceVersion, and replaces every value by its digest. The cache then holds a few
+// dozen bytes per key instead of the config itself (peers hold every byte of every Secret).
+// Annotations and managedFields go too: `kubectl apply` copies the whole object into an
+// annotation.
+func Digest(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		if o.Annotations[digestedAnnotation] != "" {
+			return o, nil
+		}
+		out := &corev1.ConfigMap{ObjectMeta: slim(o.ObjectMeta), Data: make(map[string]string, len(o.Data)+len(o.BinaryData))}
+		for k, v := range o.Data {
+			out.Data[k] = keyDigest([]byte(v))
+		}
+		for k, v := range o.BinaryData {
+			out.Data[k] = keyDigest(v)
+		}
+		return out, nil
+	case *corev1.Secret:
+		if o.Annotations[digestedAnnotation] != "" {
+			return o, nil
+		}
+		out := &corev1.Secret{ObjectMeta: slim(o.ObjectMeta), Data: make(map[string][]byte, len(o.Data))}
+		for k, v := range o.Data {
+			out.Data[k] = []byte(keyDigest(v))
+		}
+		return out, nil
+	}
+	return obj, nil
+}
+
+func slim(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Annotations: map[string]string{digestedAnnotation: "true"}}
+}
+
+// KeyDigests returns a digested object's key → digest map.
+func KeyDigests(obj any) map[string]string {
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		return o.Data
+	case *corev1.Secret:
+		out := make(map[string]string, len(o.Data))
+		for k, v := range o.Data {
+			out[k] = string(v)
+		}
+		return out
+	}
+	return nil
+}
+
+// DigestsFunc returns the key digests of an object from the transformed cache, and whether
+// it exists.
+type DigestsFunc func(ObjectRef) (map[string]string, bool)
+
+// Inputs is the record of what a workload's pods can see, written to the workload's own
+// metadata.annotations[InputsAnnotation]: one entry per object, sorted,
+// "configmap/NAME=DIGEST" (or "configmap/NS/NAME=..." for another namespace), where DIGEST
+// covers exactly the keys the pods see, and "absent" stands for a missing object.
+type Inputs struct {
+	Value   string            // the annotation value
+	Objects map[string]string // entry name -> digest, to tell which objects changed
+	Missing []*MissingError   // required objects or keys that do not exist
+}
+
+// InputsOf computes the Inputs of uses from the cache.
+func InputsOf(namespace string, uses Uses, digests DigestsFunc) Inputs {
+	in := Inputs{Objects: map[string]string{}}
+	entries := make([]string, 0, len(uses))
+	for _, ref := range uses.Refs() {
+		u := uses[ref]
+		name := strings.ToLower(string(ref.Kind)) + "/" + ref.Name
+		if ref.Namespace != namespace {
+			name = strings.ToLower(string(ref.Kind)) + "/" + ref.Namespace + "/" + ref.Name
+		}
+		keys, exists := digests(ref)
+		var d string
+		switch {
+		case !exists:
+			if u.Required {
+				in.Missing = append(in.Missing, &MissingError{Ref: ref, Where: u.Where})
+			}
+			d = "absent"
+		default:
+			d = objectDigest(ref, u, keys, &in.Missing)
+		}
+		in.Objects[name] = d
+		entries = append(entries, name+"="+d)
+	}
+	in.Value = strings.Join(entries, ",")
+	return in
+}
+
+// objectDigest covers the keys u uses: all of them, or each listed one (present or absent).
+func objectDigest(ref ObjectRef, u *Use, keys map[string]string, missing *[]*MissingError) string {
+	var lines []string
+	if u.AllKeys {
+		for k, d := range keys {
+			lines = append(lines, k+"\x00"+d)
+		}
+	}
+	for k, required := range u.Keys {
+		d, ok := keys[k]
+		if !ok {
+			if required {
+				*missing = append(*missing, &MissingError{Ref: ref, Key: k, Where: u.Where})
+			}
+			d = "absent"
+		}
+		lines = append(lines, k+"\x00"+d)
+	}
+	sort.Strings(lines)
+	lines = dedupe(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	return hex.EncodeToString(sum[:8])
+}
+
+func dedupe(sorted []string) []string {
+	out := sorted[:0]
+	for i, s := range sorted {
+		if i == 0 || s != sorted[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ParseInputs splits an Inputs annotation value back into entry -> digest.
+func ParseInputs(value string) map[string]string {
+	out := map[string]string{}
+	for _, e := range strings.Split(value, ",") {
+		if name, d, ok := strings.Cut(e, "="); ok {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// Changed names the entries whose digest differs between two Inputs values, for Events.
+func Changed(before, after map[string]string) []string {
+	var out []string
+	for name, d := range after {
+		if before[name] != d {
+			out = append(out, name)
+		}
+	}
+	for name := range before {
+		if _, ok := after[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// String for logs.
+func (in Inputs) String() string { return fmt.Sprintf("%d objects", len(in.Objects)) }

@@ -1,0 +1,139 @@
+package rollout
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// HashFormat selects the formula of the config-hash annotation.
+type HashFormat string
+
+const (
+	// HashWave is wave-k8s/wave v0.7+ (pkg/core/hash.go): ConfigMap data and binaryData merged,
+	// values as bytes (base64 in the JSON).
+	HashWave HashFormat = "wave"
+	// HashWaveV05 is Wave up to v0.5: ConfigMap data only, values as JSON strings.
+	HashWaveV05 HashFormat = "wave-v05"
+)
+
+// ParseHashFormat checks a --hash-format value.
+func ParseHashFormat(s string) (HashFormat, error) {
+	switch HashFormat(s) {
+	case HashWave, HashWaveV05:
+		return HashFormat(s), nil
+	}
+	return "", fmt.Errorf("--hash-format=%q: use %q (Wave 0.6 and later) or %q (Wave 0.5 and earlier)", s, HashWave, HashWaveV05)
+}
+
+// MissingError says which required object or key is not there.
+type MissingError struct {
+	Ref   ObjectRef
+	Key   string // empty when the whole object is missing
+	Where string
+}
+
+func (e *MissingError) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("%s (used by %s) not found", e.Ref, e.Where)
+	}
+	return fmt.Sprintf("key %q of %s (used by %s) not found", e.Key, e.Ref, e.Where)
+}
+
+// GetFunc returns the full ConfigMap or Secret, or nil when it does not exist.
+type GetFunc func(ObjectRef) (any, error)
+
+// WaveHash computes Wave's config hash over the objects uses names: the lowercase hex SHA256
+// of the JSON {"configMaps": {NAME: {KEY: VALUE}}, "secrets": {NAME: {KEY: VALUE}}}, objects
+// keyed by name alone, a missing optional object left out, a missing optional key left out.
+// A missing required object or key is a *MissingError: Wave then leaves the hash as it is.
+//
+// This value is what existing Wave installations wrote; changing a byte of it would roll every
+// opted-in workload of every cluster that switches. The golden tests pin it.
+func WaveHash(format HashFormat, uses Uses, get GetFunc) (string, error) {
+	src := struct {
+		ConfigMaps map[string]any `json:"configMaps"`
+		Secrets    map[string]any `json:"secrets"`
+	}{ConfigMaps: map[string]any{}, Secrets: map[string]any{}}
+
+	for _, ref := range uses.Refs() {
+		u := uses[ref]
+		obj, err := get(ref)
+		if err != nil {
+			return "", err
+		}
+		if obj == nil {
+			if u.Required {
+				return "", &MissingError{Ref: ref, Where: u.Where}
+			}
+			continue
+		}
+		var all map[string]any // every key's value, typed as the format wants it
+		var allNil bool        // Wave put the object's own (nil) map in the JSON: null
+		switch o := obj.(type) {
+		case *corev1.ConfigMap:
+			all, allNil = configMapValues(format, o)
+		case *corev1.Secret:
+			all = map[string]any{}
+			for k, v := range o.Data {
+				all[k] = v
+			}
+			allNil = o.Data == nil
+		default:
+			return "", fmt.Errorf("%s: unexpected type %T", ref, obj)
+		}
+		var entry any
+		if u.AllKeys {
+			entry = all
+			if allNil {
+				entry = nil
+			}
+		} else {
+			picked := map[string]any{}
+			for k, required := range u.Keys {
+				v, ok := all[k]
+				if !ok {
+					if required {
+						return "", &MissingError{Ref: ref, Key: k, Where: u.Where}
+					}
+					continue
+				}
+				picked[k] = v
+			}
+			entry = picked
+		}
+		if ref.Kind == ConfigMap {
+			src.ConfigMaps[ref.Name] = entry
+		} else {
+			src.Secrets[ref.Name] = entry
+		}
+	}
+	b, err := json.Marshal(src)
+	if err != nil {
+		return "", fmt.Errorf("encode the config hash input: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// configMapValues: Wave 0.7+ merges data and binaryData as bytes into a new map; Wave 0.5
+// used the data map itself, strings, so a ConfigMap without data was null.
+func configMapValues(format HashFormat, cm *corev1.ConfigMap) (map[string]any, bool) {
+	all := map[string]any{}
+	if format == HashWaveV05 {
+		for k, v := range cm.Data {
+			all[k] = v
+		}
+		return all, cm.Data == nil
+	}
+	for k, v := range cm.Data {
+		all[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		all[k] = v
+	}
+	return all, false
+}

@@ -1,0 +1,102 @@
+package rollout
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func objects(objs ...any) GetFunc {
+	byRef := map[ObjectRef]any{}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.ConfigMap:
+			byRef[ObjectRef{ConfigMap, o.Namespace, o.Name}] = o
+		case *corev1.Secret:
+			byRef[ObjectRef{Secret, o.Namespace, o.Name}] = o
+		}
+	}
+	return func(r ObjectRef) (any, error) { return byRef[r], nil }
+}
+
+func cmObj(name string, data map[string]string, binary map[string][]byte) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: data, BinaryData: binary}
+}
+
+func secretObj(name string, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: data}
+}
+
+func all(kind ConfigKind, name string, required bool) Uses {
+	return Uses{ObjectRef{kind, "ns", name}: {AllKeys: true, Required: required}}
+}
+
+func merge(us ...Uses) Uses {
+	out := Uses{}
+	for _, u := range us {
+		for k, v := range u {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Golden values: a silent change of the formula would roll every opted-in workload of every
+// cluster that upgrades. Each was computed independently: sha256sum of the JSON in its comment,
+// the first two are the issue's vectors.
+func TestWaveHashGolden(t *testing.T) {
+	appConfig := cmObj("app-config", map[string]string{"key": "value"}, nil)
+	appSecret := secretObj("app-secret", map[string][]byte{"password": []byte("s3cr3t")})
+	tests := []struct {
+		name   string
+		format HashFormat
+		uses   Uses
+		get    GetFunc
+		want   string
+	}{
+		{name: "issue vector: one ConfigMap and one Secret", format: HashWave,
+			uses: merge(all(ConfigMap, "app-config", true), all(Secret, "app-secret", true)), get: objects(appConfig, appSecret),
+			want: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"},
+		{name: "issue vector: no references", format: HashWave, uses: Uses{}, get: objects(),
+			want: "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae27e6a3a031d"},
+		{name: "no references in the v0.5 format is the same JSON", format: HashWaveV05, uses: Uses{}, get: objects(),
+			want: "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae27e6a3a031d"},
+		// {"configMaps":{"app-config":{"key":"value"}},"secrets":{"app-secret":{"password":"czNjcjN0"}}}
+		{name: "v0.5 format: ConfigMap values as strings", format: HashWaveV05,
+			uses: merge(all(ConfigMap, "app-config", true), all(Secret, "app-secret", true)), get: objects(appConfig, appSecret),
+			want: "0c38a0016d34e0c9d2a63eb128968d437eeb8891a0305dcae1b0f782407b5b5d"},
+		// {"configMaps":{"bin":{"a":"MQ==","b":"AAE="}},"secrets":{}}
+		{name: "binaryData merged with data", format: HashWave,
+			uses: all(ConfigMap, "bin", true), get: objects(cmObj("bin", map[string]string{"a": "1"}, map[string][]byte{"b": {0, 1}})),
+			want: "cbc0e1d9d6f0fe8d5fad5cbeb719f5a803da8553eb099ed5be7f59566fb80eb5"},
+		{name: "missing optional object is left out", format: HashWave,
+			uses: merge(all(ConfigMap, "app-config", true), all(Secret, "app-secret", true), all(ConfigMap, "gone", false)), get: objects(appConfig, appSecret),
+			want: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"},
+		{name: "single key picks only that key", format: HashWave,
+			uses: Uses{ObjectRef{ConfigMap, "ns", "app-config"}: {Keys: map[string]bool{"key": true}, Required: true}, ObjectRef{Secret, "ns", "app-secret"}: {AllKeys: true, Required: true}},
+			get:  objects(cmObj("app-config", map[string]string{"key": "value", "other": "x"}, nil), appSecret),
+			want: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := WaveHash(tt.format, tt.uses, tt.get)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestWaveHashMissingRequired(t *testing.T) {
+	_, err := WaveHash(HashWave, all(ConfigMap, "gone", true), objects())
+	var missing *MissingError
+	require.ErrorAs(t, err, &missing)
+	assert.Equal(t, "gone", missing.Ref.Name)
+
+	uses := Uses{ObjectRef{ConfigMap, "ns", "app"}: {Keys: map[string]bool{"k": true}, Required: true, Where: `container "app" env K`}}
+	_, err = WaveHash(HashWave, uses, objects(cmObj("app", map[string]string{"other": "1"}, nil)))
+	require.ErrorAs(t, err, &missing)
+	assert.Equal(t, `key "k" of configmap ns/app (used by container "app" env K) not found`, err.Error())
+}

@@ -1,0 +1,118 @@
+package rollout
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Informers are the caches the controller reads: the three workload kinds (narrowed by a
+// label selector) and ConfigMaps and Secrets reduced to key digests, in every watched
+// namespace (one factory per namespace, or one for the whole cluster).
+type Informers struct {
+	workloads map[WorkloadKind][]cache.SharedIndexInformer
+	configs   map[ConfigKind][]cache.SharedIndexInformer
+	factories []informers.SharedInformerFactory
+}
+
+// NewInformers prepares the informers; namespaces empty means every namespace.
+func NewInformers(client kubernetes.Interface, namespaces []string, workloadSelector labels.Selector, resync time.Duration) *Informers {
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	inf := &Informers{workloads: map[WorkloadKind][]cache.SharedIndexInformer{}, configs: map[ConfigKind][]cache.SharedIndexInformer{}}
+	for _, ns := range namespaces {
+		wf := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				if workloadSelector != nil && !workloadSelector.Empty() {
+					o.LabelSelector = workloadSelector.String()
+				}
+			}))
+		// Config objects never need a resync: a workload resync reads them from the cache.
+		cf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns), informers.WithTransform(Digest))
+		inf.workloads[Deployment] = append(inf.workloads[Deployment], wf.Apps().V1().Deployments().Informer())
+		inf.workloads[StatefulSet] = append(inf.workloads[StatefulSet], wf.Apps().V1().StatefulSets().Informer())
+		inf.workloads[DaemonSet] = append(inf.workloads[DaemonSet], wf.Apps().V1().DaemonSets().Informer())
+		inf.configs[ConfigMap] = append(inf.configs[ConfigMap], cf.Core().V1().ConfigMaps().Informer())
+		inf.configs[Secret] = append(inf.configs[Secret], cf.Core().V1().Secrets().Informer())
+		inf.factories = append(inf.factories, wf, cf)
+	}
+	return inf
+}
+
+// Start runs the informers until ctx ends.
+func (inf *Informers) Start(ctx context.Context) {
+	for _, f := range inf.factories {
+		f.Start(ctx.Done())
+	}
+}
+
+// Shutdown waits for the informers' goroutines after ctx ended.
+func (inf *Informers) Shutdown() {
+	for _, f := range inf.factories {
+		f.Shutdown()
+	}
+}
+
+// Synced lists every informer's HasSynced.
+func (inf *Informers) Synced() []cache.InformerSynced {
+	var out []cache.InformerSynced
+	for _, list := range inf.workloads {
+		for _, i := range list {
+			out = append(out, i.HasSynced)
+		}
+	}
+	for _, list := range inf.configs {
+		for _, i := range list {
+			out = append(out, i.HasSynced)
+		}
+	}
+	return out
+}
+
+// HasSynced reports whether every informer has listed once.
+func (inf *Informers) HasSynced() bool {
+	for _, s := range inf.Synced() {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+func getByKey(list []cache.SharedIndexInformer, key string) (any, bool) {
+	for _, i := range list {
+		if obj, ok, err := i.GetIndexer().GetByKey(key); err == nil && ok {
+			return obj, true
+		}
+	}
+	return nil, false
+}
+
+// Workload returns a workload from the cache.
+func (inf *Informers) Workload(kind WorkloadKind, namespace, name string) (Workload, bool) {
+	obj, ok := getByKey(inf.workloads[kind], namespace+"/"+name)
+	if !ok {
+		return Workload{}, false
+	}
+	return WorkloadOf(obj)
+}
+
+// config returns a digested ConfigMap or Secret from the cache.
+func (inf *Informers) config(ref ObjectRef) (any, bool) {
+	return getByKey(inf.configs[ref.Kind], ref.Namespace+"/"+ref.Name)
+}
+
+// Digests is a DigestsFunc over the caches.
+func (inf *Informers) Digests(ref ObjectRef) (map[string]string, bool) {
+	obj, ok := inf.config(ref)
+	if !ok {
+		return nil, false
+	}
+	return KeyDigests(obj), true
+}

@@ -1,0 +1,46 @@
+package rollout
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are wave's Prometheus series, registered in a registry passed in.
+type Metrics struct {
+	Reconciles *prometheus.CounterVec
+	Patches    *prometheus.CounterVec
+	Errors     prometheus.Counter
+}
+
+// Reconcile results, the values of the "result" label.
+const (
+	ResultUnchanged = "unchanged" // inputs equal to the recorded ones: no write
+	ResultBaseline  = "baseline"  // inputs recorded on the workload's metadata; nothing rolled
+	ResultRolled    = "rolled"    // template annotation written: the workload rolls
+	ResultMissing   = "missing"   // required config missing; waiting for it
+	ResultError     = "error"     // retried with backoff
+	ResultIgnored   = "ignored"   // gone or not opted in
+)
+
+// NewMetrics registers wave's series; queueDepth and tracked are read at scrape time.
+func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64) *Metrics {
+	m := &Metrics{
+		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "configwave_wave_reconciles_total",
+			Help: "Workload reconciles by result: unchanged, baseline, rolled, missing, error, ignored.",
+		}, []string{"result"}),
+		Patches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "configwave_wave_patches_total",
+			Help: "Patches sent to workloads, by kind and by what they did (baseline, rollout).",
+		}, []string{"kind", "type"}),
+		Errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "configwave_wave_errors_total",
+			Help: "Reconciles that failed and were queued again with backoff.",
+		}),
+	}
+	for _, r := range []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultError, ResultIgnored} {
+		m.Reconciles.WithLabelValues(r)
+	}
+	reg.MustRegister(m.Reconciles, m.Patches, m.Errors,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_queue_depth", Help: "Workloads waiting in the work queue."}, queueDepth),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_workloads_tracked", Help: "Opted-in workloads in the reverse index."}, tracked),
+	)
+	return m
+}

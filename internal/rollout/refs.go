@@ -1,0 +1,250 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Annotations Wave defined; existing manifests carry them, so their names never change.
+const (
+	UpdateOnConfigChangeAnnotation = "wave.pusher.com/update-on-config-change"
+	ConfigHashAnnotation           = "wave.pusher.com/config-hash"
+	ExtraConfigMapsAnnotation      = "wave.pusher.com/extra-configmaps"
+	ExtraSecretsAnnotation         = "wave.pusher.com/extra-secrets"
+	WaveFinalizer                  = "wave.pusher.com/finalizer"
+)
+
+// ConfigKind is ConfigMap or Secret.
+type ConfigKind string
+
+const (
+	ConfigMap ConfigKind = "ConfigMap"
+	Secret    ConfigKind = "Secret"
+)
+
+// ObjectRef names one ConfigMap or Secret.
+type ObjectRef struct {
+	Kind      ConfigKind
+	Namespace string
+	Name      string
+}
+
+func (r ObjectRef) String() string {
+	return fmt.Sprintf("%s %s/%s", strings.ToLower(string(r.Kind)), r.Namespace, r.Name)
+}
+
+// Use is how a pod template uses one object: every key, or some keys; and whether the pods
+// start without it.
+type Use struct {
+	AllKeys bool
+	// Keys maps each key used on its own to whether it is required (a missing required key
+	// stops the pod from starting, as a missing required object does).
+	Keys     map[string]bool
+	Required bool   // some reference is not optional
+	Where    string // first place it is used, for Events: `container "app" env`
+}
+
+func (u *Use) addKey(key string, required bool) {
+	if u.Keys == nil {
+		u.Keys = map[string]bool{}
+	}
+	u.Keys[key] = u.Keys[key] || required
+}
+
+// Uses is every object a pod template uses.
+type Uses map[ObjectRef]*Use
+
+func (us Uses) use(ref ObjectRef, required bool, where string) *Use {
+	u, ok := us[ref]
+	if !ok {
+		u = &Use{Where: where}
+		us[ref] = u
+	}
+	u.Required = u.Required || required
+	return u
+}
+
+// Refs sorted, for stable output.
+func (us Uses) Refs() []ObjectRef {
+	refs := make([]ObjectRef, 0, len(us))
+	for r := range us {
+		refs = append(refs, r)
+	}
+	sort.Slice(refs, func(i, j int) bool { return refLess(refs[i], refs[j]) })
+	return refs
+}
+
+func refLess(a, b ObjectRef) bool {
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}
+
+// References are a template's uses in two views.
+type References struct {
+	// Visible is what the pods can actually see: containers and init containers, mounted
+	// volumes only, and only the keys an `items` list projects. A change here rolls.
+	Visible Uses
+	// Wave is what Wave's hash covers, key for key as Wave selects them: containers only,
+	// every volume, all keys of a configMap/secret volume even with items.
+	Wave Uses
+	// Problems are entries of the extra-* annotations that are not valid names; they are
+	// skipped, and reported.
+	Problems []string
+}
+
+// Extract finds every ConfigMap and Secret a workload's pod template uses.
+func Extract(namespace string, annotations map[string]string, spec *corev1.PodSpec) References {
+	refs := References{Visible: Uses{}, Wave: Uses{}}
+	mounted := map[string]bool{}
+	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+		for _, m := range c.VolumeMounts {
+			mounted[m.Name] = true
+		}
+	}
+	for _, v := range spec.Volumes {
+		where := fmt.Sprintf("volume %q", v.Name)
+		switch {
+		case v.ConfigMap != nil:
+			addVolume(refs, mounted[v.Name], ObjectRef{ConfigMap, namespace, v.ConfigMap.Name}, v.ConfigMap.Items, v.ConfigMap.Optional, where)
+		case v.Secret != nil:
+			addVolume(refs, mounted[v.Name], ObjectRef{Secret, namespace, v.Secret.SecretName}, v.Secret.Items, v.Secret.Optional, where)
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				switch {
+				case src.ConfigMap != nil:
+					addProjected(refs, mounted[v.Name], ObjectRef{ConfigMap, namespace, src.ConfigMap.Name}, src.ConfigMap.Items, src.ConfigMap.Optional, where)
+				case src.Secret != nil:
+					addProjected(refs, mounted[v.Name], ObjectRef{Secret, namespace, src.Secret.Name}, src.Secret.Items, src.Secret.Optional, where)
+				}
+			}
+		}
+	}
+	for _, c := range spec.InitContainers {
+		addContainer(refs.Visible, namespace, c, fmt.Sprintf("init container %q", c.Name))
+	}
+	for _, c := range spec.Containers {
+		where := fmt.Sprintf("container %q", c.Name)
+		addContainer(refs.Visible, namespace, c, where)
+		addContainer(refs.Wave, namespace, c, where)
+	}
+	for _, a := range []struct {
+		annotation string
+		kind       ConfigKind
+	}{{ExtraConfigMapsAnnotation, ConfigMap}, {ExtraSecretsAnnotation, Secret}} {
+		extra, problems := ParseExtra(a.kind, namespace, annotations[a.annotation])
+		for _, p := range problems {
+			refs.Problems = append(refs.Problems, fmt.Sprintf("annotation %s: %s", a.annotation, p))
+		}
+		for _, r := range extra {
+			where := "annotation " + a.annotation
+			// Extra entries are always optional and contribute every key (Wave's rule).
+			refs.Visible.use(r, false, where).AllKeys = true
+			refs.Wave.use(r, false, where).AllKeys = true
+		}
+	}
+	return refs
+}
+
+func optional(p *bool) bool { return p != nil && *p }
+
+// addVolume: the pods see only the items' keys, Wave hashes every key.
+func addVolume(refs References, mounted bool, ref ObjectRef, items []corev1.KeyToPath, opt *bool, where string) {
+	required := !optional(opt)
+	refs.Wave.use(ref, required, where).AllKeys = true
+	if !mounted {
+		return
+	}
+	u := refs.Visible.use(ref, required, where)
+	if len(items) == 0 {
+		u.AllKeys = true
+	}
+	for _, it := range items {
+		u.addKey(it.Key, required)
+	}
+}
+
+// addProjected: with items, the pods and Wave both take only those keys.
+func addProjected(refs References, mounted bool, ref ObjectRef, items []corev1.KeyToPath, opt *bool, where string) {
+	required := !optional(opt)
+	views := []Uses{refs.Wave}
+	if mounted {
+		views = append(views, refs.Visible)
+	}
+	for _, us := range views {
+		u := us.use(ref, required, where)
+		if len(items) == 0 {
+			u.AllKeys = true
+		}
+		for _, it := range items {
+			u.addKey(it.Key, required)
+		}
+	}
+}
+
+func addContainer(us Uses, namespace string, c corev1.Container, where string) {
+	for _, e := range c.EnvFrom {
+		switch {
+		case e.ConfigMapRef != nil:
+			us.use(ObjectRef{ConfigMap, namespace, e.ConfigMapRef.Name}, !optional(e.ConfigMapRef.Optional), where+" envFrom").AllKeys = true
+		case e.SecretRef != nil:
+			us.use(ObjectRef{Secret, namespace, e.SecretRef.Name}, !optional(e.SecretRef.Optional), where+" envFrom").AllKeys = true
+		}
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			continue
+		}
+		where := fmt.Sprintf("%s env %s", where, e.Name)
+		switch {
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			r := e.ValueFrom.ConfigMapKeyRef
+			us.use(ObjectRef{ConfigMap, namespace, r.Name}, !optional(r.Optional), where).addKey(r.Key, !optional(r.Optional))
+		case e.ValueFrom.SecretKeyRef != nil:
+			r := e.ValueFrom.SecretKeyRef
+			us.use(ObjectRef{Secret, namespace, r.Name}, !optional(r.Optional), where).addKey(r.Key, !optional(r.Optional))
+		}
+	}
+}
+
+// ParseExtra parses a wave.pusher.com/extra-configmaps or extra-secrets value: names or
+// ns/name entries, separated by commas, blanks around them ignored. Invalid entries are
+// returned as problems, never as references.
+func ParseExtra(kind ConfigKind, namespace, value string) (refs []ObjectRef, problems []string) {
+	if strings.TrimSpace(value) == "" {
+		return nil, nil
+	}
+	seen := map[ObjectRef]bool{}
+	for _, entry := range strings.Split(value, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		ns, name := namespace, entry
+		if i := strings.IndexByte(entry, '/'); i >= 0 {
+			ns, name = entry[:i], entry[i+1:]
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+				problems = append(problems, fmt.Sprintf("entry %q: namespace %q is not valid", entry, ns))
+				continue
+			}
+		}
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("entry %q: %q is not a valid %s name", entry, name, strings.ToLower(string(kind))))
+			continue
+		}
+		r := ObjectRef{kind, ns, name}
+		if !seen[r] {
+			seen[r] = true
+			refs = append(refs, r)
+		}
+	}
+	return refs, problems
+}
