@@ -12,7 +12,6 @@ import (
 func ptr[T any](v T) *T { return &v }
 
 func cmRef(name string) ObjectRef { return ObjectRef{ConfigMap, "ns", name} }
-func secRef(name string) ObjectRef { return ObjectRef{Secret, "ns", name} }
 
 // summary renders Uses compactly: "configmap ns/a=all!" ("!" required), "...=k1!,k2".
 func summary(us Uses) []string {
@@ -55,7 +54,9 @@ func sortStrings(s []string) {
 	}
 }
 
-func mount(name string) corev1.VolumeMount { return corev1.VolumeMount{Name: name, MountPath: "/" + name} }
+func mount(name string) corev1.VolumeMount {
+	return corev1.VolumeMount{Name: name, MountPath: "/" + name}
+}
 
 func TestExtract(t *testing.T) {
 	tests := []struct {
