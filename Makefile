@@ -9,7 +9,8 @@ TEST_TIMEOUT ?= 20m
 # Each fuzz target runs briefly in every `make test`; `make fuzz FUZZTIME=10m` runs longer.
 FUZZTIME ?= 10s
 FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/source \
-	FuzzParseCodeSet:./internal/signal FuzzParseItem:./cmd/reloader FuzzParseHeader:./cmd/reloader
+	FuzzParseCodeSet:./internal/signal FuzzParseItem:./cmd/reloader FuzzParseHeader:./cmd/reloader \
+	FuzzParseExtra:./internal/rollout
 
 .PHONY: build test lint fuzz controlplane demo bench clean
 

@@ -76,7 +76,7 @@ func benchPatchToReload(b *testing.B, debounce string) {
 	b.ReportMetric(ms(worst), "worst-ms")
 	b.ReportMetric(ms(fmed), "floor-median-ms")
 	b.ReportMetric(float64(med)/float64(fmed), "median/floor")
-	b.ReportMetric(float64(rssKiB(b, p.cmd.Process.Pid))/1024, "reloader-RSS-MiB")
+	b.ReportMetric(float64(rssKiB(b, p.Cmd.Process.Pid))/1024, "reloader-RSS-MiB")
 }
 
 func stats(d []time.Duration) (median, worst time.Duration) {

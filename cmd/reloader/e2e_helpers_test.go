@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -40,20 +37,14 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "configwave-reloader-bin-")
+	bin, remove, err := testcluster.BuildCommand(".", "reloader")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	reloaderBin = filepath.Join(dir, "reloader")
-	build := exec.Command("go", "build", "-o", reloaderBin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "build reloader: %v\n", err)
-		os.Exit(1)
-	}
+	reloaderBin = bin
 	code := testcluster.Run(m, &cluster)
-	_ = os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
@@ -99,58 +90,20 @@ func adminClient(t testing.TB) kubernetes.Interface {
 }
 
 // proc is one reloader process under test.
-type proc struct {
-	cmd  *exec.Cmd
-	log  string
-	addr string // /healthz, /readyz, /metrics
-	done chan struct{}
-	code int
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
+type proc struct{ *testcluster.Process }
 
 // startReloader runs the reloader with the admin kubeconfig (unless args name one) and a
-// loopback listen address; it is stopped when the test ends, and its log printed on failure.
+// loopback listen address.
 func startReloader(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{log: filepath.Join(t.TempDir(), "reloader.log"), addr: freeAddr(t), done: make(chan struct{})}
-	full := []string{"--listen-address=" + p.addr, "--v=2"}
+	addr := testcluster.FreeAddr(t)
+	full := []string{"--listen-address=" + addr, "--v=2"}
 	if !hasFlag(args, "--kubeconfig") {
 		full = append(full, "--kubeconfig="+cluster.Kubeconfig())
 	}
-	full = append(full, args...)
-	logf, err := os.Create(p.log)
-	require.NoError(t, err)
-	p.cmd = exec.Command(reloaderBin, full...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.Env = append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), env...)
-	require.NoError(t, p.cmd.Start())
-	go func() {
-		_ = p.cmd.Wait()
-		p.code = p.cmd.ProcessState.ExitCode()
-		logf.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(p.log)
-			t.Logf("reloader log:\n%s", b)
-		}
-	})
-	return p
+	p := testcluster.StartProcess(t, reloaderBin, env, append(full, args...)...)
+	p.Addr = addr
+	return &proc{p}
 }
 
 func hasFlag(args []string, name string) bool {
@@ -165,65 +118,11 @@ func hasFlag(args []string, name string) bool {
 	return false
 }
 
-func (p *proc) get(path string) (int, string) {
-	resp, err := http.Get("http://" + p.addr + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	var sb strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		sb.WriteString(sc.Text() + "\n")
-	}
-	return resp.StatusCode, sb.String()
-}
-
-func (p *proc) ready() bool { code, _ := p.get("/readyz"); return code == 200 }
-
-func (p *proc) waitReady(t testing.TB) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		select {
-		case <-p.done:
-			return true
-		default:
-		}
-		return p.ready()
-	}, 30*time.Second, 20*time.Millisecond, "reloader did not become ready")
-	select {
-	case <-p.done:
-		t.Fatalf("reloader exited with code %d", p.code)
-	default:
-	}
-}
-
-// metric returns the value of one series from /metrics, e.g.
-// `configwave_reloader_reloads_total{result="success"}`; -1 when absent.
-func (p *proc) metric(series string) float64 {
-	_, body := p.get("/metrics")
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return -1
-}
-
-func (p *proc) wait(t testing.TB, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(timeout):
-		t.Fatalf("reloader still running after %s", timeout)
-		return -1
-	}
-}
-
-func (p *proc) logText() string { b, _ := os.ReadFile(p.log); return string(b) }
+func (p *proc) ready() bool                            { return p.Ready() }
+func (p *proc) waitReady(t testing.TB)                 { p.WaitReady(t) }
+func (p *proc) metric(series string) float64           { return p.Metric(series) }
+func (p *proc) logText() string                        { return p.Log() }
+func (p *proc) wait(t testing.TB, d time.Duration) int { return p.Wait(t, d) }
 
 // fakeApp is the app of sidecar mode: a reload endpoint that records, for every request,
 // the content of one config file at the moment the request arrived.

@@ -76,7 +76,7 @@ func TestSidecarFollowsKeysAndBinaryData(t *testing.T) {
 	assert.Greater(t, p.metric("configwave_reloader_last_reload_success_timestamp_seconds"), float64(0))
 	assert.NotContains(t, p.logText(), "t0k3n", "a header value never reaches the log")
 
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, 0, p.wait(t, 20*time.Second), "a sidecar stops cleanly on SIGTERM")
 }
 
@@ -216,7 +216,7 @@ func TestSubprocessStartsAfterUnpackReloadsOnHUPAndForwardsTERM(t *testing.T) {
 	require.Eventually(t, func() bool { return len(appLines()) == 2 }, eventually, tick)
 	assert.Equal(t, "hup:v2", appLines()[1], "the app sees the new file when it gets HUP")
 
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, 7, p.wait(t, 20*time.Second), "the reloader exits with the app's exit code")
 	assert.Equal(t, "term", appLines()[2], "SIGTERM is forwarded to the app")
 }

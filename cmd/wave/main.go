@@ -1,28 +1,296 @@
-// Command wave rolls Deployments, StatefulSets and DaemonSets annotated
-// wave.pusher.com/update-on-config-change when the ConfigMaps and Secrets they use change. Its
-// features are being built; for now it documents its interface and exits.
+// Command wave rolls Deployments, StatefulSets and DaemonSets when the ConfigMaps and Secrets
+// their pods use change, for apps that read config only at start. It is a drop-in replacement
+// for Wave (same annotations, same hash) without owner references, finalizers or extra
+// rollouts.
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
+	"strings"
+	"syscall"
 	"time"
 
+	"github.com/oklog/run"
 	flag "github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/kubeclient"
+	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/serve"
+	"github.com/configwave/configwave/internal/source"
 )
 
-func main() {
-	fs := flag.NewFlagSet("wave", flag.ContinueOnError)
-	fs.String("kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
-	fs.Duration("sync-period", 5*time.Minute, "how often every workload is re-checked even without events")
-	fs.Bool("leader-election", false, "run as one of several replicas, only the Lease holder acting")
-	fs.Int("v", 0, "log verbosity")
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == flag.ErrHelp {
-			return
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+func main() { os.Exit(runMain(os.Args[1:])) }
+
+func runMain(args []string) int {
+	var o options
+	fs := newFlagSet(&o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
 		}
-		os.Exit(2)
+		fmt.Fprintf(os.Stderr, "wave: %v (see wave --help)\n", err)
+		return 2
 	}
-	fmt.Fprintln(os.Stderr, "wave: not implemented yet (see the open wave issue)")
-	os.Exit(1)
+	if o.version {
+		fmt.Println("wave", versionString())
+		return 0
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "wave: unexpected argument %q; wave takes flags only\n", fs.Arg(0))
+		return 2
+	}
+	cfg, err := o.check()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wave: %v\n", err)
+		return 2
+	}
+	defer klog.Flush()
+	if err := runWave(cfg); err != nil && !errors.Is(err, run.ErrSignal) {
+		klog.ErrorS(err, "wave stopped")
+		return 1
+	}
+	return 0
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return "unknown"
+}
+
+type options struct {
+	namespaces      string
+	labelSelector   string
+	syncPeriod      time.Duration
+	leaderElection  bool
+	leaderID        string
+	leaderNamespace string
+	leaseDuration   time.Duration
+	renewDeadline   time.Duration
+	retryPeriod     time.Duration
+	qps             float32
+	burst           int
+	workers         int
+	hashFormat      string
+	dryRun          bool
+	migrate         bool
+	listenAddress   string
+	kubeconfig      string
+	version         bool
+}
+
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("wave", flag.ContinueOnError)
+	fs.SortFlags = false
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `wave rolls a Deployment, StatefulSet or DaemonSet annotated
+  wave.pusher.com/update-on-config-change: "true"
+when a ConfigMap or Secret its pods use changes, by writing Wave's hash of them to
+  spec.template.metadata.annotations["wave.pusher.com/config-hash"].
+
+Flags:
+%s`, fs.FlagUsages())
+	}
+	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch; empty watches all.")
+	fs.StringVar(&o.labelSelector, "label-selector", "", "only manage workloads whose labels match this selector.")
+	fs.DurationVar(&o.syncPeriod, "sync-period", 5*time.Minute, "how often every workload is reconciled even without a change (a reconcile that finds nothing to do writes nothing).")
+	fs.BoolVar(&o.leaderElection, "leader-election", false, "run several replicas; only the holder of a Lease reconciles.")
+	fs.StringVar(&o.leaderID, "leader-election-id", "configwave-wave", "name of the Lease.")
+	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own namespace).")
+	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a Lease lasts when its holder stops renewing it.")
+	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up leadership (and exits).")
+	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease.")
+	fs.Float32Var(&o.qps, "kube-api-qps", 200, "API requests per second, sustained; patches of a ConfigMap shared by 1,000 workloads take about 1000/QPS seconds.")
+	fs.IntVar(&o.burst, "kube-api-burst", 400, "API requests allowed in a burst above --kube-api-qps.")
+	fs.IntVar(&o.workers, "workers", 4, "workloads reconciled in parallel.")
+	fs.StringVar(&o.hashFormat, "hash-format", string(rollout.HashWave), `formula of the config hash: "wave" (Wave 0.6 and later) or "wave-v05" (Wave 0.5 and earlier), so that switching from either rolls nothing.`)
+	fs.BoolVar(&o.dryRun, "dry-run", false, "decide, log and emit Events, but write nothing.")
+	fs.BoolVar(&o.migrate, "migrate-from-wave-v05", false, "one-shot: remove the owner references Wave 0.5 and earlier put on ConfigMaps and Secrets and its finalizer on workloads, then exit. Needs update on ConfigMaps, Secrets and workloads; see the README.")
+	fs.StringVar(&o.listenAddress, "listen-address", ":8080", "address of /healthz, /readyz and /metrics; empty disables them.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
+	addKlogFlags(fs)
+	return fs
+}
+
+type config struct {
+	options
+	namespaceList []string
+	selector      labels.Selector
+	format        rollout.HashFormat
+}
+
+func (o *options) check() (*config, error) {
+	c := &config{options: *o, selector: labels.Everything()}
+	for _, ns := range strings.Split(o.namespaces, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("--namespaces: %q is not a namespace name (%s)", ns, strings.Join(errs, "; "))
+		}
+		c.namespaceList = append(c.namespaceList, ns)
+	}
+	if o.labelSelector != "" {
+		sel, err := labels.Parse(o.labelSelector)
+		if err != nil {
+			return nil, fmt.Errorf("--label-selector=%q: %w", o.labelSelector, err)
+		}
+		c.selector = sel
+	}
+	var err error
+	if c.format, err = rollout.ParseHashFormat(o.hashFormat); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.syncPeriod < time.Second:
+		return nil, fmt.Errorf("--sync-period=%s: use at least 1s (default 5m)", o.syncPeriod)
+	case o.qps <= 0 || o.burst < 1:
+		return nil, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	case o.workers < 1:
+		return nil, fmt.Errorf("--workers=%d: use at least 1", o.workers)
+	case o.leaderElection && !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0):
+		return nil, fmt.Errorf("leader election needs --leader-election-lease-duration > --leader-election-renew-deadline > --leader-election-retry-period > 0")
+	}
+	if o.leaderElection {
+		if errs := validation.IsDNS1123Subdomain(o.leaderID); len(errs) > 0 {
+			return nil, fmt.Errorf("--leader-election-id=%q is not a valid Lease name", o.leaderID)
+		}
+		if c.leaderNamespace == "" {
+			c.leaderNamespace = source.DefaultNamespace()
+		}
+	}
+	return c, nil
+}
+
+func runWave(cfg *config) error {
+	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-wave/"+versionString(), cfg.qps, cfg.burst)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("create the API client: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	if cfg.migrate {
+		rep, err := rollout.MigrateFromWaveV05(ctx, client, cfg.namespaceList, cfg.dryRun)
+		klog.InfoS("migration from Wave 0.5 finished", "ownerReferencesRemoved", rep.OwnerReferencesRemoved, "finalizersRemoved", rep.FinalizersRemoved, "dryRun", cfg.dryRun)
+		return err
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(4)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"})
+
+	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod)
+	reg := serve.NewRegistry()
+	var ctrl *rollout.Controller
+	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
+	ctrl, err = rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, DryRun: cfg.dryRun})
+	if err != nil {
+		return err
+	}
+
+	var g run.Group
+	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	if cfg.listenAddress != "" {
+		srv, err := serve.Listen(cfg.listenAddress, reg, inf.HasSynced)
+		if err != nil {
+			return err
+		}
+		klog.InfoS("serving /healthz, /readyz and /metrics", "address", srv.Addr())
+		g.Add(srv.Run, srv.Stop)
+	}
+	{ // informers: every replica keeps warm caches, so a new leader starts at once
+		ictx, icancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			inf.Start(ictx)
+			<-ictx.Done()
+			inf.Shutdown()
+			return nil
+		}, func(error) { icancel() })
+	}
+	{ // the controller, under leader election when asked
+		cctx, ccancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			if !cfg.leaderElection {
+				return ctrl.Run(cctx, cfg.workers)
+			}
+			return runLeader(cctx, cfg, client, func(ctx context.Context) error { return ctrl.Run(ctx, cfg.workers) })
+		}, func(error) { ccancel() })
+	}
+	klog.InfoS("wave started", "version", versionString(), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(),
+		"hashFormat", cfg.format, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
+	return g.Run()
+}
+
+// runLeader runs work while this process holds the Lease. Losing the Lease ends the process
+// (an error), as Kubernetes components do: a fresh start is the simplest correct state.
+func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, work func(context.Context) error) error {
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("%s_%d_%d", host, os.Getpid(), time.Now().UnixNano())
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1ObjectMeta(cfg.leaderNamespace, cfg.leaderID),
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	errc := make(chan error, 1)
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   cfg.leaseDuration,
+		RenewDeadline:   cfg.renewDeadline,
+		RetryPeriod:     cfg.retryPeriod,
+		ReleaseOnCancel: true,
+		Name:            cfg.leaderID,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				klog.InfoS("became the leader", "lease", cfg.leaderNamespace+"/"+cfg.leaderID, "identity", id)
+				errc <- work(ctx)
+			},
+			OnStoppedLeading: func() { klog.InfoS("leadership ended", "identity", id) },
+			OnNewLeader: func(identity string) {
+				if identity != id {
+					klog.InfoS("another replica leads", "leader", identity)
+				}
+			},
+		},
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			return err
+		}
+	default:
+	}
+	return fmt.Errorf("lost the lease %s/%s", cfg.leaderNamespace, cfg.leaderID)
 }

@@ -135,7 +135,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			"--kubeconfig", c.kubeconfig, "--controllers", strings.Join(controllers, ","),
 			"--leader-elect=false", "--secure-port=0",
 			"--service-account-private-key-file", c.pki.SAKey, "--root-ca-file", c.pki.CAFile,
-			"--node-monitor-grace-period=40s",
+			// An API server restart in a fault test must not make the node look dead.
+			"--node-monitor-grace-period=5m",
 		},
 		"kube-scheduler": {"--kubeconfig", c.kubeconfig, "--leader-elect=false", "--secure-port=0"},
 		"kwok": {

@@ -1,0 +1,212 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+)
+
+// MigrationReport counts what MigrateFromWaveV05 changed.
+type MigrationReport struct {
+	OwnerReferencesRemoved int // on ConfigMaps and Secrets
+	FinalizersRemoved      int // on workloads
+}
+
+// MigrateFromWaveV05 undoes what Wave up to v0.5 wrote into a cluster, once, so that the
+// normal controller never needs write access to ConfigMaps and Secrets:
+//   - owner references from ConfigMaps and Secrets to the workloads Wave managed (Wave added
+//     them to find users; the garbage collector would delete the config with the workload);
+//   - the wave.pusher.com/finalizer on those workloads.
+//
+// A workload counts as Wave's when it is opted in or carries the finalizer. Nothing else is
+// touched: other owner references, other finalizers, any data. Every write is an update at
+// the resourceVersion read, retried on conflict. With dryRun it only reports.
+func MigrateFromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []string, dryRun bool) (MigrationReport, error) {
+	var rep MigrationReport
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	for _, ns := range namespaces {
+		waveOwned := map[types.UID]string{}
+		for _, kind := range Kinds {
+			items, err := listWorkloads(ctx, client, kind, ns)
+			if err != nil {
+				return rep, err
+			}
+			for _, w := range items {
+				if !w.OptedIn() && !slices.Contains(w.Meta.Finalizers, WaveFinalizer) {
+					continue
+				}
+				waveOwned[w.Meta.UID] = w.String()
+				if slices.Contains(w.Meta.Finalizers, WaveFinalizer) {
+					if err := removeFinalizer(ctx, client, w, dryRun); err != nil {
+						return rep, err
+					}
+					rep.FinalizersRemoved++
+				}
+			}
+		}
+		n, err := removeOwnerRefs(ctx, client, ns, waveOwned, dryRun)
+		rep.OwnerReferencesRemoved += n
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+func listWorkloads(ctx context.Context, client kubernetes.Interface, kind WorkloadKind, ns string) ([]Workload, error) {
+	var objs []any
+	switch kind {
+	case Deployment:
+		l, err := client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("list deployments: %w", err)
+		}
+		for i := range l.Items {
+			objs = append(objs, &l.Items[i])
+		}
+	case StatefulSet:
+		l, err := client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("list statefulsets: %w", err)
+		}
+		for i := range l.Items {
+			objs = append(objs, &l.Items[i])
+		}
+	case DaemonSet:
+		l, err := client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("list daemonsets: %w", err)
+		}
+		for i := range l.Items {
+			objs = append(objs, &l.Items[i])
+		}
+	}
+	out := make([]Workload, 0, len(objs))
+	for _, o := range objs {
+		if w, ok := WorkloadOf(o); ok {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// removeFinalizer drops Wave's finalizer with a JSON patch that first tests the list it read,
+// so a concurrent change of the finalizers makes it read again instead of overwriting.
+func removeFinalizer(ctx context.Context, client kubernetes.Interface, w Workload, dryRun bool) error {
+	klog.InfoS("removing Wave's finalizer", "workload", w.String(), "dryRun", dryRun)
+	if dryRun {
+		return nil
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh, err := getWorkload(ctx, client, w.Kind, w.Meta.Namespace, w.Meta.Name)
+		if err != nil {
+			return err
+		}
+		kept := slices.DeleteFunc(slices.Clone(fresh.Meta.Finalizers), func(f string) bool { return f == WaveFinalizer })
+		if len(kept) == len(fresh.Meta.Finalizers) {
+			return nil
+		}
+		body := fmt.Appendf(nil, `{"metadata":{"finalizers":%s,"resourceVersion":%q}}`, jsonList(kept), fresh.Meta.ResourceVersion)
+		if err := patch(ctx, client, w.Kind, w.Meta.Namespace, w.Meta.Name, body); err != nil {
+			return fmt.Errorf("%s: remove finalizer %s: %w", w, WaveFinalizer, err)
+		}
+		return nil
+	})
+}
+
+func getWorkload(ctx context.Context, client kubernetes.Interface, kind WorkloadKind, ns, name string) (Workload, error) {
+	var obj any
+	var err error
+	switch kind {
+	case Deployment:
+		obj, err = client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	case StatefulSet:
+		obj, err = client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+	case DaemonSet:
+		obj, err = client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return Workload{}, err
+	}
+	w, _ := WorkloadOf(obj)
+	return w, nil
+}
+
+func jsonList(s []string) string {
+	b, _ := json.Marshal(append([]string{}, s...)) // never null
+	return string(b)
+}
+
+func isWaveOwnerRef(r metav1.OwnerReference, owned map[types.UID]string) bool {
+	_, ok := owned[r.UID]
+	return ok && r.APIVersion == "apps/v1" && slices.Contains([]string{"Deployment", "StatefulSet", "DaemonSet"}, r.Kind)
+}
+
+func removeOwnerRefs(ctx context.Context, client kubernetes.Interface, ns string, owned map[types.UID]string, dryRun bool) (int, error) {
+	if len(owned) == 0 {
+		return 0, nil
+	}
+	removed := 0
+	cms, err := client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list configmaps: %w", err)
+	}
+	for _, cm := range cms.Items {
+		if !slices.ContainsFunc(cm.OwnerReferences, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) }) {
+			continue
+		}
+		klog.InfoS("removing Wave's owner references", "configmap", klog.KObj(&cm), "dryRun", dryRun)
+		removed++
+		if dryRun {
+			continue
+		}
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			fresh, err := client.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			fresh.OwnerReferences = slices.DeleteFunc(fresh.OwnerReferences, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) })
+			_, err = client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, fresh, metav1.UpdateOptions{FieldManager: "configwave-wave-migrate"})
+			return err
+		})
+		if err != nil {
+			return removed, fmt.Errorf("configmap %s/%s: remove Wave's owner references: %w", cm.Namespace, cm.Name, err)
+		}
+	}
+	secrets, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return removed, fmt.Errorf("list secrets: %w", err)
+	}
+	for _, s := range secrets.Items {
+		if !slices.ContainsFunc(s.OwnerReferences, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) }) {
+			continue
+		}
+		klog.InfoS("removing Wave's owner references", "secret", klog.KObj(&s), "dryRun", dryRun)
+		removed++
+		if dryRun {
+			continue
+		}
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			fresh, err := client.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			fresh.OwnerReferences = slices.DeleteFunc(fresh.OwnerReferences, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) })
+			_, err = client.CoreV1().Secrets(s.Namespace).Update(ctx, fresh, metav1.UpdateOptions{FieldManager: "configwave-wave-migrate"})
+			return err
+		})
+		if err != nil {
+			return removed, fmt.Errorf("secret %s/%s: remove Wave's owner references: %w", s.Namespace, s.Name, err)
+		}
+	}
+	return removed, nil
+}
