@@ -49,7 +49,9 @@ demo: controlplane
 
 # Figures go to docs/benchmarks.md, with this command.
 bench: controlplane
-	$(GO) test -run '^$$' -bench . -benchtime=50x -timeout 30m ./cmd/reloader
+	$(GO) test -run '^$$' -bench PatchToReload -benchtime=50x -timeout 30m ./cmd/reloader
+	$(GO) test -run '^$$' -bench ChangeToAnnotation -benchtime=50x -timeout 30m ./cmd/wave
+	$(GO) test -run '^$$' -bench MemoryWithConfigMaps -benchtime=1x -timeout 30m ./cmd/wave
 
 clean:
 	rm -rf $(BIN)

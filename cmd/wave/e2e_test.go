@@ -389,7 +389,7 @@ func TestMigrateFromWaveV05(t *testing.T) {
 func TestRunsWithTheShippedClusterRole(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kustomize", "wave", "clusterrole.yaml"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "wave", "clusterrole.yaml"))
 	require.NoError(t, err)
 	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
 	require.NoError(t, err)
@@ -405,14 +405,18 @@ func TestRunsWithTheShippedClusterRole(t *testing.T) {
 	role.Name = ns + "-wave"
 	_, err = client.RbacV1().ClusterRoles().Create(ctx(t), role, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = ignoreNotFound(client.RbacV1().ClusterRoles().Delete(ctx(t), role.Name, metav1.DeleteOptions{})) })
+	t.Cleanup(func() {
+		_ = ignoreNotFound(client.RbacV1().ClusterRoles().Delete(ctx(t), role.Name, metav1.DeleteOptions{}))
+	})
 	_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "wave"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = client.RbacV1().ClusterRoleBindings().Create(ctx(t), &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "wave", Namespace: ns}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = ignoreNotFound(client.RbacV1().ClusterRoleBindings().Delete(ctx(t), role.Name, metav1.DeleteOptions{})) })
+	t.Cleanup(func() {
+		_ = ignoreNotFound(client.RbacV1().ClusterRoleBindings().Delete(ctx(t), role.Name, metav1.DeleteOptions{}))
+	})
 	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), "wave", &authv1.TokenRequest{}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
@@ -462,4 +466,19 @@ func TestZZAPIServerRestartMidRun(t *testing.T) {
 	waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
 	settle(t, p)
 	assert.Len(t, replicaSets(t, client, ns, "app"), 2)
+}
+
+func TestLabelSelectorNarrowsWhatIsManaged(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+	p := startWave(t, ns, "--label-selector=team=a")
+	in := deployment(ns, "in", withEnvKey("cm", "a"))
+	in.Labels = map[string]string{"team": "a"}
+	out := deployment(ns, "out", withEnvKey("cm", "a"))
+	createDeployment(t, client, in)
+	createDeployment(t, client, out)
+	waitRecorded(t, client, ns, "in")
+	settle(t, p)
+	assert.NotContains(t, getDeployment(t, client, ns, "out").Annotations, rollout.InputsAnnotation, "outside the selector: never written")
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -232,6 +233,11 @@ func runWave(cfg *config) error {
 		ictx, icancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			inf.Start(ictx)
+			// Decoding every ConfigMap and Secret once leaves a heap far larger than the
+			// digests kept; hand it back to the OS now rather than when the scavenger gets to it.
+			if cache.WaitForCacheSync(ictx.Done(), inf.Synced()...) {
+				debug.FreeOSMemory()
+			}
 			<-ictx.Done()
 			inf.Shutdown()
 			return nil

@@ -178,6 +178,14 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	result, err := c.sync(ctx, key)
+	if errors.Is(err, errStale) || apierrors.IsConflict(err) {
+		// The decision was made on a cache that is a moment behind; the informer catches up
+		// and the next try decides again. Routine during rollouts, not an error.
+		klog.V(2).InfoS("cache behind the API server; reconciling again", "workload", key, "reason", err.Error())
+		c.Metrics.Reconciles.WithLabelValues(ResultRetry).Inc()
+		c.queue.AddRateLimited(key)
+		return true
+	}
 	if err != nil {
 		c.Metrics.Reconciles.WithLabelValues(ResultError).Inc()
 		c.Metrics.Errors.Inc()

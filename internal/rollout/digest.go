@@ -11,9 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// digestedAnnotation marks an object the informer transform already reduced, so a second
-// pass (client-go may call a transform again on an object it already holds) is a no-op.
-const digestedAnnotation = "configwave.io/digested"
+// digestedMark, in GenerateName (unused on a stored object), marks an object the informer
+// transform already reduced, so that a second pass (client-go may call a transform again on an
+// object it holds) is a no-op. A string field, not an annotation: no map per object.
+const digestedMark = "configwave.io/digested"
 
 // keyDigest is 128 bits of SHA256: enough to tell any two values apart in practice, half the
 // memory of a full digest.
@@ -30,7 +31,7 @@ func keyDigest(b []byte) string {
 func Digest(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
-		if o.Annotations[digestedAnnotation] != "" {
+		if o.GenerateName == digestedMark {
 			return o, nil
 		}
 		out := &corev1.ConfigMap{ObjectMeta: slim(o.ObjectMeta), Data: make(map[string]string, len(o.Data)+len(o.BinaryData))}
@@ -42,7 +43,7 @@ func Digest(obj any) (any, error) {
 		}
 		return out, nil
 	case *corev1.Secret:
-		if o.Annotations[digestedAnnotation] != "" {
+		if o.GenerateName == digestedMark {
 			return o, nil
 		}
 		out := &corev1.Secret{ObjectMeta: slim(o.ObjectMeta), Data: make(map[string][]byte, len(o.Data))}
@@ -55,8 +56,7 @@ func Digest(obj any) (any, error) {
 }
 
 func slim(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Annotations: map[string]string{digestedAnnotation: "true"}}
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, GenerateName: digestedMark}
 }
 
 // KeyDigests returns a digested object's key → digest map.

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -33,7 +34,7 @@ const fullTTL = 30 * time.Second
 
 // errStale: the API server has a newer version than the cache the decision was made on. The
 // workload is reconciled again once the informer caught up (milliseconds).
-var errStale = fmt.Errorf("the config cache is behind the API server; retrying")
+var errStale = errors.New("the config cache is behind the API server; retrying")
 
 func newFullObjects(client kubernetes.Interface, inf *Informers) *fullObjects {
 	return &fullObjects{client: client, inf: inf, entries: map[ObjectRef]fullEntry{}}

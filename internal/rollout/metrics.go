@@ -16,6 +16,7 @@ const (
 	ResultRolled    = "rolled"    // template annotation written: the workload rolls
 	ResultMissing   = "missing"   // required config missing; waiting for it
 	ResultError     = "error"     // retried with backoff
+	ResultRetry     = "retry"     // decided on a cache a moment behind (409 Conflict); tried again
 	ResultIgnored   = "ignored"   // gone or not opted in
 )
 
@@ -24,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64) *
 	m := &Metrics{
 		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "configwave_wave_reconciles_total",
-			Help: "Workload reconciles by result: unchanged, baseline, rolled, missing, error, ignored.",
+			Help: "Workload reconciles by result: unchanged, baseline, rolled, missing, error, retry, ignored.",
 		}, []string{"result"}),
 		Patches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "configwave_wave_patches_total",
@@ -35,7 +36,7 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64) *
 			Help: "Reconciles that failed and were queued again with backoff.",
 		}),
 	}
-	for _, r := range []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultError, ResultIgnored} {
+	for _, r := range []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultError, ResultRetry, ResultIgnored} {
 		m.Reconciles.WithLabelValues(r)
 	}
 	reg.MustRegister(m.Reconciles, m.Patches, m.Errors,

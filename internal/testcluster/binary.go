@@ -16,14 +16,20 @@ import (
 )
 
 // BuildCommand builds the main package in dir (relative to the working directory) into a
-// fresh temporary folder and returns the binary's path and a function that removes it.
+// fresh temporary folder and returns the binary's path and a function that removes it. Under
+// `go test -race` the binary is built with -race too, so the end-to-end tests also look for
+// data races in the real processes.
 func BuildCommand(dir, name string) (string, func(), error) {
 	tmp, err := os.MkdirTemp("", "configwave-bin-")
 	if err != nil {
 		return "", nil, err
 	}
 	bin := filepath.Join(tmp, name)
-	build := exec.Command("go", "build", "-o", bin, dir)
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, dir)...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		_ = os.RemoveAll(tmp)
@@ -76,6 +82,9 @@ func StartProcess(t testing.TB, bin string, env []string, args ...string) *Proce
 	}()
 	t.Cleanup(func() {
 		p.Stop(15 * time.Second)
+		if strings.Contains(p.Log(), "WARNING: DATA RACE") {
+			t.Errorf("%s reported a data race", filepath.Base(bin))
+		}
 		if t.Failed() {
 			t.Logf("%s log:\n%s", filepath.Base(bin), p.Log())
 		}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/rollout"
+)
+
+func TestFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(t *testing.T, c *config)
+	}{
+		{name: "defaults watch everything with Wave's hash", args: nil, check: func(t *testing.T, c *config) {
+			assert.Empty(t, c.namespaceList)
+			assert.True(t, c.selector.Empty())
+			assert.Equal(t, rollout.HashWave, c.format)
+			assert.EqualValues(t, 200, c.qps)
+			assert.Equal(t, "5m0s", c.syncPeriod.String())
+		}},
+		{name: "namespaces as Wave spells them", args: []string{"--namespaces=a, b,,c"}, check: func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"a", "b", "c"}, c.namespaceList)
+		}},
+		{name: "label selector", args: []string{"--label-selector=team in (a,b)"}, check: func(t *testing.T, c *config) {
+			assert.Equal(t, "team in (a,b)", c.selector.String())
+		}},
+		{name: "v0.5 hash format", args: []string{"--hash-format=wave-v05"}, check: func(t *testing.T, c *config) {
+			assert.Equal(t, rollout.HashWaveV05, c.format)
+		}},
+		{name: "leader election defaults its namespace", args: []string{"--leader-election"}, check: func(t *testing.T, c *config) {
+			assert.NotEmpty(t, c.leaderNamespace)
+		}},
+		{name: "bad namespace", args: []string{"--namespaces=Prod"}, wantErr: `--namespaces: "Prod" is not a namespace name`},
+		{name: "bad selector", args: []string{"--label-selector=a in (b"}, wantErr: "--label-selector="},
+		{name: "bad hash format", args: []string{"--hash-format=md5"}, wantErr: `--hash-format="md5": use "wave"`},
+		{name: "sync period too short", args: []string{"--sync-period=10ms"}, wantErr: "--sync-period=10ms"},
+		{name: "no workers", args: []string{"--workers=0"}, wantErr: "--workers=0"},
+		{name: "lease timing", args: []string{"--leader-election", "--leader-election-renew-deadline=20s"}, wantErr: "lease-duration > --leader-election-renew-deadline"},
+		{name: "lease name", args: []string{"--leader-election", "--leader-election-id=Bad Name"}, wantErr: "--leader-election-id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o options
+			fs := newFlagSet(&o)
+			require.NoError(t, fs.Parse(tt.args))
+			c, err := o.check()
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestInvalidFlagsExit2(t *testing.T) {
+	assert.Equal(t, 2, runMain([]string{"--no-such-flag"}))
+	assert.Equal(t, 2, runMain([]string{"--hash-format=md5"}))
+	assert.Equal(t, 2, runMain([]string{"extra-arg"}))
+	assert.Equal(t, 0, runMain([]string{"--version"}))
+}
