@@ -3,6 +3,9 @@ GO          ?= go
 BIN         := bin
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 STATICCHECK_VERSION := v0.8.2
+# Helm's own CLI renders the chart in the manifest tests.
+HELM        := $(shell $(GO) env GOPATH)/bin/helm
+HELM_VERSION := v4.3.1
 # A cold control-plane build takes ~10 minutes on 2 cores; the tests themselves far less.
 TEST_TIMEOUT ?= 20m
 
@@ -29,6 +32,9 @@ image:
 $(STATICCHECK):
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+$(HELM):
+	$(GO) install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+
 lint: $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed on: $$unformatted"; exit 1; fi
@@ -41,8 +47,8 @@ lint: $(STATICCHECK)
 controlplane:
 	$(GO) run ./hack/devcluster --build-only
 
-test: lint controlplane
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+test: lint controlplane $(HELM)
+	HELM=$(HELM) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) fuzz
 
 fuzz:

@@ -1,0 +1,222 @@
+package manifests_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+var cluster *testcluster.Cluster
+
+func TestMain(m *testing.M) { testcluster.Main(m, &cluster) }
+
+const root = "../.."
+
+func kustomize(t *testing.T, dir string) []byte {
+	t.Helper()
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, dir))
+	require.NoError(t, err, "kustomize build %s", dir)
+	out, err := res.AsYaml()
+	require.NoError(t, err)
+	return out
+}
+
+// helm runs Helm's own CLI ($HELM, which `make test` installs with go install).
+func helm(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
+	bin := os.Getenv("HELM")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("helm"); err != nil {
+			t.Skip("helm not found: run through `make test`, which installs it, or set $HELM")
+		}
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, errors.New(stderr.String())
+	}
+	return out, nil
+}
+
+func helmTemplate(t *testing.T, set ...string) []byte {
+	t.Helper()
+	args := []string{"template", "configwave", filepath.Join(root, "charts", "configwave"), "--namespace", "configwave-system"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := helm(t, args...)
+	require.NoError(t, err, "helm template %v", set)
+	return out
+}
+
+func decode(t *testing.T, docs []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(docs), 4096)
+	for {
+		var raw map[string]any
+		err := d.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if len(raw) == 0 {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: raw})
+	}
+	require.NotEmpty(t, objs)
+	return objs
+}
+
+// applyDryRun sends every object to the API server as a server-side apply with dry-run: the
+// server validates fields, types and API versions, and stores nothing.
+func applyDryRun(t *testing.T, objs []*unstructured.Unstructured, namespace string) {
+	t.Helper()
+	cfg := cluster.Config()
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	require.NoError(t, err)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		require.NoError(t, err, "%s %s: the API server does not know this kind", gvk, o.GetName())
+		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == "namespace" {
+			ns := o.GetNamespace()
+			if ns == "" {
+				ns = namespace
+			}
+			ri = dyn.Resource(mapping.Resource).Namespace(ns)
+		}
+		_, err = ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "configwave-manifest-test", DryRun: []string{metav1.DryRunAll}, Force: true})
+		assert.NoError(t, err, "%s %s/%s rejected by the API server", gvk.Kind, o.GetNamespace(), o.GetName())
+	}
+}
+
+func ensureNamespace(t *testing.T, name string) {
+	t.Helper()
+	testcluster.Need(t, cluster)
+	client, err := kubernetes.NewForConfig(cluster.Config())
+	require.NoError(t, err)
+	_, err = client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !strings.Contains(err.Error(), "already exists") {
+		require.NoError(t, err)
+	}
+}
+
+func kinds(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetKind())
+	}
+	return out
+}
+
+func TestKustomizeBasesApply(t *testing.T) {
+	testcluster.Need(t, cluster)
+	ensureNamespace(t, "configwave-system")
+	for _, dir := range []string{"config/wave", "config/wave-migrate", "config/reloader-rbac"} {
+		t.Run(dir, func(t *testing.T) { applyDryRun(t, decode(t, kustomize(t, dir)), "default") })
+	}
+	assert.ElementsMatch(t, []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget", "Service"},
+		kinds(decode(t, kustomize(t, "config/wave"))))
+}
+
+func TestHelmChartApplies(t *testing.T) {
+	testcluster.Need(t, cluster)
+	ensureNamespace(t, "configwave-system")
+	cases := map[string][]string{
+		"defaults": nil,
+		"narrowed, single replica": {"namespaces={team-a,team-b}", "labelSelector=team=a", "leaderElection.enabled=false",
+			"replicaCount=1", "podDisruptionBudget.enabled=false", "hashFormat=wave-v05", "dryRun=true"},
+	}
+	for name, set := range cases {
+		t.Run(name, func(t *testing.T) { applyDryRun(t, decode(t, helmTemplate(t, set...)), "configwave-system") })
+	}
+	out := string(helmTemplate(t, "namespaces={team-a,team-b}", "labelSelector=team=a"))
+	assert.Contains(t, out, "--namespaces=team-a,team-b")
+	assert.Contains(t, out, "--label-selector=team=a")
+
+	// The ServiceMonitor needs the Prometheus Operator's CRDs, which this cluster lacks: check
+	// that it renders, not that it applies.
+	sm := decode(t, helmTemplate(t, "metrics.serviceMonitor.enabled=true"))
+	assert.Contains(t, kinds(sm), "ServiceMonitor")
+
+	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "hashFormat=md5")
+	require.Error(t, err, "values.schema.json rejects a bad hash format")
+	assert.Contains(t, err.Error(), "hashFormat")
+}
+
+// The chart and the Kustomize base grant exactly the same rules, and never a write to
+// ConfigMaps or Secrets. The wave integration tests run under config/wave/clusterrole.yaml.
+func TestChartRBACEqualsKustomizeRBAC(t *testing.T) {
+	rules := func(objs []*unstructured.Unstructured) []rbacv1.PolicyRule {
+		for _, o := range objs {
+			if o.GetKind() == "ClusterRole" {
+				var role rbacv1.ClusterRole
+				require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role))
+				return role.Rules
+			}
+		}
+		t.Fatal("no ClusterRole")
+		return nil
+	}
+	kust := rules(decode(t, kustomize(t, "config/wave")))
+	assert.Equal(t, kust, rules(decode(t, helmTemplate(t))))
+	for _, r := range kust {
+		for _, res := range r.Resources {
+			if res == "configmaps" || res == "secrets" {
+				assert.ElementsMatch(t, []string{"get", "list", "watch"}, r.Verbs)
+			}
+		}
+	}
+}
+
+func TestExamplesApply(t *testing.T) {
+	testcluster.Need(t, cluster)
+	files, err := filepath.Glob(filepath.Join(root, "examples", "*", "manifest.yaml"))
+	require.NoError(t, err)
+	require.Len(t, files, 4)
+	for _, f := range files {
+		t.Run(filepath.Base(filepath.Dir(f)), func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			_, err = os.Stat(filepath.Join(filepath.Dir(f), "README.md"))
+			require.NoError(t, err, "every example has a README")
+			applyDryRun(t, decode(t, b), "default")
+		})
+	}
+}
