@@ -57,10 +57,10 @@ fuzz:
 	  $(GO) test -short -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
 	done
 
-# For now: a local control plane until Ctrl-C. The full story (reload and rollout) follows
-# with the binaries.
+# A local control plane, wave and a reloader sidecar, one ConfigMap change, printed as it
+# happens; the control plane stays up until Ctrl-C.
 demo: controlplane
-	$(GO) run ./hack/devcluster
+	$(GO) run ./hack/demo
 
 # Figures go to docs/benchmarks.md, with this command.
 bench: controlplane

@@ -45,7 +45,7 @@ func (b Binaries) path(name string) string { return filepath.Join(b.Dir, name) }
 // folder) so every clone and every later run reuses one build; a file lock keeps parallel test
 // packages from building the same set twice. Progress goes to out.
 func EnsureBinaries(ctx context.Context, out io.Writer) (Binaries, error) {
-	root, err := repoRoot(ctx)
+	root, err := RepoRoot(ctx)
 	if err != nil {
 		return Binaries{}, err
 	}
@@ -216,9 +216,9 @@ func cacheBase() (string, error) {
 	return filepath.Join(dir, "configwave"), nil
 }
 
-// repoRoot finds the configwave checkout from the current directory, which is a package folder
+// RepoRoot finds the configwave checkout from the current directory, which is a package folder
 // under go test and the repository root under make.
-func repoRoot(ctx context.Context) (string, error) {
+func RepoRoot(ctx context.Context) (string, error) {
 	b, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
