@@ -63,6 +63,10 @@ demo: controlplane
 	$(GO) run ./hack/demo
 
 # Figures go to docs/benchmarks.md, with this command.
+# Flag references in docs/ from the binaries' own --help (a test fails when they are stale).
+docs:
+	$(GO) test -short -run TestFlagsDocIsCurrent ./cmd/reloader ./cmd/wave -args -update
+
 bench: controlplane
 	$(GO) test -run '^$$' -bench PatchToReload -benchtime=50x -timeout 30m ./cmd/reloader
 	$(GO) test -run '^$$' -bench ChangeToAnnotation -benchtime=50x -timeout 30m ./cmd/wave
