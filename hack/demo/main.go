@@ -143,7 +143,10 @@ func run(ctx context.Context, out io.Writer, wait bool) error {
 		return err
 	}
 	p.say("applied: ConfigMap app-config {app.yaml: \"greeting: hello\"}, Deployment app (2 replicas, annotated wave.pusher.com/update-on-config-change)")
-	if err := waitFor(ctx, func() bool { b, _ := os.ReadFile(filepath.Join(configRoot, "app.yaml")); return string(b) == "greeting: hello" }); err != nil {
+	if err := waitFor(ctx, func() bool {
+		b, _ := os.ReadFile(filepath.Join(configRoot, "app.yaml"))
+		return string(b) == "greeting: hello"
+	}); err != nil {
 		return err
 	}
 	p.say("reloader: unpacked app.yaml = \"greeting: hello\"")
