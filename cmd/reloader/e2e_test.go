@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/configwave/configwave/internal/testcluster"
 )
@@ -332,37 +333,51 @@ func TestOnce(t *testing.T) {
 	assert.Contains(t, p.logText(), fmt.Sprintf("configmap %s/missing not found: create it, or fix --configmap/--secret", ns))
 }
 
-// The reloader needs only get/list/watch on the named object: RBAC can pin resourceNames.
-func TestRunsWithResourceNameRBAC(t *testing.T) {
+// The reloader needs only get/list/watch on the named object: it runs under the Role we ship
+// in config/reloader-rbac (resourceNames: app-config), and cannot read anything else.
+func TestRunsWithTheShippedResourceNameRole(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
-	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app-config", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "other", map[string]string{"x": "secret-ish"}, nil), metav1.CreateOptions{})
+	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "other", map[string]string{"x": "not-yours"}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reloader"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = client.RbacV1().Roles(ns).Create(ctx(t), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reloader"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"app"}, Verbs: []string{"get", "list", "watch"}},
-	}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reloader"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "reloader"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reloader", Namespace: ns}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), "reloader", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{}}, metav1.CreateOptions{})
+	for _, f := range []string{"serviceaccount.yaml", "role.yaml", "rolebinding.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "config", "reloader-rbac", f))
+		require.NoError(t, err)
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+		require.NoError(t, err)
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = client.RbacV1().Roles(ns).Create(ctx(t), o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			for i := range o.Subjects {
+				o.Subjects[i].Namespace = ns // kustomize's namespace: does this when applied
+			}
+			_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), o, metav1.CreateOptions{})
+		}
+		require.NoError(t, err, f)
+	}
+	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), "configwave-reloader", &authv1.TokenRequest{}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
 	require.NoError(t, err)
 
 	root := t.TempDir()
 	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
-	p := startReloader(t, nil, "--kubeconfig="+kubeconfig, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
+	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--kubeconfig="+kubeconfig, "--configmap=app-config", "--configroot="+root, "--reload-http="+app.url())
 	p.waitReady(t)
-	patchData(t, client, ns, "app", `{"data":{"app.yaml":"v2"}}`)
+	patchData(t, client, ns, "app-config", `{"data":{"app.yaml":"v2"}}`)
 	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
 	assert.Equal(t, "v2", app.reloads()[0])
+
+	denied := startReloader(t, nil, "--kubeconfig="+kubeconfig, "--configmap="+ns+"/other", "--configroot="+t.TempDir())
+	require.Eventually(t, func() bool { return strings.Contains(denied.logText(), "forbidden") }, eventually, tick)
+	assert.False(t, denied.ready(), "a ConfigMap outside resourceNames is never read")
+	assert.NotContains(t, denied.logText(), "not-yours")
 }
 
 // Runs last among the package's tests that share the cluster, since it restarts the API server.
