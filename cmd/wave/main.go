@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
 	flag "github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -191,6 +192,13 @@ func runWave(cfg *config) error {
 	if err != nil {
 		return err
 	}
+	reg := serve.NewRegistry()
+	apiRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configwave_wave_api_requests_total",
+		Help: "Requests sent to the API server, by HTTP method (watches count once, when opened).",
+	}, []string{"method"})
+	reg.MustRegister(apiRequests)
+	kubeclient.CountRequests(restCfg, func(m string) { apiRequests.WithLabelValues(m).Inc() })
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return fmt.Errorf("create the API client: %w", err)
@@ -211,7 +219,6 @@ func runWave(cfg *config) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"})
 
 	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod)
-	reg := serve.NewRegistry()
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
 	ctrl, err = rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, DryRun: cfg.dryRun})

@@ -4,6 +4,7 @@ package kubeclient
 
 import (
 	"fmt"
+	"net/http"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,3 +27,18 @@ func Config(kubeconfig, userAgent string, qps float32, burst int) (*rest.Config,
 	}
 	return cfg, nil
 }
+
+// CountRequests makes cfg report every API request it sends (by HTTP method) to count, so a
+// controller can show how many requests its work costs.
+func CountRequests(cfg *rest.Config, count func(method string)) {
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			count(r.Method)
+			return rt.RoundTrip(r)
+		})
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
