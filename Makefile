@@ -41,6 +41,7 @@ lint: $(STATICCHECK)
 	$(GO) mod verify
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	cd bench && $(GO) vet ./... && $(STATICCHECK) ./...
 
 # Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok once into the
 # cache (CONFIGWAVE_CACHE, else the user cache folder), with progress, before tests need them.
@@ -62,15 +63,11 @@ fuzz:
 demo: controlplane
 	$(GO) run ./hack/demo
 
-# Figures go to docs/benchmarks.md, with this command.
-# Flag references in docs/ from the binaries' own --help (a test fails when they are stale).
-docs:
-	$(GO) test -short -run TestFlagsDocIsCurrent ./cmd/reloader ./cmd/wave -args -update
-
+# Latency, cost and memory against floors measured in the same run, written to
+# docs/benchmarks.md, bench/results.json and docs/plots/. BENCH_MODE=full for every scale.
+BENCH_MODE ?= quick
 bench: controlplane
-	$(GO) test -run '^$$' -bench PatchToReload -benchtime=50x -timeout 30m ./cmd/reloader
-	$(GO) test -run '^$$' -bench ChangeToAnnotation -benchtime=50x -timeout 30m ./cmd/wave
-	$(GO) test -run '^$$' -bench MemoryWithConfigMaps -benchtime=1x -timeout 30m ./cmd/wave
+	cd bench && $(GO) run . -mode=$(BENCH_MODE)
 
 clean:
 	rm -rf $(BIN)

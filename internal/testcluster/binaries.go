@@ -227,11 +227,15 @@ func RepoRoot(ctx context.Context) (string, error) {
 	if gomod == "" || gomod == os.DevNull {
 		return "", errors.New("not inside the configwave module: run from the repository")
 	}
-	root := filepath.Dir(gomod)
-	if _, err := os.Stat(filepath.Join(root, wrapperDir, "go.mod")); err != nil {
-		return "", fmt.Errorf("control-plane sources missing at %s: %w", filepath.Join(root, wrapperDir), err)
+	// A nested module (the benchmark harness) sits below the repository root: walk up.
+	for root := filepath.Dir(gomod); ; root = filepath.Dir(root) {
+		if _, err := os.Stat(filepath.Join(root, wrapperDir, "go.mod")); err == nil {
+			return root, nil
+		}
+		if parent := filepath.Dir(root); parent == root {
+			return "", fmt.Errorf("control-plane sources (%s) not found above %s", wrapperDir, filepath.Dir(gomod))
+		}
 	}
-	return root, nil
 }
 
 func lockFile(path string) (func(), error) {

@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// BuildCommand builds the main package in dir (relative to the working directory) into a
-// fresh temporary folder and returns the binary's path and a function that removes it. Under
+// BuildCommand builds the main package in dir (absolute, or relative to the working
+// directory; built from inside dir, so any module works) into a fresh temporary folder and returns the binary's path and a function that removes it. Under
 // `go test -race` the binary is built with -race too, so the end-to-end tests also look for
 // data races in the real processes.
 func BuildCommand(dir, name string) (string, func(), error) {
@@ -29,7 +29,8 @@ func BuildCommand(dir, name string) (string, func(), error) {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	build := exec.Command("go", append(args, dir)...)
+	build := exec.Command("go", append(args, ".")...)
+	build.Dir = dir
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		_ = os.RemoveAll(tmp)

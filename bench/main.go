@@ -1,0 +1,115 @@
+// Command bench is `make bench`: it starts the local control plane, runs the reloader and wave
+// binaries against it, measures latency, cost and memory against floors measured in the same
+// run, and writes docs/benchmarks.md (between its generated markers), bench/results.json and
+// one PNG plot per scaling series. A separate module, so that its plotting library stays out of
+// the binaries' dependencies.
+//
+//	go run . -mode=quick   # under 3 minutes
+//	go run . -mode=full
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+// env is what every scenario gets.
+type env struct {
+	ctx      context.Context
+	cluster  *testcluster.Cluster
+	client   kubernetes.Interface
+	reloader string // binary
+	wave     string // binary
+	self     string // this binary, which doubles as the subprocess-mode app
+	full     bool
+	log      io.Writer
+	seq      int
+}
+
+func main() {
+	if os.Getenv("CONFIGWAVE_BENCH_CHILD") != "" {
+		childApp()
+		return
+	}
+	mode := flag.String("mode", "quick", "quick (under 3 minutes) or full")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *mode == "full"); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, full bool) error {
+	start := time.Now()
+	root, err := testcluster.RepoRoot(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := testcluster.EnsureBinaries(ctx, os.Stderr); err != nil {
+		return err
+	}
+	e := &env{ctx: ctx, full: full, log: os.Stderr}
+	var rm func()
+	if e.reloader, rm, err = testcluster.BuildCommand(filepath.Join(root, "cmd", "reloader"), "reloader"); err != nil {
+		return err
+	}
+	defer rm()
+	if e.wave, rm, err = testcluster.BuildCommand(filepath.Join(root, "cmd", "wave"), "wave"); err != nil {
+		return err
+	}
+	defer rm()
+	if e.self, err = os.Executable(); err != nil {
+		return err
+	}
+	if e.cluster, err = testcluster.Start(ctx, testcluster.Options{Out: os.Stderr}); err != nil {
+		return err
+	}
+	defer func() { e.cluster.Stop(); _ = e.cluster.Remove() }()
+	if e.client, err = kubernetes.NewForConfig(e.cluster.Config()); err != nil {
+		return err
+	}
+
+	rep := &report{Mode: map[bool]string{true: "full", false: "quick"}[full], Started: start}
+	steps := []struct {
+		name string
+		f    func(*env, *report) error
+	}{
+		{"reloader propagation", reloaderPropagation},
+		{"reloader burst", reloaderBurst},
+		{"sidecar footprint", sidecarFootprint},
+		{"wave trigger latency", waveLatency},
+		{"wave shared ConfigMap", waveShared},
+		{"wave memory", waveMemory},
+		{"micro-benchmarks", func(e *env, r *report) error { return micro(e, r, root) }},
+	}
+	for _, s := range steps {
+		t := time.Now()
+		fmt.Fprintf(os.Stderr, "== %s\n", s.name)
+		if err := s.f(e, rep); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		fmt.Fprintf(os.Stderr, "   done in %s\n", time.Since(t).Round(time.Second))
+	}
+	rep.Took = time.Since(start)
+	return rep.write(root)
+}
+
+// namespace creates a fresh namespace for one scenario.
+func (e *env) namespace(prefix string) (string, error) {
+	e.seq++
+	name := fmt.Sprintf("%s-%d", prefix, e.seq)
+	return name, createNamespace(e.ctx, e.client, name)
+}

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"runtime"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+// deployments creates n opted-in Deployments with 0 replicas (the measure is wave's, not the
+// scheduler's); Deployment i reads key "a" of ConfigMap cm(i).
+func (e *env) deployments(ns string, n int, cm func(i int) string) error {
+	return parallel(n, func(i int) error {
+		d := testcluster.Deployment(ns, fmt.Sprintf("app-%d", i), 0)
+		d.Annotations = map[string]string{rollout.UpdateOnConfigChangeAnnotation: "true"}
+		d.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{
+			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: cm(i)}, Key: "a"}}}}
+		_, err := e.client.AppsV1().Deployments(ns).Create(e.ctx, d, metav1.CreateOptions{})
+		return err
+	})
+}
+
+func (e *env) startWave(ns string) (*proc, error) {
+	p, err := start(e.wave, nil, "--kubeconfig="+e.cluster.Kubeconfig(), "--namespaces="+ns)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(5 * time.Minute); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitBaselines waits until wave recorded the inputs of n workloads.
+func waitBaselines(e *env, p *proc, n int) error {
+	return waitFor(e.ctx, 10*time.Minute, func() bool {
+		return p.metric(`configwave_wave_patches_total{kind="Deployment",type="baseline"}`) >= float64(n)
+	})
+}
+
+// waveLatency: ConfigMap patch → template annotation patched, with n opted-in Deployments
+// each on its own ConfigMap. Floor: the watch event plus one PATCH round trip.
+func waveLatency(e *env, r *report) error {
+	sizes := []int{1, 100}
+	if e.full {
+		sizes = append(sizes, 1000)
+	}
+	for _, n := range sizes {
+		ns, err := e.namespace(fmt.Sprintf("wave-%d", n))
+		if err != nil {
+			return err
+		}
+		if err := parallel(n, func(i int) error { return e.createConfigMap(ns, fmt.Sprintf("cm-%d", i), map[string]string{"a": "0"}) }); err != nil {
+			return err
+		}
+		if err := e.deployments(ns, n, func(i int) string { return fmt.Sprintf("cm-%d", i) }); err != nil {
+			return err
+		}
+		// A Deployment nobody watches, for the floor's PATCH round trip.
+		probe := testcluster.Deployment(ns, "floor-probe", 0)
+		if _, err := e.client.AppsV1().Deployments(ns).Create(e.ctx, probe, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		p, err := e.startWave(ns)
+		if err != nil {
+			return err
+		}
+		if err := waitBaselines(e, p, n); err != nil {
+			p.stop()
+			return err
+		}
+		s, err := measureWave(e, p, ns)
+		p.stop()
+		if err != nil {
+			return err
+		}
+		s.Deployments = n
+		r.WaveLatency = append(r.WaveLatency, s)
+	}
+	return nil
+}
+
+func measureWave(e *env, p *proc, ns string) (WaveLatency, error) {
+	cmW, err := e.client.CoreV1().ConfigMaps(ns).Watch(e.ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "cm-0").String()})
+	if err != nil {
+		return WaveLatency{}, err
+	}
+	defer cmW.Stop()
+	dW, err := e.client.AppsV1().Deployments(ns).Watch(e.ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "app-0").String()})
+	if err != nil {
+		return WaveLatency{}, err
+	}
+	defer dW.Stop()
+	var lat, floor []time.Duration
+	last := ""
+	reqBefore := p.metric("configwave_wave_api_requests_total")
+	n := e.reps(20, 50)
+	for i := 1; i <= n; i++ {
+		t0 := time.Now()
+		if err := e.patchConfigMap(ns, "cm-0", "a", strconv.Itoa(i)); err != nil {
+			return WaveLatency{}, err
+		}
+		if err := nextEvent(cmW, watch.Modified); err != nil {
+			return WaveLatency{}, err
+		}
+		if _, err := e.client.AppsV1().Deployments(ns).Patch(e.ctx, "floor-probe", types.MergePatchType,
+			fmt.Appendf(nil, `{"metadata":{"annotations":{"probe":"%d"}}}`, i), metav1.PatchOptions{}); err != nil {
+			return WaveLatency{}, err
+		}
+		floor = append(floor, time.Since(t0))
+		if err := waitDeployment(dW, func(d *appsv1.Deployment) bool {
+			h := d.Spec.Template.Annotations[rollout.InputsHashAnnotation]
+			if h != "" && h != last {
+				last = h
+				return true
+			}
+			return false
+		}); err != nil {
+			return WaveLatency{}, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	time.Sleep(200 * time.Millisecond)
+	reqs := (p.metric("configwave_wave_api_requests_total") - reqBefore) / float64(n)
+	return WaveLatency{Changes: n, Latency: stats(lat), Floor: stats(floor), RequestsPerChange: reqs, RSSMiB: float64(rssKiB(p.cmd.Process.Pid)) / 1024}, nil
+}
+
+func waitDeployment(w watch.Interface, match func(*appsv1.Deployment) bool) error {
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("watch closed")
+			}
+			if d, ok := ev.Object.(*appsv1.Deployment); ok && match(d) {
+				return nil
+			}
+		case <-timeout:
+			return fmt.Errorf("no matching Deployment event within 60s")
+		}
+	}
+}
+
+// waveShared: one ConfigMap shared by n Deployments; time until the last one is patched.
+func waveShared(e *env, r *report) error {
+	n := e.reps(100, 1000)
+	ns, err := e.namespace("shared")
+	if err != nil {
+		return err
+	}
+	if err := e.createConfigMap(ns, "shared", map[string]string{"a": "0"}); err != nil {
+		return err
+	}
+	if err := e.deployments(ns, n, func(int) string { return "shared" }); err != nil {
+		return err
+	}
+	p, err := e.startWave(ns)
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	if err := waitBaselines(e, p, n); err != nil {
+		return err
+	}
+	var all []time.Duration
+	reps := e.reps(3, 5)
+	for i := 1; i <= reps; i++ {
+		list, err := e.client.AppsV1().Deployments(ns).List(e.ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		before := map[string]string{}
+		for _, d := range list.Items {
+			before[d.Name] = d.Spec.Template.Annotations[rollout.InputsHashAnnotation]
+		}
+		w, err := e.client.AppsV1().Deployments(ns).Watch(e.ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			return err
+		}
+		changed := map[string]bool{}
+		t0 := time.Now()
+		if err := e.patchConfigMap(ns, "shared", "a", strconv.Itoa(i)); err != nil {
+			w.Stop()
+			return err
+		}
+		err = waitDeployment(w, func(d *appsv1.Deployment) bool {
+			if d.Spec.Template.Annotations[rollout.InputsHashAnnotation] != before[d.Name] {
+				changed[d.Name] = true
+			}
+			return len(changed) == n
+		})
+		all = append(all, time.Since(t0))
+		w.Stop()
+		if err != nil {
+			return err
+		}
+	}
+	r.Shared = &Shared{Deployments: n, Changes: reps, UntilLast: stats(all), QPS: 200}
+	return nil
+}
+
+// waveMemory: RSS and time to first full sync with many ConfigMaps and Secrets of 16 KiB.
+func waveMemory(e *env, r *report) error {
+	sizes := []int{0, 1000}
+	if e.full {
+		sizes = []int{0, 1000, 5000, 10000}
+	}
+	payload := make([]byte, 12<<10)
+	_, _ = rand.Read(payload)
+	value := base64.StdEncoding.EncodeToString(payload) // 16 KiB
+	have := 0
+	ns, err := e.namespace("memory")
+	if err != nil {
+		return err
+	}
+	for _, n := range sizes {
+		// Grow the same namespace: objects [have, n) are new.
+		if err := parallel(n-have, func(j int) error {
+			i := have + j
+			v := strconv.Itoa(i) + value[len(strconv.Itoa(i)):]
+			if err := e.createConfigMap(ns, fmt.Sprintf("cm-%05d", i), map[string]string{"config.yaml": v}); err != nil {
+				return err
+			}
+			_, err := e.client.CoreV1().Secrets(ns).Create(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%05d", i)},
+				Data: map[string][]byte{"key.pem": []byte(v)}}, metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			return err
+		}
+		have = n
+		runtime.GC()
+		t0 := time.Now()
+		p, err := e.startWave(ns)
+		if err != nil {
+			return err
+		}
+		sync := time.Since(t0)
+		time.Sleep(3 * time.Second)
+		rss := float64(rssKiB(p.cmd.Process.Pid)) / 1024
+		p.stop()
+		r.Memory = append(r.Memory, Memory{ConfigMaps: n, Secrets: n, ConfigMiB: float64(2*n*len(value)) / (1 << 20), RSSMiB: rss, SyncSeconds: sync.Seconds()})
+	}
+	return nil
+}
