@@ -111,9 +111,13 @@ func reloaderPropagation(e *env, r *report) error {
 	}
 	defer sub.stop()
 	hups := make(chan time.Time, 1024)
+	started := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
+			if sc.Text() == "start" {
+				close(started)
+			}
 			if v, ok := strings.CutPrefix(sc.Text(), "hup "); ok {
 				n, _ := strconv.ParseInt(v, 10, 64)
 				hups <- time.Unix(0, n)
@@ -124,6 +128,12 @@ func reloaderPropagation(e *env, r *report) error {
 		if err := p.waitReady(30 * time.Second); err != nil {
 			return err
 		}
+	}
+	// A HUP before the app installed its handler would kill it, as it would any app.
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("the subprocess-mode app did not start")
 	}
 	w, err := e.client.CoreV1().ConfigMaps(ns).Watch(e.ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "app").String()})
 	if err != nil {
