@@ -69,6 +69,10 @@ BENCH_MODE ?= quick
 bench: controlplane
 	cd bench && $(GO) run . -mode=$(BENCH_MODE)
 
+# Flag references in docs/ from the binaries' own --help (a test fails when they are stale).
+docs:
+	$(GO) test -short -run TestFlagsDocIsCurrent ./cmd/reloader ./cmd/wave -args -update
+
 clean:
 	rm -rf $(BIN)
 	@echo 'The control-plane cache stays; remove $$CONFIGWAVE_CACHE or, by default, $${XDG_CACHE_HOME:-~/.cache}/configwave to rebuild it.'

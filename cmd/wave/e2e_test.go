@@ -482,3 +482,24 @@ func TestLabelSelectorNarrowsWhatIsManaged(t *testing.T) {
 	settle(t, p)
 	assert.NotContains(t, getDeployment(t, client, ns, "out").Annotations, rollout.InputsAnnotation, "outside the selector: never written")
 }
+
+// With --hash-key-file the template hash is an HMAC: a reader of the Deployment cannot test
+// guesses of the Secret's value against it.
+func TestKeyedHash(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "app-config", map[string]string{"key": "value"})
+	createSecret(t, client, ns, "app-secret", map[string]string{"password": "s3cr3t"})
+	d := deployment(ns, "app", func(s *corev1.PodSpec) {
+		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}, {SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("app-secret")}}}
+	})
+	d.Spec.Template.Annotations = map[string]string{rollout.ConfigHashAnnotation: strings.Repeat("0", 64)} // stale: rolls at once
+	createDeployment(t, client, d)
+	keyFile := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(keyFile, []byte("configwave-test-key\n"), 0o600))
+	startWave(t, ns, "--hash-key-file="+keyFile)
+	require.Eventually(t, func() bool {
+		// HMAC-SHA256 under "configwave-test-key", computed with Python (see TestKeyedWaveHashGolden).
+		return getDeployment(t, client, ns, "app").Spec.Template.Annotations[rollout.ConfigHashAnnotation] == "8bb1e5dd39ee4baf505511d7b11322b25b0aca6fa1b7e2d4c2f1bb0b1de0695a"
+	}, eventually, tick)
+}

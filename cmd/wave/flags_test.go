@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -41,6 +43,7 @@ func TestFlags(t *testing.T) {
 		{name: "sync period too short", args: []string{"--sync-period=10ms"}, wantErr: "--sync-period=10ms"},
 		{name: "no workers", args: []string{"--workers=0"}, wantErr: "--workers=0"},
 		{name: "lease timing", args: []string{"--leader-election", "--leader-election-renew-deadline=20s"}, wantErr: "lease-duration > --leader-election-renew-deadline"},
+		{name: "missing hash key file", args: []string{"--hash-key-file=/does/not/exist"}, wantErr: "--hash-key-file=/does/not/exist"},
 		{name: "lease name", args: []string{"--leader-election", "--leader-election-id=Bad Name"}, wantErr: "--leader-election-id"},
 	}
 	for _, tt := range tests {
@@ -57,6 +60,25 @@ func TestFlags(t *testing.T) {
 			require.NoError(t, err)
 			tt.check(t, c)
 		})
+	}
+}
+
+func TestHashKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	short, long := filepath.Join(dir, "short"), filepath.Join(dir, "long")
+	require.NoError(t, os.WriteFile(short, []byte("abc\n"), 0o600))
+	require.NoError(t, os.WriteFile(long, []byte("0123456789abcdef0123\n"), 0o600))
+	for path, want := range map[string]string{short: "use at least 16 random bytes", long: ""} {
+		var o options
+		require.NoError(t, newFlagSet(&o).Parse([]string{"--hash-key-file=" + path}))
+		c, err := o.check()
+		if want != "" {
+			assert.ErrorContains(t, err, want)
+			assert.NotContains(t, err.Error(), "abc", "the key never appears in an error")
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, []byte("0123456789abcdef0123"), c.hashKey)
 	}
 }
 

@@ -96,6 +96,7 @@ type options struct {
 	burst           int
 	workers         int
 	hashFormat      string
+	hashKeyFile     string
 	dryRun          bool
 	migrate         bool
 	listenAddress   string
@@ -128,6 +129,7 @@ Flags:
 	fs.IntVar(&o.burst, "kube-api-burst", 400, "API requests allowed in a burst above --kube-api-qps.")
 	fs.IntVar(&o.workers, "workers", 4, "workloads reconciled in parallel.")
 	fs.StringVar(&o.hashFormat, "hash-format", string(rollout.HashWave), `formula of the config hash: "wave" (Wave 0.6 and later) or "wave-v05" (Wave 0.5 and earlier), so that switching from either rolls nothing.`)
+	fs.StringVar(&o.hashKeyFile, "hash-key-file", "", "file holding a key (mount it from a Secret); the config hash becomes HMAC-SHA256 under it, so that nobody who can read a Deployment can test guesses of a Secret value against the hash. Not Wave's value: switching from Wave with a key rolls each workload once.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide, log and emit Events, but write nothing.")
 	fs.BoolVar(&o.migrate, "migrate-from-wave-v05", false, "one-shot: remove the owner references Wave 0.5 and earlier put on ConfigMaps and Secrets and its finalizer on workloads, then exit. Needs update on ConfigMaps, Secrets and workloads; see the README.")
 	fs.StringVar(&o.listenAddress, "listen-address", ":8080", "address of /healthz, /readyz and /metrics; empty disables them.")
@@ -142,6 +144,7 @@ type config struct {
 	namespaceList []string
 	selector      labels.Selector
 	format        rollout.HashFormat
+	hashKey       []byte
 }
 
 func (o *options) check() (*config, error) {
@@ -166,6 +169,15 @@ func (o *options) check() (*config, error) {
 	var err error
 	if c.format, err = rollout.ParseHashFormat(o.hashFormat); err != nil {
 		return nil, err
+	}
+	if o.hashKeyFile != "" {
+		key, err := os.ReadFile(o.hashKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--hash-key-file=%s: %w (mount a Secret's key there)", o.hashKeyFile, err)
+		}
+		if c.hashKey = []byte(strings.TrimSpace(string(key))); len(c.hashKey) < 16 {
+			return nil, fmt.Errorf("--hash-key-file=%s: the key has %d bytes; use at least 16 random bytes (e.g. head -c 32 /dev/urandom | base64)", o.hashKeyFile, len(c.hashKey))
+		}
 	}
 	switch {
 	case o.syncPeriod < time.Second:
@@ -229,10 +241,10 @@ func runWave(cfg *config) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"})
 
-	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod)
+	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod, rollout.Digester{Key: cfg.hashKey})
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
-	ctrl, err = rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, DryRun: cfg.dryRun})
+	ctrl, err = rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DryRun: cfg.dryRun})
 	if err != nil {
 		return err
 	}
@@ -271,7 +283,7 @@ func runWave(cfg *config) error {
 		}, func(error) { ccancel() })
 	}
 	klog.InfoS("wave started", "version", versionString(), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(),
-		"hashFormat", cfg.format, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
+		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
 	return g.Run()
 }
 

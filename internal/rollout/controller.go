@@ -2,7 +2,7 @@
 // (refs.go), Wave's hash of them (hash.go), the reverse index from config to workloads
 // (index.go), and the reconcile that patches the pod template when the config changed.
 //
-//	inf := rollout.NewInformers(client, nil, labels.Everything(), 5*time.Minute)
+//	inf := rollout.NewInformers(client, nil, labels.Everything(), 5*time.Minute, rollout.Digester{})
 //	c := rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: rec, Metrics: m})
 //	inf.Start(ctx); err := c.Run(ctx, 4)
 //
@@ -50,6 +50,7 @@ type Config struct {
 	Recorder  record.EventRecorder
 	Metrics   *Metrics
 	Format    HashFormat // default HashWave
+	HashKey   []byte     // HMAC key for the config hash (--hash-key-file); the Informers' Digester must use it too
 	DryRun    bool       // decide, log and emit Events; write nothing
 }
 
@@ -242,7 +243,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 	}
 
 	current := w.Template.Annotations[ConfigHashAnnotation]
-	hash, err := WaveHash(c.Format, refs.Wave, c.full.get)
+	hash, err := KeyedWaveHash(c.Format, c.HashKey, refs.Wave, c.full.get)
 	var missing *MissingError
 	switch {
 	case errors.As(err, &missing):

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -16,19 +17,32 @@ import (
 // object it holds) is a no-op. A string field, not an annotation: no map per object.
 const digestedMark = "configwave.io/digested"
 
-// keyDigest is 128 bits of SHA256: enough to tell any two values apart in practice, half the
-// memory of a full digest.
-func keyDigest(b []byte) string {
+// Digester reduces ConfigMaps and Secrets to per-key digests. With a Key, the digests are
+// HMACs, so that the inputs record on a workload cannot be used to test guesses of a Secret
+// value either.
+type Digester struct{ Key []byte }
+
+// keyDigest is 128 bits of SHA256 (or of HMAC-SHA256 under the key): enough to tell any two
+// values apart in practice, half the memory of a full digest.
+func (dg Digester) keyDigest(b []byte) string {
+	if len(dg.Key) > 0 {
+		mac := hmac.New(sha256.New, dg.Key)
+		mac.Write(b)
+		return hex.EncodeToString(mac.Sum(nil)[:16])
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
 
-// Digest is the informer transform for ConfigMaps and Secrets: it keeps name, namespace, UID
+// Digest is Digester{}.Transform.
+func Digest(obj any) (any, error) { return Digester{}.Transform(obj) }
+
+// Transform is the informer transform for ConfigMaps and Secrets: it keeps name, namespace, UID
 // and resourceVersion, and replaces every value by its digest. The cache then holds a few
 // dozen bytes per key instead of the config itself (peers hold every byte of every Secret).
 // Annotations and managedFields go too: `kubectl apply` copies the whole object into an
 // annotation.
-func Digest(obj any) (any, error) {
+func (dg Digester) Transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		if o.GenerateName == digestedMark {
@@ -36,10 +50,10 @@ func Digest(obj any) (any, error) {
 		}
 		out := &corev1.ConfigMap{ObjectMeta: slim(o.ObjectMeta), Data: make(map[string]string, len(o.Data)+len(o.BinaryData))}
 		for k, v := range o.Data {
-			out.Data[k] = keyDigest([]byte(v))
+			out.Data[k] = dg.keyDigest([]byte(v))
 		}
 		for k, v := range o.BinaryData {
-			out.Data[k] = keyDigest(v)
+			out.Data[k] = dg.keyDigest(v)
 		}
 		return out, nil
 	case *corev1.Secret:
@@ -48,7 +62,7 @@ func Digest(obj any) (any, error) {
 		}
 		out := &corev1.Secret{ObjectMeta: slim(o.ObjectMeta), Data: make(map[string][]byte, len(o.Data))}
 		for k, v := range o.Data {
-			out.Data[k] = []byte(keyDigest(v))
+			out.Data[k] = []byte(dg.keyDigest(v))
 		}
 		return out, nil
 	}

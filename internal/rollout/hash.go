@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -54,6 +55,14 @@ type GetFunc func(ObjectRef) (any, error)
 // This value is what existing Wave installations wrote; changing a byte of it would roll every
 // opted-in workload of every cluster that switches. The golden tests pin it.
 func WaveHash(format HashFormat, uses Uses, get GetFunc) (string, error) {
+	return KeyedWaveHash(format, nil, uses, get)
+}
+
+// KeyedWaveHash is WaveHash with HMAC-SHA256 under key in place of SHA256 when key is not
+// empty (--hash-key-file). Anyone who can read a Deployment can read its hash; without a key, a
+// short or guessable Secret value could be found by trying candidates. The price: the value is
+// no longer Wave's, so switching from Wave with a key rolls each workload once.
+func KeyedWaveHash(format HashFormat, key []byte, uses Uses, get GetFunc) (string, error) {
 	src := struct {
 		ConfigMaps map[string]any `json:"configMaps"`
 		Secrets    map[string]any `json:"secrets"`
@@ -114,6 +123,11 @@ func WaveHash(format HashFormat, uses Uses, get GetFunc) (string, error) {
 	b, err := json.Marshal(src)
 	if err != nil {
 		return "", fmt.Errorf("encode the config hash input: %w", err)
+	}
+	if len(key) > 0 {
+		mac := hmac.New(sha256.New, key)
+		mac.Write(b)
+		return hex.EncodeToString(mac.Sum(nil)), nil
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil

@@ -100,3 +100,28 @@ func TestWaveHashMissingRequired(t *testing.T) {
 	require.ErrorAs(t, err, &missing)
 	assert.Equal(t, `key "k" of configmap ns/app (used by container "app" env K) not found`, err.Error())
 }
+
+// HMAC-SHA256 of the first issue vector's JSON under the key "configwave-test-key", computed
+// independently (Python's hmac module).
+func TestKeyedWaveHashGolden(t *testing.T) {
+	uses := merge(all(ConfigMap, "app-config", true), all(Secret, "app-secret", true))
+	get := objects(cmObj("app-config", map[string]string{"key": "value"}, nil), secretObj("app-secret", map[string][]byte{"password": []byte("s3cr3t")}))
+	got, err := KeyedWaveHash(HashWave, []byte("configwave-test-key"), uses, get)
+	require.NoError(t, err)
+	assert.Equal(t, "8bb1e5dd39ee4baf505511d7b11322b25b0aca6fa1b7e2d4c2f1bb0b1de0695a", got)
+	plain, err := KeyedWaveHash(HashWave, nil, uses, get)
+	require.NoError(t, err)
+	assert.Equal(t, "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201", plain, "no key: Wave's value")
+}
+
+func TestKeyedDigests(t *testing.T) {
+	s := secretObj("s", map[string][]byte{"password": []byte("s3cr3t")})
+	plain, _ := Digester{}.Transform(s)
+	keyed, _ := Digester{Key: []byte("0123456789abcdef")}.Transform(s)
+	again, _ := Digester{Key: []byte("0123456789abcdef")}.Transform(s)
+	other, _ := Digester{Key: []byte("fedcba9876543210")}.Transform(s)
+	d := func(o any) string { return KeyDigests(o)["password"] }
+	assert.NotEqual(t, d(plain), d(keyed))
+	assert.Equal(t, d(keyed), d(again), "deterministic for one key")
+	assert.NotEqual(t, d(keyed), d(other))
+}

@@ -20,8 +20,9 @@ type Informers struct {
 	factories []informers.SharedInformerFactory
 }
 
-// NewInformers prepares the informers; namespaces empty means every namespace.
-func NewInformers(client kubernetes.Interface, namespaces []string, workloadSelector labels.Selector, resync time.Duration) *Informers {
+// NewInformers prepares the informers; namespaces empty means every namespace. The digester
+// reduces config objects as they arrive.
+func NewInformers(client kubernetes.Interface, namespaces []string, workloadSelector labels.Selector, resync time.Duration, dg Digester) *Informers {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
@@ -34,7 +35,7 @@ func NewInformers(client kubernetes.Interface, namespaces []string, workloadSele
 				}
 			}))
 		// Config objects never need a resync: a workload resync reads them from the cache.
-		cf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns), informers.WithTransform(Digest))
+		cf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns), informers.WithTransform(dg.Transform))
 		inf.workloads[Deployment] = append(inf.workloads[Deployment], wf.Apps().V1().Deployments().Informer())
 		inf.workloads[StatefulSet] = append(inf.workloads[StatefulSet], wf.Apps().V1().StatefulSets().Informer())
 		inf.workloads[DaemonSet] = append(inf.workloads[DaemonSet], wf.Apps().V1().DaemonSets().Informer())
