@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -396,4 +397,53 @@ func TestZZAPIServerRestartMidRun(t *testing.T) {
 	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick, "a change made after the restart must arrive")
 	assert.Equal(t, "after-restart", app.reloads()[0])
 	assert.GreaterOrEqual(t, p.metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), float64(1))
+}
+
+// No Secret value in any log line at --v=10, any Event, any metric or error: the run handles
+// a Secret with a recognisable value through unpack, reload, rejection and recovery.
+func TestNoSecretValueInAnyOutput(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	const canary = "CONFIGWAVE-CANARY-5c1f09"
+	_, err := client.CoreV1().Secrets(ns).Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"},
+		StringData: map[string]string{"token": canary + "-v1"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	root := t.TempDir()
+	app := newFakeApp(t, filepath.Join(root, "token"))
+	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--v=10", "--secret=creds", "--configroot="+root,
+		"--reload-http="+app.url(), `--validate-command=cat "$CONFIG_DIR/token"; grep -qv rejected "$CONFIG_DIR/token"`)
+	p.waitReady(t)
+	for _, v := range []string{"-v2", "-rejected", "-v3"} {
+		_, err = client.CoreV1().Secrets(ns).Patch(ctx(t), "creds", types.MergePatchType, fmt.Appendf(nil, `{"stringData":{"token":%q}}`, canary+v), metav1.PatchOptions{})
+		require.NoError(t, err)
+		time.Sleep(500 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return readFile(root, "token") == canary+"-v3" }, eventually, tick)
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "ConfigRejected")) > 0 }, eventually, tick)
+
+	_, metrics := p.Get("/metrics")
+	var evText strings.Builder
+	evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, e := range evs.Items {
+		evText.WriteString(e.Message + "\n")
+	}
+	for name, text := range map[string]string{"log": p.logText(), "metrics": metrics, "events": evText.String()} {
+		assert.NotContains(t, text, canary, "secret value in the %s", name)
+		assert.NotContains(t, text, base64.StdEncoding.EncodeToString([]byte(canary+"-v1"))[:20], "base64 secret value in the %s", name)
+	}
+	assert.Contains(t, p.logText(), "log verbosity capped")
+}
+
+func events(t *testing.T, client kubernetes.Interface, ns, reason string) []corev1.Event {
+	t.Helper()
+	list, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []corev1.Event
+	for _, e := range list.Items {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
 }

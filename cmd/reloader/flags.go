@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	goflag "flag"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -16,8 +15,8 @@ import (
 
 	flag "github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/reload"
 	"github.com/configwave/configwave/internal/signal"
 	"github.com/configwave/configwave/internal/source"
@@ -95,16 +94,7 @@ Flags:
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
 
-	// klog's own flag set holds a dozen flags; --v and --vmodule are the ones users need.
-	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	for _, name := range []string{"v", "vmodule"} {
-		f := flag.PFlagFromGoFlag(klogFlags.Lookup(name))
-		if name == "v" {
-			f.Usage = "log verbosity: 2 logs each change and request, 4 each watch event."
-		}
-		fs.AddFlag(f)
-	}
+	logflags.Add(fs, "log verbosity: 2 logs each change and request, 4 each watch event.")
 	return fs
 }
 

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kubeclient"
+	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/reload"
 	"github.com/configwave/configwave/internal/serve"
 	"github.com/configwave/configwave/internal/signal"
@@ -50,6 +51,7 @@ func runMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "reloader: %v (see reloader --help)\n", err)
 		return 2
 	}
+	logflags.Cap(fs)
 	if o.version {
 		fmt.Println("reloader", versionString())
 		return 0

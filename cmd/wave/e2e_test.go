@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -502,4 +503,40 @@ func TestKeyedHash(t *testing.T) {
 		// HMAC-SHA256 under "configwave-test-key", computed with Python (see TestKeyedWaveHashGolden).
 		return getDeployment(t, client, ns, "app").Spec.Template.Annotations[rollout.ConfigHashAnnotation] == "8bb1e5dd39ee4baf505511d7b11322b25b0aca6fa1b7e2d4c2f1bb0b1de0695a"
 	}, eventually, tick)
+}
+
+// No Secret value in wave's log at --v=10, its Events, its metrics or the annotations it
+// writes.
+func TestNoSecretValueInAnyOutput(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	const canary = "CONFIGWAVE-CANARY-8d2e4b"
+	createSecret(t, client, ns, "creds", map[string]string{"token": canary + "-v1"})
+	p := startWave(t, ns, "--v=10")
+	createDeployment(t, client, deployment(ns, "app", func(s *corev1.PodSpec) {
+		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("creds")}}}
+	}))
+	before := waitRecorded(t, client, ns, "app")
+	patchSecret(t, client, ns, "creds", fmt.Sprintf(`{"stringData":{"token":%q}}`, canary+"-v2"))
+	after := waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
+	settle(t, p)
+
+	_, metrics := p.Get("/metrics")
+	var text strings.Builder
+	evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, e := range evs.Items {
+		text.WriteString(e.Message + "\n")
+	}
+	for k, v := range after.Annotations {
+		text.WriteString(k + "=" + v + "\n")
+	}
+	for k, v := range after.Spec.Template.Annotations {
+		text.WriteString(k + "=" + v + "\n")
+	}
+	for name, out := range map[string]string{"log": p.Log(), "metrics": metrics, "events and annotations": text.String()} {
+		assert.NotContains(t, out, canary, "secret value in the %s", name)
+		assert.NotContains(t, out, base64.StdEncoding.EncodeToString([]byte(canary+"-v2"))[:20], "base64 secret value in the %s", name)
+	}
+	assert.Contains(t, p.Log(), "log verbosity capped")
 }

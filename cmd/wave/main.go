@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kubeclient"
+	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/serve"
 	"github.com/configwave/configwave/internal/source"
@@ -51,6 +52,7 @@ func runMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "wave: %v (see wave --help)\n", err)
 		return 2
 	}
+	logflags.Cap(fs)
 	if o.version {
 		fmt.Println("wave", versionString())
 		return 0
@@ -135,7 +137,7 @@ Flags:
 	fs.StringVar(&o.listenAddress, "listen-address", ":8080", "address of /healthz, /readyz and /metrics; empty disables them.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
-	addKlogFlags(fs)
+	logflags.Add(fs, "log verbosity: 2 logs every decision, 4 every event.")
 	return fs
 }
 
