@@ -430,7 +430,7 @@ func TestNoSecretValueInAnyOutput(t *testing.T) {
 	}
 	for name, text := range map[string]string{"log": p.logText(), "metrics": metrics, "events": evText.String()} {
 		assert.NotContains(t, text, canary, "secret value in the %s", name)
-		assert.NotContains(t, text, base64.StdEncoding.EncodeToString([]byte(canary+"-v1"))[:20], "base64 secret value in the %s", name)
+		assert.NotContains(t, text, base64.StdEncoding.EncodeToString([]byte(canary + "-v1"))[:20], "base64 secret value in the %s", name)
 	}
 	assert.Contains(t, p.logText(), "log verbosity capped")
 }

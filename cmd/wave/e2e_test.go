@@ -536,7 +536,7 @@ func TestNoSecretValueInAnyOutput(t *testing.T) {
 	}
 	for name, out := range map[string]string{"log": p.Log(), "metrics": metrics, "events and annotations": text.String()} {
 		assert.NotContains(t, out, canary, "secret value in the %s", name)
-		assert.NotContains(t, out, base64.StdEncoding.EncodeToString([]byte(canary+"-v2"))[:20], "base64 secret value in the %s", name)
+		assert.NotContains(t, out, base64.StdEncoding.EncodeToString([]byte(canary + "-v2"))[:20], "base64 secret value in the %s", name)
 	}
 	assert.Contains(t, p.Log(), "log verbosity capped")
 }
