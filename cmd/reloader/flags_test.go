@@ -133,3 +133,19 @@ func FuzzParseHeader(f *testing.F) {
 		require.NotContains(t, name, ":")
 	})
 }
+
+// Invalid flags exit 2 with one line naming the flag; --help and --version exit 0.
+func TestInvalidFlagsExit2(t *testing.T) {
+	for _, args := range [][]string{
+		{"--no-such-flag"},
+		{"--configmap=Bad_Name"},
+		{"--configmap=a", "--layout=tree"},
+		{"--configmap=a", "stray-argument"},
+		{"--configmap=a", "stray", "--", "app"},
+		{},
+	} {
+		assert.Equal(t, 2, runMain(args), "%v", args)
+	}
+	assert.Equal(t, 0, runMain([]string{"--version"}))
+	assert.Equal(t, 0, runMain([]string{"--help"}))
+}
