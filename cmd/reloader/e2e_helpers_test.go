@@ -67,6 +67,11 @@ func testApp(mode string) int {
 		}
 		fmt.Fprintf(out, "%s:%s\n", what, b)
 	}
+	if os.Getenv("IGNORE_SIGNALS") != "" { // an app that ignores both HUP and TERM
+		signal.Ignore(syscall.SIGHUP, syscall.SIGTERM)
+		record("start")
+		select {}
+	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM)
 	record("start")

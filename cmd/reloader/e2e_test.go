@@ -447,3 +447,29 @@ func events(t *testing.T, client kubernetes.Interface, ns, reason string) []core
 	}
 	return out
 }
+
+// An app that ignores SIGHUP keeps running; one that ignores SIGTERM is killed after
+// --shutdown-grace, and the reloader exits 137 like a killed process.
+func TestSubprocessAppIgnoringSignals(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	out := filepath.Join(t.TempDir(), "app.out")
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	env := []string{"CONFIGWAVE_TEST_APP=trap", "IGNORE_SIGNALS=1", "APP_OUT=" + out, "CONFIG_FILE=" + filepath.Join(root, "app.conf")}
+	p := startReloader(t, env, "--configmap="+ns+"/app", "--configroot="+root, "--shutdown-grace=1s", "--", self)
+	p.waitReady(t)
+	require.Eventually(t, func() bool { b, _ := os.ReadFile(out); return strings.HasPrefix(string(b), "start:") }, eventually, tick)
+
+	patchData(t, client, ns, "app", `{"data":{"app.conf":"v2"}}`)
+	require.Eventually(t, func() bool { return readFile(root, "app.conf") == "v2" }, eventually, tick)
+	time.Sleep(300 * time.Millisecond)
+	assert.False(t, p.Exited(), "an app that ignores SIGHUP keeps running")
+
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, 137, p.wait(t, 20*time.Second), "killed after the grace period")
+	assert.Contains(t, p.logText(), "did not exit within --shutdown-grace")
+}

@@ -48,6 +48,7 @@ type options struct {
 	debounce            time.Duration
 	once                bool
 	subreaper           bool
+	shutdownGrace       time.Duration
 	listenAddress       string
 	kubeconfig          string
 	version             bool
@@ -90,6 +91,7 @@ Flags:
 	fs.DurationVar(&o.debounce, "debounce", 100*time.Millisecond, "wait until changes stop for this long (at most 10 times it) and reload once; 0 reloads on every change.")
 	fs.BoolVar(&o.once, "once", false, "unpack once and exit, for an init container; a missing source is an error.")
 	fs.BoolVar(&o.subreaper, "subreaper", os.Getpid() == 1, "subprocess mode: adopt and reap orphaned processes of the app (on by default as PID 1).")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 25*time.Second, "subprocess mode: after forwarding SIGTERM, SIGINT or SIGQUIT, how long the app may take to exit before it is killed (keep it below the pod's terminationGracePeriodSeconds).")
 	fs.StringVar(&o.listenAddress, "listen-address", ":9533", "address of /healthz, /readyz and /metrics; empty disables them.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
@@ -113,6 +115,7 @@ type config struct {
 	retry      time.Duration
 	once       bool
 	subreaper  bool
+	grace      time.Duration
 	listen     string
 	kubeconfig string
 }
@@ -124,7 +127,7 @@ func (o *options) check(app []string) (*config, error) {
 		ns = source.DefaultNamespace()
 	}
 	c := &config{root: o.configRoot, app: app, validate: o.validateCommand, valTimeout: o.validateTimeout,
-		debounce: o.debounce, retry: o.retryInterval, once: o.once, subreaper: o.subreaper, listen: o.listenAddress, kubeconfig: o.kubeconfig}
+		debounce: o.debounce, retry: o.retryInterval, once: o.once, subreaper: o.subreaper, grace: o.shutdownGrace, listen: o.listenAddress, kubeconfig: o.kubeconfig}
 	for _, s := range o.configMaps {
 		r, err := source.ParseRef(source.ConfigMap, s, ns)
 		if err != nil {
@@ -203,6 +206,9 @@ func (o *options) check(app []string) (*config, error) {
 	}
 	if o.once && (len(app) > 0 || o.reloadHTTP != "") {
 		return nil, fmt.Errorf("--once unpacks and exits; it takes no --reload-http and no command after --")
+	}
+	if o.shutdownGrace <= 0 {
+		return nil, fmt.Errorf("--shutdown-grace=%s: must be more than 0", o.shutdownGrace)
 	}
 	if o.retryInterval <= 0 {
 		return nil, fmt.Errorf("--reload-retry-interval=%s: must be more than 0", o.retryInterval)

@@ -166,7 +166,7 @@ func run1(cfg *config) error {
 		g.Add(srv.Run, srv.Stop)
 	}
 	if len(cfg.app) > 0 {
-		sup := newSupervisor(reaper, cfg.app, cfg.reloadSig)
+		sup := newSupervisor(reaper, cfg.app, cfg.reloadSig, cfg.grace)
 		r.OnFirstUnpack = func() (signal.Notifier, error) {
 			n, err := sup.start()
 			if err != nil || cfg.http != nil {
@@ -235,11 +235,12 @@ type supervisor struct {
 	reaper  *signal.Reaper
 	args    []string
 	sig     syscall.Signal
+	grace   time.Duration // how long the app may take to exit after a stop signal
 	started chan *signal.Child
 }
 
-func newSupervisor(r *signal.Reaper, args []string, sig syscall.Signal) *supervisor {
-	return &supervisor{reaper: r, args: args, sig: sig, started: make(chan *signal.Child, 1)}
+func newSupervisor(r *signal.Reaper, args []string, sig syscall.Signal, grace time.Duration) *supervisor {
+	return &supervisor{reaper: r, args: args, sig: sig, grace: grace, started: make(chan *signal.Child, 1)}
 }
 
 func (s *supervisor) start() (signal.Notifier, error) {
@@ -256,19 +257,21 @@ func (s *supervisor) start() (signal.Notifier, error) {
 // `kill -HUP` of the container's PID 1 still reaches the app.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2}
 
-// stopGrace is how long the app may take to exit when the reloader itself must stop.
-const stopGrace = 10 * time.Second
-
 func (s *supervisor) run(ctx context.Context) error {
 	sigs := make(chan os.Signal, 8)
 	notifySignals(sigs, forwarded...)
 	defer stopSignals(sigs)
 	var child *signal.Child
 	var exited <-chan signal.Exit
+	var kill <-chan time.Time // armed by the first stop signal: an app that ignores it is killed
 	for {
 		select {
 		case c := <-s.started:
 			child, exited = c, c.Exited()
+		case <-kill:
+			klog.InfoS("the app did not exit within --shutdown-grace; killing it", "grace", s.grace, "pid", child.Pid())
+			_ = child.Signal(syscall.SIGKILL)
+			kill = nil
 		case sig := <-sigs:
 			if child == nil {
 				if sig == syscall.SIGHUP || sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2 {
@@ -281,6 +284,9 @@ func (s *supervisor) run(ctx context.Context) error {
 			if err := child.Signal(sig); err != nil {
 				klog.ErrorS(err, "could not forward a signal to the app", "signal", sig.String())
 			}
+			if kill == nil && (sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == syscall.SIGQUIT) {
+				kill = time.After(s.grace)
+			}
 		case e := <-exited:
 			return exitError{code: e.Code()}
 		case <-ctx.Done():
@@ -289,7 +295,7 @@ func (s *supervisor) run(ctx context.Context) error {
 				_ = child.Signal(syscall.SIGTERM)
 				select {
 				case <-exited:
-				case <-time.After(stopGrace):
+				case <-time.After(s.grace):
 					_ = child.Signal(syscall.SIGKILL)
 					<-exited
 				}
