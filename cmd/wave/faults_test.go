@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+// wave SIGKILLed at random points across 60 changes: afterwards every workload carries the
+// hash of its current config, no change is lost, and no workload rolled more often than its
+// config changed.
+func TestKilledAtRandomPointsConvergesWithoutDoubleRollouts(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	const workloads, changes = 10, 60
+	for i := range workloads {
+		createCM(t, client, ns, fmt.Sprintf("cm-%d", i), map[string]string{"a": "0"})
+		d := deployment(ns, fmt.Sprintf("app-%d", i), withEnvKey(fmt.Sprintf("cm-%d", i), "a"))
+		d.Spec.Replicas = new(int32)
+		createDeployment(t, client, d)
+	}
+	p := startWave(t, ns)
+	for i := range workloads {
+		waitRecorded(t, client, ns, fmt.Sprintf("app-%d", i))
+	}
+
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	changed := map[int]int{}
+	kills := 0
+	for c := 1; c <= changes; c++ {
+		i := rng.IntN(workloads)
+		patchCM(t, client, ns, fmt.Sprintf("cm-%d", i), fmt.Sprintf(`{"data":{"a":"%d"}}`, c))
+		changed[i]++
+		time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+		if rng.IntN(6) == 0 {
+			p.Kill()
+			kills++
+			p = startWave(t, ns)
+		}
+	}
+	t.Logf("%d changes, %d kills", changes, kills)
+
+	// Converged: each template carries Wave's hash of the config as it is now.
+	want := func(i int) string {
+		d := getDeployment(t, client, ns, fmt.Sprintf("app-%d", i))
+		refs := rollout.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
+		h, err := rollout.WaveHash(rollout.HashWave, refs.Wave, func(r rollout.ObjectRef) (any, error) {
+			return client.CoreV1().ConfigMaps(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
+		})
+		require.NoError(t, err)
+		return h
+	}
+	for i := range workloads {
+		if changed[i] == 0 {
+			continue
+		}
+		require.Eventually(t, func() bool {
+			return getDeployment(t, client, ns, fmt.Sprintf("app-%d", i)).Spec.Template.Annotations[rollout.ConfigHashAnnotation] == want(i)
+		}, eventually, tick, "app-%d does not carry the hash of its current config", i)
+	}
+	settle(t, p)
+	for i := range workloads {
+		name := fmt.Sprintf("app-%d", i)
+		d := getDeployment(t, client, ns, name)
+		rss, err := testcluster.ReplicaSets(ctx(t), client, d)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(rss), 1+changed[i], "%s rolled more often than its config changed (%d changes)", name, changed[i])
+		if changed[i] > 0 {
+			assert.GreaterOrEqual(t, len(rss), 2, "%s: a change was lost", name)
+		}
+	}
+}
+
