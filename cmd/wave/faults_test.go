@@ -71,9 +71,7 @@ func TestKilledAtRandomPointsConvergesWithoutDoubleRollouts(t *testing.T) {
 	settle(t, p)
 	for i := range workloads {
 		name := fmt.Sprintf("app-%d", i)
-		d := getDeployment(t, client, ns, name)
-		rss, err := testcluster.ReplicaSets(ctx(t), client, d)
-		require.NoError(t, err)
+		rss := replicaSets(t, client, ns, name) // waits until the Deployment controller caught up
 		assert.LessOrEqual(t, len(rss), 1+changed[i], "%s rolled more often than its config changed (%d changes)", name, changed[i])
 		if changed[i] > 0 {
 			assert.GreaterOrEqual(t, len(rss), 2, "%s: a change was lost", name)
