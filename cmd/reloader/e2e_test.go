@@ -381,7 +381,8 @@ func TestRunsWithTheShippedResourceNameRole(t *testing.T) {
 	assert.NotContains(t, denied.logText(), "not-yours")
 }
 
-// Runs last among the package's tests that share the cluster, since it restarts the API server.
+// Restarts the API server the package's tests share; it waits until the server is back, so the
+// tests after it run normally.
 func TestZZAPIServerRestartMidRun(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
@@ -472,4 +473,27 @@ func TestSubprocessAppIgnoringSignals(t *testing.T) {
 	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, 137, p.wait(t, 20*time.Second), "killed after the grace period")
 	assert.Contains(t, p.logText(), "did not exit within --shutdown-grace")
+}
+
+// etcd stopped for a few seconds and started again: a change made once it is back arrives.
+func TestZZEtcdRestart(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
+	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
+	p.waitReady(t)
+
+	cluster.StopEtcd()
+	time.Sleep(3 * time.Second)
+	require.NoError(t, cluster.StartEtcd(ctx(t)))
+	require.Eventually(t, func() bool {
+		_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "app", types.MergePatchType, []byte(`{"data":{"app.yaml":"after-etcd"}}`), metav1.PatchOptions{})
+		return err == nil
+	}, eventually, 100*time.Millisecond, "the API server did not recover")
+	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
+	assert.Equal(t, "after-etcd", app.reloads()[0])
+	assert.False(t, p.Exited())
 }

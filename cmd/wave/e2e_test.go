@@ -454,7 +454,8 @@ func TestLeaderElectionFailover(t *testing.T) {
 	assert.Len(t, replicaSets(t, client, ns, "app"), 2)
 }
 
-// Restarts the shared API server: named to run last.
+// Restarts the API server the package's tests share; it waits until the server is back, so the
+// tests after it run normally.
 func TestZZAPIServerRestartMidRun(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)

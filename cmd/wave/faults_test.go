@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
@@ -79,3 +80,23 @@ func TestKilledAtRandomPointsConvergesWithoutDoubleRollouts(t *testing.T) {
 	}
 }
 
+// etcd stopped for a few seconds and started again while wave runs: a change made once it is
+// back rolls the workload; wave never exits.
+func TestZZEtcdRestart(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+	p := startWave(t, ns)
+	createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a")))
+	before := waitRecorded(t, client, ns, "app")
+
+	cluster.StopEtcd()
+	time.Sleep(3 * time.Second)
+	require.NoError(t, cluster.StartEtcd(ctx(t)))
+	require.Eventually(t, func() bool {
+		_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "cm", types.MergePatchType, []byte(`{"data":{"a":"2"}}`), metav1.PatchOptions{})
+		return err == nil
+	}, eventually, 100*time.Millisecond, "the API server did not recover")
+	waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
+	assert.False(t, p.Exited(), "wave survives an etcd restart")
+}
