@@ -165,7 +165,7 @@ func run(ctx context.Context, out io.Writer, wait bool) error {
 	}
 	p.say("Deployment app: %d ReplicaSet (%s), 2/2 pods ready; wave recorded its config inputs and rolled nothing", len(rss), strings.Join(rss, ", "))
 
-	fmt.Fprintln(out, "\n--- kubectl patch configmap app-config: greeting: hello -> greeting: hello, world")
+	fmt.Fprintln(out, "\n--- patching ConfigMap app-config, as kubectl patch would: greeting: hello -> greeting: hello, world")
 	p.since = time.Now()
 	var wg sync.WaitGroup
 	watch := func(f func() error) {
