@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -125,6 +126,12 @@ func run1(cfg *config) error {
 	}
 	if cfg.http != nil {
 		r.Notifier = cfg.http
+	}
+	if hasSecrets(cfg) {
+		r.HashKey = make([]byte, 32)
+		if _, err := rand.Read(r.HashKey); err != nil {
+			return fmt.Errorf("make a key for the content hash: %w", err)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,6 +1,7 @@
 package reload
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -87,13 +88,21 @@ func validKey(k string) error {
 
 // Hash identifies a file set: SHA256 over sorted paths, modes and contents. Two equal sets
 // have the same hash whatever order their keys came in.
-func Hash(files map[string]unpack.File) string {
+func Hash(files map[string]unpack.File) string { return KeyedHash(nil, files) }
+
+// KeyedHash is Hash as HMAC-SHA256 under key when key is not empty. The hash is shown in
+// logs, Events and a metric label; when Secrets are among the sources, an unkeyed hash would
+// let anyone who sees it test guesses of a short Secret value.
+func KeyedHash(key []byte, files map[string]unpack.File) string {
 	paths := make([]string, 0, len(files))
 	for p := range files {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
 	h := sha256.New()
+	if len(key) > 0 {
+		h = hmac.New(sha256.New, key)
+	}
 	for _, p := range paths {
 		f := files[p]
 		fmt.Fprintf(h, "%d:%s:%o:%d:", len(p), p, f.Mode, len(f.Data))

@@ -124,3 +124,12 @@ func TestHash(t *testing.T) {
 	// Pinned: the hash is exported as a metric; a change would look like a config change.
 	assert.Equal(t, "0a0caade3d147f52ff4ef26fb2d04772355d3c93e3d127ec9aee7b3a9a861c92", Hash(a))
 }
+
+func TestKeyedHash(t *testing.T) {
+	files := map[string]unpack.File{"tls.key": {Data: []byte("s3cr3t"), Mode: 0o600}}
+	plain := Hash(files)
+	keyed := KeyedHash([]byte("k1"), files)
+	assert.NotEqual(t, plain, keyed, "a key changes the hash")
+	assert.Equal(t, keyed, KeyedHash([]byte("k1"), files), "and keeps it stable within a process")
+	assert.NotEqual(t, keyed, KeyedHash([]byte("k2"), files))
+}

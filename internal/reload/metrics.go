@@ -36,7 +36,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		ConfigInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "configwave_reloader_config_info",
-			Help: "Always 1; the hash label is the SHA256 of the file set currently live under --configroot.",
+			Help: "Always 1; the hash label is the SHA256 of the file set currently live under --configroot (an HMAC under a random per-process key when a Secret is among the sources).",
 		}, []string{"hash"}),
 		WatchRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "configwave_reloader_watch_restarts_total",

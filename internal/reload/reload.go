@@ -54,6 +54,10 @@ type Reloader struct {
 	RetryInterval time.Duration
 	Metrics       *Metrics
 	Events        EventRecorder // optional
+	// HashKey keys the content hash shown in logs, Events and the config_info metric. The
+	// reloader sets a random one per process when a Secret is among the sources: the hash then
+	// still tells changes apart within the process, and tells nothing about the values.
+	HashKey []byte
 
 	ready atomic.Bool
 
@@ -97,7 +101,7 @@ func (r *Reloader) Once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	klog.InfoS("config unpacked", "files", len(files), "changed", changed, "hash", Hash(files))
+	klog.InfoS("config unpacked", "files", len(files), "changed", changed, "hash", KeyedHash(r.HashKey, files))
 	return nil
 }
 
@@ -183,7 +187,7 @@ func (r *Reloader) pass(ctx context.Context) (retry bool, err error) {
 		r.fail(ResultInvalidConfig, "InvalidConfig", err)
 		return false, nil
 	}
-	hash := Hash(files)
+	hash := KeyedHash(r.HashKey, files)
 	if hash == r.rejectedHash {
 		return false, nil
 	}
