@@ -94,6 +94,12 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("read %s under %s: %w", dataLink, w.root, err)
 	}
+	if !isOwnDir(oldDir) {
+		// Not a link we made: someone with write access to a shared root could point ..data
+		// at "../../etc" so that retiring "the old folder" would delete outside the root. The
+		// link is replaced by the swap below; nothing it points at is read, kept or removed.
+		oldDir = ""
+	}
 	if oldDir != "" && sameContent(filepath.Join(w.root, oldDir), files) {
 		return false, nil
 	}
@@ -143,6 +149,12 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 
 	// The new set is live; the old folder is retired whatever fails below.
 	return true, w.afterSwap(oldDir, top)
+}
+
+// isOwnDir reports whether a ..data target has the form Write creates: one name in the root,
+// starting with "..", never "." or "..".
+func isOwnDir(name string) bool {
+	return strings.HasPrefix(name, "..") && name != ".." && !strings.ContainsAny(name, `/\`) && name != dataLink && name != newDataLink
 }
 
 func (w *Writer) afterSwap(oldDir string, top map[string]bool) error {

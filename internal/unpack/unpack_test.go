@@ -221,3 +221,25 @@ func TestWriteChecked(t *testing.T) {
 	assert.Equal(t, "fixed", read(t, root, "app.conf"))
 	assert.NoFileExists(t, filepath.Join(root, "sub/x"))
 }
+
+// A ..data link planted by someone else (a shared volume) never makes the writer read, keep or
+// delete anything outside the root.
+func TestPlantedDataLinkNeverReachesOutsideTheRoot(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	outside := filepath.Join(base, "outside")
+	require.NoError(t, os.MkdirAll(root, 0o755))
+	require.NoError(t, os.MkdirAll(outside, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "precious"), []byte("keep me"), 0o644))
+	require.NoError(t, os.Symlink("../outside", filepath.Join(root, "..data")))
+
+	w := unpack.New(root)
+	changed, err := w.Write(map[string]unpack.File{"app.conf": file("v1")})
+	require.NoError(t, err)
+	assert.True(t, changed)
+	time.Sleep(2100 * time.Millisecond) // past the retire grace: a retired folder would go now
+	_, err = w.Write(map[string]unpack.File{"app.conf": file("v2")})
+	require.NoError(t, err)
+	assert.Equal(t, "v2", read(t, root, "app.conf"))
+	assert.Equal(t, "keep me", read(t, outside, "precious"), "nothing outside the root is removed")
+}
