@@ -9,20 +9,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"syscall"
 	"time"
 
 	"github.com/oklog/run"
-	flag "github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/cli"
 	"github.com/configwave/configwave/internal/kubeclient"
-	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/reload"
 	"github.com/configwave/configwave/internal/serve"
 	"github.com/configwave/configwave/internal/signal"
@@ -45,17 +43,8 @@ func (e exitError) Error() string { return fmt.Sprintf("the app exited with code
 func runMain(args []string) int {
 	var o options
 	fs := newFlagSet(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(os.Stderr, "reloader: %v (see reloader --help)\n", err)
-		return 2
-	}
-	logflags.Cap(fs)
-	if o.version {
-		fmt.Println("reloader", versionString())
-		return 0
+	if code, stop := cli.Parse("reloader", fs, args, &o.version, version); stop {
+		return code
 	}
 	var app []string
 	if dash := fs.ArgsLenAtDash(); dash >= 0 {
@@ -90,19 +79,9 @@ func runMain(args []string) int {
 	return 0
 }
 
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.Main.Version
-	}
-	return "unknown"
-}
-
 // run1 wires the parts and runs them until one of them stops.
 func run1(cfg *config) error {
-	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+versionString(), 0, 0)
+	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+cli.Version(version), 0, 0)
 	if err != nil {
 		return err
 	}
@@ -196,7 +175,7 @@ func run1(cfg *config) error {
 			return nil
 		}, func(error) { lcancel() })
 	}
-	klog.InfoS("reloader started", "version", versionString(), "sources", len(cfg.refs), "selector", cfg.selector != nil,
+	klog.InfoS("reloader started", "version", cli.Version(version), "sources", len(cfg.refs), "selector", cfg.selector != nil,
 		"configroot", cfg.root, "subprocess", len(cfg.app) > 0, "reloadHTTP", cfg.http != nil)
 	return g.Run()
 }

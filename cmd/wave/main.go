@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/cli"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/rollout"
@@ -45,17 +46,8 @@ func main() { os.Exit(runMain(os.Args[1:])) }
 func runMain(args []string) int {
 	var o options
 	fs := newFlagSet(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(os.Stderr, "wave: %v (see wave --help)\n", err)
-		return 2
-	}
-	logflags.Cap(fs)
-	if o.version {
-		fmt.Println("wave", versionString())
-		return 0
+	if code, stop := cli.Parse("wave", fs, args, &o.version, version); stop {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "wave: unexpected argument %q; wave takes flags only\n", fs.Arg(0))
@@ -72,16 +64,6 @@ func runMain(args []string) int {
 		return 1
 	}
 	return 0
-}
-
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.Main.Version
-	}
-	return "unknown"
 }
 
 type options struct {
@@ -203,7 +185,7 @@ func (o *options) check() (*config, error) {
 }
 
 func runWave(cfg *config) error {
-	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-wave/"+versionString(), cfg.qps, cfg.burst)
+	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-wave/"+cli.Version(version), cfg.qps, cfg.burst)
 	if err != nil {
 		return err
 	}
@@ -284,7 +266,7 @@ func runWave(cfg *config) error {
 			return runLeader(cctx, cfg, client, func(ctx context.Context) error { return ctrl.Run(ctx, cfg.workers) })
 		}, func(error) { ccancel() })
 	}
-	klog.InfoS("wave started", "version", versionString(), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(),
+	klog.InfoS("wave started", "version", cli.Version(version), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(),
 		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
 	return g.Run()
 }

@@ -155,58 +155,62 @@ func removeOwnerRefs(ctx context.Context, client kubernetes.Interface, ns string
 	if len(owned) == 0 {
 		return 0, nil
 	}
-	removed := 0
 	cms, err := client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("list configmaps: %w", err)
 	}
-	for _, cm := range cms.Items {
-		if !slices.ContainsFunc(cm.OwnerReferences, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) }) {
-			continue
-		}
-		klog.InfoS("removing Wave's owner references", "configmap", klog.KObj(&cm), "dryRun", dryRun)
-		removed++
-		if dryRun {
-			continue
-		}
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			fresh, err := client.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			fresh.OwnerReferences = slices.DeleteFunc(fresh.OwnerReferences, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) })
-			_, err = client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, fresh, metav1.UpdateOptions{FieldManager: "configwave-wave-migrate"})
-			return err
-		})
-		if err != nil {
-			return removed, fmt.Errorf("configmap %s/%s: remove Wave's owner references: %w", cm.Namespace, cm.Name, err)
-		}
-	}
 	secrets, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return removed, fmt.Errorf("list secrets: %w", err)
+		return 0, fmt.Errorf("list secrets: %w", err)
+	}
+	// One way to fix both kinds: read fresh, drop Wave's references, update at that version.
+	type fixer struct {
+		ref ObjectRef
+		fix func() error
+	}
+	var todo []fixer
+	for _, cm := range cms.Items {
+		if hasWaveOwnerRef(cm.OwnerReferences, owned) {
+			todo = append(todo, fixer{ObjectRef{ConfigMap, cm.Namespace, cm.Name}, func() error {
+				fresh, err := client.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				fresh.OwnerReferences = dropWaveOwnerRefs(fresh.OwnerReferences, owned)
+				_, err = client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, fresh, metav1.UpdateOptions{FieldManager: "configwave-wave-migrate"})
+				return err
+			}})
+		}
 	}
 	for _, s := range secrets.Items {
-		if !slices.ContainsFunc(s.OwnerReferences, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) }) {
-			continue
+		if hasWaveOwnerRef(s.OwnerReferences, owned) {
+			todo = append(todo, fixer{ObjectRef{Secret, s.Namespace, s.Name}, func() error {
+				fresh, err := client.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				fresh.OwnerReferences = dropWaveOwnerRefs(fresh.OwnerReferences, owned)
+				_, err = client.CoreV1().Secrets(s.Namespace).Update(ctx, fresh, metav1.UpdateOptions{FieldManager: "configwave-wave-migrate"})
+				return err
+			}})
 		}
-		klog.InfoS("removing Wave's owner references", "secret", klog.KObj(&s), "dryRun", dryRun)
-		removed++
+	}
+	for i, f := range todo {
+		klog.InfoS("removing Wave's owner references", "object", f.ref.String(), "dryRun", dryRun)
 		if dryRun {
 			continue
 		}
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			fresh, err := client.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			fresh.OwnerReferences = slices.DeleteFunc(fresh.OwnerReferences, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) })
-			_, err = client.CoreV1().Secrets(s.Namespace).Update(ctx, fresh, metav1.UpdateOptions{FieldManager: "configwave-wave-migrate"})
-			return err
-		})
-		if err != nil {
-			return removed, fmt.Errorf("secret %s/%s: remove Wave's owner references: %w", s.Namespace, s.Name, err)
+		if err := retry.RetryOnConflict(retry.DefaultRetry, f.fix); err != nil {
+			return i, fmt.Errorf("%s: remove Wave's owner references: %w", f.ref, err)
 		}
 	}
-	return removed, nil
+	return len(todo), nil
+}
+
+func hasWaveOwnerRef(refs []metav1.OwnerReference, owned map[types.UID]string) bool {
+	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) })
+}
+
+func dropWaveOwnerRefs(refs []metav1.OwnerReference, owned map[types.UID]string) []metav1.OwnerReference {
+	return slices.DeleteFunc(refs, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) })
 }
