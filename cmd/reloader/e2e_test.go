@@ -497,3 +497,34 @@ func TestZZEtcdRestart(t *testing.T) {
 	assert.Equal(t, "after-etcd", app.reloads()[0])
 	assert.False(t, p.Exited())
 }
+
+// A ConfigMap near the 1 MiB object limit, with many keys and binary data: byte-exact.
+func TestHugeConfigMapWithManyKeys(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	data := map[string]string{}
+	binary := map[string][]byte{}
+	for i := range 900 {
+		data[fmt.Sprintf("key-%03d.conf", i)] = strings.Repeat(string(rune('a'+i%26)), 1000)
+	}
+	blob := make([]byte, 50_000)
+	for i := range blob {
+		blob[i] = byte(i * 7)
+	}
+	binary["blob.bin"] = blob
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "big", data, binary), metav1.CreateOptions{})
+	require.NoError(t, err)
+	root := t.TempDir()
+	app := newFakeApp(t, filepath.Join(root, "key-000.conf"))
+	p := startReloader(t, nil, "--configmap="+ns+"/big", "--configroot="+root, "--reload-http="+app.url())
+	p.waitReady(t)
+	for k, v := range data {
+		require.Equal(t, v, readFile(root, k), k)
+	}
+	assert.Equal(t, string(blob), readFile(root, "blob.bin"))
+
+	patchData(t, client, ns, "big", `{"data":{"key-000.conf":"changed"}}`)
+	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
+	assert.Equal(t, "changed", app.reloads()[0])
+	assert.Equal(t, data["key-899.conf"], readFile(root, "key-899.conf"))
+}

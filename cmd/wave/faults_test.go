@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -99,4 +101,31 @@ func TestZZEtcdRestart(t *testing.T) {
 	}, eventually, 100*time.Millisecond, "the API server did not recover")
 	waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
 	assert.False(t, p.Exited(), "wave survives an etcd restart")
+}
+
+// A workload that references 200 ConfigMaps: recorded, and one change among them rolls it once.
+func TestWorkloadReferencing200Objects(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	const n = 200
+	var mods []func(*corev1.PodSpec)
+	for i := range n {
+		createCM(t, client, ns, fmt.Sprintf("cm-%03d", i), map[string]string{"a": "1"})
+	}
+	mods = append(mods, func(s *corev1.PodSpec) {
+		for i := range n {
+			s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("V%03d", i), ValueFrom: &corev1.EnvVarSource{
+				ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: ref(fmt.Sprintf("cm-%03d", i)), Key: "a"}}})
+		}
+	})
+	p := startWave(t, ns)
+	createDeployment(t, client, deployment(ns, "app", mods...))
+	before := waitRecorded(t, client, ns, "app")
+	assert.Len(t, strings.Split(before.Annotations[rollout.InputsAnnotation], ","), n)
+	patchCM(t, client, ns, "cm-137", `{"data":{"a":"2"}}`)
+	waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
+	settle(t, p)
+	assert.Len(t, replicaSets(t, client, ns, "app"), 2)
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "app", "ConfigChanged")) > 0 }, eventually, tick)
+	assert.Contains(t, events(t, client, ns, "app", "ConfigChanged")[0].Message, "configmap/cm-137 changed")
 }
