@@ -528,3 +528,38 @@ func TestHugeConfigMapWithManyKeys(t *testing.T) {
 	assert.Equal(t, "changed", app.reloads()[0])
 	assert.Equal(t, data["key-899.conf"], readFile(root, "key-899.conf"))
 }
+
+// Watch expiry: etcd compacts every second; while the API server is down the reloader's last
+// resourceVersion is compacted away, so its watch comes back with 410 Gone and must relist.
+// A change made afterwards still arrives.
+func TestWatchExpiryRelists(t *testing.T) {
+	testcluster.Need(t, cluster)
+	c := testcluster.ForTestWith(t, testcluster.Options{EtcdArgs: []string{"--auto-compaction-mode=periodic", "--auto-compaction-retention=1s"}})
+	client, err := kubernetes.NewForConfig(c.Config())
+	require.NoError(t, err)
+	ns := testcluster.Namespace(t, client)
+	for _, name := range []string{"app", "noise"} {
+		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, name, map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	root := t.TempDir()
+	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
+	p := startReloader(t, nil, "--kubeconfig="+c.Kubeconfig(), "--v=5", "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
+	p.waitReady(t)
+
+	for i := range 30 { // revisions the reloader never sees, then compacted away
+		patchData(t, client, ns, "noise", fmt.Sprintf(`{"data":{"app.yaml":"n%d"}}`, i))
+	}
+	time.Sleep(2 * time.Second)
+	c.StopAPIServer()
+	require.NoError(t, c.StartAPIServer(ctx(t)))
+
+	require.Eventually(t, func() bool {
+		_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "app", types.MergePatchType, []byte(`{"data":{"app.yaml":"after-expiry"}}`), metav1.PatchOptions{})
+		return err == nil
+	}, eventually, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
+	assert.Equal(t, "after-expiry", app.reloads()[0])
+	assert.GreaterOrEqual(t, p.metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), float64(2))
+	assert.Contains(t, p.logText(), "too old resource version", "the watch must have come back with 410 Gone")
+}

@@ -15,14 +15,18 @@ const startTimeout = 20 * time.Minute
 
 // ForTest starts a cluster that belongs to one test: it is stopped when the test ends, its
 // folder removed if the test passed and kept, with its path printed, if it failed.
-func ForTest(t testing.TB) *Cluster {
+func ForTest(t testing.TB) *Cluster { t.Helper(); return ForTestWith(t, Options{}) }
+
+// ForTestWith is ForTest with options (Out is set to the test's log).
+func ForTestWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs the real control plane; skipped in -short mode")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	c, err := Start(ctx, Options{Out: testWriter{t}})
+	opts.Out = testWriter{t}
+	c, err := Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
 	}
