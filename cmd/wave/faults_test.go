@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
@@ -128,4 +129,34 @@ func TestWorkloadReferencing200Objects(t *testing.T) {
 	assert.Len(t, replicaSets(t, client, ns, "app"), 2)
 	require.Eventually(t, func() bool { return len(events(t, client, ns, "app", "ConfigChanged")) > 0 }, eventually, tick)
 	assert.Contains(t, events(t, client, ns, "app", "ConfigChanged")[0].Message, "configmap/cm-137 changed")
+}
+
+// Watch expiry: etcd compacts every second; wave's informers come back from an API server
+// restart with 410 Gone, relist, and the next change still rolls the workload.
+func TestWatchExpiryRelists(t *testing.T) {
+	testcluster.Need(t, cluster)
+	c := testcluster.ForTestWith(t, testcluster.Options{EtcdArgs: []string{"--auto-compaction-mode=periodic", "--auto-compaction-retention=1s"}})
+	client, err := kubernetes.NewForConfig(c.Config())
+	require.NoError(t, err)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+	createCM(t, client, ns, "noise", map[string]string{"a": "1"})
+	p := startWave(t, ns, "--kubeconfig="+c.Kubeconfig(), "--v=5")
+	createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a")))
+	before := waitRecorded(t, client, ns, "app")
+	settle(t, p)
+
+	for i := range 30 { // revisions wave's ConfigMap watch sees, but its Deployment watch does not
+		patchCM(t, client, ns, "noise", fmt.Sprintf(`{"data":{"a":"n%d"}}`, i))
+	}
+	time.Sleep(2 * time.Second)
+	c.StopAPIServer()
+	require.NoError(t, c.StartAPIServer(ctx(t)))
+	require.Eventually(t, func() bool {
+		_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "cm", types.MergePatchType, []byte(`{"data":{"a":"2"}}`), metav1.PatchOptions{})
+		return err == nil
+	}, eventually, 100*time.Millisecond)
+	waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
+	assert.Contains(t, p.Log(), "too old resource version", "a watch must have come back with 410 Gone")
+	assert.False(t, p.Exited())
 }
