@@ -139,3 +139,22 @@ func FuzzParseCodeSet(f *testing.F) {
 		assert.Equal(t, set, again)
 	})
 }
+
+func TestHTTPNotifyHangingEndpointTimesOutPerTry(t *testing.T) {
+	release := make(chan struct{})
+	var tries atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tries.Add(1)
+		select { // hang until the client gives up or the test ends
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	err := (&HTTP{URL: srv.URL, Timeout: 50 * time.Millisecond, Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}}).Notify(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "failed after 3 tries")
+	assert.Contains(t, err.Error(), "deadline exceeded")
+	assert.EqualValues(t, 3, tries.Load(), "each hanging try is cut at the per-try timeout and tried again")
+}
