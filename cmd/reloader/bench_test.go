@@ -36,7 +36,7 @@ func benchPatchToReload(b *testing.B, debounce string) {
 	require.NoError(b, err)
 	app := newFakeApp(b, filepath.Join(root, "n"))
 	p := startReloader(b, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url(), "--debounce="+debounce, "--v=0")
-	p.waitReady(b)
+	p.WaitReady(b)
 
 	w, err := client.CoreV1().ConfigMaps(ns).Watch(ctx(b), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "app").String()})
 	require.NoError(b, err)

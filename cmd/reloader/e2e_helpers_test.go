@@ -94,12 +94,9 @@ func adminClient(t testing.TB) kubernetes.Interface {
 	return client
 }
 
-// proc is one reloader process under test.
-type proc struct{ *testcluster.Process }
-
 // startReloader runs the reloader with the admin kubeconfig (unless args name one) and a
 // loopback listen address.
-func startReloader(t testing.TB, env []string, args ...string) *proc {
+func startReloader(t testing.TB, env []string, args ...string) *testcluster.Process {
 	t.Helper()
 	addr := testcluster.FreeAddr(t)
 	full := []string{"--listen-address=" + addr, "--v=2"}
@@ -108,7 +105,7 @@ func startReloader(t testing.TB, env []string, args ...string) *proc {
 	}
 	p := testcluster.StartProcess(t, reloaderBin, env, append(full, args...)...)
 	p.Addr = addr
-	return &proc{p}
+	return p
 }
 
 func hasFlag(args []string, name string) bool {
@@ -122,12 +119,6 @@ func hasFlag(args []string, name string) bool {
 	}
 	return false
 }
-
-func (p *proc) ready() bool                            { return p.Ready() }
-func (p *proc) waitReady(t testing.TB)                 { p.WaitReady(t) }
-func (p *proc) metric(series string) float64           { return p.Metric(series) }
-func (p *proc) logText() string                        { return p.Log() }
-func (p *proc) wait(t testing.TB, d time.Duration) int { return p.Wait(t, d) }
 
 // fakeApp is the app of sidecar mode: a reload endpoint that records, for every request,
 // the content of one config file at the moment the request arrived.

@@ -47,7 +47,7 @@ func TestSidecarFollowsKeysAndBinaryData(t *testing.T) {
 	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
 	p := startReloader(t, nil, "--namespace="+ns, "--configmap=app", "--configroot="+root, "--reload-http="+app.url(),
 		"--reload-http-method=PUT", "--reload-http-header=X-Reload-Token: t0k3n")
-	p.waitReady(t)
+	p.WaitReady(t)
 	assert.Equal(t, "v: 1", readFile(root, "app.yaml"))
 	assert.Equal(t, string(blob), readFile(root, "blob.bin"), "binaryData is byte-exact")
 	info, err := os.Stat(filepath.Join(root, "app.yaml"))
@@ -74,12 +74,12 @@ func TestSidecarFollowsKeysAndBinaryData(t *testing.T) {
 	time.Sleep(time.Second)
 	assert.Len(t, app.reloads(), 2, "a metadata-only update must not reload")
 	assert.Equal(t, "not the reloader's", readFile(root, "mine.txt"), "files the reloader did not write are never touched")
-	assert.EqualValues(t, 2, p.metric(`configwave_reloader_reloads_total{result="success"}`))
-	assert.Greater(t, p.metric("configwave_reloader_last_reload_success_timestamp_seconds"), float64(0))
-	assert.NotContains(t, p.logText(), "t0k3n", "a header value never reaches the log")
+	assert.EqualValues(t, 2, p.Metric(`configwave_reloader_reloads_total{result="success"}`))
+	assert.Greater(t, p.Metric("configwave_reloader_last_reload_success_timestamp_seconds"), float64(0))
+	assert.NotContains(t, p.Log(), "t0k3n", "a header value never reaches the log")
 
 	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
-	assert.Equal(t, 0, p.wait(t, 20*time.Second), "a sidecar stops cleanly on SIGTERM")
+	assert.Equal(t, 0, p.Wait(t, 20*time.Second), "a sidecar stops cleanly on SIGTERM")
 }
 
 func TestSecretFilesAreOwnerOnly(t *testing.T) {
@@ -90,7 +90,7 @@ func TestSecretFilesAreOwnerOnly(t *testing.T) {
 		Data: map[string][]byte{"tls.key": []byte("s3cr3t-key")}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	p := startReloader(t, nil, "--secret="+ns+"/tls", "--configroot="+root)
-	p.waitReady(t)
+	p.WaitReady(t)
 	assert.Equal(t, "s3cr3t-key", readFile(root, "tls.key"))
 	info, err := os.Stat(filepath.Join(root, "tls.key"))
 	require.NoError(t, err)
@@ -99,7 +99,7 @@ func TestSecretFilesAreOwnerOnly(t *testing.T) {
 	_, err = client.CoreV1().Secrets(ns).Patch(ctx(t), "tls", types.MergePatchType, []byte(`{"stringData":{"tls.key":"s3cr3t-key-2"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return readFile(root, "tls.key") == "s3cr3t-key-2" }, eventually, tick)
-	assert.NotContains(t, p.logText(), "s3cr3t", "no secret value in the log")
+	assert.NotContains(t, p.Log(), "s3cr3t", "no secret value in the log")
 }
 
 func TestBurstOfPatchesGivesFinalContentAndFewReloads(t *testing.T) {
@@ -110,7 +110,7 @@ func TestBurstOfPatchesGivesFinalContentAndFewReloads(t *testing.T) {
 	require.NoError(t, err)
 	app := newFakeApp(t, filepath.Join(root, "n"))
 	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url(), "--debounce=200ms")
-	p.waitReady(t)
+	p.WaitReady(t)
 
 	for i := 1; i <= 50; i++ {
 		patchData(t, client, ns, "app", fmt.Sprintf(`{"data":{"n":"%d"}}`, i))
@@ -141,17 +141,17 @@ func TestReloadEndpointFailsThenRecovers(t *testing.T) {
 	}
 	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url(),
 		"--reload-http-tries=2", "--reload-retry-interval=1s")
-	p.waitReady(t)
+	p.WaitReady(t)
 
 	patchData(t, client, ns, "app", `{"data":{"app.yaml":"v2"}}`)
-	require.Eventually(t, func() bool { return !p.ready() }, eventually, tick, "not ready while the app cannot be told")
-	require.Eventually(t, func() bool { return p.metric(`configwave_reloader_reloads_total{result="notify_failed"}`) >= 1 }, eventually, tick)
+	require.Eventually(t, func() bool { return !p.Ready() }, eventually, tick, "not ready while the app cannot be told")
+	require.Eventually(t, func() bool { return p.Metric(`configwave_reloader_reloads_total{result="notify_failed"}`) >= 1 }, eventually, tick)
 	// Tries 1-2 fail, the retry after 1 s fails twice more, the next retry succeeds.
-	require.Eventually(t, p.ready, eventually, tick, "ready again once the app answers")
+	require.Eventually(t, p.Ready, eventually, tick, "ready again once the app answers")
 	assert.Len(t, app.reloads(), 5)
 	assert.Equal(t, "v2", app.reloads()[4])
-	assert.EqualValues(t, 1, p.metric(`configwave_reloader_reloads_total{result="success"}`))
-	assert.Contains(t, p.logText(), "503 Service Unavailable")
+	assert.EqualValues(t, 1, p.Metric(`configwave_reloader_reloads_total{result="success"}`))
+	assert.Contains(t, p.Log(), "503 Service Unavailable")
 }
 
 func TestValidateCommandRejectsBadConfig(t *testing.T) {
@@ -164,13 +164,13 @@ func TestValidateCommandRejectsBadConfig(t *testing.T) {
 	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns},
 		"--configmap=app", "--configroot="+root, "--reload-http="+app.url(),
 		`--validate-command=grep -q '^good' "$CONFIG_DIR/app.conf"`)
-	p.waitReady(t)
+	p.WaitReady(t)
 
 	patchData(t, client, ns, "app", `{"data":{"app.conf":"broken"}}`)
-	require.Eventually(t, func() bool { return !p.ready() }, eventually, tick, "a rejected config makes the reloader not ready")
+	require.Eventually(t, func() bool { return !p.Ready() }, eventually, tick, "a rejected config makes the reloader not ready")
 	assert.Equal(t, "good 1", readFile(root, "app.conf"), "the app keeps the last good config")
 	assert.Empty(t, app.reloads())
-	assert.EqualValues(t, 1, p.metric(`configwave_reloader_reloads_total{result="validation_failed"}`))
+	assert.EqualValues(t, 1, p.Metric(`configwave_reloader_reloads_total{result="validation_failed"}`))
 	require.Eventually(t, func() bool {
 		evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.name=app-0"})
 		require.NoError(t, err)
@@ -181,10 +181,10 @@ func TestValidateCommandRejectsBadConfig(t *testing.T) {
 		}
 		return false
 	}, eventually, tick, "a rejection is an Event on the pod")
-	assert.Contains(t, p.logText(), "validation command rejected")
+	assert.Contains(t, p.Log(), "validation command rejected")
 
 	patchData(t, client, ns, "app", `{"data":{"app.conf":"good 2"}}`)
-	require.Eventually(t, p.ready, eventually, tick)
+	require.Eventually(t, p.Ready, eventually, tick)
 	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
 	assert.Equal(t, "good 2", app.reloads()[0])
 }
@@ -202,11 +202,11 @@ func TestSubprocessStartsAfterUnpackReloadsOnHUPAndForwardsTERM(t *testing.T) {
 	p := startReloader(t, env, "--configmap="+ns+"/app", "--configroot="+root, "--", self)
 	time.Sleep(time.Second)
 	assert.NoFileExists(t, out, "the app started before its config existed")
-	assert.False(t, p.ready())
+	assert.False(t, p.Ready())
 
 	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
-	p.waitReady(t)
+	p.WaitReady(t)
 	appLines := func() []string {
 		b, _ := os.ReadFile(out)
 		return strings.Fields(string(b))
@@ -219,7 +219,7 @@ func TestSubprocessStartsAfterUnpackReloadsOnHUPAndForwardsTERM(t *testing.T) {
 	assert.Equal(t, "hup:v2", appLines()[1], "the app sees the new file when it gets HUP")
 
 	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
-	assert.Equal(t, 7, p.wait(t, 20*time.Second), "the reloader exits with the app's exit code")
+	assert.Equal(t, 7, p.Wait(t, 20*time.Second), "the reloader exits with the app's exit code")
 	assert.Equal(t, "term", appLines()[2], "SIGTERM is forwarded to the app")
 }
 
@@ -232,7 +232,7 @@ func TestSubprocessExitCodeWhenTheAppDies(t *testing.T) {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	p := startReloader(t, []string{"CONFIGWAVE_TEST_APP=exit", "EXIT_NOW=42"}, "--configmap="+ns+"/app", "--configroot="+root, "--", self)
-	assert.Equal(t, 42, p.wait(t, 30*time.Second), "fail fast with the app's code")
+	assert.Equal(t, 42, p.Wait(t, 30*time.Second), "fail fast with the app's code")
 }
 
 func TestDeletedAndRecreatedConfigMap(t *testing.T) {
@@ -243,10 +243,10 @@ func TestDeletedAndRecreatedConfigMap(t *testing.T) {
 	require.NoError(t, err)
 	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
 	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--configmap=app", "--configroot="+root, "--reload-http="+app.url())
-	p.waitReady(t)
+	p.WaitReady(t)
 
 	require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), "app", metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool { return strings.Contains(p.logText(), "source deleted") }, eventually, tick)
+	require.Eventually(t, func() bool { return strings.Contains(p.Log(), "source deleted") }, eventually, tick)
 	assert.Equal(t, "v1", readFile(root, "app.yaml"), "the last config stays while the ConfigMap is gone")
 	assert.Empty(t, app.reloads())
 
@@ -276,7 +276,7 @@ func TestSelectorPerObjectAndFlatClash(t *testing.T) {
 	t.Run("per-object", func(t *testing.T) {
 		root := t.TempDir()
 		p := startReloader(t, nil, "--namespace="+ns, "--selector=grafana_dashboard=1", "--layout=per-object", "--configroot="+root)
-		p.waitReady(t)
+		p.WaitReady(t)
 		assert.Equal(t, `{"a":1}`, readFile(root, "dash-a/a.json"))
 		assert.Equal(t, `{"b":1}`, readFile(root, "dash-b/b.json"))
 		assert.NoDirExists(t, filepath.Join(root, "unlabelled"))
@@ -292,15 +292,15 @@ func TestSelectorPerObjectAndFlatClash(t *testing.T) {
 	t.Run("flat clash names both objects and keeps the last set", func(t *testing.T) {
 		root := t.TempDir()
 		p := startReloader(t, nil, "--namespace="+ns, "--selector=grafana_dashboard=1", "--configroot="+root)
-		p.waitReady(t)
+		p.WaitReady(t)
 		assert.Equal(t, `{"a":1}`, readFile(root, "a.json"))
 		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), labelled("dash-clash", map[string]string{"a.json": "other"}), metav1.CreateOptions{})
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
-			return strings.Contains(p.logText(), fmt.Sprintf(`configmap %s/dash-a key \"a.json\" and configmap %s/dash-clash key \"a.json\" would both unpack to \"a.json\"`, ns, ns))
+			return strings.Contains(p.Log(), fmt.Sprintf(`configmap %s/dash-a key \"a.json\" and configmap %s/dash-clash key \"a.json\" would both unpack to \"a.json\"`, ns, ns))
 		}, eventually, tick)
 		assert.Equal(t, `{"a":1}`, readFile(root, "a.json"), "no silent overwrite")
-		assert.False(t, p.ready())
+		assert.False(t, p.Ready())
 		require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), "dash-clash", metav1.DeleteOptions{}))
 	})
 }
@@ -312,7 +312,7 @@ func TestItemsPlaceKeysAtNestedPaths(t *testing.T) {
 	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "nginx", map[string]string{"nginx.conf": "events {}", "site": "server {}"}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
 	p := startReloader(t, nil, "--configmap="+ns+"/nginx", "--configroot="+root, "--items=site=conf.d/site.conf")
-	p.waitReady(t)
+	p.WaitReady(t)
 	assert.Equal(t, "events {}", readFile(root, "nginx.conf"))
 	assert.Equal(t, "server {}", readFile(root, "conf.d/site.conf"))
 	assert.NoFileExists(t, filepath.Join(root, "site"))
@@ -326,12 +326,12 @@ func TestOnce(t *testing.T) {
 
 	root := t.TempDir()
 	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--once")
-	assert.Equal(t, 0, p.wait(t, 30*time.Second))
+	assert.Equal(t, 0, p.Wait(t, 30*time.Second))
 	assert.Equal(t, "v1", readFile(root, "app.yaml"))
 
 	p = startReloader(t, nil, "--configmap="+ns+"/missing", "--configroot="+t.TempDir(), "--once")
-	assert.Equal(t, 1, p.wait(t, 30*time.Second))
-	assert.Contains(t, p.logText(), fmt.Sprintf("configmap %s/missing not found: create it, or fix --configmap/--secret", ns))
+	assert.Equal(t, 1, p.Wait(t, 30*time.Second))
+	assert.Contains(t, p.Log(), fmt.Sprintf("configmap %s/missing not found: create it, or fix --configmap/--secret", ns))
 }
 
 // The reloader needs only get/list/watch on the named object: it runs under the Role we ship
@@ -370,15 +370,15 @@ func TestRunsWithTheShippedResourceNameRole(t *testing.T) {
 	root := t.TempDir()
 	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
 	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--kubeconfig="+kubeconfig, "--configmap=app-config", "--configroot="+root, "--reload-http="+app.url())
-	p.waitReady(t)
+	p.WaitReady(t)
 	patchData(t, client, ns, "app-config", `{"data":{"app.yaml":"v2"}}`)
 	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
 	assert.Equal(t, "v2", app.reloads()[0])
 
 	denied := startReloader(t, nil, "--kubeconfig="+kubeconfig, "--configmap="+ns+"/other", "--configroot="+t.TempDir())
-	require.Eventually(t, func() bool { return strings.Contains(denied.logText(), "forbidden") }, eventually, tick)
-	assert.False(t, denied.ready(), "a ConfigMap outside resourceNames is never read")
-	assert.NotContains(t, denied.logText(), "not-yours")
+	require.Eventually(t, func() bool { return strings.Contains(denied.Log(), "forbidden") }, eventually, tick)
+	assert.False(t, denied.Ready(), "a ConfigMap outside resourceNames is never read")
+	assert.NotContains(t, denied.Log(), "not-yours")
 }
 
 // Restarts the API server the package's tests share; it waits until the server is back, so the
@@ -391,13 +391,13 @@ func TestZZAPIServerRestartMidRun(t *testing.T) {
 	require.NoError(t, err)
 	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
 	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
-	p.waitReady(t)
+	p.WaitReady(t)
 
 	require.NoError(t, cluster.RestartAPIServer(ctx(t)))
 	patchData(t, client, ns, "app", `{"data":{"app.yaml":"after-restart"}}`)
 	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick, "a change made after the restart must arrive")
 	assert.Equal(t, "after-restart", app.reloads()[0])
-	assert.GreaterOrEqual(t, p.metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), float64(1))
+	assert.GreaterOrEqual(t, p.Metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), float64(1))
 }
 
 // No Secret value in any log line at --v=10, any Event, any metric or error: the run handles
@@ -413,7 +413,7 @@ func TestNoSecretValueInAnyOutput(t *testing.T) {
 	app := newFakeApp(t, filepath.Join(root, "token"))
 	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--v=10", "--secret=creds", "--configroot="+root,
 		"--reload-http="+app.url(), `--validate-command=cat "$CONFIG_DIR/token"; grep -qv rejected "$CONFIG_DIR/token"`)
-	p.waitReady(t)
+	p.WaitReady(t)
 	for _, v := range []string{"-v2", "-rejected", "-v3"} {
 		_, err = client.CoreV1().Secrets(ns).Patch(ctx(t), "creds", types.MergePatchType, fmt.Appendf(nil, `{"stringData":{"token":%q}}`, canary+v), metav1.PatchOptions{})
 		require.NoError(t, err)
@@ -429,11 +429,11 @@ func TestNoSecretValueInAnyOutput(t *testing.T) {
 	for _, e := range evs.Items {
 		evText.WriteString(e.Message + "\n")
 	}
-	for name, text := range map[string]string{"log": p.logText(), "metrics": metrics, "events": evText.String()} {
+	for name, text := range map[string]string{"log": p.Log(), "metrics": metrics, "events": evText.String()} {
 		assert.NotContains(t, text, canary, "secret value in the %s", name)
 		assert.NotContains(t, text, base64.StdEncoding.EncodeToString([]byte(canary + "-v1"))[:20], "base64 secret value in the %s", name)
 	}
-	assert.Contains(t, p.logText(), "log verbosity capped")
+	assert.Contains(t, p.Log(), "log verbosity capped")
 }
 
 func events(t *testing.T, client kubernetes.Interface, ns, reason string) []corev1.Event {
@@ -462,7 +462,7 @@ func TestSubprocessAppIgnoringSignals(t *testing.T) {
 	require.NoError(t, err)
 	env := []string{"CONFIGWAVE_TEST_APP=trap", "IGNORE_SIGNALS=1", "APP_OUT=" + out, "CONFIG_FILE=" + filepath.Join(root, "app.conf")}
 	p := startReloader(t, env, "--configmap="+ns+"/app", "--configroot="+root, "--shutdown-grace=1s", "--", self)
-	p.waitReady(t)
+	p.WaitReady(t)
 	require.Eventually(t, func() bool { b, _ := os.ReadFile(out); return strings.HasPrefix(string(b), "start:") }, eventually, tick)
 
 	patchData(t, client, ns, "app", `{"data":{"app.conf":"v2"}}`)
@@ -471,8 +471,8 @@ func TestSubprocessAppIgnoringSignals(t *testing.T) {
 	assert.False(t, p.Exited(), "an app that ignores SIGHUP keeps running")
 
 	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
-	assert.Equal(t, 137, p.wait(t, 20*time.Second), "killed after the grace period")
-	assert.Contains(t, p.logText(), "did not exit within --shutdown-grace")
+	assert.Equal(t, 137, p.Wait(t, 20*time.Second), "killed after the grace period")
+	assert.Contains(t, p.Log(), "did not exit within --shutdown-grace")
 }
 
 // etcd stopped for a few seconds and started again: a change made once it is back arrives.
@@ -484,7 +484,7 @@ func TestZZEtcdRestart(t *testing.T) {
 	require.NoError(t, err)
 	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
 	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
-	p.waitReady(t)
+	p.WaitReady(t)
 
 	cluster.StopEtcd()
 	time.Sleep(3 * time.Second)
@@ -517,7 +517,7 @@ func TestHugeConfigMapWithManyKeys(t *testing.T) {
 	root := t.TempDir()
 	app := newFakeApp(t, filepath.Join(root, "key-000.conf"))
 	p := startReloader(t, nil, "--configmap="+ns+"/big", "--configroot="+root, "--reload-http="+app.url())
-	p.waitReady(t)
+	p.WaitReady(t)
 	for k, v := range data {
 		require.Equal(t, v, readFile(root, k), k)
 	}
@@ -545,7 +545,7 @@ func TestWatchExpiryRelists(t *testing.T) {
 	root := t.TempDir()
 	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
 	p := startReloader(t, nil, "--kubeconfig="+c.Kubeconfig(), "--v=5", "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
-	p.waitReady(t)
+	p.WaitReady(t)
 
 	for i := range 30 { // revisions the reloader never sees, then compacted away
 		patchData(t, client, ns, "noise", fmt.Sprintf(`{"data":{"app.yaml":"n%d"}}`, i))
@@ -560,6 +560,6 @@ func TestWatchExpiryRelists(t *testing.T) {
 	}, eventually, 100*time.Millisecond)
 	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
 	assert.Equal(t, "after-expiry", app.reloads()[0])
-	assert.GreaterOrEqual(t, p.metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), float64(2))
-	assert.Contains(t, p.logText(), "too old resource version", "the watch must have come back with 410 Gone")
+	assert.GreaterOrEqual(t, p.Metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), float64(2))
+	assert.Contains(t, p.Log(), "too old resource version", "the watch must have come back with 410 Gone")
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/cli"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/reloader-flags.md from the flags (make docs)")
@@ -17,11 +18,7 @@ var update = flag.Bool("update", false, "rewrite docs/reloader-flags.md from the
 // this test fails when they differ; `make docs` rewrites it.
 func TestFlagsDocIsCurrent(t *testing.T) {
 	var o options
-	fs := newFlagSet(&o)
-	var help bytes.Buffer
-	fs.SetOutput(&help)
-	fs.Usage()
-	want := "# `reloader` flags\n\nGenerated from `reloader --help` by `make docs`; a test fails when it is stale.\n\n```text\n" + help.String() + "```\n"
+	want := cli.FlagsDoc("reloader", newFlagSet(&o))
 	path := filepath.Join("..", "..", "docs", "reloader-flags.md")
 	if *update {
 		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))

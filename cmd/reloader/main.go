@@ -9,12 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	ossignal "os/signal"
 	"syscall"
 	"time"
 
 	"github.com/oklog/run"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -206,8 +209,8 @@ func podEvents(client kubernetes.Interface) reload.EventRecorder {
 	ns := source.DefaultNamespace()
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events(ns)})
-	rec := b.NewRecorder(runtimeScheme(), corev1.EventSource{Component: "configwave-reloader"})
-	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: name, UID: typesUID(os.Getenv("POD_UID"))}
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-reloader"})
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: name, UID: types.UID(os.Getenv("POD_UID"))}
 	return eventFunc(func(eventtype, reason, message string) { rec.Event(ref, eventtype, reason, message) })
 }
 
@@ -245,8 +248,8 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, sy
 
 func (s *supervisor) run(ctx context.Context) error {
 	sigs := make(chan os.Signal, 8)
-	notifySignals(sigs, forwarded...)
-	defer stopSignals(sigs)
+	ossignal.Notify(sigs, forwarded...)
+	defer ossignal.Stop(sigs)
 	var child *signal.Child
 	var exited <-chan signal.Exit
 	var kill <-chan time.Time // armed by the first stop signal: an app that ignores it is killed

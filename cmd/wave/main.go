@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	flag "github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -280,7 +281,7 @@ func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, wo
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s_%d_%d", host, os.Getpid(), time.Now().UnixNano())
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1ObjectMeta(cfg.leaderNamespace, cfg.leaderID),
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.leaderNamespace, Name: cfg.leaderID},
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}

@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -41,4 +42,14 @@ func Parse(name string, fs *flag.FlagSet, args []string, showVersion *bool, stam
 		return 0, true
 	}
 	return 0, false
+}
+
+// FlagsDoc is the Markdown flag reference of a binary, generated from its --help text, as
+// docs/NAME-flags.md holds it.
+func FlagsDoc(name string, fs *flag.FlagSet) string {
+	var help bytes.Buffer
+	fs.SetOutput(&help)
+	defer fs.SetOutput(nil)
+	fs.Usage()
+	return "# `" + name + "` flags\n\nGenerated from `" + name + " --help` by `make docs`; a test fails when it is stale.\n\n```text\n" + help.String() + "```\n"
 }

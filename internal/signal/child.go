@@ -171,24 +171,6 @@ func (c *Child) Pid() int { return c.cmd.Process.Pid }
 // Exited receives the app's exit once.
 func (c *Child) Exited() <-chan Exit { return c.exit }
 
-// Forward relays the given signals to the app until ctx ends.
-func Forward(ctx context.Context, c *Child, sigs ...os.Signal) {
-	ch := make(chan os.Signal, 8)
-	ossignal.Notify(ch, sigs...)
-	defer ossignal.Stop(ch)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case s := <-ch:
-			klog.V(2).InfoS("forwarding signal to the app", "signal", s.String(), "pid", c.Pid())
-			if err := c.Signal(s); err != nil {
-				klog.ErrorS(err, "could not forward signal to the app", "signal", s.String())
-			}
-		}
-	}
-}
-
 // ParseSignal accepts HUP, SIGHUP, hup or a number.
 func ParseSignal(s string) (syscall.Signal, error) {
 	if n, err := strconv.Atoi(s); err == nil {
