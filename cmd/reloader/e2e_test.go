@@ -563,3 +563,30 @@ func TestWatchExpiryRelists(t *testing.T) {
 	assert.GreaterOrEqual(t, p.Metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), float64(2))
 	assert.Contains(t, p.Log(), "too old resource version", "the watch must have come back with 410 Gone")
 }
+
+// --selector across all namespaces and both kinds: ConfigMaps and Secrets from two namespaces
+// land in one folder each (Secret files 0600); a labelled object elsewhere appears and goes.
+func TestSelectorAllNamespacesBothKinds(t *testing.T) {
+	client := adminClient(t)
+	a, b := testcluster.Namespace(t, client), testcluster.Namespace(t, client)
+	label := "cw-" + a // unique, so objects of other tests never match
+	labels := map[string]string{label: "1"}
+	_, err := client.CoreV1().ConfigMaps(a).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dash-a", Labels: labels},
+		Data: map[string]string{"a.json": "{}"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.CoreV1().Secrets(b).Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds-b", Labels: labels},
+		StringData: map[string]string{"token": "t"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	root := t.TempDir()
+	p := startReloader(t, nil, "--selector="+label+"=1", "--all-namespaces", "--selector-kind=both", "--layout=per-object", "--configroot="+root)
+	p.WaitReady(t)
+	assert.Equal(t, "{}", readFile(root, "dash-a/a.json"))
+	assert.Equal(t, "t", readFile(root, "creds-b/token"))
+	info, err := os.Stat(filepath.Join(root, "creds-b", "token"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 0o600, info.Mode().Perm())
+
+	require.NoError(t, client.CoreV1().Secrets(b).Delete(ctx(t), "creds-b", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(root, "creds-b")); return os.IsNotExist(err) }, eventually, tick)
+	assert.Equal(t, "{}", readFile(root, "dash-a/a.json"))
+}

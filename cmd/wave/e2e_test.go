@@ -541,3 +541,28 @@ func TestNoSecretValueInAnyOutput(t *testing.T) {
 	}
 	assert.Contains(t, p.Log(), "log verbosity capped")
 }
+
+// --namespaces with two namespaces (one informer factory each): both are managed, a third is
+// never written to.
+func TestSeveralNamespaces(t *testing.T) {
+	client := adminClient(t)
+	a, b, other := testcluster.Namespace(t, client), testcluster.Namespace(t, client), testcluster.Namespace(t, client)
+	for _, ns := range []string{a, b, other} {
+		createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+		createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a")))
+	}
+	p := startWave(t, a+","+b) // startWave passes it as --namespaces
+	before := map[string]string{}
+	for _, ns := range []string{a, b} {
+		before[ns] = inputsHash(waitRecorded(t, client, ns, "app"))
+		patchCM(t, client, ns, "cm", `{"data":{"a":"2"}}`)
+	}
+	for _, ns := range []string{a, b} {
+		waitTemplateHashChange(t, client, ns, "app", before[ns])
+	}
+	patchCM(t, client, other, "cm", `{"data":{"a":"2"}}`)
+	settle(t, p)
+	d := getDeployment(t, client, other, "app")
+	assert.NotContains(t, d.Annotations, rollout.InputsAnnotation, "a namespace outside --namespaces is never written to")
+	assert.Empty(t, d.Spec.Template.Annotations[rollout.ConfigHashAnnotation])
+}
