@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -50,11 +51,18 @@ func TestMain(m *testing.M) {
 
 // testApp is the app of subprocess mode: it appends "start:<config>" when it starts,
 // "hup:<config>" on every SIGHUP, where <config> is the content of $CONFIG_FILE at that moment,
-// and exits $TERM_EXIT on SIGTERM, or $EXIT_NOW at once when set.
+// and exits $TERM_EXIT on SIGTERM, or $EXIT_NOW at once when set. With $ORPHAN_PID_FILE set
+// it first leaves an orphan behind: a shell that starts "sleep 2" in the background and exits,
+// writing the sleep's PID to that file.
 func testApp(mode string) int {
 	if code := os.Getenv("EXIT_NOW"); code != "" {
 		n, _ := strconv.Atoi(code)
 		return n
+	}
+	if f := os.Getenv("ORPHAN_PID_FILE"); f != "" {
+		if err := exec.Command("sh", "-c", `sleep 2 & echo $! > "$ORPHAN_PID_FILE"`).Run(); err != nil {
+			return 101
+		}
 	}
 	out, err := os.OpenFile(os.Getenv("APP_OUT"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {

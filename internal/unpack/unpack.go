@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -56,11 +57,13 @@ func New(root string) *Writer { return &Writer{root: root} }
 //  2. Compare with the folder ..data points at; equal content (and modes) means no write.
 //  3. Check every top-level name: if it exists and is not our symlink into ..data, stop,
 //     because it belongs to someone else.
-//  4. Write the new set into a fresh folder ..<timestamp>.<random> and fsync it.
+//  4. Write the new set into a fresh private folder ..<timestamp>.<random> and fsync it; open
+//     it to readers (0755) only when it is complete.
 //  5. Point ..data_tmp at it and rename it over ..data. rename(2) is atomic, so every path
 //     resolved through ..data now resolves in the new folder, never half in each.
-//  6. Create the user-visible symlinks name -> ..data/name for new top-level names and remove
-//     those of names that are gone; existing ones already resolve through ..data.
+//  6. Create the user-visible symlinks name -> ..data/name for new top-level names (and for
+//     any the app deleted) and remove those of names that are gone; existing ones already
+//     resolve through ..data.
 //  7. Retire the old folder; it is removed by a later Write once retireGrace has passed.
 //
 // A failure before step 5 leaves the old set in place and removes the half-made folder.
@@ -91,8 +94,11 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 	}
 
 	oldDir, err := os.Readlink(filepath.Join(w.root, dataLink))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("read %s under %s: %w", dataLink, w.root, err)
+	switch {
+	case errors.Is(err, syscall.EINVAL):
+		return false, fmt.Errorf("%s under %s is not the symlink configwave makes; something else wrote it: remove it, or choose another --configroot", dataLink, w.root)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return false, withHint(fmt.Errorf("read %s under %s: %w", dataLink, w.root, err), w.root, 0)
 	}
 	if !isOwnDir(oldDir) {
 		// Not a link we made: someone with write access to a shared root could point ..data
@@ -101,7 +107,8 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 		oldDir = ""
 	}
 	if oldDir != "" && sameContent(filepath.Join(w.root, oldDir), files) {
-		return false, nil
+		// Nothing to write, but a name the app deleted comes back, as kubelet's writer does.
+		return false, w.linkMissing(top)
 	}
 	for name := range top {
 		if err := w.checkOwned(name); err != nil {
@@ -109,9 +116,11 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 		}
 	}
 
+	// MkdirTemp makes the folder 0700: until it is complete nobody else can enter it to swap
+	// a subfolder for a symlink, and writeSet refuses links that leave it anyway.
 	newDir, err := os.MkdirTemp(w.root, ".."+time.Now().UTC().Format("2006_01_02_15_04_05."))
 	if err != nil {
-		return false, fmt.Errorf("create a new folder under %s: %w", w.root, err)
+		return false, withHint(fmt.Errorf("create a new folder under %s: %w", w.root, err), w.root, setSize(files))
 	}
 	swapped := false
 	defer func() {
@@ -119,31 +128,26 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 			_ = os.RemoveAll(newDir)
 		}
 	}()
-	if err := os.Chmod(newDir, 0o755); err != nil {
-		return false, fmt.Errorf("chmod %s: %w", newDir, err)
-	}
-	for p, f := range files {
-		if err := writeFile(filepath.Join(newDir, filepath.FromSlash(p)), f); err != nil {
-			return false, fmt.Errorf("write %q under %s: %w", p, w.root, err)
-		}
-	}
-	if err := syncDir(newDir); err != nil {
-		return false, err
+	if err := writeSet(newDir, files); err != nil {
+		return false, withHint(fmt.Errorf("write the new config under %s: %w", w.root, err), w.root, setSize(files))
 	}
 	if check != nil {
 		if err := check(newDir); err != nil {
 			return false, err
 		}
 	}
+	if err := os.Chmod(newDir, 0o755); err != nil {
+		return false, fmt.Errorf("open the new folder %s to readers: %w", newDir, err)
+	}
 
 	tmpLink := filepath.Join(w.root, newDataLink)
 	_ = os.Remove(tmpLink)
 	if err := os.Symlink(filepath.Base(newDir), tmpLink); err != nil {
-		return false, fmt.Errorf("create %s under %s: %w", newDataLink, w.root, err)
+		return false, withHint(fmt.Errorf("create %s under %s: %w", newDataLink, w.root, err), w.root, 0)
 	}
 	if err := os.Rename(tmpLink, filepath.Join(w.root, dataLink)); err != nil {
 		_ = os.Remove(tmpLink)
-		return false, fmt.Errorf("swap %s under %s: %w", dataLink, w.root, err)
+		return false, withHint(fmt.Errorf("swap %s under %s: %w", dataLink, w.root, err), w.root, 0)
 	}
 	swapped = true
 
@@ -209,25 +213,46 @@ func ValidatePath(p string) error {
 // checkOwned returns an error when name exists under the root but is not the symlink this
 // writer makes, so a file the user or the app put there is never replaced.
 func (w *Writer) checkOwned(name string) error {
-	target, err := os.Readlink(filepath.Join(w.root, name))
+	link := filepath.Join(w.root, name)
+	info, err := os.Lstat(link)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if err != nil || target != path.Join(dataLink, name) {
-		return fmt.Errorf("%s exists under %s and was not written by configwave; move it away or choose another --configroot", name, w.root)
+	if err != nil {
+		return withHint(fmt.Errorf("check %s under %s: %w", name, w.root, err), w.root, 0)
+	}
+	what := "a file"
+	switch {
+	case info.IsDir():
+		what = "a folder"
+	case info.Mode()&fs.ModeSymlink != 0:
+		if target, err := os.Readlink(link); err == nil && target == path.Join(dataLink, name) {
+			return nil
+		}
+		what = "a symlink"
+	}
+	return fmt.Errorf("%s under %s is %s that configwave did not write; move it away or choose another --configroot", name, w.root, what)
+}
+
+// linkMissing creates the user-visible symlink name -> ..data/name for every top-level name
+// that does not exist. An existing name is either our link (checked before a swap) or someone
+// else's, which is never replaced.
+func (w *Writer) linkMissing(top map[string]bool) error {
+	for name := range top {
+		link := filepath.Join(w.root, name)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		}
+		if err := os.Symlink(path.Join(dataLink, name), link); err != nil && !errors.Is(err, fs.ErrExist) {
+			return withHint(fmt.Errorf("link %s under %s: %w", name, w.root, err), w.root, 0)
+		}
 	}
 	return nil
 }
 
 func (w *Writer) updateVisibleLinks(oldDir string, top map[string]bool) error {
-	for name := range top {
-		link := filepath.Join(w.root, name)
-		if _, err := os.Lstat(link); err == nil {
-			continue // already our symlink (checked before the swap)
-		}
-		if err := os.Symlink(path.Join(dataLink, name), link); err != nil {
-			return fmt.Errorf("link %s under %s: %w", name, w.root, err)
-		}
+	if err := w.linkMissing(top); err != nil {
+		return err
 	}
 	if oldDir == "" {
 		return nil
@@ -247,23 +272,29 @@ func (w *Writer) updateVisibleLinks(oldDir string, top map[string]bool) error {
 	return nil
 }
 
-// sameContent reports whether dir holds exactly files, byte for byte and mode for mode.
+// sameContent reports whether dir holds exactly files, byte for byte and mode for mode. Only
+// regular files count: a symlink or anything else planted in the live folder makes it differ,
+// and the next write replaces it without following it.
 func sameContent(dir string, files map[string]File) bool {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return false
+	}
+	defer root.Close()
 	seen := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		rel, _ := filepath.Rel(dir, p)
-		want, ok := files[filepath.ToSlash(rel)]
-		if !ok {
-			return errors.New("extra file")
+		want, ok := files[p]
+		if !ok || !d.Type().IsRegular() {
+			return errors.New("differs")
 		}
 		info, err := d.Info()
 		if err != nil || info.Mode().Perm() != want.Mode.Perm() || info.Size() != int64(len(want.Data)) {
 			return errors.New("differs")
 		}
-		got, err := os.ReadFile(p)
+		got, err := root.ReadFile(p)
 		if err != nil || !bytes.Equal(got, want.Data) {
 			return errors.New("differs")
 		}
@@ -273,11 +304,29 @@ func sameContent(dir string, files map[string]File) bool {
 	return err == nil && seen == len(files)
 }
 
-func writeFile(name string, f File) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+// writeSet writes files into dir and syncs it. Every path is resolved through an os.Root, so
+// a subfolder swapped for a symlink while the set is written cannot carry a write outside dir.
+func writeSet(dir string, files map[string]File) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
 		return err
 	}
-	fh, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, f.Mode.Perm())
+	defer root.Close()
+	for p, f := range files {
+		if err := writeFile(root, p, f); err != nil {
+			return fmt.Errorf("%q: %w", p, err)
+		}
+	}
+	return syncDir(dir)
+}
+
+func writeFile(root *os.Root, name string, f File) error {
+	if dir := path.Dir(name); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	fh, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, f.Mode.Perm())
 	if err != nil {
 		return err
 	}
@@ -294,6 +343,32 @@ func writeFile(name string, f File) error {
 		return err
 	}
 	return fh.Close()
+}
+
+func setSize(files map[string]File) int64 {
+	var n int64
+	for _, f := range files {
+		n += int64(len(f.Data))
+	}
+	return n
+}
+
+// withHint adds what to do about the disk errors a config root meets in practice: a volume
+// that is full, mounted read-only, or owned by another user.
+func withHint(err error, root string, need int64) error {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		needs := ""
+		if need > 0 {
+			needs = fmt.Sprintf(" the new config needs %d bytes besides the live one;", need)
+		}
+		return fmt.Errorf("%w:%s enlarge the volume under %s (an emptyDir's sizeLimit) or free space on it", err, needs, root)
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("%w: %s is mounted read-only; the reloader's volumeMount must be writable (readOnly: false)", err, root)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%w: the reloader's user may not write under %s; give the pod an fsGroup that owns the volume, or run the reloader as its owner", err, root)
+	}
+	return err
 }
 
 func syncDir(dir string) error {

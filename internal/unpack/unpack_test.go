@@ -96,7 +96,7 @@ func TestWrite(t *testing.T) {
 		_, err := w.Write(map[string]unpack.File{"a": file("A")})
 		require.NoError(t, err)
 		_, err = w.Write(map[string]unpack.File{"mine": file("X")})
-		require.ErrorContains(t, err, "was not written by configwave")
+		require.ErrorContains(t, err, "mine under "+root+" is a file that configwave did not write")
 		assert.Equal(t, "user", read(t, root, "mine"))
 		assert.Equal(t, "A", read(t, root, "a"), "last good set stays in place")
 	})

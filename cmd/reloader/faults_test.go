@@ -1,0 +1,185 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/testdisk"
+)
+
+// rootEntries lists the config root; after a failed write it must be exactly what it was
+// before: no half-made folder, no ..data_tmp.
+func rootEntries(t *testing.T, root string) []string {
+	t.Helper()
+	des, err := os.ReadDir(root)
+	require.NoError(t, err)
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	sort.Strings(names)
+	return names
+}
+
+// podEvent waits for a Warning Event with reason on the reloader's pod whose message contains
+// every part, and returns the message.
+func podEvent(t *testing.T, client kubernetes.Interface, ns, pod, reason string, parts ...string) string {
+	t.Helper()
+	var msg string
+	require.Eventually(t, func() bool {
+		evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		require.NoError(t, err)
+		for _, e := range evs.Items {
+			if e.Reason != reason || e.Type != "Warning" {
+				continue
+			}
+			all := true
+			for _, part := range parts {
+				all = all && strings.Contains(e.Message, part)
+			}
+			if all {
+				msg = e.Message
+				return true
+			}
+		}
+		return false
+	}, eventually, tick, "a %s Event on the pod containing %q", reason, parts)
+	return msg
+}
+
+// A full volume, a read-only volume and a config file the app replaced with a folder: each
+// gives a clear error (log, Event, not ready, metric), the last good config stays whole and
+// readable, nothing half-written is left, and the reloader applies the latest config by itself
+// once the disk is fixed.
+func TestDiskTrouble(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := testdisk.Tmpfs(t, "256k")
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1", "data": "d1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := newFakeApp(t, filepath.Join(root, "app.conf"))
+	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--configmap=app", "--configroot="+root,
+		"--reload-http="+app.url(), "--reload-retry-interval=500ms")
+	p.WaitReady(t)
+	healthy := rootEntries(t, root)
+	failures := 0.0
+	failed := func(step string) {
+		t.Helper()
+		failures++
+		require.Eventually(t, func() bool { return p.Metric(`configwave_reloader_reloads_total{result="write_failed"}`) >= failures }, eventually, tick, step)
+		assert.False(t, p.Ready(), "%s: not ready while the config cannot be written", step)
+		assert.Equal(t, healthy, rootEntries(t, root), "%s: nothing half-written is left", step)
+	}
+
+	t.Run("full volume", func(t *testing.T) {
+		patchData(t, client, ns, "app", `{"data":{"app.conf":"v2","data":"`+strings.Repeat("x", 400<<10)+`"}}`)
+		failed("full volume")
+		podEvent(t, client, ns, "app-0", "ConfigWriteFailed", "no space left on device", "enlarge the volume under "+root)
+		assert.Equal(t, "v1", readFile(root, "app.conf"), "the last good config stays")
+		assert.Equal(t, "d1", readFile(root, "data"))
+		assert.Empty(t, app.reloads(), "the app is not told about a config that is not on disk")
+
+		testdisk.Resize(t, root, "2m")
+		require.Eventually(t, p.Ready, eventually, tick, "retried without a new change once there is room")
+		require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
+		assert.Equal(t, "v2", app.reloads()[0])
+		healthy = rootEntries(t, root)
+	})
+
+	t.Run("read-only volume", func(t *testing.T) {
+		time.Sleep(2100 * time.Millisecond) // let the swapped-out folder's grace run out, so the next write would remove it
+		testdisk.ReadOnly(t, root, true)
+		patchData(t, client, ns, "app", `{"data":{"app.conf":"v3","data":"d3"}}`)
+		failed("read-only volume")
+		podEvent(t, client, ns, "app-0", "ConfigWriteFailed", "read-only file system", "volumeMount must be writable")
+		assert.Equal(t, "v2", readFile(root, "app.conf"))
+		assert.Len(t, app.reloads(), 1)
+
+		testdisk.ReadOnly(t, root, false)
+		require.Eventually(t, p.Ready, eventually, tick)
+		require.Eventually(t, func() bool { return len(app.reloads()) == 2 }, eventually, tick)
+		assert.Equal(t, "v3", app.reloads()[1])
+		assert.Equal(t, "d3", readFile(root, "data"))
+		healthy = rootEntries(t, root)
+	})
+
+	t.Run("a config file replaced by a folder", func(t *testing.T) {
+		require.NoError(t, os.Remove(filepath.Join(root, "app.conf")))
+		require.NoError(t, os.Mkdir(filepath.Join(root, "app.conf"), 0o755))
+		healthy = rootEntries(t, root)
+		patchData(t, client, ns, "app", `{"data":{"app.conf":"v4","data":"d4"}}`)
+		failed("file replaced by a folder")
+		podEvent(t, client, ns, "app-0", "ConfigWriteFailed", "app.conf under "+root+" is a folder that configwave did not write; move it away")
+		assert.Equal(t, "d3", readFile(root, "data"), "all or nothing: the other file keeps the last set")
+		assert.DirExists(t, filepath.Join(root, "app.conf"), "the app's folder is not removed")
+
+		require.NoError(t, os.Remove(filepath.Join(root, "app.conf")))
+		require.Eventually(t, p.Ready, eventually, tick)
+		require.Eventually(t, func() bool { return len(app.reloads()) == 3 }, eventually, tick)
+		assert.Equal(t, "v4", app.reloads()[2])
+		assert.Equal(t, "d4", readFile(root, "data"))
+	})
+	assert.False(t, p.Exited(), "disk trouble never stops the reloader")
+}
+
+// In subprocess mode the app starts only on a complete first config: a read-only root keeps it
+// from starting, with the reason in the log, until the root is writable.
+func TestSubprocessWaitsForAWritableRoot(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := testdisk.Tmpfs(t, "1m")
+	testdisk.ReadOnly(t, root, true)
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "app.out")
+	self, err := os.Executable()
+	require.NoError(t, err)
+	p := startReloader(t, []string{"CONFIGWAVE_TEST_APP=trap", "APP_OUT=" + out, "CONFIG_FILE=" + filepath.Join(root, "app.conf")},
+		"--configmap="+ns+"/app", "--configroot="+root, "--reload-retry-interval=500ms", "--", self)
+	require.Eventually(t, func() bool { return strings.Contains(p.Log(), "is mounted read-only") }, eventually, tick)
+	time.Sleep(time.Second)
+	assert.NoFileExists(t, out, "the app must not start without its config")
+	assert.False(t, p.Ready())
+
+	testdisk.ReadOnly(t, root, false)
+	require.Eventually(t, func() bool { b, _ := os.ReadFile(out); return string(b) == "start:v1\n" }, eventually, tick)
+	p.WaitReady(t)
+}
+
+// An app that leaves orphans behind: with --subreaper they are re-parented to the reloader,
+// and reaped when they exit, so no zombie is left.
+func TestSubprocessOrphansAreReaped(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	pidFile := filepath.Join(t.TempDir(), "orphan.pid")
+	self, err := os.Executable()
+	require.NoError(t, err)
+	p := startReloader(t, []string{"CONFIGWAVE_TEST_APP=trap", "APP_OUT=" + filepath.Join(t.TempDir(), "app.out"),
+		"CONFIG_FILE=" + filepath.Join(root, "app.conf"), "ORPHAN_PID_FILE=" + pidFile},
+		"--configmap="+ns+"/app", "--configroot="+root, "--subreaper", "--", self)
+	var orphan string
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(pidFile)
+		orphan = strings.TrimSpace(string(b))
+		return orphan != ""
+	}, eventually, tick)
+	status := func() string { b, _ := os.ReadFile("/proc/" + orphan + "/status"); return string(b) }
+	assert.Contains(t, status(), "\nPPid:\t"+strconv.Itoa(p.Cmd.Process.Pid)+"\n", "the orphan is the reloader's child now")
+	require.Eventually(t, func() bool { return status() == "" }, eventually, tick,
+		"the orphan exits after 2 s and must be reaped, not left a zombie: %s", status())
+	assert.False(t, p.Exited(), "an orphan's exit is not the app's exit")
+}
