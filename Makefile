@@ -14,8 +14,10 @@ TEST_TIMEOUT ?= 20m
 # "context deadline exceeded" at the boundary (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 20000x
 FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/source \
-	FuzzParseCodeSet:./internal/signal FuzzParseItem:./cmd/reloader FuzzParseHeader:./cmd/reloader \
-	FuzzParseExtra:./internal/rollout
+	FuzzParseCodeSet:./internal/signal FuzzParseSignal:./internal/signal \
+	FuzzReloaderFlags:./cmd/reloader FuzzParseItem:./cmd/reloader FuzzParseHeader:./cmd/reloader \
+	FuzzWaveFlags:./cmd/wave FuzzLayoutFiles:./internal/reload \
+	FuzzParseExtra:./internal/rollout FuzzParseInputs:./internal/rollout
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE   ?= configwave:$(VERSION)
@@ -65,7 +67,8 @@ test: lint controlplane $(HELM)
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
-	  $(GO) test -short -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
+	  $(GO) test -short -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || { \
+	    echo "A crasher is saved under $${t#*:}/testdata/fuzz/$${t%%:*}/: fix the bug and commit the file, so every go test replays it."; exit 1; }; \
 	done
 
 # A local control plane, wave and a reloader sidecar, one ConfigMap change, printed as it

@@ -193,7 +193,7 @@ func (o *options) check(app []string) (*config, error) {
 		}
 	}
 	if st, err := os.Stat(c.root); err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("--configroot=%s is not an existing folder: create it (an emptyDir volume in a pod)", c.root)
+		return nil, fmt.Errorf("--configroot=%q is not an existing folder: create it (an emptyDir volume in a pod)", c.root)
 	}
 
 	if c.reloadSig, err = signal.ParseSignal(o.reloadSignal); err != nil {
@@ -220,9 +220,13 @@ func (o *options) check(app []string) (*config, error) {
 }
 
 func (o *options) httpNotifier() (*signal.HTTP, error) {
+	// The URL may carry a password (http://user:pass@host/): it is shown redacted, or not at all.
 	u, err := url.Parse(o.reloadHTTP)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--reload-http=%q: give a full http:// or https:// URL, e.g. http://127.0.0.1:9090/-/reload", o.reloadHTTP)
+	if err != nil {
+		return nil, fmt.Errorf("--reload-http does not parse as a URL (not shown: it may hold a password); give a full http:// or https:// URL, e.g. http://127.0.0.1:9090/-/reload")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--reload-http=%q: give a full http:// or https:// URL, e.g. http://127.0.0.1:9090/-/reload", u.Redacted())
 	}
 	method := strings.ToUpper(o.reloadMethod)
 	if method == "" || strings.ContainsAny(method, " \t\r\n") {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -70,7 +72,7 @@ func TestFlags(t *testing.T) {
 		{name: "bad selector", args: []string{"--selector=a in (b"}, wantErr: "--selector="},
 		{name: "all-namespaces without selector", args: []string{"--configmap=a", "--all-namespaces"}, wantErr: "--all-namespaces applies to --selector only"},
 		{name: "once with an app", args: []string{"--configmap=a", "--once", "--", "app"}, wantErr: "--once unpacks and exits"},
-		{name: "missing configroot", args: []string{"--configmap=a", "--configroot=/does/not/exist"}, wantErr: "--configroot=/does/not/exist is not an existing folder"},
+		{name: "missing configroot", args: []string{"--configmap=a", "--configroot=/does/not/exist"}, wantErr: `--configroot="/does/not/exist" is not an existing folder`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,6 +100,75 @@ func containsPrefix(args []string, p string) bool {
 		}
 	}
 	return false
+}
+
+// Every flag value is untrusted text from a manifest: whatever the command line, parsing never
+// panics, an error is one line that names a flag, and neither a header value nor a URL's
+// password is ever repeated in it.
+func FuzzReloaderFlags(f *testing.F) {
+	root := f.TempDir()
+	for _, s := range []string{
+		"--configmap=ns/app\n--reload-http=http://127.0.0.1:9090/-/reload",
+		"--configmap=Bad_Name",
+		"--secret=a/b/c\n--configroot=/nope\nmore",
+		"--selector=app in (a,b)\n--selector-kind=both\n--all-namespaces",
+		"--configmap=a\n--reload-http=http://user:hunter2@127.0.0.1/\n--reload-http-method=GET POST",
+		"--configmap=a\n--reload-http=ftp://user:hunter2@host/",
+		"--configmap=a\n--reload-http=http://127.0.0.1/\n--reload-http-header=X-Token hunter2",
+		"--configmap=a\n--items=k=../x\n--items=k=y",
+		"--configmap=a\n--file-mode=0200\n--secret-file-mode=9",
+		"--configmap=a\n--reload-signal=KILL\n--once\n--\napp",
+		"--configmap=a\n--debounce=-1s\n--shutdown-grace=0s",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Split(line, "\n")
+		if !hasFlag(args, "--configroot") {
+			args = append([]string{"--configroot=" + root}, args...)
+		}
+		var o options
+		fs := newFlagSet(&o)
+		fs.SetOutput(io.Discard)
+		if err := fs.Parse(args); err != nil {
+			assert.NotContains(t, err.Error(), "\n", "one line")
+			return
+		}
+		_, err := o.check(fs.Args())
+		if err == nil {
+			return
+		}
+		msg := err.Error()
+		assert.NotContains(t, msg, "\n", "one line")
+		assert.Contains(t, msg, "--")
+		for _, secret := range secretsIn(o) {
+			assert.NotContains(t, msg, secret, "a header value or a URL password was repeated")
+		}
+	})
+}
+
+// secretsIn returns the header values and URL password of o that are long enough, and rare
+// enough in the rest of the command line, to be told apart in an error.
+func secretsIn(o options) []string {
+	var out []string
+	for _, h := range o.reloadHeaders {
+		if _, v, ok := strings.Cut(h, ":"); ok {
+			out = append(out, strings.TrimSpace(v))
+		}
+	}
+	if u, err := url.Parse(o.reloadHTTP); err == nil {
+		if p, ok := u.User.Password(); ok {
+			out = append(out, p)
+		}
+	}
+	others := strings.Join(append(append([]string{o.configRoot, o.reloadMethod, o.selector}, o.configMaps...), o.secrets...), " ")
+	kept := out[:0]
+	for _, s := range out {
+		if len(s) >= 6 && !strings.Contains(others, s) && !strings.Contains("--reload-http-header --reload-http configmap secret", s) {
+			kept = append(kept, s)
+		}
+	}
+	return kept
 }
 
 func FuzzParseItem(f *testing.F) {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,7 +46,7 @@ func TestFlags(t *testing.T) {
 		{name: "sync period too short", args: []string{"--sync-period=10ms"}, wantErr: "--sync-period=10ms"},
 		{name: "no workers", args: []string{"--workers=0"}, wantErr: "--workers=0"},
 		{name: "lease timing", args: []string{"--leader-election", "--leader-election-renew-deadline=20s"}, wantErr: "lease-duration > --leader-election-renew-deadline"},
-		{name: "missing hash key file", args: []string{"--hash-key-file=/does/not/exist"}, wantErr: "--hash-key-file=/does/not/exist"},
+		{name: "missing hash key file", args: []string{"--hash-key-file=/does/not/exist"}, wantErr: `--hash-key-file="/does/not/exist": open /does/not/exist: no such file or directory (mount a Secret's key there)`},
 		{name: "lease name", args: []string{"--leader-election", "--leader-election-id=Bad Name"}, wantErr: "--leader-election-id"},
 	}
 	for _, tt := range tests {
@@ -65,10 +68,11 @@ func TestFlags(t *testing.T) {
 
 func TestHashKeyFile(t *testing.T) {
 	dir := t.TempDir()
-	short, long := filepath.Join(dir, "short"), filepath.Join(dir, "long")
+	short, long, huge := filepath.Join(dir, "short"), filepath.Join(dir, "long"), filepath.Join(dir, "huge")
 	require.NoError(t, os.WriteFile(short, []byte("abc\n"), 0o600))
 	require.NoError(t, os.WriteFile(long, []byte("0123456789abcdef0123\n"), 0o600))
-	for path, want := range map[string]string{short: "use at least 16 random bytes", long: ""} {
+	require.NoError(t, os.WriteFile(huge, bytes.Repeat([]byte("abc"), 10000), 0o600))
+	for path, want := range map[string]string{short: "use at least 16 random bytes", long: "", huge: "the file is larger than 4096 bytes; is it the key?"} {
 		var o options
 		require.NoError(t, newFlagSet(&o).Parse([]string{"--hash-key-file=" + path}))
 		c, err := o.check()
@@ -87,4 +91,33 @@ func TestInvalidFlagsExit2(t *testing.T) {
 	assert.Equal(t, 2, runMain([]string{"--hash-format=md5"}))
 	assert.Equal(t, 2, runMain([]string{"extra-arg"}))
 	assert.Equal(t, 0, runMain([]string{"--version"}))
+}
+
+// Every flag value is untrusted text from a manifest: whatever the command line, parsing never
+// panics, and an error is one line that names a flag.
+func FuzzWaveFlags(f *testing.F) {
+	for _, s := range []string{
+		"--namespaces=a,b\n--label-selector=app in (x,y)",
+		"--namespaces=Bad_NS",
+		"--hash-format=md5",
+		"--sync-period=0s\n--workers=0",
+		"--leader-election\n--leader-election-id=UPPER",
+		"--label-selector=a!=\n",
+		"--hash-key-file=/dev/null",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		var o options
+		fs := newFlagSet(&o)
+		fs.SetOutput(io.Discard)
+		if err := fs.Parse(strings.Split(line, "\n")); err != nil {
+			assert.NotContains(t, err.Error(), "\n", "one line")
+			return
+		}
+		if _, err := o.check(); err != nil {
+			assert.NotContains(t, err.Error(), "\n", "one line")
+			assert.Contains(t, err.Error(), "--")
+		}
+	})
 }

@@ -5,9 +5,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -156,12 +158,12 @@ func (o *options) check() (*config, error) {
 		return nil, err
 	}
 	if o.hashKeyFile != "" {
-		key, err := os.ReadFile(o.hashKeyFile)
+		key, err := readKey(o.hashKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("--hash-key-file=%s: %w (mount a Secret's key there)", o.hashKeyFile, err)
+			return nil, fmt.Errorf("--hash-key-file=%q: %w", o.hashKeyFile, err)
 		}
-		if c.hashKey = []byte(strings.TrimSpace(string(key))); len(c.hashKey) < 16 {
-			return nil, fmt.Errorf("--hash-key-file=%s: the key has %d bytes; use at least 16 random bytes (e.g. head -c 32 /dev/urandom | base64)", o.hashKeyFile, len(c.hashKey))
+		if c.hashKey = key; len(c.hashKey) < 16 {
+			return nil, fmt.Errorf("--hash-key-file=%q: the key has %d bytes; use at least 16 random bytes (e.g. head -c 32 /dev/urandom | base64)", o.hashKeyFile, len(c.hashKey))
 		}
 	}
 	switch {
@@ -183,6 +185,27 @@ func (o *options) check() (*config, error) {
 		}
 	}
 	return c, nil
+}
+
+// maxKeySize bounds what --hash-key-file reads: a key is a few dozen bytes, and a wrong path
+// (a log, /dev/zero) must not be read into memory.
+const maxKeySize = 4096
+
+// readKey reads the HMAC key; surrounding whitespace (a trailing newline) is not part of it.
+func readKey(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w (mount a Secret's key there)", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxKeySize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxKeySize {
+		return nil, fmt.Errorf("the file is larger than %d bytes; is it the key?", maxKeySize)
+	}
+	return bytes.TrimSpace(b), nil
 }
 
 func runWave(cfg *config) error {

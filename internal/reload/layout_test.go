@@ -1,6 +1,7 @@
 package reload
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -132,4 +133,30 @@ func TestKeyedHash(t *testing.T) {
 	assert.NotEqual(t, plain, keyed, "a key changes the hash")
 	assert.Equal(t, keyed, KeyedHash([]byte("k1"), files), "and keeps it stable within a process")
 	assert.NotEqual(t, keyed, KeyedHash([]byte("k2"), files))
+}
+
+// Keys come from objects anyone with write access to a watched ConfigMap can shape, and items
+// from flags: whatever they are, Files never panics, every path it accepts stays inside the
+// root, and an error never repeats a value.
+func FuzzLayoutFiles(f *testing.F) {
+	f.Add("app.yaml", "b", "app.yaml", "conf/app.yaml", "obj", false)
+	f.Add("..data", "a/b", "x", "../x", "a", true)
+	f.Add("a", "a", "", "", "..", true)
+	f.Fuzz(func(t *testing.T, key1, key2, itemKey, itemPath, name string, perObject bool) {
+		const value = "\x01VALUE\x02"
+		if strings.Contains(key1+key2+itemKey+itemPath+name, "VALUE") {
+			t.Skip()
+		}
+		l := Layout{PerObject: perObject, ConfigMapMode: 0o644, SecretMode: 0o600, Items: map[string]string{itemKey: itemPath}}
+		objects := []source.Object{cm("ns", name, key1, value), secret("ns", name+"-s", key2, value)}
+		files, err := l.Files(objects)
+		if err != nil {
+			assert.NotContains(t, err.Error(), "VALUE")
+			return
+		}
+		for p, f := range files {
+			require.NoError(t, unpack.ValidatePath(p), "accepted path %q", p)
+			assert.Equal(t, value, string(f.Data))
+		}
+	})
 }

@@ -256,16 +256,16 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		return ResultBaseline, c.patch(ctx, w, "baseline", in.Value, "", "")
 	}
 
-	changed := Changed(ParseInputs(recorded), in.Objects)
+	what := DescribeChanged(Changed(ParseInputs(recorded), in.Objects))
 	if !hasRecord {
-		changed = []string{"config-hash annotation differs from the current config"}
+		what = "config-hash annotation differs from the current config"
 	}
-	msg := fmt.Sprintf("%s changed; rolling out (config hash %s)", strings.Join(changed, ", "), short(hash))
+	msg := fmt.Sprintf("%s changed; rolling out (config hash %s)", what, short(hash))
 	if c.DryRun {
 		msg = "dry run: would roll: " + msg
 	}
 	c.Recorder.Event(w.Object, corev1.EventTypeNormal, "ConfigChanged", msg)
-	klog.InfoS("config changed; rolling out", "workload", w.String(), "changed", changed, "hash", hash, "dryRun", c.DryRun)
+	klog.InfoS("config changed; rolling out", "workload", w.String(), "changed", what, "hash", hash, "dryRun", c.DryRun)
 	return ResultRolled, c.patch(ctx, w, "rollout", in.Value, hash, inputsHash(in.Value))
 }
 

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // digestedMark, in GenerateName (unused on a stored object), marks an object the informer
@@ -190,6 +191,50 @@ func Changed(before, after map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// maxNamedChanges bounds the names in an Event: a workload may reference hundreds of objects.
+const maxNamedChanges = 5
+
+// DescribeChanged lists the changed entries for an Event or a log line. Names come from the
+// recorded annotation too, which anyone who may edit the workload can write, so an entry that
+// is not of the form InputsOf writes is not repeated, and the list is bounded.
+func DescribeChanged(changed []string) string {
+	named := make([]string, 0, maxNamedChanges)
+	others := 0
+	for _, name := range changed {
+		if len(named) < maxNamedChanges && validEntryName(name) {
+			named = append(named, name)
+		} else {
+			others++
+		}
+	}
+	switch {
+	case len(named) == 0 && others == 0:
+		return "the inputs record"
+	case len(named) == 0:
+		return fmt.Sprintf("%d entries of the inputs record", others)
+	case others > 0:
+		return fmt.Sprintf("%s and %d more", strings.Join(named, ", "), others)
+	}
+	return strings.Join(named, ", ")
+}
+
+// validEntryName accepts "configmap/NAME", "secret/NAME" and the same with "NS/" before NAME,
+// with Kubernetes object names.
+func validEntryName(entry string) bool {
+	kind, rest, ok := strings.Cut(entry, "/")
+	if !ok || (kind != "configmap" && kind != "secret") {
+		return false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) > 2 {
+		return false
+	}
+	if len(parts) == 2 && len(validation.IsDNS1123Label(parts[0])) > 0 {
+		return false
+	}
+	return len(validation.IsDNS1123Subdomain(parts[len(parts)-1])) == 0
 }
 
 // String for logs.

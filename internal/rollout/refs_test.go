@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"sort"
 	"strings"
 	"testing"
 
@@ -240,6 +241,49 @@ func TestInputsOf(t *testing.T) {
 	// Other namespaces are spelled out.
 	assert.Equal(t, "configmap/other/x=absent", InputsOf("ns", Uses{{ConfigMap, "other", "x"}: {AllKeys: true}}, digests).Value)
 	assert.Equal(t, []string{"configmap/a", "configmap/b"}, Changed(map[string]string{"configmap/a": "1", "configmap/b": "2"}, map[string]string{"configmap/a": "3"}))
+}
+
+func TestDescribeChanged(t *testing.T) {
+	for _, tc := range []struct {
+		changed []string
+		want    string
+	}{
+		{[]string{"configmap/a"}, "configmap/a"},
+		{[]string{"configmap/a", "secret/other/b"}, "configmap/a, secret/other/b"},
+		{[]string{"configmap/a", "configmap/b", "configmap/c", "configmap/d", "configmap/e", "configmap/f", "configmap/g"}, "configmap/a, configmap/b, configmap/c, configmap/d, configmap/e and 2 more"},
+		// Entries only in a hand-edited record are counted, never repeated into an Event.
+		{[]string{"configmap/a", "<script>", "configmap/UPPER", "pod/x", "configmap/a/b/c"}, "configmap/a and 4 more"},
+		{[]string{strings.Repeat("x", 5000)}, "1 entries of the inputs record"},
+		{nil, "the inputs record"},
+	} {
+		assert.Equal(t, tc.want, DescribeChanged(tc.changed), "%q", tc.changed)
+	}
+}
+
+// The inputs record is read back from the workload's annotations, which anyone who may edit
+// the workload can write.
+func FuzzParseInputs(f *testing.F) {
+	f.Add("configmap/a=0123456789abcdef,secret/other/b=absent", "configmap/a=fedcba9876543210")
+	f.Add("", "=")
+	f.Add(",,,=,==", "configmap/a==x")
+	f.Fuzz(func(t *testing.T, recorded, current string) {
+		before, after := ParseInputs(recorded), ParseInputs(current)
+		for name, d := range before {
+			assert.Contains(t, recorded, name+"="+d)
+		}
+		changed := Changed(before, after)
+		assert.True(t, sort.StringsAreSorted(changed))
+		if recorded == current {
+			assert.Empty(t, changed)
+		}
+		msg := DescribeChanged(changed)
+		assert.LessOrEqual(t, len(msg), maxNamedChanges*(len("configmap/")+63+1+253+2)+40, "an Event message stays bounded")
+		for _, part := range strings.Split(strings.SplitN(msg, " and ", 2)[0], ", ") {
+			if strings.Contains(part, "/") {
+				assert.True(t, validEntryName(part), "only well-formed names reach an Event: %q", part)
+			}
+		}
+	})
 }
 
 func TestIndex(t *testing.T) {

@@ -171,21 +171,26 @@ func (c *Child) Pid() int { return c.cmd.Process.Pid }
 // Exited receives the app's exit once.
 func (c *Child) Exited() <-chan Exit { return c.exit }
 
-// ParseSignal accepts HUP, SIGHUP, hup or a number.
+// ParseSignal accepts HUP, SIGHUP, hup or a number, of a signal the app can catch.
 func ParseSignal(s string) (syscall.Signal, error) {
+	var sig syscall.Signal
 	if n, err := strconv.Atoi(s); err == nil {
 		if n <= 0 || n > 64 {
 			return 0, fmt.Errorf("signal %q: number out of range 1-64", s)
 		}
-		return syscall.Signal(n), nil
+		sig = syscall.Signal(n)
+	} else {
+		name := strings.ToUpper(strings.TrimSpace(s))
+		if !strings.HasPrefix(name, "SIG") {
+			name = "SIG" + name
+		}
+		if sig = unix.SignalNum(name); sig == 0 {
+			return 0, fmt.Errorf("signal %q is not known; use a name such as HUP, USR1, TERM or a number", s)
+		}
 	}
-	name := strings.ToUpper(strings.TrimSpace(s))
-	if !strings.HasPrefix(name, "SIG") {
-		name = "SIG" + name
-	}
-	sig := unix.SignalNum(name)
-	if sig == 0 {
-		return 0, fmt.Errorf("signal %q is not known; use a name such as HUP, USR1, TERM or a number", s)
+	if sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
+		// Sent on every change, these would kill or freeze the app instead of reloading it.
+		return 0, fmt.Errorf("signal %q cannot be caught by the app; use one it handles, such as HUP or USR1", s)
 	}
 	return sig, nil
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +56,7 @@ func (h *HTTP) Notify(ctx context.Context) error {
 		tries++
 		last = h.try(ctx, method)
 		if last != nil {
-			klog.V(2).InfoS("reload request failed, will retry", "method", method, "url", h.URL, "try", tries, "err", last)
+			klog.V(2).InfoS("reload request failed, will retry", "method", method, "url", h.shownURL(), "try", tries, "err", last)
 		}
 		return last == nil, nil
 	})
@@ -63,10 +64,20 @@ func (h *HTTP) Notify(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case last != nil && (wait.Interrupted(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-		return fmt.Errorf("reload request %s %s failed after %d tries: %w%s", method, h.URL, tries, last, hint(last))
+		return fmt.Errorf("reload request %s %s failed after %d tries: %w%s", method, h.shownURL(), tries, last, hint(last))
 	default:
-		return fmt.Errorf("reload request %s %s: %w", method, h.URL, err)
+		return fmt.Errorf("reload request %s %s: %w", method, h.shownURL(), err)
 	}
+}
+
+// shownURL is the URL for logs, Events and errors, with any password replaced by "xxxxx"
+// (net/http strips it from its own errors the same way).
+func (h *HTTP) shownURL() string {
+	u, err := url.Parse(h.URL)
+	if err != nil {
+		return "(the --reload-http URL)"
+	}
+	return u.Redacted()
 }
 
 func (h *HTTP) try(ctx context.Context, method string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,6 +75,23 @@ func TestHTTPNotifyConnectionRefusedHint(t *testing.T) {
 	err := (&HTTP{URL: url, Backoff: fastBackoff}).Notify(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is the app listening on that address")
+}
+
+// A URL may carry basic-auth credentials; the password never reaches an error (and so never a
+// log line or an Event), for a failing status and for a refused connection.
+func TestHTTPNotifyNeverShowsTheURLPassword(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(401) }))
+	defer srv.Close()
+	withPassword := strings.Replace(srv.URL, "http://", "http://admin:hunter2@", 1) + "/-/reload"
+	err := (&HTTP{URL: withPassword, Backoff: fastBackoff}).Notify(context.Background())
+	require.ErrorContains(t, err, "401")
+	assert.Contains(t, err.Error(), "admin:xxxxx@")
+	assert.NotContains(t, err.Error(), "hunter2")
+
+	srv.Close()
+	err = (&HTTP{URL: withPassword, Backoff: fastBackoff}).Notify(context.Background())
+	require.ErrorContains(t, err, "is the app listening on that address")
+	assert.NotContains(t, err.Error(), "hunter2")
 }
 
 func TestHTTPNotifyStopsWithContext(t *testing.T) {
