@@ -160,3 +160,90 @@ func TestWatchExpiryRelists(t *testing.T) {
 	assert.Contains(t, p.Log(), "too old resource version", "a watch must have come back with 410 Gone")
 	assert.False(t, p.Exited())
 }
+
+// Two replicas; the leader is SIGKILLed in the middle of a burst of changes, so some of them
+// reach it and some arrive while nobody leads. The standby takes the Lease once it expires and
+// every change is applied exactly once: no workload rolls twice for one change, none is lost.
+func TestLeaderKilledMidBurst(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	const workloads = 6
+	for i := range workloads {
+		createCM(t, client, ns, fmt.Sprintf("cm-%d", i), map[string]string{"a": "0"})
+		d := deployment(ns, fmt.Sprintf("app-%d", i), withEnvKey(fmt.Sprintf("cm-%d", i), "a"))
+		d.Spec.Replicas = new(int32)
+		createDeployment(t, client, d)
+	}
+	const lease = 3 * time.Second
+	le := []string{"--leader-election", "--leader-election-namespace=" + ns, "--leader-election-lease-duration=" + lease.String(),
+		"--leader-election-renew-deadline=2s", "--leader-election-retry-period=500ms"}
+	leader := startWave(t, ns, le...)
+	require.Eventually(t, func() bool { return strings.Contains(leader.Log(), "became the leader") }, eventually, tick)
+	standby := startWave(t, ns, le...)
+	before := make([]string, workloads)
+	for i := range workloads {
+		before[i] = inputsHash(waitRecorded(t, client, ns, fmt.Sprintf("app-%d", i)))
+	}
+
+	// The burst: app-0 changes twice (once before the kill, once after), every other app once;
+	// the leader dies after the third change, with changes still coming.
+	changes := map[int]int{}
+	order := []int{0, 1, 2, 3, 4, 5, 0}
+	var killedAt time.Time
+	for n, i := range order {
+		patchCM(t, client, ns, fmt.Sprintf("cm-%d", i), fmt.Sprintf(`{"data":{"a":"%d"}}`, n+1))
+		changes[i]++
+		if n == 2 {
+			// app-0's first change must be applied before its second, or the two may
+			// legitimately merge into one rollout.
+			waitTemplateHashChange(t, client, ns, "app-0", before[0])
+			leader.Kill()
+			killedAt = time.Now()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return strings.Contains(standby.Log(), "became the leader") }, eventually, tick)
+	takeover := time.Since(killedAt)
+	t.Logf("standby led %s after the kill (lease %s)", takeover.Round(10*time.Millisecond), lease)
+	assert.Less(t, takeover, 2*lease, "the standby waits for the lease to expire, not much longer")
+
+	for i := range workloads {
+		name := fmt.Sprintf("app-%d", i)
+		want := fmt.Sprintf("%d", lastChange(order, i)+1)
+		require.Eventually(t, func() bool {
+			return configValueRolled(t, client, ns, name, want)
+		}, eventually, tick, "%s does not carry its last change", name)
+	}
+	settle(t, standby)
+	for i := range workloads {
+		name := fmt.Sprintf("app-%d", i)
+		assert.Len(t, replicaSets(t, client, ns, name), 1+changes[i], "%s: %d changes must give exactly %d rollouts", name, changes[i], changes[i])
+	}
+}
+
+func lastChange(order []int, i int) int {
+	last := -1
+	for n, j := range order {
+		if j == i {
+			last = n
+		}
+	}
+	return last
+}
+
+// configValueRolled reports whether the Deployment's template carries Wave's hash of its
+// ConfigMap as it is now, and the ConfigMap holds want.
+func configValueRolled(t *testing.T, client kubernetes.Interface, ns, name, want string) bool {
+	d := getDeployment(t, client, ns, name)
+	refs := rollout.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
+	var value string
+	h, err := rollout.WaveHash(rollout.HashWave, refs.Wave, func(r rollout.ObjectRef) (any, error) {
+		cm, err := client.CoreV1().ConfigMaps(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
+		if err == nil {
+			value = cm.Data["a"]
+		}
+		return cm, err
+	})
+	require.NoError(t, err)
+	return value == want && d.Spec.Template.Annotations[rollout.ConfigHashAnnotation] == h
+}
