@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -381,23 +383,62 @@ func TestRunsWithTheShippedResourceNameRole(t *testing.T) {
 	assert.NotContains(t, denied.Log(), "not-yours")
 }
 
-// Restarts the API server the package's tests share; it waits until the server is back, so the
-// tests after it run normally.
+// Restarts the API server the package's tests share, while changes keep coming; it waits until
+// the server is back, so the tests after it run normally.
 func TestZZAPIServerRestartMidRun(t *testing.T) {
+	changesAcrossAnOutage(t, func() { require.NoError(t, cluster.RestartAPIServer(ctx(t))) },
+		func(p *testcluster.Process, ns string) {
+			assert.GreaterOrEqual(t, p.Metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), float64(1))
+		})
+}
+
+// changesAcrossAnOutage patches a ConfigMap every 100 ms before, during and after outage: the
+// reloader must end on the value the API holds at the end, never reload an older value after a
+// newer one, and never exit.
+func changesAcrossAnOutage(t *testing.T, outage func(), after func(p *testcluster.Process, ns string)) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	root := t.TempDir()
-	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "0"}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
 	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
 	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
 	p.WaitReady(t)
 
-	require.NoError(t, cluster.RestartAPIServer(ctx(t)))
-	patchData(t, client, ns, "app", `{"data":{"app.yaml":"after-restart"}}`)
-	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick, "a change made after the restart must arrive")
-	assert.Equal(t, "after-restart", app.reloads()[0])
-	assert.GreaterOrEqual(t, p.Metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), float64(1))
+	stop := testcluster.KeepChanging(t, 100*time.Millisecond, func(n int) error {
+		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := client.CoreV1().ConfigMaps(ns).Patch(c, "app", types.MergePatchType, []byte(fmt.Sprintf(`{"data":{"app.yaml":"%d"}}`, n)), metav1.PatchOptions{})
+		return err
+	})
+	time.Sleep(time.Second)
+	outage()
+	require.Eventually(t, func() bool {
+		_, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), "app", metav1.GetOptions{})
+		return err == nil
+	}, eventually, 100*time.Millisecond, "the API server did not recover")
+	time.Sleep(time.Second) // changes after the recovery
+	tried, accepted := stop()
+
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), "app", metav1.GetOptions{})
+	require.NoError(t, err)
+	final := cm.Data["app.yaml"]
+	require.Eventually(t, func() bool {
+		r := app.reloads()
+		return len(r) > 0 && r[len(r)-1] == final
+	}, eventually, tick, "the last reload must be of the value the API holds (%s)", final)
+	assert.Equal(t, final, readFile(root, "app.yaml"))
+	reloads := app.reloads()
+	for i := 1; i < len(reloads); i++ {
+		prev, _ := strconv.Atoi(reloads[i-1])
+		cur, _ := strconv.Atoi(reloads[i])
+		assert.Greater(t, cur, prev, "reload %d went back from %s to %s", i, reloads[i-1], reloads[i])
+	}
+	t.Logf("%d changes tried, %d accepted by the API, %d reloads, final %s", tried, accepted, len(reloads), final)
+	assert.False(t, p.Exited(), "the reloader never exits for an outage")
+	if after != nil {
+		after(p, ns)
+	}
 }
 
 // No Secret value in any log line at --v=10, any Event, any metric or error: the run handles
@@ -475,27 +516,13 @@ func TestSubprocessAppIgnoringSignals(t *testing.T) {
 	assert.Contains(t, p.Log(), "did not exit within --shutdown-grace")
 }
 
-// etcd stopped for a few seconds and started again: a change made once it is back arrives.
+// etcd stopped for 3 s and started again while changes keep coming.
 func TestZZEtcdRestart(t *testing.T) {
-	client := adminClient(t)
-	ns := testcluster.Namespace(t, client)
-	root := t.TempDir()
-	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
-	require.NoError(t, err)
-	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
-	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
-	p.WaitReady(t)
-
-	cluster.StopEtcd()
-	time.Sleep(3 * time.Second)
-	require.NoError(t, cluster.StartEtcd(ctx(t)))
-	require.Eventually(t, func() bool {
-		_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "app", types.MergePatchType, []byte(`{"data":{"app.yaml":"after-etcd"}}`), metav1.PatchOptions{})
-		return err == nil
-	}, eventually, 100*time.Millisecond, "the API server did not recover")
-	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
-	assert.Equal(t, "after-etcd", app.reloads()[0])
-	assert.False(t, p.Exited())
+	changesAcrossAnOutage(t, func() {
+		cluster.StopEtcd()
+		time.Sleep(3 * time.Second)
+		require.NoError(t, cluster.StartEtcd(ctx(t)))
+	}, nil)
 }
 
 // A ConfigMap near the 1 MiB object limit, with many keys and binary data: byte-exact.

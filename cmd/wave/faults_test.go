@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -83,25 +84,51 @@ func TestKilledAtRandomPointsConvergesWithoutDoubleRollouts(t *testing.T) {
 	}
 }
 
-// etcd stopped for a few seconds and started again while wave runs: a change made once it is
-// back rolls the workload; wave never exits.
+// etcd stopped for 3 s and started again while changes keep coming: wave never exits, and
+// the workload ends on the config the API holds.
 func TestZZEtcdRestart(t *testing.T) {
+	changesAcrossAnOutage(t, func() {
+		cluster.StopEtcd()
+		time.Sleep(3 * time.Second)
+		require.NoError(t, cluster.StartEtcd(ctx(t)))
+	})
+}
+
+// changesAcrossAnOutage patches a ConfigMap every 300 ms before, during and after outage: the
+// Deployment must end with Wave's hash of the value the API holds at the end, no more
+// rollouts than accepted changes, and wave must never exit.
+func changesAcrossAnOutage(t *testing.T, outage func()) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
-	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+	createCM(t, client, ns, "cm", map[string]string{"a": "0"})
 	p := startWave(t, ns)
-	createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a")))
-	before := waitRecorded(t, client, ns, "app")
+	createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a"))) // one pod, run by kwok
+	waitRecorded(t, client, ns, "app")
 
-	cluster.StopEtcd()
-	time.Sleep(3 * time.Second)
-	require.NoError(t, cluster.StartEtcd(ctx(t)))
+	stop := testcluster.KeepChanging(t, 300*time.Millisecond, func(n int) error {
+		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := client.CoreV1().ConfigMaps(ns).Patch(c, "cm", types.MergePatchType, []byte(fmt.Sprintf(`{"data":{"a":"%d"}}`, n)), metav1.PatchOptions{})
+		return err
+	})
+	time.Sleep(time.Second)
+	outage()
 	require.Eventually(t, func() bool {
-		_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "cm", types.MergePatchType, []byte(`{"data":{"a":"2"}}`), metav1.PatchOptions{})
+		_, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), "cm", metav1.GetOptions{})
 		return err == nil
 	}, eventually, 100*time.Millisecond, "the API server did not recover")
-	waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
-	assert.False(t, p.Exited(), "wave survives an etcd restart")
+	time.Sleep(time.Second) // changes after the recovery
+	tried, accepted := stop()
+
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), "cm", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return configValueRolled(t, client, ns, "app", cm.Data["a"]) }, eventually, tick,
+		"the Deployment must carry the hash of the config the API holds (a=%s)", cm.Data["a"])
+	settle(t, p)
+	rss := replicaSets(t, client, ns, "app")
+	assert.LessOrEqual(t, len(rss), 1+accepted+1, "more rollouts than changes") // +1: a change that timed out may still have been stored
+	t.Logf("%d changes tried, %d accepted by the API, %d ReplicaSets", tried, accepted, len(rss))
+	assert.False(t, p.Exited(), "wave survives the outage")
 }
 
 // A workload that references 200 ConfigMaps: recorded, and one change among them rolls it once.

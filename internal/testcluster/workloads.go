@@ -99,3 +99,41 @@ func ReplicaSets(ctx context.Context, client kubernetes.Interface, d *appsv1.Dep
 	}
 	return owned, nil
 }
+
+// KeepChanging calls change(1), change(2), ... every interval in the background until stop is
+// called, so that a fault can be injected while changes keep coming. Errors are expected while
+// the control plane is down and only counted; a change that "failed" on a timeout may still
+// have been stored, so a test reads the final state back from the API. stop returns how many
+// changes were tried and how many returned no error, and stops the loop with the test too.
+func KeepChanging(t testing.TB, interval time.Duration, change func(n int) error) (stop func() (tried, ok int)) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	var tried, ok int // written by the loop, read after finished is closed
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			if change(n) == nil {
+				ok++
+			}
+			tried = n
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var once bool
+	stop = func() (int, int) {
+		if !once {
+			once = true
+			close(done)
+			<-finished
+		}
+		return tried, ok
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
