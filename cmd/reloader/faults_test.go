@@ -1,11 +1,16 @@
 package main
 
 import (
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,4 +187,59 @@ func TestSubprocessOrphansAreReaped(t *testing.T) {
 	require.Eventually(t, func() bool { return status() == "" }, eventually, tick,
 		"the orphan exits after 2 s and must be reaped, not left a zombie: %s", status())
 	assert.False(t, p.Exited(), "an orphan's exit is not the app's exit")
+}
+
+// The reload endpoint first refuses connections (the app is not up), then hangs past the
+// per-try timeout, then answers: the reloader retries with backoff, is not ready meanwhile,
+// and the app is finally told once the latest config is on disk; nothing is lost.
+func TestReloadEndpointRefusesThenHangsThenRecovers(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	addr := testcluster.FreeAddr(t) // nothing listens there yet
+	p := startReloader(t, nil, "--configmap=app", "--namespace="+ns, "--configroot="+root, "--reload-http=http://"+addr+"/-/reload",
+		"--reload-http-tries=2", "--reload-http-timeout=300ms", "--reload-retry-interval=500ms")
+	p.WaitReady(t)
+
+	patchData(t, client, ns, "app", `{"data":{"app.conf":"v2"}}`)
+	require.Eventually(t, func() bool { return strings.Contains(p.Log(), "is the app listening on that address") }, eventually, tick)
+	assert.False(t, p.Ready(), "not ready while the app cannot be told")
+	assert.Equal(t, "v2", readFile(root, "app.conf"), "the files are in place; only the notification is pending")
+
+	// The app comes up but hangs on reload requests for a while.
+	var hanging atomic.Bool
+	hanging.Store(true)
+	var mu sync.Mutex
+	var seen []string
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hanging.Load() {
+			select {
+			case <-r.Context().Done(): // the reloader gave up on this try
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		mu.Lock()
+		seen = append(seen, readFile(root, "app.conf"))
+		mu.Unlock()
+	}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	require.Eventually(t, func() bool { return strings.Contains(p.Log(), "deadline exceeded") }, eventually, tick,
+		"a try against the hanging endpoint is cut at --reload-http-timeout")
+	patchData(t, client, ns, "app", `{"data":{"app.conf":"v3"}}`)
+	require.Eventually(t, func() bool { return readFile(root, "app.conf") == "v3" }, eventually, tick)
+	assert.False(t, p.Ready())
+
+	hanging.Store(false)
+	require.Eventually(t, p.Ready, eventually, tick, "ready again once the app answers")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"v3"}, seen, "one reload, of the latest config")
+	assert.EqualValues(t, 1, p.Metric(`configwave_reloader_reloads_total{result="success"}`))
 }
