@@ -277,6 +277,9 @@ func TestAdoptsWaveHashWithoutRollout(t *testing.T) {
 	assert.Equal(t, gen, getDeployment(t, client, ns, "current").Generation, "no rollout after a restart")
 	assert.EqualValues(t, 2, p2.Metric(`configwave_wave_reconciles_total{result="unchanged"}`), "both workloads found unchanged after a restart")
 	assert.EqualValues(t, -1, p2.Metric(`configwave_wave_patches_total{kind="Deployment",type="rollout"}`))
+	for _, resource := range []string{"configmaps", "deployments"} {
+		assert.EqualValues(t, -1, p2.Metric(`configwave_wave_watch_restarts_total{resource="`+resource+`"}`), "first watches are not restarts")
+	}
 }
 
 func TestHashFormatV05AdoptsWave05Hash(t *testing.T) {
@@ -457,7 +460,10 @@ func TestLeaderElectionFailover(t *testing.T) {
 // Restarts the API server the package's tests share while changes keep coming; it waits until
 // the server is back, so the tests after it run normally.
 func TestZZAPIServerRestartMidRun(t *testing.T) {
-	changesAcrossAnOutage(t, func() { require.NoError(t, cluster.RestartAPIServer(ctx(t))) })
+	p := changesAcrossAnOutage(t, func() { require.NoError(t, cluster.RestartAPIServer(ctx(t))) })
+	for _, resource := range []string{"configmaps", "deployments"} {
+		assert.GreaterOrEqual(t, p.Metric(`configwave_wave_watch_restarts_total{resource="`+resource+`"}`), float64(1), "%s watch re-opened and counted", resource)
+	}
 }
 
 func TestLabelSelectorNarrowsWhatIsManaged(t *testing.T) {

@@ -97,7 +97,7 @@ func TestZZEtcdRestart(t *testing.T) {
 // changesAcrossAnOutage patches a ConfigMap every 300 ms before, during and after outage: the
 // Deployment must end with Wave's hash of the value the API holds at the end, no more
 // rollouts than accepted changes, and wave must never exit.
-func changesAcrossAnOutage(t *testing.T, outage func()) {
+func changesAcrossAnOutage(t *testing.T, outage func()) *testcluster.Process {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "cm", map[string]string{"a": "0"})
@@ -129,6 +129,7 @@ func changesAcrossAnOutage(t *testing.T, outage func()) {
 	assert.LessOrEqual(t, len(rss), 1+accepted+1, "more rollouts than changes") // +1: a change that timed out may still have been stored
 	t.Logf("%d changes tried, %d accepted by the API, %d ReplicaSets", tried, accepted, len(rss))
 	assert.False(t, p.Exited(), "wave survives the outage")
+	return p
 }
 
 // A workload that references 200 ConfigMaps: recorded, and one change among them rolls it once.
@@ -185,6 +186,7 @@ func TestWatchExpiryRelists(t *testing.T) {
 	}, eventually, 100*time.Millisecond)
 	waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
 	assert.Contains(t, p.Log(), "too old resource version", "a watch must have come back with 410 Gone")
+	assert.GreaterOrEqual(t, p.Metric(`configwave_wave_watch_restarts_total{resource="deployments"}`), float64(1), "the re-opened watch is counted")
 	assert.False(t, p.Exited())
 }
 

@@ -218,8 +218,13 @@ func runWave(cfg *config) error {
 		Name: "configwave_wave_api_requests_total",
 		Help: "Requests sent to the API server, by HTTP method (watches count once, when opened).",
 	}, []string{"method"})
-	reg.MustRegister(apiRequests)
+	watchRestarts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configwave_wave_watch_restarts_total",
+		Help: "Watches opened again (dropped connection, 410 Gone, API server restart, routine timeout), by resource.",
+	}, []string{"resource"})
+	reg.MustRegister(apiRequests, watchRestarts)
 	kubeclient.CountRequests(restCfg, func(m string) { apiRequests.WithLabelValues(m).Inc() })
+	kubeclient.CountWatchRestarts(restCfg, func(resource string) { watchRestarts.WithLabelValues(resource).Inc() })
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return fmt.Errorf("create the API client: %w", err)

@@ -5,6 +5,8 @@ package kubeclient
 import (
 	"fmt"
 	"net/http"
+	"path"
+	"sync"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -34,6 +36,30 @@ func CountRequests(cfg *rest.Config, count func(method string)) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			count(r.Method)
+			return rt.RoundTrip(r)
+		})
+	})
+}
+
+// CountWatchRestarts makes cfg report every watch it opens again to restarted, with the
+// resource (configmaps, deployments, ...): a watch on the same path and selectors after the
+// first one follows a dropped connection, a 410 Gone relist, an API server restart or the
+// server's routine timeout. The reloader counts the same thing on its own ListWatches.
+func CountWatchRestarts(cfg *rest.Config, restarted func(resource string)) {
+	var mu sync.Mutex
+	opened := map[string]bool{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if q := r.URL.Query(); q.Get("watch") == "true" || q.Get("watch") == "1" {
+				key := r.URL.Path + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector")
+				mu.Lock()
+				again := opened[key]
+				opened[key] = true
+				mu.Unlock()
+				if again {
+					restarted(path.Base(r.URL.Path))
+				}
+			}
 			return rt.RoundTrip(r)
 		})
 	})
