@@ -104,7 +104,8 @@ func reloaderPropagation(e *env, r *report) error {
 		return err
 	}
 	// The subprocess reloader's app is this binary in child mode (the variable passes through).
-	sub, err := startEnv(e.reloader, pw, []string{"CONFIGWAVE_BENCH_CHILD=1"}, append(common, "--configroot="+subRoot, "--", e.self)...)
+	// It says "start" once its handler is in place and we wait for that, so no startup grace.
+	sub, err := startEnv(e.reloader, pw, []string{"CONFIGWAVE_BENCH_CHILD=1"}, append(common, "--configroot="+subRoot, "--startup-grace=0", "--", e.self)...)
 	pw.Close()
 	if err != nil {
 		return err
@@ -129,7 +130,7 @@ func reloaderPropagation(e *env, r *report) error {
 			return err
 		}
 	}
-	// A HUP before the app installed its handler would kill it, as it would any app.
+	// Changes are measured from here: the app's handler is in place.
 	select {
 	case <-started:
 	case <-time.After(30 * time.Second):

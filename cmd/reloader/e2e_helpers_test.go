@@ -53,7 +53,8 @@ func TestMain(m *testing.M) {
 // "hup:<config>" on every SIGHUP, where <config> is the content of $CONFIG_FILE at that moment,
 // and exits $TERM_EXIT on SIGTERM, or $EXIT_NOW at once when set. With $ORPHAN_PID_FILE set
 // it first leaves an orphan behind: a shell that starts "sleep 2" in the background and exits,
-// writing the sleep's PID to that file.
+// writing the sleep's PID to that file. With $HANDLER_DELAY it appends "boot:<config>" and waits
+// that long before it installs its handlers, as a slow starter does.
 func testApp(mode string) int {
 	if code := os.Getenv("EXIT_NOW"); code != "" {
 		n, _ := strconv.Atoi(code)
@@ -79,6 +80,10 @@ func testApp(mode string) int {
 		signal.Ignore(syscall.SIGHUP, syscall.SIGTERM)
 		record("start")
 		select {}
+	}
+	if d, err := time.ParseDuration(os.Getenv("HANDLER_DELAY")); err == nil { // a slow starter
+		record("boot")
+		time.Sleep(d)
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM)

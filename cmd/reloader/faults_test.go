@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -242,4 +243,39 @@ func TestReloadEndpointRefusesThenHangsThenRecovers(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, []string{"v3"}, seen, "one reload, of the latest config")
 	assert.EqualValues(t, 1, p.Metric(`configwave_reloader_reloads_total{result="success"}`))
+}
+
+// A change that lands while the app is still starting: without a startup grace the reload
+// signal reaches the app before its handler and kills it (exit 129, as for any program); with
+// the default grace the signal waits, and the app reloads the new config.
+func TestSubprocessChangeWhileTheAppStarts(t *testing.T) {
+	for _, tc := range []struct {
+		grace    string
+		survives bool
+	}{{"--startup-grace=0", false}, {"--startup-grace=3s", true}} {
+		t.Run(tc.grace, func(t *testing.T) {
+			client := adminClient(t)
+			ns := testcluster.Namespace(t, client)
+			root := t.TempDir()
+			_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
+			require.NoError(t, err)
+			out := filepath.Join(t.TempDir(), "app.out")
+			self, err := os.Executable()
+			require.NoError(t, err)
+			p := startReloader(t, []string{"CONFIGWAVE_TEST_APP=trap", "APP_OUT=" + out, "CONFIG_FILE=" + filepath.Join(root, "app.conf"), "HANDLER_DELAY=2s"},
+				"--configmap="+ns+"/app", "--configroot="+root, "--debounce=0", tc.grace, "--", self)
+			lines := func() []string { b, _ := os.ReadFile(out); return strings.Fields(string(b)) }
+			require.Eventually(t, func() bool { return len(lines()) > 0 }, eventually, tick)
+			require.Equal(t, []string{"boot:v1"}, lines(), "the app is up but has no handler yet")
+			patchData(t, client, ns, "app", `{"data":{"app.conf":"v2"}}`)
+
+			if !tc.survives {
+				assert.Equal(t, 128+int(syscall.SIGHUP), p.Wait(t, eventually), "the early SIGHUP killed the app")
+				return
+			}
+			require.Eventually(t, func() bool { return len(lines()) == 3 }, eventually, tick)
+			assert.Equal(t, []string{"boot:v1", "start:v2", "hup:v2"}, lines(), "the app gets the signal once its handler is in place")
+			assert.False(t, p.Exited())
+		})
+	}
 }

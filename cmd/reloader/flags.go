@@ -49,6 +49,7 @@ type options struct {
 	once                bool
 	subreaper           bool
 	shutdownGrace       time.Duration
+	startupGrace        time.Duration
 	listenAddress       string
 	kubeconfig          string
 	version             bool
@@ -91,6 +92,7 @@ Flags:
 	fs.DurationVar(&o.debounce, "debounce", 100*time.Millisecond, "wait until changes stop for this long (at most 10 times it) and reload once; 0 reloads on every change.")
 	fs.BoolVar(&o.once, "once", false, "unpack once and exit, for an init container; a missing source is an error.")
 	fs.BoolVar(&o.subreaper, "subreaper", os.Getpid() == 1, "subprocess mode: adopt and reap orphaned processes of the app (on by default as PID 1).")
+	fs.DurationVar(&o.startupGrace, "startup-grace", 2*time.Second, "subprocess mode: no reload signal is sent sooner than this after the app starts; a change in the meantime is signalled when it runs out (an app that gets SIGHUP before it installs its handler dies of it).")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 25*time.Second, "subprocess mode: after forwarding SIGTERM, SIGINT or SIGQUIT, how long the app may take to exit before it is killed (keep it below the pod's terminationGracePeriodSeconds).")
 	fs.StringVar(&o.listenAddress, "listen-address", ":9533", "address of /healthz, /readyz and /metrics; empty disables them.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
@@ -102,22 +104,23 @@ Flags:
 
 // config is a checked command line.
 type config struct {
-	refs       []source.Ref
-	selector   *source.Selector
-	layout     reload.Layout
-	root       string
-	http       *signal.HTTP
-	reloadSig  syscall.Signal
-	app        []string // after --
-	validate   string
-	valTimeout time.Duration
-	debounce   time.Duration
-	retry      time.Duration
-	once       bool
-	subreaper  bool
-	grace      time.Duration
-	listen     string
-	kubeconfig string
+	refs         []source.Ref
+	selector     *source.Selector
+	layout       reload.Layout
+	root         string
+	http         *signal.HTTP
+	reloadSig    syscall.Signal
+	app          []string // after --
+	validate     string
+	valTimeout   time.Duration
+	debounce     time.Duration
+	retry        time.Duration
+	once         bool
+	subreaper    bool
+	grace        time.Duration
+	startupGrace time.Duration
+	listen       string
+	kubeconfig   string
 }
 
 // check turns options into a config; every error names the flag and what to do.
@@ -127,7 +130,7 @@ func (o *options) check(app []string) (*config, error) {
 		ns = source.DefaultNamespace()
 	}
 	c := &config{root: o.configRoot, app: app, validate: o.validateCommand, valTimeout: o.validateTimeout,
-		debounce: o.debounce, retry: o.retryInterval, once: o.once, subreaper: o.subreaper, grace: o.shutdownGrace, listen: o.listenAddress, kubeconfig: o.kubeconfig}
+		debounce: o.debounce, retry: o.retryInterval, once: o.once, subreaper: o.subreaper, grace: o.shutdownGrace, startupGrace: o.startupGrace, listen: o.listenAddress, kubeconfig: o.kubeconfig}
 	for _, s := range o.configMaps {
 		r, err := source.ParseRef(source.ConfigMap, s, ns)
 		if err != nil {
@@ -206,6 +209,9 @@ func (o *options) check(app []string) (*config, error) {
 	}
 	if o.once && (len(app) > 0 || o.reloadHTTP != "") {
 		return nil, fmt.Errorf("--once unpacks and exits; it takes no --reload-http and no command after --")
+	}
+	if o.startupGrace < 0 {
+		return nil, fmt.Errorf("--startup-grace=%s: must be 0 or more", o.startupGrace)
 	}
 	if o.shutdownGrace <= 0 {
 		return nil, fmt.Errorf("--shutdown-grace=%s: must be more than 0", o.shutdownGrace)

@@ -155,7 +155,7 @@ func run1(cfg *config) error {
 		g.Add(srv.Run, srv.Stop)
 	}
 	if len(cfg.app) > 0 {
-		sup := newSupervisor(reaper, cfg.app, cfg.reloadSig, cfg.grace)
+		sup := newSupervisor(reaper, cfg.app, cfg.reloadSig, cfg.startupGrace, cfg.grace)
 		r.OnFirstUnpack = func() (signal.Notifier, error) {
 			n, err := sup.start()
 			if err != nil || cfg.http != nil {
@@ -224,16 +224,17 @@ type supervisor struct {
 	reaper  *signal.Reaper
 	args    []string
 	sig     syscall.Signal
+	startup time.Duration // no reload signal sooner than this after the start
 	grace   time.Duration // how long the app may take to exit after a stop signal
 	started chan *signal.Child
 }
 
-func newSupervisor(r *signal.Reaper, args []string, sig syscall.Signal, grace time.Duration) *supervisor {
-	return &supervisor{reaper: r, args: args, sig: sig, grace: grace, started: make(chan *signal.Child, 1)}
+func newSupervisor(r *signal.Reaper, args []string, sig syscall.Signal, startup, grace time.Duration) *supervisor {
+	return &supervisor{reaper: r, args: args, sig: sig, startup: startup, grace: grace, started: make(chan *signal.Child, 1)}
 }
 
 func (s *supervisor) start() (signal.Notifier, error) {
-	c, err := signal.StartChild(s.reaper, s.args, s.sig)
+	c, err := signal.StartChild(s.reaper, s.args, s.sig, s.startup)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -133,15 +134,19 @@ func (r *Reaper) reap() {
 
 // Child is the supervised app of subprocess mode.
 type Child struct {
-	cmd  *exec.Cmd
-	exit <-chan Exit
-	sig  syscall.Signal
+	cmd        *exec.Cmd
+	exit       <-chan Exit
+	sig        syscall.Signal
+	signalFrom time.Time // no reload signal before this
 }
 
 // StartChild starts args as the app, with the reloader's stdio and environment, in its own
 // process group so that a signal meant for it reaches its whole group as a shell would deliver
-// it; reload is the signal Notify sends.
-func StartChild(r *Reaper, args []string, reload syscall.Signal) (*Child, error) {
+// it; reload is the signal Notify sends, never sooner than startupGrace after the start.
+//
+// Why the grace: most programs die of a SIGHUP that arrives before they install a handler, so a
+// change that lands while the app is still starting would kill it instead of reloading it.
+func StartChild(r *Reaper, args []string, reload syscall.Signal, startupGrace time.Duration) (*Child, error) {
 	if len(args) == 0 {
 		return nil, errors.New("no command after --")
 	}
@@ -151,11 +156,21 @@ func StartChild(r *Reaper, args []string, reload syscall.Signal) (*Child, error)
 	if err != nil {
 		return nil, fmt.Errorf("start the app %q: %w", args[0], err)
 	}
-	return &Child{cmd: cmd, exit: exit, sig: reload}, nil
+	return &Child{cmd: cmd, exit: exit, sig: reload, signalFrom: time.Now().Add(startupGrace)}, nil
 }
 
-// Notify sends the reload signal.
-func (c *Child) Notify(context.Context) error {
+// Notify sends the reload signal, after waiting out the rest of the startup grace.
+func (c *Child) Notify(ctx context.Context) error {
+	if wait := time.Until(c.signalFrom); wait > 0 {
+		klog.V(2).InfoS("app started moments ago; holding the reload signal until its startup grace is over", "wait", wait)
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if err := c.Signal(c.sig); err != nil {
 		return fmt.Errorf("send %s to the app (pid %d): %w", unix.SignalName(c.sig), c.cmd.Process.Pid, err)
 	}

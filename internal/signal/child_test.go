@@ -65,7 +65,7 @@ func startApp(t *testing.T, r *Reaper, mode string, env ...string) (*Child, stri
 	for i := 0; i+1 < len(env); i += 2 {
 		t.Setenv(env[i], env[i+1])
 	}
-	c, err := StartChild(r, []string{self}, syscall.SIGHUP)
+	c, err := StartChild(r, []string{self}, syscall.SIGHUP, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Signal(syscall.SIGKILL) })
 	return c, out
