@@ -313,11 +313,12 @@ func TestItemsPlaceKeysAtNestedPaths(t *testing.T) {
 	root := t.TempDir()
 	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "nginx", map[string]string{"nginx.conf": "events {}", "site": "server {}"}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
-	p := startReloader(t, nil, "--configmap="+ns+"/nginx", "--configroot="+root, "--items=site=conf.d/site.conf")
+	p := startReloader(t, nil, "--configmap="+ns+"/nginx", "--configroot="+root, "--items=site=conf.d/site.conf", "--items=stie=conf.d/typo.conf")
 	p.WaitReady(t)
 	assert.Equal(t, "events {}", readFile(root, "nginx.conf"))
 	assert.Equal(t, "server {}", readFile(root, "conf.d/site.conf"))
 	assert.NoFileExists(t, filepath.Join(root, "site"))
+	assert.Contains(t, p.Log(), `"warning: --items names keys that no source has; check their spelling" keys="stie"`)
 }
 
 func TestOnce(t *testing.T) {

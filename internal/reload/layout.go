@@ -72,6 +72,26 @@ func (l Layout) Files(objects []source.Object) (map[string]unpack.File, error) {
 	return files, nil
 }
 
+// UnusedItems lists the Items keys that no object has, sorted: most likely a misspelt key,
+// whose file the app will not find.
+func (l Layout) UnusedItems(objects []source.Object) []string {
+	var unused []string
+	for k := range l.Items {
+		found := false
+		for _, o := range objects {
+			if _, ok := o.Data[k]; ok {
+				found = true
+				break
+			}
+		}
+		if !found {
+			unused = append(unused, k)
+		}
+	}
+	sort.Strings(unused)
+	return unused
+}
+
 // validKey accepts a key that can be a file name of its own. The API server already limits
 // keys to [-._a-zA-Z0-9]+, but the reloader may face an older or more lenient server.
 func validKey(k string) error {

@@ -113,6 +113,12 @@ func TestLayoutFiles(t *testing.T) {
 	}
 }
 
+func TestUnusedItems(t *testing.T) {
+	l := Layout{Items: map[string]string{"nginx.conf": "a", "ngnix.conf": "b", "tls.key": "c"}}
+	assert.Equal(t, []string{"ngnix.conf"}, l.UnusedItems([]source.Object{cm("web", "app", "nginx.conf", "x"), secret("web", "tls", "tls.key", "k")}))
+	assert.Empty(t, Layout{}.UnusedItems([]source.Object{cm("web", "app", "a", "x")}))
+}
+
 func TestHash(t *testing.T) {
 	a := map[string]unpack.File{"a": {Data: []byte("1"), Mode: 0o644}, "b": {Data: []byte("2"), Mode: 0o644}}
 	same := map[string]unpack.File{"b": {Data: []byte("2"), Mode: 0o644}, "a": {Data: []byte("1"), Mode: 0o644}}

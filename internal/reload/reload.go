@@ -67,6 +67,7 @@ type Reloader struct {
 	liveHash     string // hash of the set under the root
 	rejectedHash string // last set the check rejected; not checked again until it changes
 	waitingFor   string // missing sources last logged
+	unusedItems  string // --items keys no source has, last logged
 }
 
 // Ready reports what /readyz serves: the first set is unpacked and the last reload worked.
@@ -186,6 +187,12 @@ func (r *Reloader) pass(ctx context.Context) (retry bool, err error) {
 	if err != nil {
 		r.fail(ResultInvalidConfig, "InvalidConfig", err)
 		return false, nil
+	}
+	if unused := strings.Join(r.Layout.UnusedItems(snap.Objects), ", "); unused != r.unusedItems {
+		r.unusedItems = unused
+		if unused != "" {
+			klog.InfoS("warning: --items names keys that no source has; check their spelling", "keys", unused)
+		}
 	}
 	hash := KeyedHash(r.HashKey, files)
 	if hash == r.rejectedHash {
