@@ -561,4 +561,17 @@ func TestSeveralNamespaces(t *testing.T) {
 	d := getDeployment(t, client, other, "app")
 	assert.NotContains(t, d.Annotations, rollout.InputsAnnotation, "a namespace outside --namespaces is never written to")
 	assert.Empty(t, d.Spec.Template.Annotations[rollout.ConfigHashAnnotation])
+
+	// An extra-configmaps entry in a namespace wave does not watch would always read as absent.
+	_, err := client.AppsV1().Deployments(a).Patch(ctx(t), "app", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"wave.pusher.com/extra-configmaps":"`+other+`/cm"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for _, e := range events(t, client, a, "app", "InvalidAnnotation") {
+			if strings.Contains(e.Message, "configmap "+other+"/cm is in a namespace wave does not watch") && strings.Contains(e.Message, "add "+other+" to wave's --namespaces") {
+				return true
+			}
+		}
+		return false
+	}, eventually, tick, "an Event says the entry's namespace is not watched")
 }

@@ -222,9 +222,17 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		return ResultIgnored, nil
 	}
 	refs := Extract(ns, w.Meta.Annotations, &w.Template.Spec)
-	c.index.Set(key, union(refs.Visible.Refs(), refs.Wave.Refs()))
+	all := union(refs.Visible.Refs(), refs.Wave.Refs())
+	c.index.Set(key, all)
 	for _, p := range refs.Problems {
 		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", p+"; the entry is skipped")
+	}
+	for _, r := range all {
+		if !c.Informers.Watches(r.Namespace) { // only an extra-* entry can name another namespace
+			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "InvalidAnnotation",
+				"%s %s/%s is in a namespace wave does not watch, so it always counts as absent: add %s to wave's --namespaces, or drop the entry",
+				strings.ToLower(string(r.Kind)), r.Namespace, r.Name, r.Namespace)
+		}
 	}
 
 	in := InputsOf(ns, refs.Visible, c.Informers.Digests)

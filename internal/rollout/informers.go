@@ -18,6 +18,7 @@ type Informers struct {
 	workloads map[WorkloadKind][]cache.SharedIndexInformer
 	configs   map[ConfigKind][]cache.SharedIndexInformer
 	factories []informers.SharedInformerFactory
+	watched   map[string]bool // namespaces; metav1.NamespaceAll for every one
 }
 
 // NewInformers prepares the informers; namespaces empty means every namespace. The digester
@@ -26,8 +27,9 @@ func NewInformers(client kubernetes.Interface, namespaces []string, workloadSele
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	inf := &Informers{workloads: map[WorkloadKind][]cache.SharedIndexInformer{}, configs: map[ConfigKind][]cache.SharedIndexInformer{}}
+	inf := &Informers{workloads: map[WorkloadKind][]cache.SharedIndexInformer{}, configs: map[ConfigKind][]cache.SharedIndexInformer{}, watched: map[string]bool{}}
 	for _, ns := range namespaces {
+		inf.watched[ns] = true
 		wf := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 				if workloadSelector != nil && !workloadSelector.Empty() {
@@ -44,6 +46,11 @@ func NewInformers(client kubernetes.Interface, namespaces []string, workloadSele
 		inf.factories = append(inf.factories, wf, cf)
 	}
 	return inf
+}
+
+// Watches reports whether the caches cover namespace: anything outside them reads as absent.
+func (inf *Informers) Watches(namespace string) bool {
+	return inf.watched[metav1.NamespaceAll] || inf.watched[namespace]
 }
 
 // Start runs the informers until ctx ends.
