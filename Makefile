@@ -9,7 +9,7 @@ HELM_VERSION := v4.3.1
 # A cold control-plane build takes ~10 minutes on 2 cores; the tests themselves far less.
 TEST_TIMEOUT ?= 20m
 
-# Each fuzz target runs briefly in every `make test`; `make fuzz FUZZTIME=10m` runs longer.
+# Each fuzz target runs briefly in every `make test`; `make fuzz FUZZTIME=500000x` runs longer.
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can report a spurious
 # "context deadline exceeded" at the boundary (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 20000x
