@@ -406,20 +406,10 @@ func changesAcrossAnOutage(t *testing.T, outage func(), after func(p *testcluste
 	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
 	p.WaitReady(t)
 
-	stop := testcluster.KeepChanging(t, 100*time.Millisecond, func(n int) error {
-		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
+	tried, accepted := testcluster.ChangesAcross(t, client, 100*time.Millisecond, func(c context.Context, n int) error {
 		_, err := client.CoreV1().ConfigMaps(ns).Patch(c, "app", types.MergePatchType, []byte(fmt.Sprintf(`{"data":{"app.yaml":"%d"}}`, n)), metav1.PatchOptions{})
 		return err
-	})
-	time.Sleep(time.Second)
-	outage()
-	require.Eventually(t, func() bool {
-		_, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), "app", metav1.GetOptions{})
-		return err == nil
-	}, eventually, 100*time.Millisecond, "the API server did not recover")
-	time.Sleep(time.Second) // changes after the recovery
-	tried, accepted := stop()
+	}, outage)
 
 	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), "app", metav1.GetOptions{})
 	require.NoError(t, err)

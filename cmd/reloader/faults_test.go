@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,20 +22,6 @@ import (
 	"github.com/configwave/configwave/internal/testcluster"
 	"github.com/configwave/configwave/internal/testdisk"
 )
-
-// rootEntries lists the config root; after a failed write it must be exactly what it was
-// before: no half-made folder, no ..data_tmp.
-func rootEntries(t *testing.T, root string) []string {
-	t.Helper()
-	des, err := os.ReadDir(root)
-	require.NoError(t, err)
-	var names []string
-	for _, de := range des {
-		names = append(names, de.Name())
-	}
-	sort.Strings(names)
-	return names
-}
 
 // podEvent waits for a Warning Event with reason on the reloader's pod whose message contains
 // every part, and returns the message.
@@ -78,14 +63,14 @@ func TestDiskTrouble(t *testing.T) {
 	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--configmap=app", "--configroot="+root,
 		"--reload-http="+app.url(), "--reload-retry-interval=500ms")
 	p.WaitReady(t)
-	healthy := rootEntries(t, root)
+	healthy := testdisk.Entries(t, root)
 	failures := 0.0
 	failed := func(step string) {
 		t.Helper()
 		failures++
 		require.Eventually(t, func() bool { return p.Metric(`configwave_reloader_reloads_total{result="write_failed"}`) >= failures }, eventually, tick, step)
 		assert.False(t, p.Ready(), "%s: not ready while the config cannot be written", step)
-		assert.Equal(t, healthy, rootEntries(t, root), "%s: nothing half-written is left", step)
+		assert.Equal(t, healthy, testdisk.Entries(t, root), "%s: nothing half-written is left", step)
 	}
 
 	t.Run("full volume", func(t *testing.T) {
@@ -100,7 +85,7 @@ func TestDiskTrouble(t *testing.T) {
 		require.Eventually(t, p.Ready, eventually, tick, "retried without a new change once there is room")
 		require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
 		assert.Equal(t, "v2", app.reloads()[0])
-		healthy = rootEntries(t, root)
+		healthy = testdisk.Entries(t, root)
 	})
 
 	t.Run("read-only volume", func(t *testing.T) {
@@ -117,13 +102,13 @@ func TestDiskTrouble(t *testing.T) {
 		require.Eventually(t, func() bool { return len(app.reloads()) == 2 }, eventually, tick)
 		assert.Equal(t, "v3", app.reloads()[1])
 		assert.Equal(t, "d3", readFile(root, "data"))
-		healthy = rootEntries(t, root)
+		healthy = testdisk.Entries(t, root)
 	})
 
 	t.Run("a config file replaced by a folder", func(t *testing.T) {
 		require.NoError(t, os.Remove(filepath.Join(root, "app.conf")))
 		require.NoError(t, os.Mkdir(filepath.Join(root, "app.conf"), 0o755))
-		healthy = rootEntries(t, root)
+		healthy = testdisk.Entries(t, root)
 		patchData(t, client, ns, "app", `{"data":{"app.conf":"v4","data":"d4"}}`)
 		failed("file replaced by a folder")
 		podEvent(t, client, ns, "app-0", "ConfigWriteFailed", "app.conf under "+root+" is a folder that configwave did not write; move it away")

@@ -105,20 +105,10 @@ func changesAcrossAnOutage(t *testing.T, outage func()) *testcluster.Process {
 	createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a"))) // one pod, run by kwok
 	waitRecorded(t, client, ns, "app")
 
-	stop := testcluster.KeepChanging(t, 300*time.Millisecond, func(n int) error {
-		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
+	tried, accepted := testcluster.ChangesAcross(t, client, 300*time.Millisecond, func(c context.Context, n int) error {
 		_, err := client.CoreV1().ConfigMaps(ns).Patch(c, "cm", types.MergePatchType, []byte(fmt.Sprintf(`{"data":{"a":"%d"}}`, n)), metav1.PatchOptions{})
 		return err
-	})
-	time.Sleep(time.Second)
-	outage()
-	require.Eventually(t, func() bool {
-		_, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), "cm", metav1.GetOptions{})
-		return err == nil
-	}, eventually, 100*time.Millisecond, "the API server did not recover")
-	time.Sleep(time.Second) // changes after the recovery
-	tried, accepted := stop()
+	}, outage)
 
 	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), "cm", metav1.GetOptions{})
 	require.NoError(t, err)

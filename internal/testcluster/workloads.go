@@ -100,12 +100,12 @@ func ReplicaSets(ctx context.Context, client kubernetes.Interface, d *appsv1.Dep
 	return owned, nil
 }
 
-// KeepChanging calls change(1), change(2), ... every interval in the background until stop is
+// keepChanging calls change(1), change(2), ... every interval in the background until stop is
 // called, so that a fault can be injected while changes keep coming. Errors are expected while
 // the control plane is down and only counted; a change that "failed" on a timeout may still
 // have been stored, so a test reads the final state back from the API. stop returns how many
 // changes were tried and how many returned no error, and stops the loop with the test too.
-func KeepChanging(t testing.TB, interval time.Duration, change func(n int) error) (stop func() (tried, ok int)) {
+func keepChanging(t testing.TB, interval time.Duration, change func(n int) error) (stop func() (tried, ok int)) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	var tried, ok int // written by the loop, read after finished is closed
@@ -136,4 +136,27 @@ func KeepChanging(t testing.TB, interval time.Duration, change func(n int) error
 	}
 	t.Cleanup(func() { stop() })
 	return stop
+}
+
+// ChangesAcross runs change(ctx, 1), change(ctx, 2), ... every interval from one second before
+// outage until one second after the API server answers again, and returns how many changes
+// were tried and how many the API accepted. Each change gets 2 s.
+func ChangesAcross(t testing.TB, client kubernetes.Interface, interval time.Duration, change func(ctx context.Context, n int) error, outage func()) (tried, accepted int) {
+	t.Helper()
+	stop := keepChanging(t, interval, func(n int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return change(ctx, n)
+	})
+	time.Sleep(time.Second)
+	outage()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the API server did not answer within a minute of the outage: %v", err)
+	}
+	time.Sleep(time.Second) // changes after the recovery
+	return stop()
 }

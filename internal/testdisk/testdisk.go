@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -53,4 +54,20 @@ func Resize(t testing.TB, dir, size string) {
 	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, "size="+size); err != nil {
 		t.Fatalf("resize %s to %s: %v", dir, size, err)
 	}
+}
+
+// Entries lists dir's names, sorted: after a failed write a config root must list exactly what
+// it did before, with no half-made folder left.
+func Entries(t testing.TB, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(des))
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	sort.Strings(names)
+	return names
 }

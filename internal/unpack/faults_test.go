@@ -3,7 +3,6 @@ package unpack_test
 import (
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -14,20 +13,6 @@ import (
 	"github.com/configwave/configwave/internal/testdisk"
 	"github.com/configwave/configwave/internal/unpack"
 )
-
-// entries lists the root: after any failed write it must hold only ..data, the live folder and
-// the user-visible names, never a half-made folder or a ..data_tmp link.
-func entries(t *testing.T, root string) []string {
-	t.Helper()
-	des, err := os.ReadDir(root)
-	require.NoError(t, err)
-	var names []string
-	for _, de := range des {
-		names = append(names, de.Name())
-	}
-	sort.Strings(names)
-	return names
-}
 
 func liveFolder(t *testing.T, root string) string {
 	t.Helper()
@@ -42,7 +27,7 @@ func TestFullDisk(t *testing.T) {
 	v1 := map[string]unpack.File{"app.conf": file("v1"), "sub/extra": file("e1")}
 	_, err := w.Write(v1)
 	require.NoError(t, err)
-	before := entries(t, root)
+	before := testdisk.Entries(t, root)
 
 	big := map[string]unpack.File{"app.conf": file("v2"), "sub/extra": file(strings.Repeat("x", 200<<10))}
 	_, err = w.Write(big)
@@ -52,7 +37,7 @@ func TestFullDisk(t *testing.T) {
 	assert.ErrorContains(t, err, "enlarge the volume under "+root)
 	assert.Equal(t, "v1", read(t, root, "app.conf"), "the last good set stays readable")
 	assert.Equal(t, "e1", read(t, root, "sub/extra"))
-	assert.Equal(t, before, entries(t, root), "no partial folder or link is left")
+	assert.Equal(t, before, testdisk.Entries(t, root), "no partial folder or link is left")
 
 	testdisk.Resize(t, root, "1m")
 	changed, err := w.Write(big)
@@ -66,7 +51,7 @@ func TestReadOnlyRoot(t *testing.T) {
 	w := unpack.New(root)
 	_, err := w.Write(map[string]unpack.File{"app.conf": file("v1")})
 	require.NoError(t, err)
-	before := entries(t, root)
+	before := testdisk.Entries(t, root)
 
 	testdisk.ReadOnly(t, root, true)
 	_, err = w.Write(map[string]unpack.File{"app.conf": file("v2")})
@@ -74,7 +59,7 @@ func TestReadOnlyRoot(t *testing.T) {
 	assert.ErrorContains(t, err, "read-only file system")
 	assert.ErrorContains(t, err, root+" is mounted read-only; the reloader's volumeMount must be writable")
 	assert.Equal(t, "v1", read(t, root, "app.conf"))
-	assert.Equal(t, before, entries(t, root))
+	assert.Equal(t, before, testdisk.Entries(t, root))
 
 	testdisk.ReadOnly(t, root, false)
 	changed, err := w.Write(map[string]unpack.File{"app.conf": file("v2")})
@@ -91,13 +76,13 @@ func TestNameReplacedByTheApp(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.Remove(filepath.Join(root, "app.conf")))
 		require.NoError(t, os.Mkdir(filepath.Join(root, "app.conf"), 0o755))
-		before := entries(t, root)
+		before := testdisk.Entries(t, root)
 
 		_, err = w.Write(map[string]unpack.File{"app.conf": file("v2"), "other": file("o2")})
 		require.EqualError(t, err, "app.conf under "+root+" is a folder that configwave did not write; move it away or choose another --configroot")
 		assert.Equal(t, "o1", read(t, root, "other"), "all or nothing: the other file keeps the last set")
 		assert.DirExists(t, filepath.Join(root, "app.conf"), "the app's folder is never removed")
-		assert.Equal(t, before, entries(t, root))
+		assert.Equal(t, before, testdisk.Entries(t, root))
 
 		require.NoError(t, os.Remove(filepath.Join(root, "app.conf")))
 		_, err = w.Write(map[string]unpack.File{"app.conf": file("v2"), "other": file("o2")})
