@@ -212,6 +212,8 @@ func DescribeChanged(changed []string) string {
 	switch {
 	case len(named) == 0 && others == 0:
 		return "the inputs record"
+	case len(named) == 0 && others == 1:
+		return "an entry of the inputs record"
 	case len(named) == 0:
 		return fmt.Sprintf("%d entries of the inputs record", others)
 	case others > 0:

@@ -253,7 +253,8 @@ func TestDescribeChanged(t *testing.T) {
 		{[]string{"configmap/a", "configmap/b", "configmap/c", "configmap/d", "configmap/e", "configmap/f", "configmap/g"}, "configmap/a, configmap/b, configmap/c, configmap/d, configmap/e and 2 more"},
 		// Entries only in a hand-edited record are counted, never repeated into an Event.
 		{[]string{"configmap/a", "<script>", "configmap/UPPER", "pod/x", "configmap/a/b/c"}, "configmap/a and 4 more"},
-		{[]string{strings.Repeat("x", 5000)}, "1 entries of the inputs record"},
+		{[]string{strings.Repeat("x", 5000)}, "an entry of the inputs record"},
+		{[]string{"x", "y"}, "2 entries of the inputs record"},
 		{nil, "the inputs record"},
 	} {
 		assert.Equal(t, tc.want, DescribeChanged(tc.changed), "%q", tc.changed)
