@@ -266,3 +266,32 @@ func configValueRolled(t *testing.T, client kubernetes.Interface, ns, name, want
 	require.NoError(t, err)
 	return value == want && d.Spec.Template.Annotations[rollout.ConfigHashAnnotation] == h
 }
+
+// A ConfigMap deleted while a Deployment uses it: an Event, and no rollout (new pods could not
+// start without it); recreated with the same data, nothing rolls; a real change then rolls once.
+func TestConfigMapDeletedWhileInUse(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+	p := startWave(t, ns)
+	createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a")))
+	before := waitRecorded(t, client, ns, "app")
+
+	require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), "cm", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "app", "ConfigMissing")) > 0 }, eventually, tick)
+	settle(t, p)
+	assert.Equal(t, before.Generation, getDeployment(t, client, ns, "app").Generation, "no rollout while the ConfigMap is gone")
+
+	unchanged := p.Metric(`configwave_wave_reconciles_total{result="unchanged"}`)
+	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+	waitUnchangedAbove(t, p, unchanged) // wave saw it back, and found the recorded inputs again
+	settle(t, p)
+	assert.Equal(t, before.Generation, getDeployment(t, client, ns, "app").Generation, "the same data back: the pods already run it")
+	assert.Len(t, replicaSets(t, client, ns, "app"), 1)
+
+	patchCM(t, client, ns, "cm", `{"data":{"a":"2"}}`)
+	waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
+	settle(t, p)
+	assert.Len(t, replicaSets(t, client, ns, "app"), 2)
+	assert.False(t, p.Exited())
+}
