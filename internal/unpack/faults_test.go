@@ -188,6 +188,23 @@ func TestSymlinkSwapsInASharedRoot(t *testing.T) {
 		require.EqualError(t, err, "sub under "+root+" is a symlink that configwave did not write; move it away or choose another --configroot")
 		untouched(t, outside)
 	})
+	t.Run("the live folder itself", func(t *testing.T) {
+		root, outside, w := setup(t)
+		live := filepath.Join(root, liveFolder(t, root))
+		require.NoError(t, os.RemoveAll(live))
+		require.NoError(t, os.Symlink(outside, live))
+
+		// outside holds x = "keep me": were it read through the link, this set would look
+		// unchanged and nothing would be written.
+		changed, err := w.Write(map[string]unpack.File{"x": file("keep me")})
+		require.NoError(t, err)
+		assert.True(t, changed, "a live folder swapped for a link out of the root is never read")
+		info, err := os.Lstat(filepath.Join(root, liveFolder(t, root)))
+		require.NoError(t, err)
+		assert.True(t, info.IsDir(), "..data points at a real folder again")
+		assert.Equal(t, "keep me", read(t, root, "x"))
+		untouched(t, outside)
+	})
 	t.Run("..data_tmp planted as a link", func(t *testing.T) {
 		root, outside, w := setup(t)
 		require.NoError(t, os.Symlink(outside, filepath.Join(root, "..data_tmp")))

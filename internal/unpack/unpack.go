@@ -106,9 +106,18 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 		// link is replaced by the swap below; nothing it points at is read, kept or removed.
 		oldDir = ""
 	}
-	if oldDir != "" && sameContent(filepath.Join(w.root, oldDir), files) {
-		// Nothing to write, but a name the app deleted comes back, as kubelet's writer does.
-		return false, w.linkMissing(top)
+	if oldDir != "" {
+		old, err := w.openOld(oldDir)
+		if err != nil {
+			oldDir = "" // gone, or swapped for a link out of the root: never read, kept or removed
+		} else {
+			same := sameContent(old, files)
+			old.Close()
+			if same {
+				// Nothing to write, but a name the app deleted comes back, as kubelet's writer does.
+				return false, w.linkMissing(top)
+			}
+		}
 	}
 	for name := range top {
 		if err := w.checkOwned(name); err != nil {
@@ -257,11 +266,16 @@ func (w *Writer) updateVisibleLinks(oldDir string, top map[string]bool) error {
 	if oldDir == "" {
 		return nil
 	}
-	old, err := os.ReadDir(filepath.Join(w.root, oldDir))
+	old, err := w.openOld(oldDir)
+	if err != nil {
+		return fmt.Errorf("open old folder %s: %w", oldDir, err)
+	}
+	defer old.Close()
+	entries, err := fs.ReadDir(old.FS(), ".")
 	if err != nil {
 		return fmt.Errorf("list old folder %s: %w", oldDir, err)
 	}
-	for _, e := range old {
+	for _, e := range entries {
 		if top[e.Name()] || w.checkOwned(e.Name()) != nil {
 			continue
 		}
@@ -272,17 +286,23 @@ func (w *Writer) updateVisibleLinks(oldDir string, top map[string]bool) error {
 	return nil
 }
 
-// sameContent reports whether dir holds exactly files, byte for byte and mode for mode. Only
+// openOld opens the folder ..data points at through an os.Root on the config root: if that
+// folder was swapped for a link out of the root, nothing outside is read.
+func (w *Writer) openOld(oldDir string) (*os.Root, error) {
+	base, err := os.OpenRoot(w.root)
+	if err != nil {
+		return nil, err
+	}
+	defer base.Close()
+	return base.OpenRoot(oldDir)
+}
+
+// sameContent reports whether root holds exactly files, byte for byte and mode for mode. Only
 // regular files count: a symlink or anything else planted in the live folder makes it differ,
 // and the next write replaces it without following it.
-func sameContent(dir string, files map[string]File) bool {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return false
-	}
-	defer root.Close()
+func sameContent(root *os.Root, files map[string]File) bool {
 	seen := 0
-	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
