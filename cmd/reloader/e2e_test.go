@@ -173,16 +173,7 @@ func TestValidateCommandRejectsBadConfig(t *testing.T) {
 	assert.Equal(t, "good 1", readFile(root, "app.conf"), "the app keeps the last good config")
 	assert.Empty(t, app.reloads())
 	assert.EqualValues(t, 1, p.Metric(`configwave_reloader_reloads_total{result="validation_failed"}`))
-	require.Eventually(t, func() bool {
-		evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.name=app-0"})
-		require.NoError(t, err)
-		for _, e := range evs.Items {
-			if e.Reason == "ConfigRejected" && e.Type == "Warning" && e.InvolvedObject.Kind == "Pod" {
-				return true
-			}
-		}
-		return false
-	}, eventually, tick, "a rejection is an Event on the pod")
+	podEvent(t, client, ns, "app-0", "ConfigRejected") // a rejection is a Warning Event on the pod
 	assert.Contains(t, p.Log(), "validation command rejected")
 
 	patchData(t, client, ns, "app", `{"data":{"app.conf":"good 2"}}`)

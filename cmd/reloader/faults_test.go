@@ -23,8 +23,8 @@ import (
 	"github.com/configwave/configwave/internal/testdisk"
 )
 
-// podEvent waits for a Warning Event with reason on the reloader's pod whose message contains
-// every part, and returns the message.
+// podEvent waits for a Warning Event with reason on the reloader's pod (POD_NAME, a Pod)
+// whose message contains every part, and returns the message.
 func podEvent(t *testing.T, client kubernetes.Interface, ns, pod, reason string, parts ...string) string {
 	t.Helper()
 	var msg string
@@ -32,7 +32,7 @@ func podEvent(t *testing.T, client kubernetes.Interface, ns, pod, reason string,
 		evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
 		require.NoError(t, err)
 		for _, e := range evs.Items {
-			if e.Reason != reason || e.Type != "Warning" {
+			if e.Reason != reason || e.Type != "Warning" || e.InvolvedObject.Kind != "Pod" {
 				continue
 			}
 			all := true

@@ -1,5 +1,9 @@
 // Package testdisk mounts small tmpfs folders so that tests can fill a disk or make it
 // read-only for real, which a chmod cannot do for root (the tests run as root in CI).
+//
+//	root := testdisk.Tmpfs(t, "256k") // unmounted when the test ends
+//	testdisk.ReadOnly(t, root, true)  // writes now fail with EROFS
+//	testdisk.Resize(t, root, "2m")    // room again
 package testdisk
 
 import (
