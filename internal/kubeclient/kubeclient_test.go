@@ -1,0 +1,36 @@
+package kubeclient
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
+)
+
+func TestCountWatchRestarts(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL}
+	var restarted []string
+	CountWatchRestarts(cfg, func(resource string) { restarted = append(restarted, resource) })
+	client, err := rest.HTTPClientFor(cfg)
+	require.NoError(t, err)
+
+	for _, path := range []string{
+		"/api/v1/namespaces/a/configmaps?watch=true",                   // first watch: not a restart
+		"/api/v1/namespaces/a/configmaps?watch=true&resourceVersion=5", // same watch again
+		"/api/v1/namespaces/b/configmaps?watch=true",                   // another namespace: first
+		"/apis/apps/v1/deployments?watch=1&labelSelector=x%3Dy",        // first, with a selector
+		"/apis/apps/v1/deployments?watch=1&labelSelector=x%3Dz",        // another selector: first
+		"/apis/apps/v1/deployments?watch=1&labelSelector=x%3Dy",        // again
+		"/api/v1/namespaces/a/configmaps",                              // a list is not a watch
+	} {
+		resp, err := client.Get(srv.URL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	assert.Equal(t, []string{"configmaps", "deployments"}, restarted)
+}
