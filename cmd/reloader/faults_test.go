@@ -169,7 +169,11 @@ func TestSubprocessOrphansAreReaped(t *testing.T) {
 		return orphan != ""
 	}, eventually, tick)
 	status := func() string { b, _ := os.ReadFile("/proc/" + orphan + "/status"); return string(b) }
-	assert.Contains(t, status(), "\nPPid:\t"+strconv.Itoa(p.Cmd.Process.Pid)+"\n", "the orphan is the reloader's child now")
+	// The pid file is written by the orphan's first parent, a shell that may not have exited
+	// yet: until it has, the orphan's parent is that shell. Wait for the re-parenting.
+	reparented := "\nPPid:\t" + strconv.Itoa(p.Cmd.Process.Pid) + "\n"
+	require.Eventually(t, func() bool { return strings.Contains(status(), reparented) }, eventually, tick,
+		"the orphan must become the reloader's child once its shell exits: %s", status())
 	require.Eventually(t, func() bool { return status() == "" }, eventually, tick,
 		"the orphan exits after 2 s and must be reaped, not left a zombie: %s", status())
 	assert.False(t, p.Exited(), "an orphan's exit is not the app's exit")
