@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 20m
 # "context deadline exceeded" at the boundary (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 20000x
 FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/source \
-	FuzzParseCodeSet:./internal/signal FuzzParseSignal:./internal/signal \
+	FuzzParseCodeSet:./internal/notify FuzzParseSignal:./internal/notify \
 	FuzzReloaderFlags:./cmd/reloader FuzzParseItem:./cmd/reloader FuzzParseHeader:./cmd/reloader \
 	FuzzWaveFlags:./cmd/wave FuzzLayoutFiles:./internal/reload \
 	FuzzParseExtra:./internal/rollout FuzzParseInputs:./internal/rollout

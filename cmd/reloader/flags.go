@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/configwave/configwave/internal/logflags"
+	"github.com/configwave/configwave/internal/notify"
 	"github.com/configwave/configwave/internal/reload"
-	"github.com/configwave/configwave/internal/signal"
 	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
 )
@@ -108,7 +108,7 @@ type config struct {
 	selector     *source.Selector
 	layout       reload.Layout
 	root         string
-	http         *signal.HTTP
+	http         *notify.HTTP
 	reloadSig    syscall.Signal
 	app          []string // after --
 	validate     string
@@ -199,7 +199,7 @@ func (o *options) check(app []string) (*config, error) {
 		return nil, fmt.Errorf("--configroot=%q is not an existing folder: create it (an emptyDir volume in a pod)", c.root)
 	}
 
-	if c.reloadSig, err = signal.ParseSignal(o.reloadSignal); err != nil {
+	if c.reloadSig, err = notify.ParseSignal(o.reloadSignal); err != nil {
 		return nil, fmt.Errorf("--reload-signal: %w", err)
 	}
 	if o.reloadHTTP != "" {
@@ -225,7 +225,7 @@ func (o *options) check(app []string) (*config, error) {
 	return c, nil
 }
 
-func (o *options) httpNotifier() (*signal.HTTP, error) {
+func (o *options) httpNotifier() (*notify.HTTP, error) {
 	// The URL may carry a password (http://user:pass@host/): it is shown redacted, or not at all.
 	u, err := url.Parse(o.reloadHTTP)
 	if err != nil {
@@ -246,7 +246,7 @@ func (o *options) httpNotifier() (*signal.HTTP, error) {
 		}
 		header.Add(name, value)
 	}
-	success, err := signal.ParseCodeSet(o.reloadSuccess)
+	success, err := notify.ParseCodeSet(o.reloadSuccess)
 	if err != nil {
 		return nil, fmt.Errorf("--reload-http-success-codes: %w", err)
 	}
@@ -256,9 +256,9 @@ func (o *options) httpNotifier() (*signal.HTTP, error) {
 	if o.reloadTimeout <= 0 {
 		return nil, fmt.Errorf("--reload-http-timeout=%s: must be more than 0", o.reloadTimeout)
 	}
-	backoff := signal.DefaultBackoff
+	backoff := notify.DefaultBackoff
 	backoff.Steps = o.reloadTries
-	return &signal.HTTP{URL: o.reloadHTTP, Method: method, Header: header, Timeout: o.reloadTimeout, Success: success, Backoff: backoff}, nil
+	return &notify.HTTP{URL: o.reloadHTTP, Method: method, Header: header, Timeout: o.reloadTimeout, Success: success, Backoff: backoff}, nil
 }
 
 func parseSelectorKind(s string) ([]source.Kind, error) {

@@ -9,9 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	ossignal "os/signal"
 	"syscall"
-	"time"
 
 	"github.com/oklog/run"
 	corev1 "k8s.io/api/core/v1"
@@ -24,10 +22,11 @@ import (
 
 	"github.com/configwave/configwave/internal/cli"
 	"github.com/configwave/configwave/internal/kubeclient"
+	"github.com/configwave/configwave/internal/notify"
 	"github.com/configwave/configwave/internal/reload"
 	"github.com/configwave/configwave/internal/serve"
-	"github.com/configwave/configwave/internal/signal"
 	"github.com/configwave/configwave/internal/source"
+	"github.com/configwave/configwave/internal/supervise"
 	"github.com/configwave/configwave/internal/unpack"
 )
 
@@ -37,11 +36,6 @@ var version = ""
 func main() {
 	os.Exit(runMain(os.Args[1:]))
 }
-
-// exitError carries the app's exit code out of the run group.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("the app exited with code %d", e.code) }
 
 func runMain(args []string) int {
 	var o options
@@ -67,10 +61,10 @@ func runMain(args []string) int {
 	}
 	defer klog.Flush()
 	if err := run1(cfg); err != nil {
-		var exit exitError
+		var exit supervise.ExitError
 		if errors.As(err, &exit) {
-			klog.InfoS("the app exited; stopping", "code", exit.code)
-			return exit.code
+			klog.InfoS("the app exited; stopping", "code", exit.Code)
+			return exit.Code
 		}
 		if errors.Is(err, run.ErrSignal) {
 			klog.InfoS("stopping", "reason", err.Error())
@@ -120,9 +114,9 @@ func run1(cfg *config) error {
 	defer cancel()
 	var g run.Group
 
-	var reaper *signal.Reaper
+	var reaper *supervise.Reaper
 	if len(cfg.app) > 0 || cfg.validate != "" {
-		if reaper, err = signal.NewReaper(cfg.subreaper && len(cfg.app) > 0); err != nil {
+		if reaper, err = supervise.NewReaper(cfg.subreaper && len(cfg.app) > 0); err != nil {
 			return err
 		}
 		rctx, rcancel := context.WithCancel(ctx)
@@ -155,16 +149,16 @@ func run1(cfg *config) error {
 		g.Add(srv.Run, srv.Stop)
 	}
 	if len(cfg.app) > 0 {
-		sup := newSupervisor(reaper, cfg.app, cfg.reloadSig, cfg.startupGrace, cfg.grace)
-		r.OnFirstUnpack = func() (signal.Notifier, error) {
-			n, err := sup.start()
+		sup := supervise.New(reaper, cfg.app, cfg.grace)
+		r.OnFirstUnpack = func() (notify.Notifier, error) {
+			child, err := sup.Start()
 			if err != nil || cfg.http != nil {
 				return cfg.http, err // with --reload-http the app is told over HTTP
 			}
-			return n, nil
+			return &notify.Signal{Process: child, Sig: cfg.reloadSig, NotBefore: child.Started().Add(cfg.startupGrace)}, nil
 		}
 		sctx, scancel := context.WithCancel(ctx)
-		g.Add(func() error { return sup.run(sctx) }, func(error) { scancel() })
+		g.Add(func() error { return sup.Run(sctx) }, func(error) { scancel() })
 	} else {
 		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 	}
@@ -217,80 +211,3 @@ func podEvents(client kubernetes.Interface) reload.EventRecorder {
 type eventFunc func(eventtype, reason, message string)
 
 func (f eventFunc) Event(eventtype, reason, message string) { f(eventtype, reason, message) }
-
-// supervisor runs the app of subprocess mode: it starts it after the first unpack, forwards
-// the signals a container runtime sends, and ends the run group with the app's exit code.
-type supervisor struct {
-	reaper  *signal.Reaper
-	args    []string
-	sig     syscall.Signal
-	startup time.Duration // no reload signal sooner than this after the start
-	grace   time.Duration // how long the app may take to exit after a stop signal
-	started chan *signal.Child
-}
-
-func newSupervisor(r *signal.Reaper, args []string, sig syscall.Signal, startup, grace time.Duration) *supervisor {
-	return &supervisor{reaper: r, args: args, sig: sig, startup: startup, grace: grace, started: make(chan *signal.Child, 1)}
-}
-
-func (s *supervisor) start() (signal.Notifier, error) {
-	c, err := signal.StartChild(s.reaper, s.args, s.sig, s.startup)
-	if err != nil {
-		return nil, err
-	}
-	klog.InfoS("app started", "command", s.args[0], "pid", c.Pid())
-	s.started <- c
-	return c, nil
-}
-
-// forwarded are the signals relayed to the app. SIGHUP, USR1 and USR2 too, so that a manual
-// `kill -HUP` of the container's PID 1 still reaches the app.
-var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2}
-
-func (s *supervisor) run(ctx context.Context) error {
-	sigs := make(chan os.Signal, 8)
-	ossignal.Notify(sigs, forwarded...)
-	defer ossignal.Stop(sigs)
-	var child *signal.Child
-	var exited <-chan signal.Exit
-	var kill <-chan time.Time // armed by the first stop signal: an app that ignores it is killed
-	for {
-		select {
-		case c := <-s.started:
-			child, exited = c, c.Exited()
-		case <-kill:
-			klog.InfoS("the app did not exit within --shutdown-grace; killing it", "grace", s.grace, "pid", child.Pid())
-			_ = child.Signal(syscall.SIGKILL)
-			kill = nil
-		case sig := <-sigs:
-			if child == nil {
-				if sig == syscall.SIGHUP || sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2 {
-					continue // nothing to reload yet
-				}
-				klog.InfoS("stopping before the app started", "signal", sig.String())
-				return exitError{code: 128 + int(sig.(syscall.Signal))}
-			}
-			klog.V(2).InfoS("forwarding signal to the app", "signal", sig.String(), "pid", child.Pid())
-			if err := child.Signal(sig); err != nil {
-				klog.ErrorS(err, "could not forward a signal to the app", "signal", sig.String())
-			}
-			if kill == nil && (sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == syscall.SIGQUIT) {
-				kill = time.After(s.grace)
-			}
-		case e := <-exited:
-			return exitError{code: e.Code()}
-		case <-ctx.Done():
-			// Another part failed: stop the app as the runtime would, then report that failure.
-			if child != nil {
-				_ = child.Signal(syscall.SIGTERM)
-				select {
-				case <-exited:
-				case <-time.After(s.grace):
-					_ = child.Signal(syscall.SIGKILL)
-					<-exited
-				}
-			}
-			return nil
-		}
-	}
-}

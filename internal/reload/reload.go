@@ -19,7 +19,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/configwave/configwave/internal/signal"
+	"github.com/configwave/configwave/internal/notify"
 	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
 )
@@ -45,8 +45,8 @@ type Reloader struct {
 	Check func(ctx context.Context, dir string) error
 	// Notifier tells the app (sidecar mode). In subprocess mode it is nil and OnFirstUnpack
 	// starts the app and returns its notifier.
-	Notifier      signal.Notifier
-	OnFirstUnpack func() (signal.Notifier, error)
+	Notifier      notify.Notifier
+	OnFirstUnpack func() (notify.Notifier, error)
 	// Debounce merges the changes of a burst: the loop waits until no change came for
 	// Debounce (at most 10×Debounce in all) and then handles the final state once.
 	Debounce time.Duration

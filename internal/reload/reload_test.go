@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/signal"
+	"github.com/configwave/configwave/internal/notify"
 	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
 )
@@ -73,7 +73,7 @@ func start(t *testing.T, r *Reloader) {
 	})
 }
 
-func newReloader(t *testing.T, src *fakeSource, n signal.Notifier) (*Reloader, string) {
+func newReloader(t *testing.T, src *fakeSource, n notify.Notifier) (*Reloader, string) {
 	root := t.TempDir()
 	return &Reloader{
 		Source:        src,
@@ -185,7 +185,7 @@ func TestReloaderWaitsForMissingSourcesAndKeepsFilesWhenDeleted(t *testing.T) {
 	started := 0
 	r, root := newReloader(t, src, nil)
 	n := &countingNotifier{}
-	r.OnFirstUnpack = func() (signal.Notifier, error) { started++; return n, nil }
+	r.OnFirstUnpack = func() (notify.Notifier, error) { started++; return n, nil }
 	start(t, r)
 	time.Sleep(100 * time.Millisecond)
 	assert.False(t, r.Ready())

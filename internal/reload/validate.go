@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/configwave/configwave/internal/signal"
+	"github.com/configwave/configwave/internal/supervise"
 )
 
 // Command checks a new config set before it goes live: it runs Shell with `sh -c` in the new
@@ -20,7 +20,7 @@ import (
 type Command struct {
 	Shell   string
 	Timeout time.Duration // default 1 minute
-	Reaper  *signal.Reaper
+	Reaper  *supervise.Reaper
 	// ShowOutput allows the command's output in the error. It is off when a Secret is among
 	// the sources: a checker may quote the line it rejects, and that line may hold a secret.
 	ShowOutput bool
@@ -51,7 +51,7 @@ func (c *Command) Check(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("start validation command %q: %w (the reloader's image needs /bin/sh and the checker)", c.Shell, err)
 	}
-	var exit signal.Exit
+	var exit supervise.Exit
 	select {
 	case exit = <-exited:
 	case <-time.After(timeout):

@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/signal"
+	"github.com/configwave/configwave/internal/supervise"
 )
 
 func TestCommandCheck(t *testing.T) {
-	reaper, err := signal.NewReaper(false)
+	reaper, err := supervise.NewReaper(false)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

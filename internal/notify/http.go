@@ -1,9 +1,4 @@
-// Package signal tells an application that its config changed: an HTTP request with retries
-// (sidecar mode) or a signal to a child process it supervises (subprocess mode).
-//
-//	n := &signal.HTTP{URL: "http://127.0.0.1:9090/-/reload"}
-//	err := n.Notify(ctx) // retried with exponential backoff and jitter, then given up
-package signal
+package notify
 
 import (
 	"context"
@@ -19,11 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
-
-// Notifier tells the app to reload its config.
-type Notifier interface {
-	Notify(ctx context.Context) error
-}
 
 // DefaultBackoff spaces the tries of a reload request: 0.2 s doubling up to 10 s, ±20 %,
 // eight tries (about 25 s) before giving up.

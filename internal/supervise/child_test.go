@@ -1,6 +1,6 @@
 //go:build linux
 
-package signal
+package supervise
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
+
+	"github.com/configwave/configwave/internal/notify"
 )
 
 // The test binary doubles as the app: with CONFIGWAVE_TEST_APP set, TestMain runs one of the
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	case "orphan":
 		// Start a grandchild that outlives us, then exit: it becomes an orphan.
-		cmd := exec.Command("sleep", "1")
+		cmd := exec.Command("sleep", "2")
 		_ = cmd.Start()
 		fmt.Println(cmd.Process.Pid)
 		os.Exit(0)
@@ -65,7 +66,7 @@ func startApp(t *testing.T, r *Reaper, mode string, env ...string) (*Child, stri
 	for i := 0; i+1 < len(env); i += 2 {
 		t.Setenv(env[i], env[i+1])
 	}
-	c, err := StartChild(r, []string{self}, syscall.SIGHUP, 0)
+	c, err := StartChild(r, []string{self})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Signal(syscall.SIGKILL) })
 	return c, out
@@ -87,9 +88,10 @@ func TestChildReloadSignalAndExitCode(t *testing.T) {
 	c, out := startApp(t, r, "trap")
 	require.Eventually(t, func() bool { _, err := os.Stat(out + ".ready"); return err == nil }, 10*time.Second, 10*time.Millisecond)
 
-	require.NoError(t, c.Notify(context.Background()))
+	hup := &notify.Signal{Process: c, Sig: syscall.SIGHUP}
+	require.NoError(t, hup.Notify(context.Background()))
 	require.Eventually(t, func() bool { b, _ := os.ReadFile(out); return string(b) == "1" }, 5*time.Second, 10*time.Millisecond)
-	require.NoError(t, c.Notify(context.Background()))
+	require.NoError(t, hup.Notify(context.Background()))
 	require.Eventually(t, func() bool { b, _ := os.ReadFile(out); return string(b) == "2" }, 5*time.Second, 10*time.Millisecond)
 
 	require.NoError(t, c.Signal(syscall.SIGTERM))
@@ -99,7 +101,7 @@ func TestChildReloadSignalAndExitCode(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the app did not exit after SIGTERM")
 	}
-	assert.Error(t, c.Notify(context.Background()), "signalling an app that is gone is an error")
+	assert.Error(t, hup.Notify(context.Background()), "signalling an app that is gone is an error")
 }
 
 func TestChildExitCodes(t *testing.T) {
@@ -143,6 +145,7 @@ func TestReaperAdoptsOrphans(t *testing.T) {
 	// whatever we do) and, once it ends, must not stay a zombie.
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	require.NoError(t, err, "the grandchild should still be sleeping")
+	// Its parent has been reaped (<-exited), so the re-parenting has already happened.
 	assert.Contains(t, string(status), fmt.Sprintf("\nPPid:\t%d\n", os.Getpid()))
 	require.Eventually(t, func() bool {
 		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
@@ -162,54 +165,3 @@ func TestReaperRejectsPipedStdio(t *testing.T) {
 type bytesWriter struct{}
 
 func (*bytesWriter) Write(p []byte) (int, error) { return len(p), nil }
-
-func TestParseSignal(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    syscall.Signal
-		wantErr string
-	}{
-		{in: "HUP", want: syscall.SIGHUP},
-		{in: "SIGHUP", want: syscall.SIGHUP},
-		{in: "usr1", want: syscall.SIGUSR1},
-		{in: "sigterm", want: syscall.SIGTERM},
-		{in: "10", want: syscall.Signal(10)},
-		{in: "0", wantErr: "out of range"},
-		{in: "BOGUS", wantErr: `signal "BOGUS" is not known`},
-		{in: "", wantErr: "is not known"},
-		{in: "KILL", wantErr: `signal "KILL" cannot be caught by the app`},
-		{in: "9", wantErr: "cannot be caught"},
-		{in: "sigstop", wantErr: "cannot be caught"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := ParseSignal(tt.in)
-			if tt.wantErr != "" {
-				assert.ErrorContains(t, err, tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
-		})
-	}
-}
-
-func FuzzParseSignal(f *testing.F) {
-	for _, s := range []string{"HUP", "SIGUSR1", "usr2", "15", "64", "65", "KILL", " hup ", "SIG", "-1", "0x1"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		sig, err := ParseSignal(s)
-		if err != nil {
-			assert.Contains(t, err.Error(), strconv.Quote(s), "the error names the value")
-			return
-		}
-		assert.True(t, sig >= 1 && sig <= 64, "signal %d out of range", sig)
-		assert.NotContains(t, []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP}, sig)
-		if name := unix.SignalName(sig); name != "" {
-			again, err := ParseSignal(name)
-			require.NoError(t, err)
-			assert.Equal(t, sig, again, "the name parses back to the same signal")
-		}
-	})
-}

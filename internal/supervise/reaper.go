@@ -1,6 +1,16 @@
 //go:build linux
 
-package signal
+// Package supervise runs the app of subprocess mode as the reloader's child: it starts it,
+// forwards the signals a container runtime sends, reaps every process that ends up the
+// reloader's child (it is PID 1 in a container), and returns the app's exit code.
+//
+//	reaper, _ := supervise.NewReaper(true)
+//	sup := supervise.New(reaper, []string{"nginx", "-g", "daemon off;"}, 25*time.Second)
+//	child, _ := sup.Start()   // after the first config is on disk
+//	err := sup.Run(ctx)       // an ExitError with the app's code when it ends
+//
+// Telling the app about a change is package notify's job (notify.Signal with the child).
+package supervise
 
 import (
 	"context"
@@ -9,11 +19,8 @@ import (
 	"os"
 	"os/exec"
 	ossignal "os/signal"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -130,82 +137,4 @@ func (r *Reaper) reap() {
 		}
 		klog.V(2).InfoS("reaped an orphaned process", "pid", pid, "exit", Exit{Pid: pid, Status: ws}.String())
 	}
-}
-
-// Child is the supervised app of subprocess mode.
-type Child struct {
-	cmd        *exec.Cmd
-	exit       <-chan Exit
-	sig        syscall.Signal
-	signalFrom time.Time // no reload signal before this
-}
-
-// StartChild starts args as the app, with the reloader's stdio and environment, in its own
-// process group so that a signal meant for it reaches its whole group as a shell would deliver
-// it; reload is the signal Notify sends, never sooner than startupGrace after the start.
-//
-// Why the grace: most programs die of a SIGHUP that arrives before they install a handler, so a
-// change that lands while the app is still starting would kill it instead of reloading it.
-func StartChild(r *Reaper, args []string, reload syscall.Signal, startupGrace time.Duration) (*Child, error) {
-	if len(args) == 0 {
-		return nil, errors.New("no command after --")
-	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	exit, err := r.Start(cmd)
-	if err != nil {
-		return nil, fmt.Errorf("start the app %q: %w", args[0], err)
-	}
-	return &Child{cmd: cmd, exit: exit, sig: reload, signalFrom: time.Now().Add(startupGrace)}, nil
-}
-
-// Notify sends the reload signal, after waiting out the rest of the startup grace.
-func (c *Child) Notify(ctx context.Context) error {
-	if wait := time.Until(c.signalFrom); wait > 0 {
-		klog.V(2).InfoS("app started moments ago; holding the reload signal until its startup grace is over", "wait", wait)
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if err := c.Signal(c.sig); err != nil {
-		return fmt.Errorf("send %s to the app (pid %d): %w", unix.SignalName(c.sig), c.cmd.Process.Pid, err)
-	}
-	return nil
-}
-
-// Signal sends sig to the app.
-func (c *Child) Signal(sig os.Signal) error { return c.cmd.Process.Signal(sig) }
-
-// Pid is the app's process id.
-func (c *Child) Pid() int { return c.cmd.Process.Pid }
-
-// Exited receives the app's exit once.
-func (c *Child) Exited() <-chan Exit { return c.exit }
-
-// ParseSignal accepts HUP, SIGHUP, hup or a number, of a signal the app can catch.
-func ParseSignal(s string) (syscall.Signal, error) {
-	var sig syscall.Signal
-	if n, err := strconv.Atoi(s); err == nil {
-		if n <= 0 || n > 64 {
-			return 0, fmt.Errorf("signal %q: number out of range 1-64", s)
-		}
-		sig = syscall.Signal(n)
-	} else {
-		name := strings.ToUpper(strings.TrimSpace(s))
-		if !strings.HasPrefix(name, "SIG") {
-			name = "SIG" + name
-		}
-		if sig = unix.SignalNum(name); sig == 0 {
-			return 0, fmt.Errorf("signal %q is not known; use a name such as HUP, USR1, TERM or a number", s)
-		}
-	}
-	if sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
-		// Sent on every change, these would kill or freeze the app instead of reloading it.
-		return 0, fmt.Errorf("signal %q cannot be caught by the app; use one it handles, such as HUP or USR1", s)
-	}
-	return sig, nil
 }
