@@ -502,14 +502,14 @@ func TestKeyedHash(t *testing.T) {
 	}, eventually, tick)
 }
 
-// No Secret value in wave's log at --v=10, its Events, its metrics or the annotations it
+// No Secret value in wave's log at --v=10 and --vmodule=*=10, its Events, its metrics or the annotations it
 // writes.
 func TestNoSecretValueInAnyOutput(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	const canary = "CONFIGWAVE-CANARY-8d2e4b"
 	createSecret(t, client, ns, "creds", map[string]string{"token": canary + "-v1"})
-	p := startWave(t, ns, "--v=10")
+	p := startWave(t, ns, "--v=10", "--vmodule=*=10")
 	createDeployment(t, client, deployment(ns, "app", func(s *corev1.PodSpec) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("creds")}}}
 	}))
