@@ -8,6 +8,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,11 +39,13 @@ type options struct {
 	reloadHTTP          string
 	reloadMethod        string
 	reloadHeaders       []string
+	bearerTokenFile     string
 	reloadTimeout       time.Duration
 	reloadSuccess       string
 	reloadTries         int
 	reloadSignal        string
 	retryInterval       time.Duration
+	unhealthyAfter      time.Duration
 	validateCommand     string
 	validateTimeout     time.Duration
 	debounce            time.Duration
@@ -81,20 +84,22 @@ Flags:
 	fs.StringVar(&o.secretFileMode, "secret-file-mode", "0600", "permission bits of files from Secrets, in octal.")
 	fs.StringVar(&o.reloadHTTP, "reload-http", "", "sidecar mode: URL requested after the files changed, e.g. http://127.0.0.1:9090/-/reload.")
 	fs.StringVar(&o.reloadMethod, "reload-http-method", "POST", "HTTP method of the reload request.")
-	fs.StringArrayVar(&o.reloadHeaders, "reload-http-header", nil, "header sent with the reload request, as \"Name: value\"; repeatable.")
+	fs.StringArrayVar(&o.reloadHeaders, "reload-http-header", nil, "header sent with the reload request, as \"Name: value\", or \"Name: @/path/to/file\" to read the value from a file (a mounted Secret) on every request; repeatable.")
+	fs.StringVar(&o.bearerTokenFile, "reload-http-bearer-token-file", "", "file holding a bearer token for the reload request (a mounted Secret), read again on every request so a rotated token is used at once.")
 	fs.DurationVar(&o.reloadTimeout, "reload-http-timeout", 10*time.Second, "time limit of one reload request.")
 	fs.StringVar(&o.reloadSuccess, "reload-http-success-codes", "200-299", "status codes that mean the app reloaded, e.g. 200-299,304.")
 	fs.IntVar(&o.reloadTries, "reload-http-tries", 8, "tries of one reload request (exponential backoff from 0.2 s to 10 s with jitter) before giving up until --reload-retry-interval.")
 	fs.DurationVar(&o.retryInterval, "reload-retry-interval", 30*time.Second, "how soon a reload that gave up, or a failed write, is tried again without a new change.")
+	fs.DurationVar(&o.unhealthyAfter, "unhealthy-after", 0, "fail /healthz once the app has kept failing to reload new config for this long, so that kubelet restarts the pod; 0 never does. A rejected or invalid config never does: the app keeps the last good one.")
 	fs.StringVar(&o.reloadSignal, "reload-signal", "HUP", "subprocess mode: signal sent to the app after the files changed.")
 	fs.StringVar(&o.validateCommand, "validate-command", "", "shell command that checks a new set before it goes live; it runs with sh -c in a folder holding the new files in the same layout, also in $CONFIG_DIR. Non-zero exit keeps the last good set.")
 	fs.DurationVar(&o.validateTimeout, "validate-timeout", time.Minute, "time limit of --validate-command.")
-	fs.DurationVar(&o.debounce, "debounce", 100*time.Millisecond, "wait until changes stop for this long (at most 10 times it) and reload once; 0 reloads on every change.")
+	fs.DurationVar(&o.debounce, "debounce", 100*time.Millisecond, "a change after a quiet period is applied at once; changes during a reload or within this time after it are merged into one more reload, once they stop for this long (at most 10 times it); 0 reloads on every change.")
 	fs.BoolVar(&o.once, "once", false, "unpack once and exit, for an init container; a missing source is an error.")
 	fs.BoolVar(&o.subreaper, "subreaper", os.Getpid() == 1, "subprocess mode: adopt and reap orphaned processes of the app (on by default as PID 1).")
 	fs.DurationVar(&o.startupGrace, "startup-grace", 2*time.Second, "subprocess mode: no reload signal is sent sooner than this after the app starts; a change in the meantime is signalled when it runs out (an app that gets SIGHUP before it installs its handler dies of it).")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 25*time.Second, "subprocess mode: after forwarding SIGTERM, SIGINT or SIGQUIT, how long the app may take to exit before it is killed (keep it below the pod's terminationGracePeriodSeconds).")
-	fs.StringVar(&o.listenAddress, "listen-address", ":9533", "address of /healthz, /readyz and /metrics; empty disables them.")
+	fs.StringVar(&o.listenAddress, "listen-address", ":9533", "address of /healthz, /readyz, /status and /metrics; empty disables them.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
 
@@ -115,6 +120,7 @@ type config struct {
 	valTimeout   time.Duration
 	debounce     time.Duration
 	retry        time.Duration
+	unhealthy    time.Duration
 	once         bool
 	subreaper    bool
 	grace        time.Duration
@@ -130,7 +136,7 @@ func (o *options) check(app []string) (*config, error) {
 		ns = source.DefaultNamespace()
 	}
 	c := &config{root: o.configRoot, app: app, validate: o.validateCommand, valTimeout: o.validateTimeout,
-		debounce: o.debounce, retry: o.retryInterval, once: o.once, subreaper: o.subreaper, grace: o.shutdownGrace, startupGrace: o.startupGrace, listen: o.listenAddress, kubeconfig: o.kubeconfig}
+		debounce: o.debounce, retry: o.retryInterval, unhealthy: o.unhealthyAfter, once: o.once, subreaper: o.subreaper, grace: o.shutdownGrace, startupGrace: o.startupGrace, listen: o.listenAddress, kubeconfig: o.kubeconfig}
 	for _, s := range o.configMaps {
 		r, err := source.ParseRef(source.ConfigMap, s, ns)
 		if err != nil {
@@ -219,6 +225,9 @@ func (o *options) check(app []string) (*config, error) {
 	if o.retryInterval <= 0 {
 		return nil, fmt.Errorf("--reload-retry-interval=%s: must be more than 0", o.retryInterval)
 	}
+	if o.unhealthyAfter < 0 {
+		return nil, fmt.Errorf("--unhealthy-after=%s: must be 0 (off) or more", o.unhealthyAfter)
+	}
 	if o.debounce < 0 {
 		return nil, fmt.Errorf("--debounce=%s: must be 0 or more", o.debounce)
 	}
@@ -239,12 +248,28 @@ func (o *options) httpNotifier() (*notify.HTTP, error) {
 		return nil, fmt.Errorf("--reload-http-method=%q: give an HTTP method such as POST, PUT or GET", o.reloadMethod)
 	}
 	header := http.Header{}
+	var headerFiles map[string]string
 	for _, h := range o.reloadHeaders {
 		name, value, err := parseHeader(h)
 		if err != nil {
 			return nil, err
 		}
+		if file, ok := strings.CutPrefix(value, "@"); ok {
+			if err := credentialFile("--reload-http-header "+name, file); err != nil {
+				return nil, err
+			}
+			if headerFiles == nil {
+				headerFiles = map[string]string{}
+			}
+			headerFiles[name] = file
+			continue
+		}
 		header.Add(name, value)
+	}
+	if o.bearerTokenFile != "" {
+		if err := credentialFile("--reload-http-bearer-token-file", o.bearerTokenFile); err != nil {
+			return nil, err
+		}
 	}
 	success, err := notify.ParseCodeSet(o.reloadSuccess)
 	if err != nil {
@@ -258,7 +283,21 @@ func (o *options) httpNotifier() (*notify.HTTP, error) {
 	}
 	backoff := notify.DefaultBackoff
 	backoff.Steps = o.reloadTries
-	return &notify.HTTP{URL: o.reloadHTTP, Method: method, Header: header, Timeout: o.reloadTimeout, Success: success, Backoff: backoff}, nil
+	return &notify.HTTP{URL: o.reloadHTTP, Method: method, Header: header, HeaderFiles: headerFiles, BearerTokenFile: o.bearerTokenFile,
+		Timeout: o.reloadTimeout, Success: success, Backoff: backoff}, nil
+}
+
+// credentialFile checks at start that a credential file can be read, so a wrong path fails the
+// start with a clear line rather than every reload later. Its content is never shown.
+func credentialFile(flagName, path string) error {
+	if path == "" || !filepath.IsAbs(path) {
+		return fmt.Errorf("%s: give the absolute path of the file that holds the value, e.g. @/var/run/secrets/reload/token", flagName)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: cannot read %q: %w; mount the Secret that holds it there", flagName, path, errors.Unwrap(err))
+	}
+	return f.Close()
 }
 
 func parseSelectorKind(s string) ([]source.Kind, error) {

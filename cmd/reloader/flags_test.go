@@ -67,6 +67,10 @@ func TestFlags(t *testing.T) {
 		{name: "relative reload URL", args: []string{"--configmap=a", "--reload-http=/-/reload"}, wantErr: "give a full http:// or https:// URL"},
 		{name: "bad success codes", args: []string{"--configmap=a", "--reload-http=http://x/", "--reload-http-success-codes=2xx"}, wantErr: "--reload-http-success-codes"},
 		{name: "header without colon hides its value", args: []string{"--configmap=a", "--reload-http=http://x/", "--reload-http-header=Authorization Bearer s3cr3t"}, wantErr: "not shown"},
+		{name: "header file missing", args: []string{"--configmap=a", "--reload-http=http://x/", "--reload-http-header=X-Token: @/does/not/exist"}, wantErr: `--reload-http-header X-Token: cannot read "/does/not/exist"`},
+		{name: "header file relative", args: []string{"--configmap=a", "--reload-http=http://x/", "--reload-http-header=X-Token: @token"}, wantErr: "give the absolute path"},
+		{name: "bearer token file missing", args: []string{"--configmap=a", "--reload-http=http://x/", "--reload-http-bearer-token-file=/does/not/exist"}, wantErr: "mount the Secret that holds it there"},
+		{name: "unhealthy-after negative", args: []string{"--configmap=a", "--unhealthy-after=-1s"}, wantErr: "--unhealthy-after=-1s"},
 		{name: "bad signal", args: []string{"--configmap=a", "--reload-signal=RELOAD"}, wantErr: "--reload-signal"},
 		{name: "empty selector", args: []string{"--selector="}, wantErr: "nothing to watch"},
 		{name: "bad selector", args: []string{"--selector=a in (b"}, wantErr: "--selector="},
@@ -152,7 +156,7 @@ func FuzzReloaderFlags(f *testing.F) {
 func secretsIn(o options) []string {
 	var out []string
 	for _, h := range o.reloadHeaders {
-		if _, v, ok := strings.Cut(h, ":"); ok {
+		if _, v, ok := strings.Cut(h, ":"); ok && !strings.HasPrefix(strings.TrimSpace(v), "@") { // @file names a path, not a secret
 			out = append(out, strings.TrimSpace(v))
 		}
 	}

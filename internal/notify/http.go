@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -22,13 +23,30 @@ var DefaultBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, J
 // HTTP sends one request per reload, retrying until the app answers with a success code.
 type HTTP struct {
 	URL     string
-	Method  string        // default POST
-	Header  http.Header   // extra request headers
-	Timeout time.Duration // per try; default 10 s
-	Success CodeSet       // default 2xx
-	Backoff wait.Backoff  // default DefaultBackoff
-	Client  *http.Client  // default a client without keep-alive reuse across reloads
+	Method  string      // default POST
+	Header  http.Header // extra request headers
+	// HeaderFiles are headers whose value is read from a file on every request (name → path),
+	// so that a credential can come from a mounted Secret and be rotated without a restart.
+	HeaderFiles map[string]string
+	// BearerTokenFile, when set, is read on every request and sent as "Authorization: Bearer".
+	BearerTokenFile string
+	Timeout         time.Duration // per try; default 10 s
+	Success         CodeSet       // default 2xx
+	Backoff         wait.Backoff  // default DefaultBackoff
+	Client          *http.Client  // default NewClient()
 }
+
+// NewClient is the reload client: no redirects followed (a 302 to a login page is not a
+// reload), no proxy from the environment (HTTP_PROXY is for the app's traffic out of the pod,
+// not for a request to 127.0.0.1 that may carry a token), no connection kept between reloads.
+func NewClient() *http.Client {
+	return &http.Client{
+		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true, ForceAttemptHTTP2: false},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+var defaultClient = NewClient()
 
 // Notify sends the request until it succeeds, the tries run out, or ctx ends.
 func (h *HTTP) Notify(ctx context.Context) error {
@@ -60,12 +78,22 @@ func (h *HTTP) Notify(ctx context.Context) error {
 	}
 }
 
-// shownURL is the URL for logs, Events and errors, with any password replaced by "xxxxx"
-// (net/http strips it from its own errors the same way).
-func (h *HTTP) shownURL() string {
-	u, err := url.Parse(h.URL)
+// shownURL is the URL for logs, Events and errors, with any password and every query value
+// replaced by "xxxxx": a query string is where reload endpoints often take a token.
+func (h *HTTP) shownURL() string { return RedactURL(h.URL) }
+
+// RedactURL hides a URL's password and query values.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
 	if err != nil {
 		return "(the --reload-http URL)"
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"xxxxx"}
+		}
+		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }
@@ -86,12 +114,30 @@ func (h *HTTP) try(ctx context.Context, method string) error {
 			req.Header.Add(k, v)
 		}
 	}
+	for name, file := range h.HeaderFiles {
+		v, err := readCredential(file)
+		if err != nil {
+			return fmt.Errorf("--reload-http-header %s: %w", name, err)
+		}
+		req.Header.Set(name, v)
+	}
+	if h.BearerTokenFile != "" {
+		token, err := readCredential(h.BearerTokenFile)
+		if err != nil {
+			return fmt.Errorf("--reload-http-bearer-token-file: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	client := h.Client
 	if client == nil {
-		client = http.DefaultClient
+		client = defaultClient
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = h.shownURL() // net/http's error repeats the URL, query string included
+		}
 		return err
 	}
 	defer resp.Body.Close()
@@ -100,6 +146,23 @@ func (h *HTTP) try(ctx context.Context, method string) error {
 		return &StatusError{Code: resp.StatusCode, Status: resp.Status}
 	}
 	return nil
+}
+
+// readCredential reads a token or header value from a file, trimmed of surrounding white space
+// (a Secret's value often ends in a newline). The value is never part of an error.
+func readCredential(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w (is the Secret mounted there?)", path, errors.Unwrap(err))
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	if strings.ContainsAny(v, "\r\n") {
+		return "", fmt.Errorf("%s holds more than one line; a header value must be one line", path)
+	}
+	return v, nil
 }
 
 // StatusError is an answer whose status code is not a success. The body is never included:
@@ -115,6 +178,9 @@ func (e *StatusError) Error() string { return "answered " + e.Status }
 func hint(err error) string {
 	var se *StatusError
 	if errors.As(err, &se) {
+		if se.Code >= 300 && se.Code < 400 {
+			return " (a redirect, which the reloader never follows: point --reload-http at the reload endpoint itself)"
+		}
 		switch se.Code {
 		case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusForbidden:
 			return " (is the reload endpoint enabled and is --reload-http-method right? Prometheus needs --web.enable-lifecycle)"

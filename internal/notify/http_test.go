@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -175,4 +177,66 @@ func TestHTTPNotifyHangingEndpointTimesOutPerTry(t *testing.T) {
 	assert.Contains(t, err.Error(), "failed after 3 tries")
 	assert.Contains(t, err.Error(), "deadline exceeded")
 	assert.EqualValues(t, 3, tries.Load(), "each hanging try is cut at the per-try timeout and tried again")
+}
+
+// Credentials from files (a mounted Secret) are read on every request, so a rotated token is
+// used at once; a missing file is an error that names the file, never a value.
+func TestHTTPNotifyReadsCredentialFilesOnEveryRequest(t *testing.T) {
+	var auth, key atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		key.Store(r.Header.Get("X-Api-Key"))
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	tokenFile, keyFile := filepath.Join(dir, "token"), filepath.Join(dir, "key")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("tok-1\n"), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, []byte("key-1"), 0o600))
+	h := &HTTP{URL: srv.URL, Backoff: fastBackoff, BearerTokenFile: tokenFile, HeaderFiles: map[string]string{"X-Api-Key": keyFile}}
+	require.NoError(t, h.Notify(context.Background()))
+	assert.Equal(t, "Bearer tok-1", auth.Load())
+	assert.Equal(t, "key-1", key.Load())
+
+	require.NoError(t, os.WriteFile(tokenFile, []byte("tok-2"), 0o600)) // the Secret was rotated
+	require.NoError(t, h.Notify(context.Background()))
+	assert.Equal(t, "Bearer tok-2", auth.Load())
+
+	require.NoError(t, os.Remove(keyFile))
+	err := h.Notify(context.Background())
+	require.ErrorContains(t, err, keyFile)
+	assert.NotContains(t, err.Error(), "tok-2")
+}
+
+// A redirect (to a login page, say) is not a reload: it is never followed, and it fails with
+// a hint. The proxy from the environment is never used for the reload URL.
+func TestHTTPNotifyNeverFollowsRedirectsOrUsesAProxy(t *testing.T) {
+	var reached atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	defer target.Close()
+	redirect := httptest.NewServer(http.RedirectHandler(target.URL+"/login", http.StatusFound))
+	defer redirect.Close()
+	err := (&HTTP{URL: redirect.URL, Backoff: fastBackoff}).Notify(context.Background())
+	require.ErrorContains(t, err, "302")
+	assert.Contains(t, err.Error(), "never follows")
+	assert.Zero(t, reached.Load(), "the redirect was followed")
+
+	// Go never proxies loopback requests, whatever the environment says, so a request cannot
+	// show it here: the client's transport must simply have no proxy function.
+	tr, ok := NewClient().Transport.(*http.Transport)
+	require.True(t, ok)
+	assert.Nil(t, tr.Proxy, "the reload client must not take HTTP_PROXY from the environment")
+}
+
+// Query-string credentials are redacted like URL passwords, in every error.
+func TestHTTPNotifyRedactsQueryValues(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }))
+	u := srv.URL + "/-/reload?token=hunter22&x=1"
+	err := (&HTTP{URL: u, Backoff: fastBackoff}).Notify(context.Background())
+	require.ErrorContains(t, err, "500")
+	assert.Contains(t, err.Error(), "token=xxxxx")
+	assert.NotContains(t, err.Error(), "hunter22")
+	srv.Close()
+	err = (&HTTP{URL: u, Backoff: fastBackoff}).Notify(context.Background())
+	require.ErrorContains(t, err, "is the app listening")
+	assert.NotContains(t, err.Error(), "hunter22")
 }
