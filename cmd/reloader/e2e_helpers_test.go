@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -190,4 +191,34 @@ func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return c
+}
+
+// reloaderStatus is the part of /status the tests read.
+type reloaderStatus struct {
+	Ready         bool   `json:"ready"`
+	LiveHash      string `json:"liveHash"`
+	NotifyPending bool   `json:"notifyPending"`
+	LastResult    string `json:"lastResult"`
+	LastError     string `json:"lastError"`
+	ReloadError   string `json:"lastReloadError"`
+}
+
+func status(t testing.TB, p *testcluster.Process) reloaderStatus {
+	t.Helper()
+	code, body := p.Get("/status")
+	require.Equal(t, http.StatusOK, code, body)
+	var s reloaderStatus
+	require.NoError(t, json.Unmarshal([]byte(body), &s), body)
+	return s
+}
+
+// upToDate reports whether the newest config is live and the app took it (the alert metric).
+func upToDate(p *testcluster.Process) bool {
+	return p.Metric("configwave_reloader_last_reload_successful") == 1
+}
+
+// failingButReady reports the new readiness rule: a config problem shows in the alert metric and
+// /status, while the replica stays ready, serving with the last good config.
+func failingButReady(p *testcluster.Process) bool {
+	return p.Metric("configwave_reloader_last_reload_successful") == 0 && p.Ready()
 }

@@ -146,10 +146,12 @@ func TestReloadEndpointFailsThenRecovers(t *testing.T) {
 	p.WaitReady(t)
 
 	patchData(t, client, ns, "app", `{"data":{"app.yaml":"v2"}}`)
-	require.Eventually(t, func() bool { return !p.Ready() }, eventually, tick, "not ready while the app cannot be told")
 	require.Eventually(t, func() bool { return p.Metric(`configwave_reloader_reloads_total{result="notify_failed"}`) >= 1 }, eventually, tick)
+	assert.True(t, failingButReady(p), "a failing reload shows in the alert metric, never in readiness")
+	assert.True(t, status(t, p).NotifyPending)
 	// Tries 1-2 fail, the retry after 1 s fails twice more, the next retry succeeds.
-	require.Eventually(t, p.Ready, eventually, tick, "ready again once the app answers")
+	require.Eventually(t, func() bool { return upToDate(p) }, eventually, tick, "up to date once the app answers")
+	assert.False(t, status(t, p).NotifyPending)
 	assert.Len(t, app.reloads(), 5)
 	assert.Equal(t, "v2", app.reloads()[4])
 	assert.EqualValues(t, 1, p.Metric(`configwave_reloader_reloads_total{result="success"}`))
@@ -169,7 +171,9 @@ func TestValidateCommandRejectsBadConfig(t *testing.T) {
 	p.WaitReady(t)
 
 	patchData(t, client, ns, "app", `{"data":{"app.conf":"broken"}}`)
-	require.Eventually(t, func() bool { return !p.Ready() }, eventually, tick, "a rejected config makes the reloader not ready")
+	require.Eventually(t, func() bool { return status(t, p).LastResult == "validation_failed" }, eventually, tick)
+	assert.True(t, failingButReady(p), "every replica rejects the same ConfigMap: readiness must not follow, or the Service goes down")
+	assert.Contains(t, status(t, p).LastError, "validation command rejected")
 	assert.Equal(t, "good 1", readFile(root, "app.conf"), "the app keeps the last good config")
 	assert.Empty(t, app.reloads())
 	assert.EqualValues(t, 1, p.Metric(`configwave_reloader_reloads_total{result="validation_failed"}`))
@@ -177,7 +181,7 @@ func TestValidateCommandRejectsBadConfig(t *testing.T) {
 	assert.Contains(t, p.Log(), "validation command rejected")
 
 	patchData(t, client, ns, "app", `{"data":{"app.conf":"good 2"}}`)
-	require.Eventually(t, p.Ready, eventually, tick)
+	require.Eventually(t, func() bool { return upToDate(p) }, eventually, tick)
 	require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
 	assert.Equal(t, "good 2", app.reloads()[0])
 }
@@ -293,7 +297,8 @@ func TestSelectorPerObjectAndFlatClash(t *testing.T) {
 			return strings.Contains(p.Log(), fmt.Sprintf(`configmap %s/dash-a key \"a.json\" and configmap %s/dash-clash key \"a.json\" would both unpack to \"a.json\"`, ns, ns))
 		}, eventually, tick)
 		assert.Equal(t, `{"a":1}`, readFile(root, "a.json"), "no silent overwrite")
-		assert.False(t, p.Ready())
+		require.Eventually(t, func() bool { return failingButReady(p) }, eventually, tick)
+		assert.Equal(t, "invalid_config", status(t, p).LastResult)
 		require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), "dash-clash", metav1.DeleteOptions{}))
 	})
 }
@@ -423,7 +428,7 @@ func changesAcrossAnOutage(t *testing.T, outage func(), after func(p *testcluste
 	}
 }
 
-// No Secret value in any log line at --v=10, any Event, any metric or error: the run handles
+// No Secret value in any log line at --v=10 and --vmodule=*=10, any Event, any metric or error: the run handles
 // a Secret with a recognisable value through unpack, reload, rejection and recovery.
 func TestNoSecretValueInAnyOutput(t *testing.T) {
 	client := adminClient(t)
@@ -434,7 +439,7 @@ func TestNoSecretValueInAnyOutput(t *testing.T) {
 	require.NoError(t, err)
 	root := t.TempDir()
 	app := newFakeApp(t, filepath.Join(root, "token"))
-	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--v=10", "--secret=creds", "--configroot="+root,
+	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--v=10", "--vmodule=*=10", "--secret=creds", "--configroot="+root,
 		"--reload-http="+app.url(), `--validate-command=cat "$CONFIG_DIR/token"; grep -qv rejected "$CONFIG_DIR/token"`)
 	p.WaitReady(t)
 	for _, v := range []string{"-v2", "-rejected", "-v3"} {

@@ -50,7 +50,8 @@ func podEvent(t *testing.T, client kubernetes.Interface, ns, pod, reason string,
 }
 
 // A full volume, a read-only volume and a config file the app replaced with a folder: each
-// gives a clear error (log, Event, not ready, metric), the last good config stays whole and
+// gives a clear error (log, Event, alert metric, /status; still ready, serving the last good
+// config), the last good config stays whole and
 // readable, nothing half-written is left, and the reloader applies the latest config by itself
 // once the disk is fixed.
 func TestDiskTrouble(t *testing.T) {
@@ -69,7 +70,8 @@ func TestDiskTrouble(t *testing.T) {
 		t.Helper()
 		failures++
 		require.Eventually(t, func() bool { return p.Metric(`configwave_reloader_reloads_total{result="write_failed"}`) >= failures }, eventually, tick, step)
-		assert.False(t, p.Ready(), "%s: not ready while the config cannot be written", step)
+		assert.True(t, failingButReady(p), "%s: reported, and still ready with the last good config", step)
+		assert.Equal(t, "write_failed", status(t, p).LastResult, step)
 		assert.Equal(t, healthy, testdisk.Entries(t, root), "%s: nothing half-written is left", step)
 	}
 
@@ -82,14 +84,15 @@ func TestDiskTrouble(t *testing.T) {
 		assert.Empty(t, app.reloads(), "the app is not told about a config that is not on disk")
 
 		testdisk.Resize(t, root, "2m")
-		require.Eventually(t, p.Ready, eventually, tick, "retried without a new change once there is room")
+		require.Eventually(t, func() bool { return upToDate(p) }, eventually, tick, "retried without a new change once there is room")
 		require.Eventually(t, func() bool { return len(app.reloads()) == 1 }, eventually, tick)
 		assert.Equal(t, "v2", app.reloads()[0])
 		healthy = testdisk.Entries(t, root)
 	})
 
 	t.Run("read-only volume", func(t *testing.T) {
-		time.Sleep(2100 * time.Millisecond) // let the swapped-out folder's grace run out, so the next write would remove it
+		onlyTheLiveSet(t, root)
+		healthy = testdisk.Entries(t, root)
 		testdisk.ReadOnly(t, root, true)
 		patchData(t, client, ns, "app", `{"data":{"app.conf":"v3","data":"d3"}}`)
 		failed("read-only volume")
@@ -98,7 +101,7 @@ func TestDiskTrouble(t *testing.T) {
 		assert.Len(t, app.reloads(), 1)
 
 		testdisk.ReadOnly(t, root, false)
-		require.Eventually(t, p.Ready, eventually, tick)
+		require.Eventually(t, func() bool { return upToDate(p) }, eventually, tick)
 		require.Eventually(t, func() bool { return len(app.reloads()) == 2 }, eventually, tick)
 		assert.Equal(t, "v3", app.reloads()[1])
 		assert.Equal(t, "d3", readFile(root, "data"))
@@ -106,6 +109,7 @@ func TestDiskTrouble(t *testing.T) {
 	})
 
 	t.Run("a config file replaced by a folder", func(t *testing.T) {
+		onlyTheLiveSet(t, root)
 		require.NoError(t, os.Remove(filepath.Join(root, "app.conf")))
 		require.NoError(t, os.Mkdir(filepath.Join(root, "app.conf"), 0o755))
 		healthy = testdisk.Entries(t, root)
@@ -116,12 +120,20 @@ func TestDiskTrouble(t *testing.T) {
 		assert.DirExists(t, filepath.Join(root, "app.conf"), "the app's folder is not removed")
 
 		require.NoError(t, os.Remove(filepath.Join(root, "app.conf")))
-		require.Eventually(t, p.Ready, eventually, tick)
+		require.Eventually(t, func() bool { return upToDate(p) }, eventually, tick)
 		require.Eventually(t, func() bool { return len(app.reloads()) == 3 }, eventually, tick)
 		assert.Equal(t, "v4", app.reloads()[2])
 		assert.Equal(t, "d4", readFile(root, "data"))
 	})
 	assert.False(t, p.Exited(), "disk trouble never stops the reloader")
+}
+
+// onlyTheLiveSet waits until the set a swap retired is removed (2 s after the swap), so that
+// a listing taken now stays the same unless something is written.
+func onlyTheLiveSet(t *testing.T, root string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(hiddenFolders(t, root)) == 1 }, eventually, tick,
+		"the retired set is removed after its grace: %v", hiddenFolders(t, root))
 }
 
 // In subprocess mode the app starts only on a complete first config: a read-only root keeps it
@@ -180,7 +192,7 @@ func TestSubprocessOrphansAreReaped(t *testing.T) {
 }
 
 // The reload endpoint first refuses connections (the app is not up), then hangs past the
-// per-try timeout, then answers: the reloader retries with backoff, is not ready meanwhile,
+// per-try timeout, then answers: the reloader retries with backoff, reports it meanwhile,
 // and the app is finally told once the latest config is on disk; nothing is lost.
 func TestReloadEndpointRefusesThenHangsThenRecovers(t *testing.T) {
 	client := adminClient(t)
@@ -195,7 +207,7 @@ func TestReloadEndpointRefusesThenHangsThenRecovers(t *testing.T) {
 
 	patchData(t, client, ns, "app", `{"data":{"app.conf":"v2"}}`)
 	require.Eventually(t, func() bool { return strings.Contains(p.Log(), "is the app listening on that address") }, eventually, tick)
-	assert.False(t, p.Ready(), "not ready while the app cannot be told")
+	require.Eventually(t, func() bool { return failingButReady(p) }, eventually, tick, "reported while the app cannot be told")
 	assert.Equal(t, "v2", readFile(root, "app.conf"), "the files are in place; only the notification is pending")
 
 	// The app comes up but hangs on reload requests for a while.
@@ -224,10 +236,10 @@ func TestReloadEndpointRefusesThenHangsThenRecovers(t *testing.T) {
 		"a try against the hanging endpoint is cut at --reload-http-timeout")
 	patchData(t, client, ns, "app", `{"data":{"app.conf":"v3"}}`)
 	require.Eventually(t, func() bool { return readFile(root, "app.conf") == "v3" }, eventually, tick)
-	assert.False(t, p.Ready())
+	assert.True(t, status(t, p).NotifyPending)
 
 	hanging.Store(false)
-	require.Eventually(t, p.Ready, eventually, tick, "ready again once the app answers")
+	require.Eventually(t, func() bool { return upToDate(p) }, eventually, tick, "up to date once the app answers")
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []string{"v3"}, seen, "one reload, of the latest config")

@@ -92,13 +92,14 @@ func run1(cfg *config) error {
 		OnWatchRestart: func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
 	})
 	r := &reload.Reloader{
-		Source:        watcher,
-		Writer:        unpack.New(cfg.root),
-		Layout:        cfg.layout,
-		Debounce:      cfg.debounce,
-		RetryInterval: cfg.retry,
-		Metrics:       metrics,
-		Events:        podEvents(client),
+		Source:         watcher,
+		Writer:         unpack.New(cfg.root),
+		Layout:         cfg.layout,
+		Debounce:       cfg.debounce,
+		RetryInterval:  cfg.retry,
+		UnhealthyAfter: cfg.unhealthy,
+		Metrics:        metrics,
+		Events:         podEvents(client),
 	}
 	if cfg.http != nil {
 		r.Notifier = cfg.http
@@ -141,11 +142,11 @@ func run1(cfg *config) error {
 		return nil
 	}
 	if cfg.listen != "" {
-		srv, err := serve.Listen(cfg.listen, reg, r.Ready)
+		srv, err := serve.Listen(cfg.listen, reg, serve.Checks{Ready: r.Ready, Healthy: r.Healthy, Status: func() any { return r.CurrentStatus() }})
 		if err != nil {
 			return err
 		}
-		klog.InfoS("serving /healthz, /readyz and /metrics", "address", srv.Addr())
+		klog.InfoS("serving /healthz, /readyz, /status and /metrics", "address", srv.Addr())
 		g.Add(srv.Run, srv.Stop)
 	}
 	if len(cfg.app) > 0 {

@@ -265,7 +265,7 @@ func runWave(cfg *config) error {
 	var g run.Group
 	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 	if cfg.listenAddress != "" {
-		srv, err := serve.Listen(cfg.listenAddress, reg, inf.HasSynced)
+		srv, err := serve.Listen(cfg.listenAddress, reg, serve.Checks{Ready: inf.HasSynced})
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,9 @@ type Metrics struct {
 	ConfigInfo    *prometheus.GaugeVec
 	WatchRestarts *prometheus.CounterVec
 	Ready         prometheus.Gauge
+	// LastReloadSuccessful is for alerts, as Thanos' reloader_last_reload_successful: 0 while
+	// the newest config is rejected, invalid, not written or not taken by the app.
+	LastReloadSuccessful prometheus.Gauge
 }
 
 // Reload results, the values of the "result" label.
@@ -44,12 +47,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source"}),
 		Ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "configwave_reloader_ready",
-			Help: "1 when the config is unpacked and the last reload succeeded, as /readyz reports.",
+			Help: "1 once the first config is unpacked, as /readyz reports; a rejected or failed reload later does not change it.",
+		}),
+		LastReloadSuccessful: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "configwave_reloader_last_reload_successful",
+			Help: "1 when the newest config from the sources is live and the app took it; 0 while it is rejected, invalid, not written or not taken. Alert on this, not on readiness.",
 		}),
 	}
 	for _, r := range []string{ResultSuccess, ResultValidationFailed, ResultNotifyFailed, ResultInvalidConfig, ResultWriteFailed} {
 		m.Reloads.WithLabelValues(r)
 	}
-	reg.MustRegister(m.Reloads, m.LastSuccess, m.ConfigInfo, m.WatchRestarts, m.Ready)
+	m.LastReloadSuccessful.Set(1)
+	reg.MustRegister(m.Reloads, m.LastSuccess, m.ConfigInfo, m.WatchRestarts, m.Ready, m.LastReloadSuccessful)
 	return m
 }

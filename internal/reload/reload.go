@@ -7,6 +7,12 @@
 // The loop is level-triggered: a change signal only says "look again"; each pass reads the
 // whole current state, so merged, replayed or lost-and-relisted events cannot make the files
 // differ from the API. Nothing is written and nobody is told when the content is unchanged.
+//
+// Each pass first finds out what happened (pass, which does the I/O and returns an outcome),
+// then moves the loop's state in one step (state.next, a pure function) and reports the
+// difference (report: logs, Events, metrics, /status). The two promises that matter most are
+// kept in next: a set that went live stays due for a notification until the app is told,
+// whatever later passes meet; and a rejected or invalid set never makes the reloader unready.
 package reload
 
 import (
@@ -47,41 +53,105 @@ type Reloader struct {
 	// starts the app and returns its notifier.
 	Notifier      notify.Notifier
 	OnFirstUnpack func() (notify.Notifier, error)
-	// Debounce merges the changes of a burst: the loop waits until no change came for
-	// Debounce (at most 10×Debounce in all) and then handles the final state once.
+	// Debounce spaces reloads: a change after a quiet period is applied at once, and changes
+	// that come while a reload is under way or within Debounce after it are merged into one
+	// more pass, once no change came for Debounce (at most 10×Debounce after the first).
 	Debounce time.Duration
 	// RetryInterval is how soon a failed notification or disk write is tried again; default 30 s.
 	RetryInterval time.Duration
-	Metrics       *Metrics
-	Events        EventRecorder // optional
+	// UnhealthyAfter, when set, makes Healthy fail once the app has kept failing to reload for
+	// that long (--unhealthy-after), so that kubelet restarts the pod.
+	UnhealthyAfter time.Duration
+	Metrics        *Metrics
+	Events         EventRecorder // optional
 	// HashKey keys the content hash shown in logs, Events and the config_info metric. The
 	// reloader sets a random one per process when a Secret is among the sources: the hash then
 	// still tells changes apart within the process, and tells nothing about the values.
 	HashKey []byte
 
-	ready atomic.Bool
-
-	// loop state, owned by Run's goroutine
-	unpacked     bool   // the first complete set is in place
-	notifyDue    bool   // files changed but the app has not been told yet
-	liveHash     string // hash of the set under the root
-	rejectedHash string // last set the check rejected; not checked again until it changes
-	waitingFor   string // missing sources last logged
-	unusedItems  string // --items keys no source has, last logged
+	st     state                  // owned by Run's goroutine
+	status atomic.Pointer[Status] // what the HTTP handlers read
+	now    func() time.Time       // tests move the clock
 }
 
-// Ready reports what /readyz serves: the first set is unpacked and the last reload worked.
-func (r *Reloader) Ready() bool { return r.ready.Load() }
+// state is everything the loop remembers between passes.
+type state struct {
+	unpacked    bool   // the first complete set is in place
+	liveHash    string // hash of the set under the root
+	notifyDue   bool   // a set went live and the app has not been told yet
+	rejected    string // last set the check rejected; not checked again until it changes
+	waitingFor  string // missing sources last reported
+	unusedItems string // --items keys no source has, last reported
+	result      string // last result, ResultX; "" before the first
+	lastError   string
+	since       time.Time // when result last changed
+	// failingSince is when the app first failed to take a set it is due; zero when it is not
+	// failing. notifyError is the last such failure.
+	failingSince time.Time
+	notifyError  string
+}
 
-func (r *Reloader) setReady(v bool) {
-	r.ready.Store(v)
-	if r.Metrics != nil {
-		if v {
-			r.Metrics.Ready.Set(1)
-		} else {
-			r.Metrics.Ready.Set(0)
-		}
+// outcome is what one pass found and did.
+type outcome struct {
+	missing     string // sources that do not exist
+	sources     string // the sources, for the log and Events
+	unusedItems string
+	hash        string // hash of the wanted set; "" when it could not be laid out
+	swapped     bool   // the wanted set went live in this pass
+	tellOnStart bool   // first pass over a set a previous reloader left: the app runs that one
+	first       bool   // this pass made the first unpack
+	result      string // what became of the wanted set: a failing ResultX, or ""
+	err         error  // with a failing result
+	reason      string // the Event's reason for err
+	notified    bool   // the app was told in this pass
+	notifyErr   error  // the app was due and could not be told
+	retry       bool   // run again after RetryInterval even without a change
+}
+
+// Status is the loop's state as /status serves it. It never holds a value from a source.
+type Status struct {
+	Ready        bool       `json:"ready"`
+	LiveHash     string     `json:"liveHash,omitempty"`
+	NotifyDue    bool       `json:"notifyPending"`
+	LastResult   string     `json:"lastResult,omitempty"`
+	LastError    string     `json:"lastError,omitempty"`
+	Since        time.Time  `json:"since,omitzero"`
+	FailingSince *time.Time `json:"appFailingToReloadSince,omitempty"`
+	NotifyError  string     `json:"lastReloadError,omitempty"`
+	Waiting      string     `json:"waitingFor,omitempty"`
+}
+
+// Ready reports what /readyz serves: the first set is unpacked. A rejected or invalid config
+// later does not change it: every replica rejects the same bad ConfigMap at the same moment,
+// and a Service with no ready endpoint is an outage that the last good config would not cause.
+func (r *Reloader) Ready() bool { s := r.status.Load(); return s != nil && s.Ready }
+
+// Healthy reports what /healthz serves: an error once the app has kept failing to take new
+// config for UnhealthyAfter, so that kubelet restarts the pod; nil otherwise.
+func (r *Reloader) Healthy() error {
+	s := r.status.Load()
+	if r.UnhealthyAfter <= 0 || s == nil || s.FailingSince == nil {
+		return nil
 	}
+	if d := r.clock().Sub(*s.FailingSince); d >= r.UnhealthyAfter {
+		return fmt.Errorf("the app has failed to reload for %s (--unhealthy-after=%s): %s", d.Round(time.Millisecond), r.UnhealthyAfter, s.NotifyError)
+	}
+	return nil
+}
+
+// CurrentStatus is the state /status serves.
+func (r *Reloader) CurrentStatus() Status {
+	if s := r.status.Load(); s != nil {
+		return *s
+	}
+	return Status{}
+}
+
+func (r *Reloader) clock() time.Time {
+	if r.now != nil {
+		return r.now()
+	}
+	return time.Now()
 }
 
 // Once unpacks the current state and returns, for an init container (--once). A missing
@@ -111,41 +181,56 @@ func (r *Reloader) Run(ctx context.Context) error {
 	if r.RetryInterval <= 0 {
 		r.RetryInterval = 30 * time.Second
 	}
+	r.publish()
 	if !r.Source.WaitForSync(ctx) {
 		return nil // ctx ended
 	}
 	var retry <-chan time.Time
 	for {
-		wantRetry, err := r.pass(ctx)
+		o, err := r.pass(ctx)
 		if err != nil {
 			return err
 		}
+		if ctx.Err() != nil {
+			return nil // a pass cut short by shutdown is no result
+		}
+		prev := r.st
+		r.st = prev.next(o, r.clock())
+		r.report(prev, o)
+		r.publish()
+		ended := r.clock()
+
 		retry = nil
-		if wantRetry {
+		if o.retry {
 			retry = time.After(r.RetryInterval)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.Source.Changed():
-			r.debounce(ctx)
+			r.settle(ctx, ended)
 		case <-retry:
 		}
 	}
 }
 
-func (r *Reloader) debounce(ctx context.Context) {
-	if r.Debounce <= 0 {
+// settle decides when a pass follows a change signal. The first change after a quiet period is
+// handled at once (leading edge). A change that came while the last pass ran, or within
+// Debounce after it, is part of a burst: wait until no change came for Debounce, at most
+// 10×Debounce, and handle the final state once (trailing edge).
+func (r *Reloader) settle(ctx context.Context, lastPass time.Time) {
+	if r.Debounce <= 0 || r.clock().Sub(lastPass) >= r.Debounce {
 		return
 	}
-	deadline := time.After(10 * r.Debounce)
+	deadline := time.NewTimer(10 * r.Debounce)
+	defer deadline.Stop()
 	quiet := time.NewTimer(r.Debounce)
 	defer quiet.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-deadline:
+		case <-deadline.C:
 			return
 		case <-quiet.C:
 			return
@@ -162,116 +247,233 @@ func (r *Reloader) checkFunc(ctx context.Context) func(string) error {
 	return func(dir string) error { return r.Check(ctx, dir) }
 }
 
-// pass makes the files equal to the current state and tells the app if they changed. It
-// reports whether it should run again after RetryInterval even without a change.
-func (r *Reloader) pass(ctx context.Context) (retry bool, err error) {
-	snap := r.Source.Snapshot()
-	if len(snap.Missing) > 0 {
-		missing := joinRefs(snap.Missing)
-		if missing != r.waitingFor {
-			r.waitingFor = missing
-			if !r.unpacked {
-				klog.InfoS("waiting for sources to exist before the first unpack", "missing", missing)
-			} else {
-				// Removing an app's config because its ConfigMap was deleted (perhaps to be
-				// recreated) would break the app; the last set stays until the object is back.
-				klog.InfoS("source deleted; keeping the last files until it is back", "missing", missing)
-				r.event("Warning", "ConfigSourceMissing", fmt.Sprintf("%s not found; keeping the last config", missing))
-			}
+// pass makes the files equal to the current state where it can, and tells the app whenever a
+// set is live that the app has not been told of, whatever else this pass met.
+func (r *Reloader) pass(ctx context.Context) (outcome, error) {
+	var o outcome
+	r.write(ctx, &o)
+	if o.first && r.OnFirstUnpack != nil {
+		n, err := r.OnFirstUnpack()
+		if err != nil {
+			return o, err
 		}
-		return false, nil
+		r.Notifier = n // the app reads this first set as it starts: nothing to tell yet
+		return o, nil
 	}
-	r.waitingFor = ""
-
-	files, err := r.Layout.Files(snap.Objects)
-	if err != nil {
-		r.fail(ResultInvalidConfig, "InvalidConfig", err)
-		return false, nil
+	due := r.st.notifyDue || (o.swapped && r.st.unpacked) || o.tellOnStart
+	if !due || r.Notifier == nil {
+		return o, nil
 	}
-	if unused := strings.Join(r.Layout.UnusedItems(snap.Objects), ", "); unused != r.unusedItems {
-		r.unusedItems = unused
-		if unused != "" {
-			klog.InfoS("warning: --items names keys that no source has; check their spelling", "keys", unused)
-		}
-	}
-	hash := KeyedHash(r.HashKey, files)
-	if hash == r.rejectedHash {
-		return false, nil
-	}
-	changed, err := r.Writer.WriteChecked(files, r.checkFunc(ctx))
-	switch {
-	case errors.Is(err, ErrRejected):
-		r.rejectedHash = hash
-		r.fail(ResultValidationFailed, "ConfigRejected", fmt.Errorf("new config kept out, the app keeps the last good one: %w", err))
-		return false, nil
-	case ctx.Err() != nil:
-		return false, nil
-	case err != nil:
-		r.fail(ResultWriteFailed, "ConfigWriteFailed", fmt.Errorf("unpack under the config root: %w", err))
-		return true, nil
-	}
-	r.rejectedHash = ""
-	if hash != r.liveHash && r.Metrics != nil {
-		r.Metrics.ConfigInfo.Reset()
-		r.Metrics.ConfigInfo.WithLabelValues(hash).Set(1)
-	}
-	r.liveHash = hash
-
-	if !r.unpacked {
-		r.unpacked = true
-		klog.InfoS("config unpacked", "sources", len(snap.Objects), "files", len(files), "hash", hash)
-		if r.OnFirstUnpack != nil {
-			n, err := r.OnFirstUnpack()
-			if err != nil {
-				return false, err
-			}
-			r.Notifier = n
-		}
-		// The app reads this first set when it starts; there is nothing to reload yet.
-		r.setReady(true)
-		return false, nil
-	}
-	if changed {
-		r.notifyDue = true
-	}
-	if !r.notifyDue || r.Notifier == nil {
-		if !r.notifyDue && !r.Ready() {
-			r.setReady(true) // e.g. a rejected set was reverted to the live one
-		}
-		return false, nil
-	}
-	start := time.Now()
 	if err := r.Notifier.Notify(ctx); err != nil {
-		if ctx.Err() != nil {
-			return false, nil
+		if ctx.Err() == nil {
+			o.notifyErr = fmt.Errorf("new config is on disk but the app was not told: %w", err)
+			o.retry = true
 		}
-		r.fail(ResultNotifyFailed, "ReloadFailed", fmt.Errorf("new config is on disk but the app was not told: %w", err))
-		return true, nil
+		return o, nil
 	}
-	r.notifyDue = false
-	r.setReady(true)
-	if r.Metrics != nil {
-		r.Metrics.Reloads.WithLabelValues(ResultSuccess).Inc()
-		r.Metrics.LastSuccess.SetToCurrentTime()
-	}
-	klog.InfoS("config changed, app reloaded", "sources", sourceList(snap.Objects), "hash", hash, "took", time.Since(start))
-	r.event("Normal", "ConfigReloaded", fmt.Sprintf("config from %s changed (hash %s); app reloaded", sourceList(snap.Objects), hash[:12]))
-	return false, nil
+	o.notified = true
+	return o, nil
 }
 
-func (r *Reloader) fail(result, reason string, err error) {
-	r.setReady(false)
+// write lays the snapshot out and swaps it in, recording in o what happened.
+func (r *Reloader) write(ctx context.Context, o *outcome) {
+	snap := r.Source.Snapshot()
+	if len(snap.Missing) > 0 {
+		// Removing an app's config because its ConfigMap was deleted (perhaps to be recreated)
+		// would break the app; the last set stays until the object is back.
+		o.missing = joinRefs(snap.Missing)
+		return
+	}
+	files, err := r.Layout.Files(snap.Objects)
+	if err != nil {
+		o.result, o.reason, o.err = ResultInvalidConfig, "InvalidConfig", err
+		return
+	}
+	o.unusedItems = strings.Join(r.Layout.UnusedItems(snap.Objects), ", ")
+	o.sources = sourceList(snap.Objects)
+	o.hash = KeyedHash(r.HashKey, files)
+	if o.hash == r.st.rejected {
+		return // already rejected and reported; checked again once the sources change
+	}
+	// A sidecar restarted by kubelet finds the set its predecessor wrote; if the current one
+	// differs, the app is still running the old one and must be told once.
+	leftBehind := !r.st.unpacked && r.OnFirstUnpack == nil && r.Writer.HasLiveSet()
+	changed, err := r.Writer.WriteChecked(files, r.checkFunc(ctx))
+	switch {
+	case ctx.Err() != nil:
+		return
+	case errors.Is(err, ErrRejected):
+		o.result, o.reason = ResultValidationFailed, "ConfigRejected"
+		o.err = fmt.Errorf("new config kept out, the app keeps the last good one: %w", err)
+		return
+	case err != nil && !changed:
+		o.result, o.reason, o.retry = ResultWriteFailed, "ConfigWriteFailed", true
+		o.err = fmt.Errorf("unpack under the config root: %w", err)
+		return
+	case err != nil:
+		// The new set is live (..data was swapped); a step after it failed. The app must
+		// still be told, and the step is tried again.
+		o.result, o.reason, o.retry = ResultWriteFailed, "ConfigWriteFailed", true
+		o.err = fmt.Errorf("new config is live, but finishing the swap under the config root failed: %w", err)
+	}
+	o.swapped = changed
+	o.first = !r.st.unpacked
+	o.tellOnStart = o.first && changed && leftBehind
+}
+
+// next is the loop's state after a pass with outcome o, at time now.
+func (s state) next(o outcome, now time.Time) state {
+	n := s
+	n.waitingFor = o.missing
+	if o.missing == "" {
+		n.unusedItems = o.unusedItems
+	}
+	if o.first {
+		n.unpacked = true
+	}
+	if o.swapped || o.first {
+		n.liveHash = o.hash
+	}
+	switch {
+	case o.notified:
+		n.notifyDue = false
+	case o.tellOnStart, o.swapped && s.unpacked:
+		n.notifyDue = true
+	}
+	switch o.result {
+	case ResultValidationFailed:
+		n.rejected = o.hash
+	case ResultSuccess, "":
+		if o.swapped || o.hash == s.liveHash {
+			n.rejected = ""
+		}
+	}
+	if o.notifyErr != nil {
+		if n.failingSince.IsZero() {
+			n.failingSince = now
+		}
+		n.notifyError = o.notifyErr.Error()
+	} else if !n.notifyDue {
+		n.failingSince, n.notifyError = time.Time{}, ""
+	}
+	result, err := o.result, o.err
+	switch {
+	case result != "":
+	case o.notifyErr != nil:
+		result, err = ResultNotifyFailed, o.notifyErr
+	case o.notified && (o.hash == "" || o.hash != n.rejected):
+		result = ResultSuccess // unless the newest set is still the rejected one
+	}
+	if result != "" {
+		if result != s.result {
+			n.since = now
+		}
+		n.result = result
+		n.lastError = ""
+		if err != nil {
+			n.lastError = err.Error()
+		}
+	} else if o.hash != "" && o.hash == s.liveHash && s.result != ResultSuccess && s.result != "" && !n.notifyDue {
+		// The sources went back to the live set (a rejected change was reverted): all is well.
+		n.result, n.lastError, n.since = ResultSuccess, "", now
+	}
+	return n
+}
+
+// report tells people what the pass changed: logs, Events and metrics.
+func (r *Reloader) report(prev state, o outcome) {
+	now := r.st
+	if o.missing != "" && o.missing != prev.waitingFor {
+		if !prev.unpacked {
+			klog.InfoS("waiting for sources to exist before the first unpack", "missing", o.missing)
+		} else {
+			klog.InfoS("source deleted; keeping the last files until it is back", "missing", o.missing)
+			r.event("Warning", "ConfigSourceMissing", fmt.Sprintf("%s not found; keeping the last config", o.missing))
+		}
+	}
+	if o.unusedItems != "" && o.unusedItems != prev.unusedItems {
+		klog.InfoS("warning: --items names keys that no source has; check their spelling", "keys", o.unusedItems)
+	}
+	if o.swapped && r.Metrics != nil && now.liveHash != prev.liveHash {
+		r.Metrics.ConfigInfo.Reset()
+		r.Metrics.ConfigInfo.WithLabelValues(now.liveHash).Set(1)
+	}
+	if o.first {
+		klog.InfoS("config unpacked", "hash", now.liveHash, "appTold", o.tellOnStart)
+		r.setReadyMetric(true)
+	}
+	if o.err != nil {
+		r.count(o.result)
+		klog.ErrorS(o.err, "config not applied", "result", o.result)
+		r.event("Warning", o.reason, o.err.Error())
+	}
+	if o.notifyErr != nil {
+		r.count(ResultNotifyFailed)
+		klog.ErrorS(o.notifyErr, "app not told", "result", ResultNotifyFailed, "failingSince", now.failingSince)
+		r.event("Warning", "ReloadFailed", o.notifyErr.Error())
+	}
+	if o.notified {
+		r.count(ResultSuccess)
+		if r.Metrics != nil {
+			r.Metrics.LastSuccess.SetToCurrentTime()
+		}
+		why := fmt.Sprintf("config from %s changed", o.sources)
+		if o.tellOnStart {
+			why = fmt.Sprintf("the reloader restarted and found an older config of %s on disk", o.sources)
+		}
+		klog.InfoS("app reloaded", "why", why, "hash", now.liveHash)
+		r.event("Normal", "ConfigReloaded", fmt.Sprintf("%s (hash %s); app reloaded", why, shortHash(now.liveHash)))
+	}
+	if r.Metrics != nil {
+		r.Metrics.LastReloadSuccessful.Set(boolGauge(now.result == ResultSuccess || now.result == ""))
+	}
+}
+
+// publish makes the state visible to the HTTP handlers.
+func (r *Reloader) publish() {
+	s := r.st
+	st := &Status{
+		Ready: s.unpacked, LiveHash: s.liveHash, NotifyDue: s.notifyDue,
+		LastResult: s.result, LastError: s.lastError, Since: s.since, Waiting: s.waitingFor,
+		NotifyError: s.notifyError,
+	}
+	if !s.failingSince.IsZero() {
+		t := s.failingSince
+		st.FailingSince = &t
+	}
+	r.status.Store(st)
+}
+
+func (r *Reloader) setReadyMetric(v bool) {
+	if r.Metrics != nil {
+		r.Metrics.Ready.Set(boolGauge(v))
+	}
+}
+
+func (r *Reloader) count(result string) {
 	if r.Metrics != nil {
 		r.Metrics.Reloads.WithLabelValues(result).Inc()
 	}
-	klog.ErrorS(err, "config not applied", "result", result)
-	r.event("Warning", reason, err.Error())
 }
 
 func (r *Reloader) event(eventtype, reason, message string) {
 	if r.Events != nil {
 		r.Events.Event(eventtype, reason, message)
 	}
+}
+
+func boolGauge(v bool) float64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
 
 func joinRefs(refs []source.Ref) string {

@@ -130,7 +130,7 @@ func TestReloaderBurstGivesOneReloadOfTheFinalContent(t *testing.T) {
 	}
 	require.Eventually(t, fileIs(root, "i", "50"), wait, tick)
 	time.Sleep(300 * time.Millisecond)
-	assert.LessOrEqual(t, n.calls.Load(), int32(2), "a burst within the debounce window is one reload (two if a slow machine splits it)")
+	assert.LessOrEqual(t, n.calls.Load(), int32(2), "the first change at once, the rest of the burst in one more reload")
 	assert.GreaterOrEqual(t, n.calls.Load(), int32(1))
 }
 
@@ -151,15 +151,19 @@ func TestReloaderRejectedConfigKeepsTheLastGoodSet(t *testing.T) {
 	require.Eventually(t, r.Ready, wait, tick)
 
 	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "bad")}})
-	require.Eventually(t, func() bool { return !r.Ready() }, wait, tick, "a rejected config makes the reloader not ready")
+	require.Eventually(t, func() bool { return r.CurrentStatus().LastResult == ResultValidationFailed }, wait, tick)
+	assert.True(t, r.Ready(), "a rejected config must not take the replica out of its Service")
 	assert.True(t, fileIs(root, "app.yaml", "good")())
 	assert.Zero(t, n.calls.Load())
 	assert.EqualValues(t, 1, testutil.ToFloat64(r.Metrics.Reloads.WithLabelValues(ResultValidationFailed)))
+	assert.Zero(t, testutil.ToFloat64(r.Metrics.LastReloadSuccessful), "the alert metric says it")
+	assert.Contains(t, r.CurrentStatus().LastError, "kept out")
 
 	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "fixed")}})
-	require.Eventually(t, r.Ready, wait, tick)
+	require.Eventually(t, func() bool { return n.calls.Load() == 1 }, wait, tick)
 	assert.True(t, fileIs(root, "app.yaml", "fixed")())
-	assert.EqualValues(t, 1, n.calls.Load())
+	assert.Equal(t, ResultSuccess, r.CurrentStatus().LastResult)
+	assert.EqualValues(t, 1, testutil.ToFloat64(r.Metrics.LastReloadSuccessful))
 }
 
 func TestReloaderRetriesAFailedNotification(t *testing.T) {
@@ -171,9 +175,11 @@ func TestReloaderRetriesAFailedNotification(t *testing.T) {
 	require.Eventually(t, r.Ready, wait, tick)
 
 	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "v2")}})
-	require.Eventually(t, func() bool { return n.calls.Load() >= 2 && !r.Ready() }, wait, tick, "retried without a new change")
+	require.Eventually(t, func() bool { return n.calls.Load() >= 2 }, wait, tick, "retried without a new change")
+	assert.True(t, r.CurrentStatus().NotifyDue)
+	assert.True(t, r.Ready(), "readiness is only about the first unpack")
 	n.fail.Store(false)
-	require.Eventually(t, r.Ready, wait, tick)
+	require.Eventually(t, func() bool { return !r.CurrentStatus().NotifyDue }, wait, tick)
 	calls := n.calls.Load()
 	time.Sleep(200 * time.Millisecond)
 	assert.Equal(t, calls, n.calls.Load(), "no more requests once the app was told")
@@ -211,7 +217,9 @@ func TestReloaderInvalidConfigIsReportedAndKeepsFiles(t *testing.T) {
 	start(t, r)
 	require.Eventually(t, r.Ready, wait, tick)
 	src.set(source.Snapshot{Objects: []source.Object{cm("web", "a", "app.yaml", "v2"), cm("web", "b", "app.yaml", "v3")}})
-	require.Eventually(t, func() bool { return !r.Ready() }, wait, tick)
+	require.Eventually(t, func() bool { return r.CurrentStatus().LastResult == ResultInvalidConfig }, wait, tick)
+	assert.True(t, r.Ready())
+	assert.Contains(t, r.CurrentStatus().LastError, "would both unpack to")
 	assert.True(t, fileIs(root, "app.yaml", "v1")())
 	assert.EqualValues(t, 1, testutil.ToFloat64(r.Metrics.Reloads.WithLabelValues(ResultInvalidConfig)))
 }

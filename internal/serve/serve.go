@@ -1,12 +1,13 @@
 // Package serve runs the operational HTTP endpoints both binaries expose: /healthz, /readyz
-// and /metrics.
+// and /metrics, and /status where a binary has one.
 //
-//	s, err := serve.Listen(":9533", reg, r.Ready)
+//	s, err := serve.Listen(":9533", reg, serve.Checks{Ready: r.Ready})
 //	g.Add(s.Run, s.Stop)
 package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -24,21 +25,44 @@ type Server struct {
 	srv *http.Server
 }
 
-// Listen binds addr (":0" picks a free port) and prepares the handlers; ready decides /readyz.
-func Listen(addr string, gatherer prometheus.Gatherer, ready func() bool) (*Server, error) {
+// Checks decide what the endpoints answer; a nil field means always fine, or no /status.
+type Checks struct {
+	Ready   func() bool  // /readyz
+	Healthy func() error // /healthz; the error's text is the answer's body
+	Status  func() any   // /status, served as JSON; it must hold no secret value
+}
+
+// Listen binds addr (":0" picks a free port) and prepares the handlers.
+func Listen(addr string, gatherer prometheus.Gatherer, c Checks) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on --listen-address=%s: %w (pick a free port, or pass an empty value to disable)", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if c.Healthy != nil {
+			if err := c.Healthy(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if ready != nil && !ready() {
+		if c.Ready != nil && !c.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	if c.Status != nil {
+		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(c.Status())
+		})
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
 }

@@ -13,7 +13,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -29,10 +31,13 @@ type File struct {
 	Mode fs.FileMode
 }
 
-// Writer owns the files it wrote under one root. It is not safe for concurrent use; the
+// Writer owns the files it wrote under one root. Write is not safe for concurrent use; the
 // reloader calls it from one goroutine.
 type Writer struct {
-	root    string
+	root   string
+	tidied bool // folders left by an earlier process were removed
+
+	mu      sync.Mutex   // retired is also used by the timers that remove retired folders
 	retired []retiredDir // swapped-out folders, removed once no reader can still be inside
 }
 
@@ -64,7 +69,9 @@ func New(root string) *Writer { return &Writer{root: root} }
 //  6. Create the user-visible symlinks name -> ..data/name for new top-level names (and for
 //     any the app deleted) and remove those of names that are gone; existing ones already
 //     resolve through ..data.
-//  7. Retire the old folder; it is removed by a later Write once retireGrace has passed.
+//  7. Retire the old folder; it is removed once retireGrace has passed, so a previous set
+//     stays on disk for 2 s at most. Folders of our pattern that an earlier process left
+//     (retired, or half-made when it was killed) are removed by the first Write.
 //
 // A failure before step 5 leaves the old set in place and removes the half-made folder.
 func (w *Writer) Write(files map[string]File) (changed bool, err error) {
@@ -75,6 +82,9 @@ func (w *Writer) Write(files map[string]File) (changed bool, err error) {
 // folder, complete and synced, with the same relative layout as the root, while readers still
 // see the old set. An error from check leaves the old set in place and is returned as is.
 func (w *Writer) WriteChecked(files map[string]File, check func(dir string) error) (changed bool, err error) {
+	if !w.tidied {
+		w.tidied = w.removeLeftovers() == nil
+	}
 	w.removeRetired(time.Now())
 	top := map[string]bool{}
 	dirs := map[string]bool{} // every folder some path needs
@@ -172,7 +182,7 @@ func isOwnDir(name string) bool {
 
 func (w *Writer) afterSwap(oldDir string, top map[string]bool) error {
 	if oldDir != "" {
-		w.retired = append(w.retired, retiredDir{name: oldDir, at: time.Now()})
+		w.retire(oldDir)
 	}
 	if err := w.updateVisibleLinks(oldDir, top); err != nil {
 		return err
@@ -180,14 +190,79 @@ func (w *Writer) afterSwap(oldDir string, top map[string]bool) error {
 	return syncDir(w.root)
 }
 
+// retire schedules the removal of a swapped-out folder once retireGrace has passed, so that an
+// old set (old Secret values with it) does not stay in a volume that lives for months until
+// the next change comes.
+func (w *Writer) retire(name string) {
+	w.mu.Lock()
+	w.retired = append(w.retired, retiredDir{name: name, at: time.Now()})
+	w.mu.Unlock()
+	time.AfterFunc(retireGrace, func() { w.removeRetired(time.Now()) })
+}
+
 func (w *Writer) removeRetired(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.retired) == 0 {
+		return
+	}
+	root, err := os.OpenRoot(w.root)
+	if err != nil {
+		return
+	}
+	defer root.Close()
 	kept := w.retired[:0]
 	for _, r := range w.retired {
-		if now.Sub(r.at) < retireGrace || os.RemoveAll(filepath.Join(w.root, r.name)) != nil {
+		if now.Sub(r.at) < retireGrace || root.RemoveAll(r.name) != nil {
 			kept = append(kept, r)
 		}
 	}
 	w.retired = kept
+}
+
+// ownFolder matches the folders Write creates: ..<UTC time>.<MkdirTemp's random digits>.
+var ownFolder = regexp.MustCompile(`^\.\.\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}\.\d+$`)
+
+// removeLeftovers removes the folders of our naming pattern that ..data does not point at:
+// sets an earlier reloader retired, or half-made when it was killed. Kubelet's writer removes
+// the old folder in the same write; a restarted reloader has lost its list of retired folders,
+// and without this they would stay in the volume, old Secret values with them, for its life.
+// Only real folders are removed, through an os.Root, so a planted link leads nowhere.
+func (w *Writer) removeLeftovers() error {
+	root, err := os.OpenRoot(w.root)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	live, _ := root.Readlink(dataLink)
+	entries, err := fs.ReadDir(root.FS(), ".")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == live || !ownFolder.MatchString(e.Name()) {
+			continue
+		}
+		if err := root.RemoveAll(e.Name()); err != nil {
+			return fmt.Errorf("remove the old folder %s under %s: %w", e.Name(), w.root, err)
+		}
+	}
+	return nil
+}
+
+// HasLiveSet reports whether the root holds a set this writer's kind made: a ..data link of
+// our form to a folder inside the root. A restarted reloader finds its predecessor's set so.
+func (w *Writer) HasLiveSet() bool {
+	dir, err := os.Readlink(filepath.Join(w.root, dataLink))
+	if err != nil || !isOwnDir(dir) {
+		return false
+	}
+	old, err := w.openOld(dir)
+	if err != nil {
+		return false
+	}
+	old.Close()
+	return true
 }
 
 // ValidatePath accepts a relative slash path that stays inside the root: not empty, not

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+// kubelet restarts a sidecar (OOM, liveness) while the app and the shared emptyDir stay. A
+// restarted reloader that finds an older set tells the app once; one that finds the current
+// set sends nothing. Twenty restarts with a change each leave the live set and at most the
+// one before it on disk, so old Secret values do not pile up in the volume.
+func TestSidecarRestartTellsTheAppOnceAndLeavesNoOldSets(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v0"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := newFakeApp(t, root+"/app.conf")
+	start := func() *testcluster.Process {
+		p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url())
+		p.WaitReady(t)
+		return p
+	}
+
+	p := start()
+	p.Kill()
+	p = start()
+	time.Sleep(300 * time.Millisecond)
+	assert.Empty(t, app.reloads(), "same set on disk after a restart: the app is not told")
+	p.Kill()
+
+	for i := 1; i <= 20; i++ {
+		v := "v" + strconv.Itoa(i)
+		patchData(t, client, ns, "app", `{"data":{"app.conf":"`+v+`"}}`) // while no reloader runs
+		p = start()
+		require.Eventually(t, func() bool { return len(app.reloads()) == i }, eventually, tick, "restart %d: the app is told once", i)
+		assert.Equal(t, v, app.reloads()[i-1], "the app sees the new file when told")
+		p.Kill() // as the OOM killer would: no clean-up on the way out
+		folders := hiddenFolders(t, root)
+		assert.LessOrEqual(t, len(folders), 2, "restart %d: the live set and at most the one before it: %v", i, folders)
+	}
+	assert.Len(t, app.reloads(), 20, "exactly one reload per restart with a change")
+}
+
+func hiddenFolders(t *testing.T, root string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "..") {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// --unhealthy-after: an app that keeps failing to reload fails /healthz after that long, so
+// kubelet restarts the pod; /status says why; it passes again once the app takes the config.
+func TestUnhealthyAfterAnAppKeepsFailingToReload(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := newFakeApp(t, root+"/app.conf")
+	var fixed atomic.Bool
+	app.status = func(int) int {
+		if fixed.Load() {
+			return 200
+		}
+		return 500
+	}
+	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url(),
+		"--reload-http-tries=1", "--reload-retry-interval=200ms", "--unhealthy-after=1s")
+	p.WaitReady(t)
+	code, _ := p.Get("/healthz")
+	assert.Equal(t, http.StatusOK, code)
+
+	patchData(t, client, ns, "app", `{"data":{"app.conf":"v2"}}`)
+	var body string
+	require.Eventually(t, func() bool { code, body = p.Get("/healthz"); return code == http.StatusServiceUnavailable }, eventually, tick)
+	assert.Contains(t, body, "--unhealthy-after=1s")
+	assert.Contains(t, body, "500 Internal Server Error")
+	assert.True(t, p.Ready(), "readiness is not what restarts a pod")
+	assert.Contains(t, status(t, p).ReloadError, "500 Internal Server Error")
+
+	fixed.Store(true)
+	require.Eventually(t, func() bool { code, _ := p.Get("/healthz"); return code == http.StatusOK }, eventually, tick)
+	assert.Equal(t, "v2", app.reloads()[len(app.reloads())-1])
+}
