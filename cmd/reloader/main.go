@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 
 	"github.com/oklog/run"
@@ -115,13 +116,25 @@ func run1(cfg *config) error {
 	defer cancel()
 	var g run.Group
 
+	// The actors that start processes (the loop with --validate-command, the supervisor) wait
+	// for their exit statuses from the reaper, so the reaper stops last: only once they have
+	// returned. Stopping it with the others would leave a validation command that is being
+	// killed at shutdown unreaped, and the loop waiting for it forever.
 	var reaper *supervise.Reaper
+	var reaperUsers sync.WaitGroup
+	usesReaper := func(execute func() error) func() error {
+		if reaper == nil {
+			return execute
+		}
+		reaperUsers.Add(1)
+		return func() error { defer reaperUsers.Done(); return execute() }
+	}
 	if len(cfg.app) > 0 || cfg.validate != "" {
 		if reaper, err = supervise.NewReaper(cfg.subreaper && len(cfg.app) > 0); err != nil {
 			return err
 		}
 		rctx, rcancel := context.WithCancel(ctx)
-		g.Add(func() error { reaper.Run(rctx); return nil }, func(error) { rcancel() })
+		g.Add(func() error { reaper.Run(rctx); return nil }, func(error) { go func() { reaperUsers.Wait(); rcancel() }() })
 	}
 	if cfg.validate != "" {
 		check := &reload.Command{Shell: cfg.validate, Timeout: cfg.valTimeout, Reaper: reaper, ShowOutput: !hasSecrets(cfg)}
@@ -134,7 +147,7 @@ func run1(cfg *config) error {
 	}
 	if cfg.once {
 		octx, ocancel := context.WithCancel(ctx)
-		g.Add(func() error { return r.Once(octx) }, func(error) { ocancel() })
+		g.Add(usesReaper(func() error { return r.Once(octx) }), func(error) { ocancel() })
 		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 		if err := g.Run(); err != nil {
 			return err
@@ -159,19 +172,19 @@ func run1(cfg *config) error {
 			return &notify.Signal{Process: child, Sig: cfg.reloadSig, NotBefore: child.Started().Add(cfg.startupGrace)}, nil
 		}
 		sctx, scancel := context.WithCancel(ctx)
-		g.Add(func() error { return sup.Run(sctx) }, func(error) { scancel() })
+		g.Add(usesReaper(func() error { return sup.Run(sctx) }), func(error) { scancel() })
 	} else {
 		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 	}
 	{ // the loop
 		lctx, lcancel := context.WithCancel(ctx)
-		g.Add(func() error {
+		g.Add(usesReaper(func() error {
 			if err := r.Run(lctx); err != nil {
 				return err
 			}
 			<-lctx.Done() // Run returns early only on error; otherwise wait to be stopped
 			return nil
-		}, func(error) { lcancel() })
+		}), func(error) { lcancel() })
 	}
 	klog.InfoS("reloader started", "version", cli.Version(version), "sources", len(cfg.refs), "selector", cfg.selector != nil,
 		"configroot", cfg.root, "subprocess", len(cfg.app) > 0, "reloadHTTP", cfg.http != nil)

@@ -29,25 +29,29 @@ type Command struct {
 // ErrRejected wraps every failure of the command itself, as opposed to a failure to run it.
 var ErrRejected = errors.New("validation command rejected the new config")
 
-// Check runs the command against dir.
+// Check runs the command against dir. Its output is collected through a pipe, not a temporary
+// file: under the restricted Pod Security profile only --configroot may be writable.
 func (c *Command) Check(ctx context.Context, dir string) error {
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	out, err := os.CreateTemp("", "configwave-validate-*.log")
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("validation command: %w", err)
 	}
-	defer os.Remove(out.Name())
-	defer out.Close()
+	defer pr.Close()
+	out := &tailBuffer{max: 2048}
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(out, pr); close(copied) }()
 
 	cmd := exec.Command("/bin/sh", "-c", c.Shell)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CONFIG_DIR="+dir)
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so a timeout stops its children too
 	exited, err := c.Reaper.Start(cmd)
+	pw.Close() // the child has its own copy; ours would keep the pipe open forever
 	if err != nil {
 		return fmt.Errorf("start validation command %q: %w (the reloader's image needs /bin/sh and the checker)", c.Shell, err)
 	}
@@ -66,23 +70,30 @@ func (c *Command) Check(ctx context.Context, dir string) error {
 	if exit.Code() == 0 {
 		return nil
 	}
+	// A process the command left in the background may hold the pipe open: take what came
+	// within a moment and stop reading.
+	_ = pr.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	<-copied
 	detail := "output withheld because a Secret is among the sources; run the command by hand to see it"
 	if c.ShowOutput {
-		detail = "output: " + tail(out, 2048)
+		detail = "output: " + out.String()
 	}
 	return fmt.Errorf("%w: %q ended with %s (%s)", ErrRejected, c.Shell, exit, detail)
 }
 
-// tail returns up to n bytes from the end of f, on one line.
-func tail(f *os.File, n int64) string {
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return ""
-	}
-	start := max(size-n, 0)
-	b := make([]byte, size-start)
-	if _, err := f.ReadAt(b, start); err != nil && !errors.Is(err, io.EOF) {
-		return ""
-	}
-	return strings.Join(strings.Fields(string(b)), " ")
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	b   []byte
 }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+// String is the tail on one line.
+func (t *tailBuffer) String() string { return strings.Join(strings.Fields(string(t.b)), " ") }

@@ -37,6 +37,10 @@ func TestCommandCheck(t *testing.T) {
 		{name: "rejects without output when a Secret is a source", shell: `cat app.yaml; exit 1`,
 			wantErr: []string{"output withheld"}, notInErr: "good"},
 		{name: "times out", shell: `sleep 30`, timeout: 100 * time.Millisecond, wantErr: []string{"did not finish within 100ms"}},
+		{name: "rejects at once when a background process holds its output open", shell: `(sleep 5 &); echo "bad key"; exit 3`, show: true,
+			timeout: 3 * time.Second, wantErr: []string{"exit code 3", "bad key"}},
+		{name: "keeps the tail of a long output", shell: `i=0; while [ $i -lt 500 ]; do echo "line $i"; i=$((i+1)); done; exit 1`, show: true,
+			wantErr: []string{"line 499"}, notInErr: "line 1 "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
