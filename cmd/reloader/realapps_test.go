@@ -131,4 +131,3 @@ func pageAnswers(addr string) bool {
 }
 
 func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
-

@@ -22,9 +22,9 @@ var DefaultBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, J
 
 // HTTP sends one request per reload, retrying until the app answers with a success code.
 type HTTP struct {
-	URL     string
-	Method  string      // default POST
-	Header  http.Header // extra request headers
+	URL    string
+	Method string      // default POST
+	Header http.Header // extra request headers
 	// HeaderFiles are headers whose value is read from a file on every request (name → path),
 	// so that a credential can come from a mounted Secret and be rotated without a restart.
 	HeaderFiles map[string]string
