@@ -44,6 +44,7 @@ type options struct {
 	reloadSuccess       string
 	reloadTries         int
 	reloadSignal        string
+	reloadProcess       string
 	retryInterval       time.Duration
 	unhealthyAfter      time.Duration
 	validateCommand     string
@@ -91,6 +92,7 @@ Flags:
 	fs.IntVar(&o.reloadTries, "reload-http-tries", 8, "tries of one reload request (exponential backoff from 0.2 s to 10 s with jitter) before giving up until --reload-retry-interval.")
 	fs.DurationVar(&o.retryInterval, "reload-retry-interval", 30*time.Second, "how soon a reload that gave up, or a failed write, is tried again without a new change.")
 	fs.DurationVar(&o.unhealthyAfter, "unhealthy-after", 0, "fail /healthz once the app has kept failing to reload new config for this long, so that kubelet restarts the pod; 0 never does. A rejected or invalid config never does: the app keeps the last good one.")
+	fs.StringVar(&o.reloadProcess, "reload-process", "", "sidecar mode without HTTP: send --reload-signal to the process of this command name in another container (the pod needs shareProcessNamespace: true); exactly one must match, workers forked under the same name aside.")
 	fs.StringVar(&o.reloadSignal, "reload-signal", "HUP", "subprocess mode: signal sent to the app after the files changed.")
 	fs.StringVar(&o.validateCommand, "validate-command", "", "shell command that checks a new set before it goes live; it runs with sh -c in a folder holding the new files in the same layout, also in $CONFIG_DIR. Non-zero exit keeps the last good set.")
 	fs.DurationVar(&o.validateTimeout, "validate-timeout", time.Minute, "time limit of --validate-command.")
@@ -114,6 +116,7 @@ type config struct {
 	layout       reload.Layout
 	root         string
 	http         *notify.HTTP
+	process      *notify.NamedProcess
 	reloadSig    syscall.Signal
 	app          []string // after --
 	validate     string
@@ -213,8 +216,19 @@ func (o *options) check(app []string) (*config, error) {
 			return nil, err
 		}
 	}
-	if o.once && (len(app) > 0 || o.reloadHTTP != "") {
-		return nil, fmt.Errorf("--once unpacks and exits; it takes no --reload-http and no command after --")
+	if o.reloadProcess != "" {
+		switch {
+		case len(app) > 0:
+			return nil, fmt.Errorf("--reload-process=%q signals an app in another container; with a command after -- the reloader signals its own child: drop one", o.reloadProcess)
+		case o.reloadHTTP != "":
+			return nil, fmt.Errorf("--reload-process and --reload-http both tell the app; keep one")
+		case strings.ContainsAny(o.reloadProcess, "/\x00") || len(o.reloadProcess) > 255:
+			return nil, fmt.Errorf("--reload-process=%q: give the command name (e.g. nginx), not a path", o.reloadProcess)
+		}
+		c.process = &notify.NamedProcess{Name: o.reloadProcess, Sig: c.reloadSig}
+	}
+	if o.once && (len(app) > 0 || o.reloadHTTP != "" || o.reloadProcess != "") {
+		return nil, fmt.Errorf("--once unpacks and exits; it takes no --reload-http, --reload-process or command after --")
 	}
 	if o.startupGrace < 0 {
 		return nil, fmt.Errorf("--startup-grace=%s: must be 0 or more", o.startupGrace)

@@ -102,8 +102,11 @@ func run1(cfg *config) error {
 		Metrics:        metrics,
 		Events:         podEvents(client),
 	}
-	if cfg.http != nil {
+	switch {
+	case cfg.http != nil:
 		r.Notifier = cfg.http
+	case cfg.process != nil:
+		r.Notifier = cfg.process
 	}
 	if hasSecrets(cfg) {
 		r.HashKey = make([]byte, 32)
@@ -187,7 +190,7 @@ func run1(cfg *config) error {
 		}), func(error) { lcancel() })
 	}
 	klog.InfoS("reloader started", "version", cli.Version(version), "sources", len(cfg.refs), "selector", cfg.selector != nil,
-		"configroot", cfg.root, "subprocess", len(cfg.app) > 0, "reloadHTTP", cfg.http != nil)
+		"configroot", cfg.root, "subprocess", len(cfg.app) > 0, "reloadHTTP", cfg.http != nil, "reloadProcess", cfg.process != nil)
 	return g.Run()
 }
 

@@ -131,3 +131,28 @@ func pageAnswers(addr string) bool {
 }
 
 func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// nginx in another container of a pod with shareProcessNamespace: true, told with
+// --reload-process=nginx: the reloader finds nginx's master among its workers by name and
+// sends it SIGHUP; a page shows the new content.
+func TestRealNginxByProcessName(t *testing.T) {
+	nginx := testcluster.NeedProgram(t, "nginx", "nginx-light")
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root, prefix := t.TempDir(), t.TempDir()
+	addr := testcluster.FreeAddr(t)
+	conf := func(body string) string { return nginxConfig(prefix, addr, body) }
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "nginx", map[string]string{"nginx.conf": conf("v1")}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	p := startReloader(t, nil, "--configmap="+ns+"/nginx", "--configroot="+root, "--reload-process=nginx")
+	p.WaitReady(t)
+	// The app's own container: nginx started by the test, not by the reloader.
+	testcluster.StartProcess(t, nginx, nil, "-p", prefix, "-e", "stderr", "-c", filepath.Join(root, "nginx.conf"), "-g", "daemon off;")
+	page := func() string { _, body := (&testcluster.Process{Addr: addr}).Get("/"); return strings.TrimSpace(body) }
+	require.Eventually(t, func() bool { return page() == "v1" }, eventually, tick)
+
+	patchData(t, client, ns, "nginx", `{"data":{"nginx.conf":`+jsonString(conf("v2"))+`}}`)
+	require.Eventually(t, func() bool { return page() == "v2" }, eventually, tick, "nginx reloaded by name: %s", p.Log())
+	assert.EqualValues(t, 1, p.Metric(`configwave_reloader_reloads_total{result="success"}`))
+}
