@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -81,11 +83,12 @@ func (w *Writer) Write(files map[string]File) (changed bool, err error) {
 // WriteChecked is Write with a check that runs between steps 4 and 5: check gets the new
 // folder, complete and synced, with the same relative layout as the root, while readers still
 // see the old set. An error from check leaves the old set in place and is returned as is.
+//
+// Every step resolves names through an os.Root on the config root, never through a path: the
+// root may be a volume shared with containers we do not trust, which can rename folders or
+// plant links between two of our steps. A link that would lead out of the root fails the step
+// instead of carrying a read, a write, a chmod or a removal outside it.
 func (w *Writer) WriteChecked(files map[string]File, check func(dir string) error) (changed bool, err error) {
-	if !w.tidied {
-		w.tidied = w.removeLeftovers() == nil
-	}
-	w.removeRetired(time.Now())
 	top := map[string]bool{}
 	dirs := map[string]bool{} // every folder some path needs
 	for p := range files {
@@ -102,8 +105,17 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 			return false, fmt.Errorf("path %q is both a file and the folder of other paths", p)
 		}
 	}
+	base, err := os.OpenRoot(w.root)
+	if err != nil {
+		return false, withHint(fmt.Errorf("open the config root %s: %w", w.root, err), w.root, 0)
+	}
+	defer base.Close()
+	if !w.tidied {
+		w.tidied = removeLeftovers(base, w.root) == nil
+	}
+	w.removeRetired(time.Now())
 
-	oldDir, err := os.Readlink(filepath.Join(w.root, dataLink))
+	oldDir, err := base.Readlink(dataLink)
 	switch {
 	case errors.Is(err, syscall.EINVAL):
 		return false, fmt.Errorf("%s under %s is not the symlink configwave makes; something else wrote it: remove it, or choose another --configroot", dataLink, w.root)
@@ -117,7 +129,7 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 		oldDir = ""
 	}
 	if oldDir != "" {
-		old, err := w.openOld(oldDir)
+		old, err := base.OpenRoot(oldDir)
 		if err != nil {
 			oldDir = "" // gone, or swapped for a link out of the root: never read, kept or removed
 		} else {
@@ -125,53 +137,68 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 			old.Close()
 			if same {
 				// Nothing to write, but a name the app deleted comes back, as kubelet's writer does.
-				return false, w.linkMissing(top)
+				return false, w.linkMissing(base, top)
 			}
 		}
 	}
 	for name := range top {
-		if err := w.checkOwned(name); err != nil {
+		if err := w.checkOwned(base, name); err != nil {
 			return false, err
 		}
 	}
 
-	// MkdirTemp makes the folder 0700: until it is complete nobody else can enter it to swap
-	// a subfolder for a symlink, and writeSet refuses links that leave it anyway.
-	newDir, err := os.MkdirTemp(w.root, ".."+time.Now().UTC().Format("2006_01_02_15_04_05."))
+	// The new folder is 0700 until it is complete: nobody else can enter it to swap a
+	// subfolder for a symlink, and writeSet refuses links that leave it anyway.
+	newName, err := mkdirNew(base)
 	if err != nil {
 		return false, withHint(fmt.Errorf("create a new folder under %s: %w", w.root, err), w.root, setSize(files))
 	}
 	swapped := false
 	defer func() {
-		if err != nil && !swapped { // after the swap newDir is the live set
-			_ = os.RemoveAll(newDir)
+		if err != nil && !swapped { // after the swap the new folder is the live set
+			_ = base.RemoveAll(newName)
 		}
 	}()
-	if err := writeSet(newDir, files); err != nil {
+	if err := writeSet(base, newName, files); err != nil {
 		return false, withHint(fmt.Errorf("write the new config under %s: %w", w.root, err), w.root, setSize(files))
 	}
 	if check != nil {
-		if err := check(newDir); err != nil {
+		if err := check(filepath.Join(w.root, newName)); err != nil {
 			return false, err
 		}
 	}
-	if err := os.Chmod(newDir, 0o755); err != nil {
-		return false, fmt.Errorf("open the new folder %s to readers: %w", newDir, err)
+	if err := base.Chmod(newName, 0o755); err != nil {
+		return false, fmt.Errorf("open the new folder %s under %s to readers: %w", newName, w.root, err)
 	}
 
-	tmpLink := filepath.Join(w.root, newDataLink)
-	_ = os.Remove(tmpLink)
-	if err := os.Symlink(filepath.Base(newDir), tmpLink); err != nil {
+	_ = base.Remove(newDataLink)
+	if err := base.Symlink(newName, newDataLink); err != nil {
 		return false, withHint(fmt.Errorf("create %s under %s: %w", newDataLink, w.root, err), w.root, 0)
 	}
-	if err := os.Rename(tmpLink, filepath.Join(w.root, dataLink)); err != nil {
-		_ = os.Remove(tmpLink)
+	if err := base.Rename(newDataLink, dataLink); err != nil {
+		_ = base.Remove(newDataLink)
 		return false, withHint(fmt.Errorf("swap %s under %s: %w", dataLink, w.root, err), w.root, 0)
 	}
 	swapped = true
 
 	// The new set is live; the old folder is retired whatever fails below.
-	return true, w.afterSwap(oldDir, top)
+	return true, w.afterSwap(base, oldDir, top)
+}
+
+// mkdirNew creates the folder of a new set, ..<UTC time>.<random digits>, 0700, in base.
+func mkdirNew(base *os.Root) (string, error) {
+	stamp := ".." + time.Now().UTC().Format("2006_01_02_15_04_05.")
+	for range 1000 {
+		name := stamp + strconv.FormatUint(uint64(rand.Uint32()), 10)
+		err := base.Mkdir(name, 0o700)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", errors.New("no free folder name after 1000 tries")
 }
 
 // isOwnDir reports whether a ..data target has the form Write creates: one name in the root,
@@ -180,14 +207,14 @@ func isOwnDir(name string) bool {
 	return strings.HasPrefix(name, "..") && name != ".." && !strings.ContainsAny(name, `/\`) && name != dataLink && name != newDataLink
 }
 
-func (w *Writer) afterSwap(oldDir string, top map[string]bool) error {
+func (w *Writer) afterSwap(base *os.Root, oldDir string, top map[string]bool) error {
 	if oldDir != "" {
 		w.retire(oldDir)
 	}
-	if err := w.updateVisibleLinks(oldDir, top); err != nil {
+	if err := w.updateVisibleLinks(base, oldDir, top); err != nil {
 		return err
 	}
-	return syncDir(w.root)
+	return syncDir(base, ".", w.root)
 }
 
 // retire schedules the removal of a swapped-out folder once retireGrace has passed, so that an
@@ -228,12 +255,7 @@ var ownFolder = regexp.MustCompile(`^\.\.\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}\.\d
 // the old folder in the same write; a restarted reloader has lost its list of retired folders,
 // and without this they would stay in the volume, old Secret values with them, for its life.
 // Only real folders are removed, through an os.Root, so a planted link leads nowhere.
-func (w *Writer) removeLeftovers() error {
-	root, err := os.OpenRoot(w.root)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
+func removeLeftovers(root *os.Root, rootPath string) error {
 	live, _ := root.Readlink(dataLink)
 	entries, err := fs.ReadDir(root.FS(), ".")
 	if err != nil {
@@ -244,7 +266,7 @@ func (w *Writer) removeLeftovers() error {
 			continue
 		}
 		if err := root.RemoveAll(e.Name()); err != nil {
-			return fmt.Errorf("remove the old folder %s under %s: %w", e.Name(), w.root, err)
+			return fmt.Errorf("remove the old folder %s under %s: %w", e.Name(), rootPath, err)
 		}
 	}
 	return nil
@@ -253,11 +275,16 @@ func (w *Writer) removeLeftovers() error {
 // HasLiveSet reports whether the root holds a set this writer's kind made: a ..data link of
 // our form to a folder inside the root. A restarted reloader finds its predecessor's set so.
 func (w *Writer) HasLiveSet() bool {
-	dir, err := os.Readlink(filepath.Join(w.root, dataLink))
+	base, err := os.OpenRoot(w.root)
+	if err != nil {
+		return false
+	}
+	defer base.Close()
+	dir, err := base.Readlink(dataLink)
 	if err != nil || !isOwnDir(dir) {
 		return false
 	}
-	old, err := w.openOld(dir)
+	old, err := base.OpenRoot(dir)
 	if err != nil {
 		return false
 	}
@@ -296,9 +323,8 @@ func ValidatePath(p string) error {
 
 // checkOwned returns an error when name exists under the root but is not the symlink this
 // writer makes, so a file the user or the app put there is never replaced.
-func (w *Writer) checkOwned(name string) error {
-	link := filepath.Join(w.root, name)
-	info, err := os.Lstat(link)
+func (w *Writer) checkOwned(base *os.Root, name string) error {
+	info, err := base.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -310,7 +336,7 @@ func (w *Writer) checkOwned(name string) error {
 	case info.IsDir():
 		what = "a folder"
 	case info.Mode()&fs.ModeSymlink != 0:
-		if target, err := os.Readlink(link); err == nil && target == path.Join(dataLink, name) {
+		if target, err := base.Readlink(name); err == nil && target == path.Join(dataLink, name) {
 			return nil
 		}
 		what = "a symlink"
@@ -321,27 +347,26 @@ func (w *Writer) checkOwned(name string) error {
 // linkMissing creates the user-visible symlink name -> ..data/name for every top-level name
 // that does not exist. An existing name is either our link (checked before a swap) or someone
 // else's, which is never replaced.
-func (w *Writer) linkMissing(top map[string]bool) error {
+func (w *Writer) linkMissing(base *os.Root, top map[string]bool) error {
 	for name := range top {
-		link := filepath.Join(w.root, name)
-		if _, err := os.Lstat(link); err == nil {
+		if _, err := base.Lstat(name); err == nil {
 			continue
 		}
-		if err := os.Symlink(path.Join(dataLink, name), link); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := base.Symlink(path.Join(dataLink, name), name); err != nil && !errors.Is(err, fs.ErrExist) {
 			return withHint(fmt.Errorf("link %s under %s: %w", name, w.root, err), w.root, 0)
 		}
 	}
 	return nil
 }
 
-func (w *Writer) updateVisibleLinks(oldDir string, top map[string]bool) error {
-	if err := w.linkMissing(top); err != nil {
+func (w *Writer) updateVisibleLinks(base *os.Root, oldDir string, top map[string]bool) error {
+	if err := w.linkMissing(base, top); err != nil {
 		return err
 	}
 	if oldDir == "" {
 		return nil
 	}
-	old, err := w.openOld(oldDir)
+	old, err := base.OpenRoot(oldDir)
 	if err != nil {
 		return fmt.Errorf("open old folder %s: %w", oldDir, err)
 	}
@@ -351,25 +376,14 @@ func (w *Writer) updateVisibleLinks(oldDir string, top map[string]bool) error {
 		return fmt.Errorf("list old folder %s: %w", oldDir, err)
 	}
 	for _, e := range entries {
-		if top[e.Name()] || w.checkOwned(e.Name()) != nil {
+		if top[e.Name()] || w.checkOwned(base, e.Name()) != nil {
 			continue
 		}
-		if err := os.Remove(filepath.Join(w.root, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := base.Remove(e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove link %s under %s: %w", e.Name(), w.root, err)
 		}
 	}
 	return nil
-}
-
-// openOld opens the folder ..data points at through an os.Root on the config root: if that
-// folder was swapped for a link out of the root, nothing outside is read.
-func (w *Writer) openOld(oldDir string) (*os.Root, error) {
-	base, err := os.OpenRoot(w.root)
-	if err != nil {
-		return nil, err
-	}
-	defer base.Close()
-	return base.OpenRoot(oldDir)
 }
 
 // sameContent reports whether root holds exactly files, byte for byte and mode for mode. Only
@@ -399,10 +413,11 @@ func sameContent(root *os.Root, files map[string]File) bool {
 	return err == nil && seen == len(files)
 }
 
-// writeSet writes files into dir and syncs it. Every path is resolved through an os.Root, so
-// a subfolder swapped for a symlink while the set is written cannot carry a write outside dir.
-func writeSet(dir string, files map[string]File) error {
-	root, err := os.OpenRoot(dir)
+// writeSet writes files into the folder name of base and syncs it. Every path is resolved
+// through an os.Root, so a subfolder swapped for a symlink while the set is written cannot
+// carry a write outside the new folder.
+func writeSet(base *os.Root, name string, files map[string]File) error {
+	root, err := base.OpenRoot(name)
 	if err != nil {
 		return err
 	}
@@ -412,7 +427,7 @@ func writeSet(dir string, files map[string]File) error {
 			return fmt.Errorf("%q: %w", p, err)
 		}
 	}
-	return syncDir(dir)
+	return syncDir(root, ".", name)
 }
 
 func writeFile(root *os.Root, name string, f File) error {
@@ -466,14 +481,15 @@ func withHint(err error, root string, need int64) error {
 	return err
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+// syncDir fsyncs the folder name of root; shown names it in errors.
+func syncDir(root *os.Root, name, shown string) error {
+	d, err := root.Open(name)
 	if err != nil {
-		return fmt.Errorf("open %s to sync: %w", dir, err)
+		return fmt.Errorf("open %s to sync: %w", shown, err)
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
+		return fmt.Errorf("sync %s: %w", shown, err)
 	}
 	return nil
 }

@@ -20,7 +20,10 @@ func TestWriteSetRefusesALinkOutOfTheNewFolder(t *testing.T) {
 		require.NoError(t, os.RemoveAll(filepath.Join(dir, "sub")))
 		require.NoError(t, os.Symlink(target, filepath.Join(dir, "sub")))
 
-		err := writeSet(dir, map[string]File{"sub/x": {Data: []byte("secret"), Mode: 0o600}})
+		root, err := os.OpenRoot(base)
+		require.NoError(t, err)
+		err = writeSet(root, "new", map[string]File{"sub/x": {Data: []byte("secret"), Mode: 0o600}})
+		root.Close()
 		require.Error(t, err, "link to %s", target)
 		assert.Contains(t, err.Error(), `"sub/x"`)
 		assert.NoFileExists(t, filepath.Join(outside, "x"))
