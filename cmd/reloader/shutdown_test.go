@@ -42,6 +42,9 @@ func TestShutdownDuringASlowValidation(t *testing.T) {
 			}
 			p := startReloader(t, env, args...)
 			p.WaitReady(t)
+			if mode == "subprocess" { // its handler in place, so SIGTERM gives its own code
+				require.Eventually(t, func() bool { return strings.HasPrefix(readFile(marks, "app.out"), "start:") }, eventually, tick)
+			}
 
 			patchData(t, client, ns, "app", `{"data":{"app.conf":"v2"}}`)
 			var pid int
