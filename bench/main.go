@@ -10,12 +10,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,6 +45,8 @@ func main() {
 		return
 	}
 	mode := flag.String("mode", "quick", "quick (under 3 minutes) or full")
+	flag.StringVar(&only, "only", "", "run only the steps whose name starts with this (e.g. reloader); prints the figures as JSON and writes no report")
+	flag.StringVar(&reloaderBin, "reloader-bin", "", "measure this reloader binary instead of building cmd/reloader (e.g. an older build, for a before/after)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -63,10 +67,14 @@ func run(ctx context.Context, full bool) error {
 	}
 	e := &env{ctx: ctx, full: full, log: os.Stderr}
 	var rm func()
-	if e.reloader, rm, err = testcluster.BuildCommand(filepath.Join(root, "cmd", "reloader"), "reloader"); err != nil {
-		return err
+	if reloaderBin != "" {
+		e.reloader = reloaderBin
+	} else {
+		if e.reloader, rm, err = testcluster.BuildCommand(filepath.Join(root, "cmd", "reloader"), "reloader"); err != nil {
+			return err
+		}
+		defer rm()
 	}
-	defer rm()
 	if e.wave, rm, err = testcluster.BuildCommand(filepath.Join(root, "cmd", "wave"), "wave"); err != nil {
 		return err
 	}
@@ -96,6 +104,9 @@ func run(ctx context.Context, full bool) error {
 		{"micro-benchmarks", func(e *env, r *report) error { return micro(e, r, root) }},
 	}
 	for _, s := range steps {
+		if !strings.HasPrefix(s.name, only) {
+			continue
+		}
 		t := time.Now()
 		fmt.Fprintf(os.Stderr, "== %s\n", s.name)
 		if err := s.f(e, rep); err != nil {
@@ -104,8 +115,19 @@ func run(ctx context.Context, full bool) error {
 		fmt.Fprintf(os.Stderr, "   done in %s\n", time.Since(t).Round(time.Second))
 	}
 	rep.Took = time.Since(start)
+	if only != "" || reloaderBin != "" {
+		out, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Println(string(out))
+		return nil
+	}
 	return rep.write(root)
 }
+
+// only and reloaderBin are for before/after comparisons, which must not overwrite the report.
+var only, reloaderBin string
 
 // namespace creates a fresh namespace for one scenario.
 func (e *env) namespace(prefix string) (string, error) {

@@ -87,8 +87,15 @@ func reloaderPropagation(e *env, r *report) error {
 		return err
 	}
 	defer app.srv.Close()
+	// A second sidecar with the default --debounce: an isolated change must not wait for it.
+	defApp, err := newFakeApp()
+	if err != nil {
+		return err
+	}
+	defer defApp.srv.Close()
 	sideRoot, subRoot := filepath.Join(e.cluster.Dir(), "bench-sidecar"), filepath.Join(e.cluster.Dir(), "bench-subprocess")
-	for _, d := range []string{sideRoot, subRoot} {
+	defRoot := filepath.Join(e.cluster.Dir(), "bench-sidecar-default")
+	for _, d := range []string{sideRoot, subRoot, defRoot} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -99,6 +106,12 @@ func reloaderPropagation(e *env, r *report) error {
 		return err
 	}
 	defer sidecar.stop()
+	defSidecar, err := start(e.reloader, nil, "--kubeconfig="+e.cluster.Kubeconfig(), "--namespace="+ns, "--configmap=app",
+		"--configroot="+defRoot, "--reload-http="+defApp.url)
+	if err != nil {
+		return err
+	}
+	defer defSidecar.stop()
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return err
@@ -125,7 +138,7 @@ func reloaderPropagation(e *env, r *report) error {
 			}
 		}
 	}()
-	for _, p := range []*proc{sidecar, sub} {
+	for _, p := range []*proc{sidecar, sub, defSidecar} {
 		if err := p.waitReady(30 * time.Second); err != nil {
 			return err
 		}
@@ -142,7 +155,7 @@ func reloaderPropagation(e *env, r *report) error {
 	}
 	defer w.Stop()
 
-	var floor, file, req, hup []time.Duration
+	var floor, file, req, hup, def []time.Duration
 	n := e.reps(30, 100)
 	for i := 1; i <= n; i++ {
 		want := strconv.Itoa(i)
@@ -170,7 +183,7 @@ func reloaderPropagation(e *env, r *report) error {
 		for _, c := range []struct {
 			ch  chan time.Time
 			out *[]time.Duration
-		}{{app.arrived, &req}, {hups, &hup}} {
+		}{{app.arrived, &req}, {hups, &hup}, {defApp.arrived, &def}} {
 			select {
 			case at := <-c.ch:
 				*c.out = append(*c.out, at.Sub(t0))
@@ -178,9 +191,11 @@ func reloaderPropagation(e *env, r *report) error {
 				return fmt.Errorf("change %d: no reload within 30s", i)
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // let both reloaders go idle: one change at a time
+		// Let the reloaders go idle, for longer than the default --debounce: each change is an
+		// isolated one, as a person's edit is.
+		time.Sleep(150 * time.Millisecond)
 	}
-	r.Propagation = &Propagation{Changes: n, Floor: stats(floor), Files: stats(file), HTTP: stats(req), SIGHUP: stats(hup)}
+	r.Propagation = &Propagation{Changes: n, Floor: stats(floor), Files: stats(file), HTTP: stats(req), SIGHUP: stats(hup), DefaultHTTP: stats(def)}
 	return nil
 }
 
