@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
 )
@@ -89,7 +90,7 @@ func optIn(d *appsv1.Deployment) *appsv1.Deployment {
 	if d.Annotations == nil {
 		d.Annotations = map[string]string{}
 	}
-	d.Annotations[rollout.UpdateOnConfigChangeAnnotation] = "true"
+	d.Annotations[refs.UpdateOnConfigChangeAnnotation] = "true"
 	return d
 }
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
 )
@@ -89,11 +90,11 @@ func TestEachReferenceTypeRollsOnceItChanges(t *testing.T) {
 			createDeployment(t, client, deployment(ns, "app", tt.mod))
 			d := waitRecorded(t, client, ns, "app")
 			require.Len(t, replicaSets(t, client, ns, "app"), 1, "creating an opted-in Deployment gives exactly one ReplicaSet")
-			assert.Empty(t, d.Spec.Template.Annotations[rollout.ConfigHashAnnotation], "nothing written to the template on create")
+			assert.Empty(t, d.Spec.Template.Annotations[refs.ConfigHashAnnotation], "nothing written to the template on create")
 
 			tt.change(t, ns)
 			d = waitTemplateHashChange(t, client, ns, "app", inputsHash(d))
-			assert.Regexp(t, "^[0-9a-f]{64}$", d.Spec.Template.Annotations[rollout.ConfigHashAnnotation])
+			assert.Regexp(t, "^[0-9a-f]{64}$", d.Spec.Template.Annotations[refs.ConfigHashAnnotation])
 			settle(t, p)
 			assert.Len(t, replicaSets(t, client, ns, "app"), 2, "one change gives exactly one more ReplicaSet")
 			assert.EqualValues(t, 1, p.Metric(`configwave_wave_patches_total{kind="Deployment",type="rollout"}`))
@@ -112,7 +113,7 @@ func TestStatefulSetAndDaemonSetRoll(t *testing.T) {
 	p := startWave(t, ns)
 	d := deployment(ns, "x", withEnvKey("cm", "a"))
 	podSpec := d.Spec.Template
-	annotations := map[string]string{rollout.UpdateOnConfigChangeAnnotation: "true"}
+	annotations := map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}
 
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Annotations: annotations},
 		Spec: appsv1.StatefulSetSpec{Replicas: d.Spec.Replicas, ServiceName: "db", Selector: d.Spec.Selector, Template: podSpec}}
@@ -224,7 +225,7 @@ func TestExtraConfigMapsAndOptionalReferences(t *testing.T) {
 	d := deployment(ns, "app", func(s *corev1.PodSpec) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("optional"), Optional: ptr(true)}}}
 	})
-	d.Annotations[rollout.ExtraConfigMapsAnnotation] = "extra"
+	d.Annotations[refs.ExtraConfigMapsAnnotation] = "extra"
 	createDeployment(t, client, d)
 	before := waitRecorded(t, client, ns, "app")
 
@@ -251,9 +252,9 @@ func TestAdoptsWaveHashWithoutRollout(t *testing.T) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}, {SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("app-secret")}}}
 	}
 	current := deployment(ns, "current", mod)
-	current.Spec.Template.Annotations = map[string]string{rollout.ConfigHashAnnotation: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"}
+	current.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"}
 	stale := deployment(ns, "stale", mod)
-	stale.Spec.Template.Annotations = map[string]string{rollout.ConfigHashAnnotation: strings.Repeat("0", 64)}
+	stale.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: strings.Repeat("0", 64)}
 	createDeployment(t, client, current)
 	createDeployment(t, client, stale)
 	require.Len(t, replicaSets(t, client, ns, "current"), 1)
@@ -262,7 +263,7 @@ func TestAdoptsWaveHashWithoutRollout(t *testing.T) {
 	p := startWave(t, ns)
 	adopted := waitRecorded(t, client, ns, "current")
 	require.Eventually(t, func() bool {
-		return getDeployment(t, client, ns, "stale").Spec.Template.Annotations[rollout.ConfigHashAnnotation] == "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"
+		return getDeployment(t, client, ns, "stale").Spec.Template.Annotations[refs.ConfigHashAnnotation] == "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"
 	}, eventually, tick, "a stale Wave hash is brought up to date")
 	settle(t, p)
 	assert.Equal(t, current.Spec.Template.Annotations, adopted.Spec.Template.Annotations, "adoption does not touch the template")
@@ -291,7 +292,7 @@ func TestHashFormatV05AdoptsWave05Hash(t *testing.T) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}, {SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("app-secret")}}}
 	})
 	// sha256 of {"configMaps":{"app-config":{"key":"value"}},"secrets":{"app-secret":{"password":"czNjcjN0"}}}
-	d.Spec.Template.Annotations = map[string]string{rollout.ConfigHashAnnotation: "0c38a0016d34e0c9d2a63eb128968d437eeb8891a0305dcae1b0f782407b5b5d"}
+	d.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: "0c38a0016d34e0c9d2a63eb128968d437eeb8891a0305dcae1b0f782407b5b5d"}
 	createDeployment(t, client, d)
 	p := startWave(t, ns, "--hash-format=wave-v05")
 	waitRecorded(t, client, ns, "app")
@@ -356,7 +357,7 @@ func TestMigrateFromWaveV05(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	d := deployment(ns, "app", withEnvKey("cm", "a"))
-	d.Finalizers = []string{rollout.WaveFinalizer, "example.com/keep"}
+	d.Finalizers = []string{refs.WaveFinalizer, "example.com/keep"}
 	createDeployment(t, client, d)
 	d = getDeployment(t, client, ns, "app")
 	waveRef := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "app", UID: d.UID, BlockOwnerDeletion: ptr(true)}
@@ -491,14 +492,14 @@ func TestKeyedHash(t *testing.T) {
 	d := deployment(ns, "app", func(s *corev1.PodSpec) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}, {SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("app-secret")}}}
 	})
-	d.Spec.Template.Annotations = map[string]string{rollout.ConfigHashAnnotation: strings.Repeat("0", 64)} // stale: rolls at once
+	d.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: strings.Repeat("0", 64)} // stale: rolls at once
 	createDeployment(t, client, d)
 	keyFile := filepath.Join(t.TempDir(), "key")
 	require.NoError(t, os.WriteFile(keyFile, []byte("configwave-test-key\n"), 0o600))
 	startWave(t, ns, "--hash-key-file="+keyFile)
 	require.Eventually(t, func() bool {
 		// HMAC-SHA256 under "configwave-test-key", computed with Python (see TestKeyedWaveHashGolden).
-		return getDeployment(t, client, ns, "app").Spec.Template.Annotations[rollout.ConfigHashAnnotation] == "8bb1e5dd39ee4baf505511d7b11322b25b0aca6fa1b7e2d4c2f1bb0b1de0695a"
+		return getDeployment(t, client, ns, "app").Spec.Template.Annotations[refs.ConfigHashAnnotation] == "8bb1e5dd39ee4baf505511d7b11322b25b0aca6fa1b7e2d4c2f1bb0b1de0695a"
 	}, eventually, tick)
 }
 
@@ -560,7 +561,7 @@ func TestSeveralNamespaces(t *testing.T) {
 	settle(t, p)
 	d := getDeployment(t, client, other, "app")
 	assert.NotContains(t, d.Annotations, rollout.InputsAnnotation, "a namespace outside --namespaces is never written to")
-	assert.Empty(t, d.Spec.Template.Annotations[rollout.ConfigHashAnnotation])
+	assert.Empty(t, d.Spec.Template.Annotations[refs.ConfigHashAnnotation])
 
 	// An extra-configmaps entry in a namespace wave does not watch would always read as absent.
 	_, err := client.AppsV1().Deployments(a).Patch(ctx(t), "app", types.MergePatchType,

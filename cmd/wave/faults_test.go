@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
 )
@@ -245,9 +247,9 @@ func lastChange(order []int, i int) int {
 // ConfigMap as it is now, and (unless want is empty) the ConfigMap's key "a" holds want.
 func configValueRolled(t *testing.T, client kubernetes.Interface, ns, name, want string) bool {
 	d := getDeployment(t, client, ns, name)
-	refs := rollout.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
+	used := refs.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
 	var value string
-	h, err := rollout.WaveHash(rollout.HashWave, refs.Wave, func(r rollout.ObjectRef) (any, error) {
+	h, err := confighash.WaveHash(confighash.HashWave, used.Wave, func(r refs.ObjectRef) (any, error) {
 		cm, err := client.CoreV1().ConfigMaps(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
 		if err == nil {
 			value = cm.Data["a"]
@@ -255,7 +257,7 @@ func configValueRolled(t *testing.T, client kubernetes.Interface, ns, name, want
 		return cm, err
 	})
 	require.NoError(t, err)
-	return (want == "" || value == want) && d.Spec.Template.Annotations[rollout.ConfigHashAnnotation] == h
+	return (want == "" || value == want) && d.Spec.Template.Annotations[refs.ConfigHashAnnotation] == h
 }
 
 // A ConfigMap deleted while a Deployment uses it: an Event, and no rollout (new pods could not

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/confighash"
 )
 
 func TestFlags(t *testing.T) {
@@ -24,7 +24,7 @@ func TestFlags(t *testing.T) {
 		{name: "defaults watch everything with Wave's hash", args: nil, check: func(t *testing.T, c *config) {
 			assert.Empty(t, c.namespaceList)
 			assert.True(t, c.selector.Empty())
-			assert.Equal(t, rollout.HashWave, c.format)
+			assert.Equal(t, confighash.HashWave, c.format)
 			assert.EqualValues(t, 200, c.qps)
 			assert.Equal(t, "5m0s", c.syncPeriod.String())
 		}},
@@ -35,7 +35,7 @@ func TestFlags(t *testing.T) {
 			assert.Equal(t, "team in (a,b)", c.selector.String())
 		}},
 		{name: "v0.5 hash format", args: []string{"--hash-format=wave-v05"}, check: func(t *testing.T, c *config) {
-			assert.Equal(t, rollout.HashWaveV05, c.format)
+			assert.Equal(t, confighash.HashWaveV05, c.format)
 		}},
 		{name: "leader election defaults its namespace", args: []string{"--leader-election"}, check: func(t *testing.T, c *config) {
 			assert.NotEmpty(t, c.leaderNamespace)

@@ -34,8 +34,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/cli"
+	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/logflags"
+	"github.com/configwave/configwave/internal/migrate"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/serve"
 	"github.com/configwave/configwave/internal/source"
@@ -115,7 +117,7 @@ Flags:
 	fs.Float32Var(&o.qps, "kube-api-qps", 200, "API requests per second, sustained; patches of a ConfigMap shared by 1,000 workloads take about 1000/QPS seconds.")
 	fs.IntVar(&o.burst, "kube-api-burst", 400, "API requests allowed in a burst above --kube-api-qps.")
 	fs.IntVar(&o.workers, "workers", 4, "workloads reconciled in parallel.")
-	fs.StringVar(&o.hashFormat, "hash-format", string(rollout.HashWave), `formula of the config hash: "wave" (Wave 0.6 and later) or "wave-v05" (Wave 0.5 and earlier), so that switching from either rolls nothing.`)
+	fs.StringVar(&o.hashFormat, "hash-format", string(confighash.HashWave), `formula of the config hash: "wave" (Wave 0.6 and later) or "wave-v05" (Wave 0.5 and earlier), so that switching from either rolls nothing.`)
 	fs.StringVar(&o.hashKeyFile, "hash-key-file", "", "file holding a key (mount it from a Secret); the config hash becomes HMAC-SHA256 under it, so that nobody who can read a Deployment can test guesses of a Secret value against the hash. Not Wave's value: switching from Wave with a key rolls each workload once.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide, log and emit Events, but write nothing.")
 	fs.BoolVar(&o.migrate, "migrate-from-wave-v05", false, "one-shot: remove the owner references Wave 0.5 and earlier put on ConfigMaps and Secrets and its finalizer on workloads, then exit. Needs update on ConfigMaps, Secrets and workloads; see the README.")
@@ -130,7 +132,7 @@ type config struct {
 	options
 	namespaceList []string
 	selector      labels.Selector
-	format        rollout.HashFormat
+	format        confighash.HashFormat
 	hashKey       []byte
 }
 
@@ -154,7 +156,7 @@ func (o *options) check() (*config, error) {
 		c.selector = sel
 	}
 	var err error
-	if c.format, err = rollout.ParseHashFormat(o.hashFormat); err != nil {
+	if c.format, err = confighash.ParseHashFormat(o.hashFormat); err != nil {
 		return nil, err
 	}
 	if o.hashKeyFile != "" {
@@ -233,7 +235,7 @@ func runWave(cfg *config) error {
 	defer cancel()
 
 	if cfg.migrate {
-		rep, err := rollout.MigrateFromWaveV05(ctx, client, cfg.namespaceList, cfg.dryRun)
+		rep, err := migrate.FromWaveV05(ctx, client, cfg.namespaceList, cfg.dryRun)
 		klog.InfoS("migration from Wave 0.5 finished", "ownerReferencesRemoved", rep.OwnerReferencesRemoved, "finalizersRemoved", rep.FinalizersRemoved, "dryRun", cfg.dryRun)
 		return err
 	}
@@ -254,7 +256,7 @@ func runWave(cfg *config) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"})
 
-	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod, rollout.Digester{Key: cfg.hashKey})
+	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod, confighash.Digester{Key: cfg.hashKey})
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
 	ctrl, err = rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DryRun: cfg.dryRun})

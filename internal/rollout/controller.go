@@ -1,6 +1,8 @@
-// Package rollout owns wave's controller: which ConfigMaps and Secrets a workload's pods use
-// (refs.go), Wave's hash of them (hash.go), the reverse index from config to workloads
-// (index.go), and the reconcile that patches the pod template when the config changed.
+// Package rollout owns wave's controller: the caches (informers.go), the reverse index from
+// config to workloads (index.go), the work queue, and the reconcile that decides from the
+// caches and patches the pod template when the config its pods use changed. What a template
+// references is package refs; Wave's hash and our digests are package confighash; the
+// workload kinds are package workload; the migration from Wave 0.5 is package migrate.
 //
 //	inf := rollout.NewInformers(client, nil, labels.Everything(), 5*time.Minute, rollout.Digester{})
 //	c := rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: rec, Metrics: m})
@@ -31,6 +33,10 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
 )
 
 // Annotations of our own. On the workload's metadata a change rolls nothing, which is what
@@ -49,9 +55,9 @@ type Config struct {
 	Informers *Informers
 	Recorder  record.EventRecorder
 	Metrics   *Metrics
-	Format    HashFormat // default HashWave
-	HashKey   []byte     // HMAC key for the config hash (--hash-key-file); the Informers' Digester must use it too
-	DryRun    bool       // decide, log and emit Events; write nothing
+	Format    confighash.HashFormat // default HashWave
+	HashKey   []byte                // HMAC key for the config hash (--hash-key-file); the Informers' Digester must use it too
+	DryRun    bool                  // decide, log and emit Events; write nothing
 }
 
 // Controller keeps opted-in workloads' config hash current.
@@ -65,7 +71,7 @@ type Controller struct {
 // NewController registers the event handlers on the informers.
 func NewController(cfg Config) (*Controller, error) {
 	if cfg.Format == "" {
-		cfg.Format = HashWave
+		cfg.Format = confighash.HashWave
 	}
 	c := &Controller{
 		Config: cfg,
@@ -90,7 +96,7 @@ func NewController(cfg Config) (*Controller, error) {
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 				AddFunc: func(obj any) { c.enqueueUsers(kind, obj) },
 				UpdateFunc: func(old, obj any) {
-					if !sameKeys(KeyDigests(old), KeyDigests(obj)) {
+					if !sameKeys(confighash.KeyDigests(old), confighash.KeyDigests(obj)) {
 						c.enqueueUsers(kind, obj)
 					} // a metadata-only update concerns nobody
 				},
@@ -108,22 +114,22 @@ func (c *Controller) QueueDepth() float64 { return float64(c.queue.Len()) }
 func (c *Controller) Tracked() float64    { return float64(c.index.Workloads()) }
 
 func (c *Controller) enqueueWorkload(obj any) {
-	if w, ok := WorkloadOf(obj); ok {
+	if w, ok := workload.Of(obj); ok {
 		c.queue.Add(w.Key())
 	}
 }
 
-func (c *Controller) enqueueDeleted(kind WorkloadKind, obj any) {
+func (c *Controller) enqueueDeleted(kind workload.Kind, obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		if ns, name, err := cache.SplitMetaNamespaceKey(tomb.Key); err == nil {
-			c.queue.Add(Key(kind, ns, name))
+			c.queue.Add(workload.Key(kind, ns, name))
 		}
 		return
 	}
 	c.enqueueWorkload(obj)
 }
 
-func (c *Controller) enqueueUsers(kind ConfigKind, obj any) {
+func (c *Controller) enqueueUsers(kind refs.ConfigKind, obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
@@ -131,7 +137,7 @@ func (c *Controller) enqueueUsers(kind ConfigKind, obj any) {
 	if !ok {
 		return
 	}
-	ref := ObjectRef{kind, m.GetNamespace(), m.GetName()}
+	ref := refs.ObjectRef{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}
 	users := c.index.Users(ref)
 	klog.V(4).InfoS("config changed", "object", ref.String(), "users", len(users))
 	for _, key := range users {
@@ -212,7 +218,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 //   - inputs differ from the recorded ones: the pods run old config: roll, with one patch that
 //     writes Wave's hash and our inputs hash into the template and the inputs into metadata.
 func (c *Controller) sync(ctx context.Context, key string) (string, error) {
-	kind, ns, name, err := SplitKey(key)
+	kind, ns, name, err := workload.SplitKey(key)
 	if err != nil {
 		return ResultIgnored, nil // a bad key can never succeed
 	}
@@ -221,10 +227,10 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		c.index.Delete(key)
 		return ResultIgnored, nil
 	}
-	refs := Extract(ns, w.Meta.Annotations, &w.Template.Spec)
-	all := union(refs.Visible.Refs(), refs.Wave.Refs())
+	used := refs.Extract(ns, w.Meta.Annotations, &w.Template.Spec)
+	all := union(used.Visible.Refs(), used.Wave.Refs())
 	c.index.Set(key, all)
-	for _, p := range refs.Problems {
+	for _, p := range used.Problems {
 		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", p+"; the entry is skipped")
 	}
 	for _, r := range all {
@@ -235,7 +241,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		}
 	}
 
-	in := InputsOf(ns, refs.Visible, c.Informers.Digests)
+	in := confighash.InputsOf(ns, used.Visible, c.Informers.Digests)
 	recorded, hasRecord := w.Meta.Annotations[InputsAnnotation]
 	if len(in.Missing) > 0 {
 		msg := missingMessage(in.Missing)
@@ -250,9 +256,9 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		return ResultUnchanged, nil
 	}
 
-	current := w.Template.Annotations[ConfigHashAnnotation]
-	hash, err := KeyedWaveHash(c.Format, c.HashKey, refs.Wave, c.full.get)
-	var missing *MissingError
+	current := w.Template.Annotations[refs.ConfigHashAnnotation]
+	hash, err := confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, c.full.get)
+	var missing *refs.MissingError
 	switch {
 	case errors.As(err, &missing):
 		hash = current // Wave leaves its hash as it is when its view misses something
@@ -264,7 +270,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		return ResultBaseline, c.patch(ctx, w, "baseline", in.Value, "", "")
 	}
 
-	what := DescribeChanged(Changed(ParseInputs(recorded), in.Objects))
+	what := confighash.DescribeChanged(confighash.Changed(confighash.ParseInputs(recorded), in.Objects))
 	if !hasRecord {
 		what = "config-hash annotation differs from the current config"
 	}
@@ -280,7 +286,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 // patch writes the inputs record and, for a rollout, the template annotations, in one merge
 // patch carrying the resourceVersion the decision was made on: if the workload changed in
 // between, the API server answers 409 and the workload is reconciled again.
-func (c *Controller) patch(ctx context.Context, w Workload, what, inputs, hash, inHash string) error {
+func (c *Controller) patch(ctx context.Context, w workload.Workload, what, inputs, hash, inHash string) error {
 	type meta struct {
 		Annotations     map[string]string `json:"annotations"`
 		ResourceVersion string            `json:"resourceVersion,omitempty"`
@@ -289,7 +295,7 @@ func (c *Controller) patch(ctx context.Context, w Workload, what, inputs, hash, 
 	if inHash != "" {
 		tmpl := map[string]string{InputsHashAnnotation: inHash}
 		if hash != "" {
-			tmpl[ConfigHashAnnotation] = hash
+			tmpl[refs.ConfigHashAnnotation] = hash
 		}
 		body["spec"] = map[string]any{"template": map[string]any{"metadata": map[string]any{"annotations": tmpl}}}
 	}
@@ -300,7 +306,7 @@ func (c *Controller) patch(ctx context.Context, w Workload, what, inputs, hash, 
 	if c.DryRun {
 		return nil
 	}
-	if err := patch(ctx, c.Client, w.Kind, w.Meta.Namespace, w.Meta.Name, b); err != nil {
+	if err := workload.Patch(ctx, c.Client, w.Kind, w.Meta.Namespace, w.Meta.Name, b); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // deleted meanwhile; the delete event cleans the index
 		}
@@ -310,7 +316,7 @@ func (c *Controller) patch(ctx context.Context, w Workload, what, inputs, hash, 
 	return nil
 }
 
-func missingMessage(ms []*MissingError) string {
+func missingMessage(ms []*refs.MissingError) string {
 	parts := make([]string, len(ms))
 	for i, m := range ms {
 		parts[i] = m.Error()
@@ -333,10 +339,10 @@ func short(hash string) string {
 	return hash
 }
 
-func union(a, b []ObjectRef) []ObjectRef {
-	seen := map[ObjectRef]bool{}
-	var out []ObjectRef
-	for _, list := range [][]ObjectRef{a, b} {
+func union(a, b []refs.ObjectRef) []refs.ObjectRef {
+	seen := map[refs.ObjectRef]bool{}
+	var out []refs.ObjectRef
+	for _, list := range [][]refs.ObjectRef{a, b} {
 		for _, r := range list {
 			if !seen[r] {
 				seen[r] = true

@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/refs"
 )
 
 // fullObjects reads the few whole ConfigMaps and Secrets Wave's hash needs, from the API, only
@@ -20,7 +22,7 @@ type fullObjects struct {
 	inf    *Informers
 
 	mu      sync.Mutex
-	entries map[ObjectRef]fullEntry
+	entries map[refs.ObjectRef]fullEntry
 }
 
 type fullEntry struct {
@@ -37,12 +39,12 @@ const fullTTL = 30 * time.Second
 var errStale = errors.New("the config cache is behind the API server; retrying")
 
 func newFullObjects(client kubernetes.Interface, inf *Informers) *fullObjects {
-	return &fullObjects{client: client, inf: inf, entries: map[ObjectRef]fullEntry{}}
+	return &fullObjects{client: client, inf: inf, entries: map[refs.ObjectRef]fullEntry{}}
 }
 
 // get returns the whole object at the resourceVersion the cache holds, or nil when the cache
 // says it does not exist.
-func (f *fullObjects) get(ref ObjectRef) (any, error) {
+func (f *fullObjects) get(ref refs.ObjectRef) (any, error) {
 	cached, ok := f.inf.config(ref)
 	if !ok {
 		return nil, nil
@@ -65,7 +67,7 @@ func (f *fullObjects) get(ref ObjectRef) (any, error) {
 	defer cancel()
 	var obj metav1.Object
 	var err error
-	if ref.Kind == ConfigMap {
+	if ref.Kind == refs.ConfigMap {
 		obj, err = f.client.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	} else {
 		obj, err = f.client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})

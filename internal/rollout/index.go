@@ -1,6 +1,10 @@
 package rollout
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/configwave/configwave/internal/refs"
+)
 
 // Index is the reverse index ConfigMap/Secret → workloads that use it, rebuilt from the
 // informers as workloads are synced. It replaces Wave's owner references on config objects:
@@ -8,17 +12,17 @@ import "sync"
 // indexed too, so their creation finds the workloads waiting for them.
 type Index struct {
 	mu         sync.RWMutex
-	byConfig   map[ObjectRef]map[string]struct{}
-	byWorkload map[string][]ObjectRef
+	byConfig   map[refs.ObjectRef]map[string]struct{}
+	byWorkload map[string][]refs.ObjectRef
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{byConfig: map[ObjectRef]map[string]struct{}{}, byWorkload: map[string][]ObjectRef{}}
+	return &Index{byConfig: map[refs.ObjectRef]map[string]struct{}{}, byWorkload: map[string][]refs.ObjectRef{}}
 }
 
 // Set records that workload uses exactly refs.
-func (i *Index) Set(workload string, refs []ObjectRef) {
+func (i *Index) Set(workload string, refs []refs.ObjectRef) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.removeLocked(workload)
@@ -56,7 +60,7 @@ func (i *Index) removeLocked(workload string) {
 }
 
 // Users returns the workloads that use ref.
-func (i *Index) Users(ref ObjectRef) []string {
+func (i *Index) Users(ref refs.ObjectRef) []string {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	out := make([]string, 0, len(i.byConfig[ref]))

@@ -9,25 +9,29 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
 )
 
 // Informers are the caches the controller reads: the three workload kinds (narrowed by a
 // label selector) and ConfigMaps and Secrets reduced to key digests, in every watched
 // namespace (one factory per namespace, or one for the whole cluster).
 type Informers struct {
-	workloads map[WorkloadKind][]cache.SharedIndexInformer
-	configs   map[ConfigKind][]cache.SharedIndexInformer
+	workloads map[workload.Kind][]cache.SharedIndexInformer
+	configs   map[refs.ConfigKind][]cache.SharedIndexInformer
 	factories []informers.SharedInformerFactory
 	watched   map[string]bool // namespaces; metav1.NamespaceAll for every one
 }
 
 // NewInformers prepares the informers; namespaces empty means every namespace. The digester
 // reduces config objects as they arrive.
-func NewInformers(client kubernetes.Interface, namespaces []string, workloadSelector labels.Selector, resync time.Duration, dg Digester) *Informers {
+func NewInformers(client kubernetes.Interface, namespaces []string, workloadSelector labels.Selector, resync time.Duration, dg confighash.Digester) *Informers {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	inf := &Informers{workloads: map[WorkloadKind][]cache.SharedIndexInformer{}, configs: map[ConfigKind][]cache.SharedIndexInformer{}, watched: map[string]bool{}}
+	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[refs.ConfigKind][]cache.SharedIndexInformer{}, watched: map[string]bool{}}
 	for _, ns := range namespaces {
 		inf.watched[ns] = true
 		wf := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns),
@@ -38,11 +42,11 @@ func NewInformers(client kubernetes.Interface, namespaces []string, workloadSele
 			}))
 		// Config objects never need a resync: a workload resync reads them from the cache.
 		cf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns), informers.WithTransform(dg.Transform))
-		inf.workloads[Deployment] = append(inf.workloads[Deployment], wf.Apps().V1().Deployments().Informer())
-		inf.workloads[StatefulSet] = append(inf.workloads[StatefulSet], wf.Apps().V1().StatefulSets().Informer())
-		inf.workloads[DaemonSet] = append(inf.workloads[DaemonSet], wf.Apps().V1().DaemonSets().Informer())
-		inf.configs[ConfigMap] = append(inf.configs[ConfigMap], cf.Core().V1().ConfigMaps().Informer())
-		inf.configs[Secret] = append(inf.configs[Secret], cf.Core().V1().Secrets().Informer())
+		inf.workloads[workload.Deployment] = append(inf.workloads[workload.Deployment], wf.Apps().V1().Deployments().Informer())
+		inf.workloads[workload.StatefulSet] = append(inf.workloads[workload.StatefulSet], wf.Apps().V1().StatefulSets().Informer())
+		inf.workloads[workload.DaemonSet] = append(inf.workloads[workload.DaemonSet], wf.Apps().V1().DaemonSets().Informer())
+		inf.configs[refs.ConfigMap] = append(inf.configs[refs.ConfigMap], cf.Core().V1().ConfigMaps().Informer())
+		inf.configs[refs.Secret] = append(inf.configs[refs.Secret], cf.Core().V1().Secrets().Informer())
 		inf.factories = append(inf.factories, wf, cf)
 	}
 	return inf
@@ -103,24 +107,24 @@ func getByKey(list []cache.SharedIndexInformer, key string) (any, bool) {
 }
 
 // Workload returns a workload from the cache.
-func (inf *Informers) Workload(kind WorkloadKind, namespace, name string) (Workload, bool) {
+func (inf *Informers) Workload(kind workload.Kind, namespace, name string) (workload.Workload, bool) {
 	obj, ok := getByKey(inf.workloads[kind], namespace+"/"+name)
 	if !ok {
-		return Workload{}, false
+		return workload.Workload{}, false
 	}
-	return WorkloadOf(obj)
+	return workload.Of(obj)
 }
 
 // config returns a digested ConfigMap or Secret from the cache.
-func (inf *Informers) config(ref ObjectRef) (any, bool) {
+func (inf *Informers) config(ref refs.ObjectRef) (any, bool) {
 	return getByKey(inf.configs[ref.Kind], ref.Namespace+"/"+ref.Name)
 }
 
 // Digests is a DigestsFunc over the caches.
-func (inf *Informers) Digests(ref ObjectRef) (map[string]string, bool) {
+func (inf *Informers) Digests(ref refs.ObjectRef) (map[string]string, bool) {
 	obj, ok := inf.config(ref)
 	if !ok {
 		return nil, false
 	}
-	return KeyDigests(obj), true
+	return confighash.KeyDigests(obj), true
 }

@@ -1,4 +1,4 @@
-package rollout
+package confighash
 
 import (
 	"testing"
@@ -7,19 +7,21 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/refs"
 )
 
 func objects(objs ...any) GetFunc {
-	byRef := map[ObjectRef]any{}
+	byRef := map[refs.ObjectRef]any{}
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *corev1.ConfigMap:
-			byRef[ObjectRef{ConfigMap, o.Namespace, o.Name}] = o
+			byRef[refs.ObjectRef{Kind: refs.ConfigMap, Namespace: o.Namespace, Name: o.Name}] = o
 		case *corev1.Secret:
-			byRef[ObjectRef{Secret, o.Namespace, o.Name}] = o
+			byRef[refs.ObjectRef{Kind: refs.Secret, Namespace: o.Namespace, Name: o.Name}] = o
 		}
 	}
-	return func(r ObjectRef) (any, error) { return byRef[r], nil }
+	return func(r refs.ObjectRef) (any, error) { return byRef[r], nil }
 }
 
 func cmObj(name string, data map[string]string, binary map[string][]byte) *corev1.ConfigMap {
@@ -30,12 +32,12 @@ func secretObj(name string, data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: data}
 }
 
-func all(kind ConfigKind, name string, required bool) Uses {
-	return Uses{ObjectRef{kind, "ns", name}: {AllKeys: true, Required: required}}
+func all(kind refs.ConfigKind, name string, required bool) refs.Uses {
+	return refs.Uses{refs.ObjectRef{Kind: kind, Namespace: "ns", Name: name}: {AllKeys: true, Required: required}}
 }
 
-func merge(us ...Uses) Uses {
-	out := Uses{}
+func merge(us ...refs.Uses) refs.Uses {
+	out := refs.Uses{}
 	for _, u := range us {
 		for k, v := range u {
 			out[k] = v
@@ -53,30 +55,30 @@ func TestWaveHashGolden(t *testing.T) {
 	tests := []struct {
 		name   string
 		format HashFormat
-		uses   Uses
+		uses   refs.Uses
 		get    GetFunc
 		want   string
 	}{
 		{name: "issue vector: one ConfigMap and one Secret", format: HashWave,
-			uses: merge(all(ConfigMap, "app-config", true), all(Secret, "app-secret", true)), get: objects(appConfig, appSecret),
+			uses: merge(all(refs.ConfigMap, "app-config", true), all(refs.Secret, "app-secret", true)), get: objects(appConfig, appSecret),
 			want: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"},
-		{name: "issue vector: no references", format: HashWave, uses: Uses{}, get: objects(),
+		{name: "issue vector: no references", format: HashWave, uses: refs.Uses{}, get: objects(),
 			want: "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae27e6a3a031d"},
-		{name: "no references in the v0.5 format is the same JSON", format: HashWaveV05, uses: Uses{}, get: objects(),
+		{name: "no references in the v0.5 format is the same JSON", format: HashWaveV05, uses: refs.Uses{}, get: objects(),
 			want: "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae27e6a3a031d"},
 		// {"configMaps":{"app-config":{"key":"value"}},"secrets":{"app-secret":{"password":"czNjcjN0"}}}
 		{name: "v0.5 format: ConfigMap values as strings", format: HashWaveV05,
-			uses: merge(all(ConfigMap, "app-config", true), all(Secret, "app-secret", true)), get: objects(appConfig, appSecret),
+			uses: merge(all(refs.ConfigMap, "app-config", true), all(refs.Secret, "app-secret", true)), get: objects(appConfig, appSecret),
 			want: "0c38a0016d34e0c9d2a63eb128968d437eeb8891a0305dcae1b0f782407b5b5d"},
 		// {"configMaps":{"bin":{"a":"MQ==","b":"AAE="}},"secrets":{}}
 		{name: "binaryData merged with data", format: HashWave,
-			uses: all(ConfigMap, "bin", true), get: objects(cmObj("bin", map[string]string{"a": "1"}, map[string][]byte{"b": {0, 1}})),
+			uses: all(refs.ConfigMap, "bin", true), get: objects(cmObj("bin", map[string]string{"a": "1"}, map[string][]byte{"b": {0, 1}})),
 			want: "cbc0e1d9d6f0fe8d5fad5cbeb719f5a803da8553eb099ed5be7f59566fb80eb5"},
 		{name: "missing optional object is left out", format: HashWave,
-			uses: merge(all(ConfigMap, "app-config", true), all(Secret, "app-secret", true), all(ConfigMap, "gone", false)), get: objects(appConfig, appSecret),
+			uses: merge(all(refs.ConfigMap, "app-config", true), all(refs.Secret, "app-secret", true), all(refs.ConfigMap, "gone", false)), get: objects(appConfig, appSecret),
 			want: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"},
 		{name: "single key picks only that key", format: HashWave,
-			uses: Uses{ObjectRef{ConfigMap, "ns", "app-config"}: {Keys: map[string]bool{"key": true}, Required: true}, ObjectRef{Secret, "ns", "app-secret"}: {AllKeys: true, Required: true}},
+			uses: refs.Uses{refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "app-config"}: {Keys: map[string]bool{"key": true}, Required: true}, refs.ObjectRef{Kind: refs.Secret, Namespace: "ns", Name: "app-secret"}: {AllKeys: true, Required: true}},
 			get:  objects(cmObj("app-config", map[string]string{"key": "value", "other": "x"}, nil), appSecret),
 			want: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"},
 	}
@@ -90,12 +92,12 @@ func TestWaveHashGolden(t *testing.T) {
 }
 
 func TestWaveHashMissingRequired(t *testing.T) {
-	_, err := WaveHash(HashWave, all(ConfigMap, "gone", true), objects())
-	var missing *MissingError
+	_, err := WaveHash(HashWave, all(refs.ConfigMap, "gone", true), objects())
+	var missing *refs.MissingError
 	require.ErrorAs(t, err, &missing)
 	assert.Equal(t, "gone", missing.Ref.Name)
 
-	uses := Uses{ObjectRef{ConfigMap, "ns", "app"}: {Keys: map[string]bool{"k": true}, Required: true, Where: `container "app" env K`}}
+	uses := refs.Uses{refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "app"}: {Keys: map[string]bool{"k": true}, Required: true, Where: `container "app" env K`}}
 	_, err = WaveHash(HashWave, uses, objects(cmObj("app", map[string]string{"other": "1"}, nil)))
 	require.ErrorAs(t, err, &missing)
 	assert.Equal(t, `key "k" of configmap ns/app (used by container "app" env K) not found`, err.Error())
@@ -104,7 +106,7 @@ func TestWaveHashMissingRequired(t *testing.T) {
 // HMAC-SHA256 of the first issue vector's JSON under the key "configwave-test-key", computed
 // independently (Python's hmac module).
 func TestKeyedWaveHashGolden(t *testing.T) {
-	uses := merge(all(ConfigMap, "app-config", true), all(Secret, "app-secret", true))
+	uses := merge(all(refs.ConfigMap, "app-config", true), all(refs.Secret, "app-secret", true))
 	get := objects(cmObj("app-config", map[string]string{"key": "value"}, nil), secretObj("app-secret", map[string][]byte{"password": []byte("s3cr3t")}))
 	got, err := KeyedWaveHash(HashWave, []byte("configwave-test-key"), uses, get)
 	require.NoError(t, err)

@@ -1,4 +1,11 @@
-package rollout
+// Package confighash computes what wave writes about config: Wave's hash of the data a
+// template uses (two formulas, pinned by golden tests, so no upgrade re-rolls a cluster), the
+// per-key digests the informers keep instead of values, and the inputs record that tells
+// whether a workload's pods run the current config.
+//
+//	hash, err := confighash.WaveHash(confighash.HashWave, used.Wave, getFullObject)
+//	in := confighash.InputsOf(namespace, used.Visible, digestsFromTheCache)
+package confighash
 
 import (
 	"crypto/hmac"
@@ -8,6 +15,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configwave/configwave/internal/refs"
 )
 
 // HashFormat selects the formula of the config-hash annotation.
@@ -30,22 +39,8 @@ func ParseHashFormat(s string) (HashFormat, error) {
 	return "", fmt.Errorf("--hash-format=%q: use %q (Wave 0.6 and later) or %q (Wave 0.5 and earlier)", s, HashWave, HashWaveV05)
 }
 
-// MissingError says which required object or key is not there.
-type MissingError struct {
-	Ref   ObjectRef
-	Key   string // empty when the whole object is missing
-	Where string
-}
-
-func (e *MissingError) Error() string {
-	if e.Key == "" {
-		return fmt.Sprintf("%s (used by %s) not found", e.Ref, e.Where)
-	}
-	return fmt.Sprintf("key %q of %s (used by %s) not found", e.Key, e.Ref, e.Where)
-}
-
 // GetFunc returns the full ConfigMap or Secret, or nil when it does not exist.
-type GetFunc func(ObjectRef) (any, error)
+type GetFunc func(refs.ObjectRef) (any, error)
 
 // WaveHash computes Wave's config hash over the objects uses names: the lowercase hex SHA256
 // of the JSON {"configMaps": {NAME: {KEY: VALUE}}, "secrets": {NAME: {KEY: VALUE}}}, objects
@@ -54,7 +49,7 @@ type GetFunc func(ObjectRef) (any, error)
 //
 // This value is what existing Wave installations wrote; changing a byte of it would roll every
 // opted-in workload of every cluster that switches. The golden tests pin it.
-func WaveHash(format HashFormat, uses Uses, get GetFunc) (string, error) {
+func WaveHash(format HashFormat, uses refs.Uses, get GetFunc) (string, error) {
 	return KeyedWaveHash(format, nil, uses, get)
 }
 
@@ -62,7 +57,7 @@ func WaveHash(format HashFormat, uses Uses, get GetFunc) (string, error) {
 // empty (--hash-key-file). Anyone who can read a Deployment can read its hash; without a key, a
 // short or guessable Secret value could be found by trying candidates. The price: the value is
 // no longer Wave's, so switching from Wave with a key rolls each workload once.
-func KeyedWaveHash(format HashFormat, key []byte, uses Uses, get GetFunc) (string, error) {
+func KeyedWaveHash(format HashFormat, key []byte, uses refs.Uses, get GetFunc) (string, error) {
 	src := struct {
 		ConfigMaps map[string]any `json:"configMaps"`
 		Secrets    map[string]any `json:"secrets"`
@@ -76,7 +71,7 @@ func KeyedWaveHash(format HashFormat, key []byte, uses Uses, get GetFunc) (strin
 		}
 		if obj == nil {
 			if u.Required {
-				return "", &MissingError{Ref: ref, Where: u.Where}
+				return "", &refs.MissingError{Ref: ref, Where: u.Where}
 			}
 			continue
 		}
@@ -106,7 +101,7 @@ func KeyedWaveHash(format HashFormat, key []byte, uses Uses, get GetFunc) (strin
 				v, ok := all[k]
 				if !ok {
 					if required {
-						return "", &MissingError{Ref: ref, Key: k, Where: u.Where}
+						return "", &refs.MissingError{Ref: ref, Key: k, Where: u.Where}
 					}
 					continue
 				}
@@ -114,7 +109,7 @@ func KeyedWaveHash(format HashFormat, key []byte, uses Uses, get GetFunc) (strin
 			}
 			entry = picked
 		}
-		if ref.Kind == ConfigMap {
+		if ref.Kind == refs.ConfigMap {
 			src.ConfigMaps[ref.Name] = entry
 		} else {
 			src.Secrets[ref.Name] = entry

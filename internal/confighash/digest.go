@@ -1,4 +1,4 @@
-package rollout
+package confighash
 
 import (
 	"crypto/hmac"
@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/configwave/configwave/internal/refs"
 )
 
 // digestedMark, in GenerateName (unused on a stored object), marks an object the informer
@@ -91,20 +93,20 @@ func KeyDigests(obj any) map[string]string {
 
 // DigestsFunc returns the key digests of an object from the transformed cache, and whether
 // it exists.
-type DigestsFunc func(ObjectRef) (map[string]string, bool)
+type DigestsFunc func(refs.ObjectRef) (map[string]string, bool)
 
 // Inputs is the record of what a workload's pods can see, written to the workload's own
 // metadata.annotations[InputsAnnotation]: one entry per object, sorted,
 // "configmap/NAME=DIGEST" (or "configmap/NS/NAME=..." for another namespace), where DIGEST
 // covers exactly the keys the pods see, and "absent" stands for a missing object.
 type Inputs struct {
-	Value   string            // the annotation value
-	Objects map[string]string // entry name -> digest, to tell which objects changed
-	Missing []*MissingError   // required objects or keys that do not exist
+	Value   string               // the annotation value
+	Objects map[string]string    // entry name -> digest, to tell which objects changed
+	Missing []*refs.MissingError // required objects or keys that do not exist
 }
 
 // InputsOf computes the Inputs of uses from the cache.
-func InputsOf(namespace string, uses Uses, digests DigestsFunc) Inputs {
+func InputsOf(namespace string, uses refs.Uses, digests DigestsFunc) Inputs {
 	in := Inputs{Objects: map[string]string{}}
 	entries := make([]string, 0, len(uses))
 	for _, ref := range uses.Refs() {
@@ -118,7 +120,7 @@ func InputsOf(namespace string, uses Uses, digests DigestsFunc) Inputs {
 		switch {
 		case !exists:
 			if u.Required {
-				in.Missing = append(in.Missing, &MissingError{Ref: ref, Where: u.Where})
+				in.Missing = append(in.Missing, &refs.MissingError{Ref: ref, Where: u.Where})
 			}
 			d = "absent"
 		default:
@@ -132,7 +134,7 @@ func InputsOf(namespace string, uses Uses, digests DigestsFunc) Inputs {
 }
 
 // objectDigest covers the keys u uses: all of them, or each listed one (present or absent).
-func objectDigest(ref ObjectRef, u *Use, keys map[string]string, missing *[]*MissingError) string {
+func objectDigest(ref refs.ObjectRef, u *refs.Use, keys map[string]string, missing *[]*refs.MissingError) string {
 	var lines []string
 	if u.AllKeys {
 		for k, d := range keys {
@@ -143,7 +145,7 @@ func objectDigest(ref ObjectRef, u *Use, keys map[string]string, missing *[]*Mis
 		d, ok := keys[k]
 		if !ok {
 			if required {
-				*missing = append(*missing, &MissingError{Ref: ref, Key: k, Where: u.Where})
+				*missing = append(*missing, &refs.MissingError{Ref: ref, Key: k, Where: u.Where})
 			}
 			d = "absent"
 		}

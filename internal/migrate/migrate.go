@@ -1,4 +1,9 @@
-package rollout
+// Package migrate undoes, once, what Wave up to v0.5 wrote into a cluster: owner references
+// on ConfigMaps and Secrets (through which the garbage collector would delete config together
+// with a workload) and its finalizer on workloads (--migrate-from-wave-v05).
+//
+//	report, err := migrate.FromWaveV05(ctx, client, namespaces, dryRun)
+package migrate
 
 import (
 	"context"
@@ -11,15 +16,18 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
 )
 
-// MigrationReport counts what MigrateFromWaveV05 changed.
-type MigrationReport struct {
+// Report counts what MigrateFromWaveV05 changed.
+type Report struct {
 	OwnerReferencesRemoved int // on ConfigMaps and Secrets
 	FinalizersRemoved      int // on workloads
 }
 
-// MigrateFromWaveV05 undoes what Wave up to v0.5 wrote into a cluster, once, so that the
+// FromWaveV05 undoes what Wave up to v0.5 wrote into a cluster, once, so that the
 // normal controller never needs write access to ConfigMaps and Secrets:
 //   - owner references from ConfigMaps and Secrets to the workloads Wave managed (Wave added
 //     them to find users; the garbage collector would delete the config with the workload);
@@ -28,24 +36,24 @@ type MigrationReport struct {
 // A workload counts as Wave's when it is opted in or carries the finalizer. Nothing else is
 // touched: other owner references, other finalizers, any data. Every write is an update at
 // the resourceVersion read, retried on conflict. With dryRun it only reports.
-func MigrateFromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []string, dryRun bool) (MigrationReport, error) {
-	var rep MigrationReport
+func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []string, dryRun bool) (Report, error) {
+	var rep Report
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	for _, ns := range namespaces {
 		waveOwned := map[types.UID]string{}
-		for _, kind := range Kinds {
+		for _, kind := range workload.Kinds {
 			items, err := listWorkloads(ctx, client, kind, ns)
 			if err != nil {
 				return rep, err
 			}
 			for _, w := range items {
-				if !w.OptedIn() && !slices.Contains(w.Meta.Finalizers, WaveFinalizer) {
+				if !w.OptedIn() && !slices.Contains(w.Meta.Finalizers, refs.WaveFinalizer) {
 					continue
 				}
 				waveOwned[w.Meta.UID] = w.String()
-				if slices.Contains(w.Meta.Finalizers, WaveFinalizer) {
+				if slices.Contains(w.Meta.Finalizers, refs.WaveFinalizer) {
 					if err := removeFinalizer(ctx, client, w, dryRun); err != nil {
 						return rep, err
 					}
@@ -62,10 +70,10 @@ func MigrateFromWaveV05(ctx context.Context, client kubernetes.Interface, namesp
 	return rep, nil
 }
 
-func listWorkloads(ctx context.Context, client kubernetes.Interface, kind WorkloadKind, ns string) ([]Workload, error) {
+func listWorkloads(ctx context.Context, client kubernetes.Interface, kind workload.Kind, ns string) ([]workload.Workload, error) {
 	var objs []any
 	switch kind {
-	case Deployment:
+	case workload.Deployment:
 		l, err := client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("list deployments: %w", err)
@@ -73,7 +81,7 @@ func listWorkloads(ctx context.Context, client kubernetes.Interface, kind Worklo
 		for i := range l.Items {
 			objs = append(objs, &l.Items[i])
 		}
-	case StatefulSet:
+	case workload.StatefulSet:
 		l, err := client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("list statefulsets: %w", err)
@@ -81,7 +89,7 @@ func listWorkloads(ctx context.Context, client kubernetes.Interface, kind Worklo
 		for i := range l.Items {
 			objs = append(objs, &l.Items[i])
 		}
-	case DaemonSet:
+	case workload.DaemonSet:
 		l, err := client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("list daemonsets: %w", err)
@@ -90,9 +98,9 @@ func listWorkloads(ctx context.Context, client kubernetes.Interface, kind Worklo
 			objs = append(objs, &l.Items[i])
 		}
 	}
-	out := make([]Workload, 0, len(objs))
+	out := make([]workload.Workload, 0, len(objs))
 	for _, o := range objs {
-		if w, ok := WorkloadOf(o); ok {
+		if w, ok := workload.Of(o); ok {
 			out = append(out, w)
 		}
 	}
@@ -101,7 +109,7 @@ func listWorkloads(ctx context.Context, client kubernetes.Interface, kind Worklo
 
 // removeFinalizer drops Wave's finalizer with a JSON patch that first tests the list it read,
 // so a concurrent change of the finalizers makes it read again instead of overwriting.
-func removeFinalizer(ctx context.Context, client kubernetes.Interface, w Workload, dryRun bool) error {
+func removeFinalizer(ctx context.Context, client kubernetes.Interface, w workload.Workload, dryRun bool) error {
 	klog.InfoS("removing Wave's finalizer", "workload", w.String(), "dryRun", dryRun)
 	if dryRun {
 		return nil
@@ -111,33 +119,33 @@ func removeFinalizer(ctx context.Context, client kubernetes.Interface, w Workloa
 		if err != nil {
 			return err
 		}
-		kept := slices.DeleteFunc(slices.Clone(fresh.Meta.Finalizers), func(f string) bool { return f == WaveFinalizer })
+		kept := slices.DeleteFunc(slices.Clone(fresh.Meta.Finalizers), func(f string) bool { return f == refs.WaveFinalizer })
 		if len(kept) == len(fresh.Meta.Finalizers) {
 			return nil
 		}
 		body := fmt.Appendf(nil, `{"metadata":{"finalizers":%s,"resourceVersion":%q}}`, jsonList(kept), fresh.Meta.ResourceVersion)
-		if err := patch(ctx, client, w.Kind, w.Meta.Namespace, w.Meta.Name, body); err != nil {
-			return fmt.Errorf("%s: remove finalizer %s: %w", w, WaveFinalizer, err)
+		if err := workload.Patch(ctx, client, w.Kind, w.Meta.Namespace, w.Meta.Name, body); err != nil {
+			return fmt.Errorf("%s: remove finalizer %s: %w", w, refs.WaveFinalizer, err)
 		}
 		return nil
 	})
 }
 
-func getWorkload(ctx context.Context, client kubernetes.Interface, kind WorkloadKind, ns, name string) (Workload, error) {
+func getWorkload(ctx context.Context, client kubernetes.Interface, kind workload.Kind, ns, name string) (workload.Workload, error) {
 	var obj any
 	var err error
 	switch kind {
-	case Deployment:
+	case workload.Deployment:
 		obj, err = client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	case StatefulSet:
+	case workload.StatefulSet:
 		obj, err = client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-	case DaemonSet:
+	case workload.DaemonSet:
 		obj, err = client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 	}
 	if err != nil {
-		return Workload{}, err
+		return workload.Workload{}, err
 	}
-	w, _ := WorkloadOf(obj)
+	w, _ := workload.Of(obj)
 	return w, nil
 }
 
@@ -165,13 +173,13 @@ func removeOwnerRefs(ctx context.Context, client kubernetes.Interface, ns string
 	}
 	// One way to fix both kinds: read fresh, drop Wave's references, update at that version.
 	type fixer struct {
-		ref ObjectRef
+		ref refs.ObjectRef
 		fix func() error
 	}
 	var todo []fixer
 	for _, cm := range cms.Items {
 		if hasWaveOwnerRef(cm.OwnerReferences, owned) {
-			todo = append(todo, fixer{ObjectRef{ConfigMap, cm.Namespace, cm.Name}, func() error {
+			todo = append(todo, fixer{refs.ObjectRef{Kind: refs.ConfigMap, Namespace: cm.Namespace, Name: cm.Name}, func() error {
 				fresh, err := client.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{})
 				if err != nil {
 					return err
@@ -184,7 +192,7 @@ func removeOwnerRefs(ctx context.Context, client kubernetes.Interface, ns string
 	}
 	for _, s := range secrets.Items {
 		if hasWaveOwnerRef(s.OwnerReferences, owned) {
-			todo = append(todo, fixer{ObjectRef{Secret, s.Namespace, s.Name}, func() error {
+			todo = append(todo, fixer{refs.ObjectRef{Kind: refs.Secret, Namespace: s.Namespace, Name: s.Name}, func() error {
 				fresh, err := client.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
 				if err != nil {
 					return err

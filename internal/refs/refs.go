@@ -1,4 +1,11 @@
-package rollout
+// Package refs finds which ConfigMaps and Secrets a pod template uses, and how: every key or
+// some keys, required or optional, seen by the pods or only by Wave's hash. It also holds the
+// annotations of Wave's dialect (update-on-config-change, extra-configmaps, ...). A new
+// annotation dialect is a new file here.
+//
+//	used := refs.Extract(namespace, workload.Annotations, &template.Spec)
+//	for _, ref := range used.Visible.Refs() { ... } // what a change must roll
+package refs
 
 import (
 	"fmt"
@@ -247,4 +254,18 @@ func ParseExtra(kind ConfigKind, namespace, value string) (refs []ObjectRef, pro
 		}
 	}
 	return refs, problems
+}
+
+// MissingError says which required object or key is not there.
+type MissingError struct {
+	Ref   ObjectRef
+	Key   string // empty when the whole object is missing
+	Where string
+}
+
+func (e *MissingError) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("%s (used by %s) not found", e.Ref, e.Where)
+	}
+	return fmt.Sprintf("key %q of %s (used by %s) not found", e.Key, e.Ref, e.Where)
 }

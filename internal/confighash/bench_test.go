@@ -1,14 +1,16 @@
-package rollout
+package confighash
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/configwave/configwave/internal/refs"
 )
 
 // 10 ConfigMaps of 10 keys of 1 KiB: a typical workload's config, 100 KiB in all.
-func benchUses() (Uses, GetFunc) {
-	uses := Uses{}
+func benchUses() (refs.Uses, GetFunc) {
+	uses := refs.Uses{}
 	var objs []any
 	for i := range 10 {
 		data := map[string]string{}
@@ -17,7 +19,7 @@ func benchUses() (Uses, GetFunc) {
 		}
 		name := fmt.Sprintf("cm-%d", i)
 		objs = append(objs, cmObj(name, data, nil))
-		uses[cmRef(name)] = &Use{AllKeys: true, Required: true}
+		uses[cmRef(name)] = &refs.Use{AllKeys: true, Required: true}
 	}
 	return uses, objects(objs...)
 }
@@ -35,13 +37,13 @@ func BenchmarkWaveHash100KiB(b *testing.B) {
 // The inputs record is what wave computes on every event, from the digested cache.
 func BenchmarkInputsOf10Objects(b *testing.B) {
 	uses, get := benchUses()
-	cache := map[ObjectRef]map[string]string{}
+	cache := map[refs.ObjectRef]map[string]string{}
 	for r := range uses {
 		o, _ := get(r)
 		d, _ := Digest(o)
 		cache[r] = KeyDigests(d)
 	}
-	digests := func(r ObjectRef) (map[string]string, bool) { d, ok := cache[r]; return d, ok }
+	digests := func(r refs.ObjectRef) (map[string]string, bool) { d, ok := cache[r]; return d, ok }
 	for b.Loop() {
 		InputsOf("ns", uses, digests)
 	}

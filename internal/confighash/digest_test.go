@@ -1,0 +1,121 @@
+package confighash
+
+import (
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configwave/configwave/internal/refs"
+)
+
+func cmRef(name string) refs.ObjectRef {
+	return refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: name}
+}
+
+func TestDigestTransform(t *testing.T) {
+	cm := cmObj("a", map[string]string{"k": "value"}, map[string][]byte{"b": {1}})
+	cm.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 10000)}
+	out, err := Digest(cm)
+	require.NoError(t, err)
+	d := out.(*corev1.ConfigMap)
+	assert.NotContains(t, d.Data["k"], "value")
+	assert.Len(t, d.Data, 2)
+	assert.NotContains(t, d.Annotations, "kubectl.kubernetes.io/last-applied-configuration", "big annotations are dropped")
+	again, err := Digest(d)
+	require.NoError(t, err)
+	assert.Equal(t, d, again, "a second transform changes nothing")
+
+	other := cmObj("a", map[string]string{"k": "value2"}, map[string][]byte{"b": {1}})
+	out2, _ := Digest(other)
+	assert.NotEqual(t, d.Data["k"], out2.(*corev1.ConfigMap).Data["k"])
+	assert.Equal(t, d.Data["b"], out2.(*corev1.ConfigMap).Data["b"])
+
+	s, err := Digest(secretObj("s", map[string][]byte{"password": []byte("s3cr3t")}))
+	require.NoError(t, err)
+	assert.NotContains(t, string(s.(*corev1.Secret).Data["password"]), "s3cr3t")
+}
+
+func TestInputsOf(t *testing.T) {
+	digests := func(r refs.ObjectRef) (map[string]string, bool) {
+		switch r {
+		case cmRef("a"):
+			return map[string]string{"k": "d1", "other": "d2"}, true
+		}
+		return nil, false
+	}
+	oneKey := refs.Uses{cmRef("a"): {Keys: map[string]bool{"k": true}, Required: true}}
+	in := InputsOf("ns", oneKey, digests)
+	assert.Empty(t, in.Missing)
+	assert.Regexp(t, `^configmap/a=[0-9a-f]{16}$`, in.Value)
+
+	// Another key's digest changes: the single-key inputs do not.
+	digests2 := func(r refs.ObjectRef) (map[string]string, bool) {
+		return map[string]string{"k": "d1", "other": "CHANGED"}, r == cmRef("a")
+	}
+	assert.Equal(t, in.Value, InputsOf("ns", oneKey, digests2).Value)
+	allKeys := refs.Uses{cmRef("a"): {AllKeys: true, Required: true}}
+	assert.NotEqual(t, InputsOf("ns", allKeys, digests).Value, InputsOf("ns", allKeys, digests2).Value)
+
+	// Optional absent object: recorded as absent, not missing; its creation changes the value.
+	opt := refs.Uses{cmRef("later"): {AllKeys: true}}
+	absent := InputsOf("ns", opt, digests)
+	assert.Empty(t, absent.Missing)
+	assert.Equal(t, "configmap/later=absent", absent.Value)
+
+	// Required absent object and required absent key are missing.
+	req := refs.Uses{cmRef("gone"): {AllKeys: true, Required: true, Where: `container "app" envFrom`}, cmRef("a"): {Keys: map[string]bool{"nokey": true}, Required: true}}
+	m := InputsOf("ns", req, digests)
+	require.Len(t, m.Missing, 2)
+
+	// Other namespaces are spelled out.
+	assert.Equal(t, "configmap/other/x=absent", InputsOf("ns", refs.Uses{{Kind: refs.ConfigMap, Namespace: "other", Name: "x"}: {AllKeys: true}}, digests).Value)
+	assert.Equal(t, []string{"configmap/a", "configmap/b"}, Changed(map[string]string{"configmap/a": "1", "configmap/b": "2"}, map[string]string{"configmap/a": "3"}))
+}
+
+func TestDescribeChanged(t *testing.T) {
+	for _, tc := range []struct {
+		changed []string
+		want    string
+	}{
+		{[]string{"configmap/a"}, "configmap/a"},
+		{[]string{"configmap/a", "secret/other/b"}, "configmap/a, secret/other/b"},
+		{[]string{"configmap/a", "configmap/b", "configmap/c", "configmap/d", "configmap/e", "configmap/f", "configmap/g"}, "configmap/a, configmap/b, configmap/c, configmap/d, configmap/e and 2 more"},
+		// Entries only in a hand-edited record are counted, never repeated into an Event.
+		{[]string{"configmap/a", "<script>", "configmap/UPPER", "pod/x", "configmap/a/b/c"}, "configmap/a and 4 more"},
+		{[]string{strings.Repeat("x", 5000)}, "an entry of the inputs record"},
+		{[]string{"x", "y"}, "2 entries of the inputs record"},
+		{nil, "the inputs record"},
+	} {
+		assert.Equal(t, tc.want, DescribeChanged(tc.changed), "%q", tc.changed)
+	}
+}
+
+// The inputs record is read back from the workload's annotations, which anyone who may edit
+// the workload can write.
+func FuzzParseInputs(f *testing.F) {
+	f.Add("configmap/a=0123456789abcdef,secret/other/b=absent", "configmap/a=fedcba9876543210")
+	f.Add("", "=")
+	f.Add(",,,=,==", "configmap/a==x")
+	f.Fuzz(func(t *testing.T, recorded, current string) {
+		before, after := ParseInputs(recorded), ParseInputs(current)
+		for name, d := range before {
+			assert.Contains(t, recorded, name+"="+d)
+		}
+		changed := Changed(before, after)
+		assert.True(t, sort.StringsAreSorted(changed))
+		if recorded == current {
+			assert.Empty(t, changed)
+		}
+		msg := DescribeChanged(changed)
+		assert.LessOrEqual(t, len(msg), maxNamedChanges*(len("configmap/")+63+1+253+2)+40, "an Event message stays bounded")
+		for _, part := range strings.Split(strings.SplitN(msg, " and ", 2)[0], ", ") {
+			if strings.Contains(part, "/") {
+				assert.True(t, validEntryName(part), "only well-formed names reach an Event: %q", part)
+			}
+		}
+	})
+}
