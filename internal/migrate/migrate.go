@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,8 +44,8 @@ func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []
 	}
 	for _, ns := range namespaces {
 		waveOwned := map[types.UID]string{}
-		for _, kind := range workload.Kinds {
-			items, err := listWorkloads(ctx, client, kind, ns)
+		for _, t := range workload.Types() {
+			items, err := listWorkloads(ctx, client, t, ns)
 			if err != nil {
 				return rep, err
 			}
@@ -70,42 +71,26 @@ func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []
 	return rep, nil
 }
 
-func listWorkloads(ctx context.Context, client kubernetes.Interface, kind workload.Kind, ns string) ([]workload.Workload, error) {
-	var objs []any
-	switch kind {
-	case workload.Deployment:
-		l, err := client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+// listWorkloads lists every workload of type t in ns, a page at a time, so a namespace with
+// thousands of them never needs one huge response.
+func listWorkloads(ctx context.Context, client kubernetes.Interface, t workload.Type, ns string) ([]workload.Workload, error) {
+	var out []workload.Workload
+	opts := metav1.ListOptions{Limit: listPage}
+	for {
+		page, next, err := t.List(ctx, client, ns, opts)
 		if err != nil {
-			return nil, fmt.Errorf("list deployments: %w", err)
+			return nil, fmt.Errorf("list %ss: %w", strings.ToLower(string(t.Kind())), err)
 		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
+		out = append(out, page...)
+		if next == "" {
+			return out, nil
 		}
-	case workload.StatefulSet:
-		l, err := client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("list statefulsets: %w", err)
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	case workload.DaemonSet:
-		l, err := client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("list daemonsets: %w", err)
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
+		opts.Continue = next
 	}
-	out := make([]workload.Workload, 0, len(objs))
-	for _, o := range objs {
-		if w, ok := workload.Of(o); ok {
-			out = append(out, w)
-		}
-	}
-	return out, nil
 }
+
+// listPage is the size of one LIST page.
+const listPage = 500
 
 // removeFinalizer drops Wave's finalizer with a JSON patch that first tests the list it read,
 // so a concurrent change of the finalizers makes it read again instead of overwriting.
@@ -132,21 +117,11 @@ func removeFinalizer(ctx context.Context, client kubernetes.Interface, w workloa
 }
 
 func getWorkload(ctx context.Context, client kubernetes.Interface, kind workload.Kind, ns, name string) (workload.Workload, error) {
-	var obj any
-	var err error
-	switch kind {
-	case workload.Deployment:
-		obj, err = client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	case workload.StatefulSet:
-		obj, err = client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-	case workload.DaemonSet:
-		obj, err = client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
-	}
+	t, err := workload.TypeOf(kind)
 	if err != nil {
 		return workload.Workload{}, err
 	}
-	w, _ := workload.Of(obj)
-	return w, nil
+	return t.Get(ctx, client, ns, name)
 }
 
 func jsonList(s []string) string {

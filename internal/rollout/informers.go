@@ -42,9 +42,9 @@ func NewInformers(client kubernetes.Interface, namespaces []string, workloadSele
 			}))
 		// Config objects never need a resync: a workload resync reads them from the cache.
 		cf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns), informers.WithTransform(dg.Transform))
-		inf.workloads[workload.Deployment] = append(inf.workloads[workload.Deployment], wf.Apps().V1().Deployments().Informer())
-		inf.workloads[workload.StatefulSet] = append(inf.workloads[workload.StatefulSet], wf.Apps().V1().StatefulSets().Informer())
-		inf.workloads[workload.DaemonSet] = append(inf.workloads[workload.DaemonSet], wf.Apps().V1().DaemonSets().Informer())
+		for _, t := range workload.Types() {
+			inf.workloads[t.Kind()] = append(inf.workloads[t.Kind()], t.Informer(wf))
+		}
 		inf.configs[refs.ConfigMap] = append(inf.configs[refs.ConfigMap], cf.Core().V1().ConfigMaps().Informer())
 		inf.configs[refs.Secret] = append(inf.configs[refs.Secret], cf.Core().V1().Secrets().Informer())
 		inf.factories = append(inf.factories, wf, cf)
