@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -32,7 +33,7 @@ type Report struct {
 // normal controller never needs write access to ConfigMaps and Secrets:
 //   - owner references from ConfigMaps and Secrets to the workloads Wave managed (Wave added
 //     them to find users; the garbage collector would delete the config with the workload);
-//   - the wave.pusher.com/finalizer on those workloads.
+//   - the wave.pusher.com/finalizer on those workloads, once their owner references are gone.
 //
 // A workload counts as Wave's when it is opted in or carries the finalizer. Nothing else is
 // touched: other owner references, other finalizers, any data. Every write is an update at
@@ -44,6 +45,7 @@ func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []
 	}
 	for _, ns := range namespaces {
 		waveOwned := map[types.UID]string{}
+		var finalized []workload.Workload
 		for _, t := range workload.Types() {
 			items, err := listWorkloads(ctx, client, t, ns)
 			if err != nil {
@@ -55,35 +57,49 @@ func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []
 				}
 				waveOwned[w.Meta.UID] = w.String()
 				if slices.Contains(w.Meta.Finalizers, refs.WaveFinalizer) {
-					if err := removeFinalizer(ctx, client, w, dryRun); err != nil {
-						return rep, err
-					}
-					rep.FinalizersRemoved++
+					finalized = append(finalized, w)
 				}
 			}
 		}
+		// Owner references first, finalizers only once every one is gone. A workload that is
+		// being deleted waits only for Wave's finalizer; the moment it is removed the workload
+		// goes, and the garbage collector deletes every ConfigMap and Secret still naming it
+		// as owner. In this order a failure part-way leaves config in place, never deleted.
 		n, err := removeOwnerRefs(ctx, client, ns, waveOwned, dryRun)
 		rep.OwnerReferencesRemoved += n
 		if err != nil {
-			return rep, err
+			return rep, fmt.Errorf("%w; no finalizer was removed, so no ConfigMap or Secret can be garbage collected: fix the cause and run the migration again", err)
+		}
+		for _, w := range finalized {
+			if err := removeFinalizer(ctx, client, w, dryRun); err != nil {
+				return rep, err
+			}
+			rep.FinalizersRemoved++
 		}
 	}
 	return rep, nil
 }
 
-// listWorkloads lists every workload of type t in ns, a page at a time, so a namespace with
-// thousands of them never needs one huge response.
+// listWorkloads lists every workload of type t in ns.
 func listWorkloads(ctx context.Context, client kubernetes.Interface, t workload.Type, ns string) ([]workload.Workload, error) {
-	var out []workload.Workload
+	return allPages(ctx, strings.ToLower(string(t.Kind()))+"s", func(o metav1.ListOptions) ([]workload.Workload, string, error) {
+		return t.List(ctx, client, ns, o)
+	})
+}
+
+// allPages lists a page at a time, so that a namespace with thousands of objects never needs
+// one huge response (ConfigMaps and Secrets can be up to 1 MiB each).
+func allPages[T any](ctx context.Context, what string, list func(metav1.ListOptions) ([]T, string, error)) ([]T, error) {
+	var out []T
 	opts := metav1.ListOptions{Limit: listPage}
 	for {
-		page, next, err := t.List(ctx, client, ns, opts)
+		page, next, err := list(opts)
 		if err != nil {
-			return nil, fmt.Errorf("list %ss: %w", strings.ToLower(string(t.Kind())), err)
+			return nil, fmt.Errorf("list %s: %w", what, err)
 		}
 		out = append(out, page...)
-		if next == "" {
-			return out, nil
+		if next == "" || ctx.Err() != nil {
+			return out, ctx.Err()
 		}
 		opts.Continue = next
 	}
@@ -138,13 +154,25 @@ func removeOwnerRefs(ctx context.Context, client kubernetes.Interface, ns string
 	if len(owned) == 0 {
 		return 0, nil
 	}
-	cms, err := client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	cms, err := allPages(ctx, "configmaps", func(o metav1.ListOptions) ([]corev1.ConfigMap, string, error) {
+		l, err := client.CoreV1().ConfigMaps(ns).List(ctx, o)
+		if err != nil {
+			return nil, "", err
+		}
+		return l.Items, l.Continue, nil
+	})
 	if err != nil {
-		return 0, fmt.Errorf("list configmaps: %w", err)
+		return 0, err
 	}
-	secrets, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	secrets, err := allPages(ctx, "secrets", func(o metav1.ListOptions) ([]corev1.Secret, string, error) {
+		l, err := client.CoreV1().Secrets(ns).List(ctx, o)
+		if err != nil {
+			return nil, "", err
+		}
+		return l.Items, l.Continue, nil
+	})
 	if err != nil {
-		return 0, fmt.Errorf("list secrets: %w", err)
+		return 0, err
 	}
 	// One way to fix both kinds: read fresh, drop Wave's references, update at that version.
 	type fixer struct {
@@ -152,7 +180,7 @@ func removeOwnerRefs(ctx context.Context, client kubernetes.Interface, ns string
 		fix func() error
 	}
 	var todo []fixer
-	for _, cm := range cms.Items {
+	for _, cm := range cms {
 		if hasWaveOwnerRef(cm.OwnerReferences, owned) {
 			todo = append(todo, fixer{refs.ObjectRef{Kind: refs.ConfigMap, Namespace: cm.Namespace, Name: cm.Name}, func() error {
 				fresh, err := client.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{})
@@ -165,7 +193,7 @@ func removeOwnerRefs(ctx context.Context, client kubernetes.Interface, ns string
 			}})
 		}
 	}
-	for _, s := range secrets.Items {
+	for _, s := range secrets {
 		if hasWaveOwnerRef(s.OwnerReferences, owned) {
 			todo = append(todo, fixer{refs.ObjectRef{Kind: refs.Secret, Namespace: s.Namespace, Name: s.Name}, func() error {
 				fresh, err := client.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
