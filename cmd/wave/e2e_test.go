@@ -548,7 +548,7 @@ func TestSeveralNamespaces(t *testing.T) {
 		createCM(t, client, ns, "cm", map[string]string{"a": "1"})
 		createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a")))
 	}
-	p := startWave(t, a+","+b) // startWave passes it as --namespaces
+	p := startWave(t, a+","+b, "--allow-cross-namespace-refs") // startWave passes the first as --namespaces
 	before := map[string]string{}
 	for _, ns := range []string{a, b} {
 		before[ns] = inputsHash(waitRecorded(t, client, ns, "app"))
@@ -575,4 +575,34 @@ func TestSeveralNamespaces(t *testing.T) {
 		}
 		return false
 	}, eventually, tick, "an Event says the entry's namespace is not watched")
+}
+
+// A tenant's extra-secrets entry naming another namespace is refused by default: a Warning
+// Event names the entry and the flag, the other namespace's Secret is never part of the
+// workload's hash, and changing it rolls nothing.
+func TestCrossNamespaceRefsRefused(t *testing.T) {
+	client := adminClient(t)
+	a, b := testcluster.Namespace(t, client), testcluster.Namespace(t, client)
+	createCM(t, client, a, "cm", map[string]string{"a": "1"})
+	createSecret(t, client, b, "creds", map[string]string{"token": "other tenant's"})
+	d := deployment(a, "app", withEnvKey("cm", "a"))
+	d.Annotations[refs.ExtraSecretsAnnotation] = b + "/creds"
+	createDeployment(t, client, d)
+	p := startWave(t, a+","+b)
+	recorded := waitRecorded(t, client, a, "app")
+	assert.NotContains(t, recorded.Annotations[rollout.InputsAnnotation], b+"/creds", "the other namespace's Secret is not an input")
+	require.Eventually(t, func() bool {
+		for _, e := range events(t, client, a, "app", "InvalidAnnotation") {
+			if strings.Contains(e.Message, "annotation "+refs.ExtraSecretsAnnotation+" names secret "+b+"/creds in another namespace") &&
+				strings.Contains(e.Message, "--allow-cross-namespace-refs") {
+				return true
+			}
+		}
+		return false
+	}, eventually, tick, "an Event names the entry and the flag")
+
+	patchSecret(t, client, b, "creds", `{"stringData":{"token":"changed"}}`)
+	settle(t, p)
+	assert.Len(t, replicaSets(t, client, a, "app"), 1, "a change in another namespace rolls nothing")
+	assert.Equal(t, recorded.Spec.Template.Annotations, getDeployment(t, client, a, "app").Spec.Template.Annotations)
 }

@@ -87,6 +87,7 @@ type options struct {
 	hashFormat      string
 	hashKeyFile     string
 	dryRun          bool
+	crossNamespace  bool
 	migrate         bool
 	listenAddress   string
 	kubeconfig      string
@@ -120,6 +121,7 @@ Flags:
 	fs.StringVar(&o.hashFormat, "hash-format", string(confighash.HashWave), `formula of the config hash: "wave" (Wave 0.6 and later) or "wave-v05" (Wave 0.5 and earlier), so that switching from either rolls nothing.`)
 	fs.StringVar(&o.hashKeyFile, "hash-key-file", "", "file holding a key (mount it from a Secret); the config hash becomes HMAC-SHA256 under it, so that nobody who can read a Deployment can test guesses of a Secret value against the hash. Not Wave's value: switching from Wave with a key rolls each workload once.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide, log and emit Events, but write nothing.")
+	fs.BoolVar(&o.crossNamespace, "allow-cross-namespace-refs", false, "let wave.pusher.com/extra-configmaps and extra-secrets name objects in other namespaces (Wave's behaviour). Off by default: whoever may edit a workload could otherwise make wave read another tenant's config and publish a hash of it.")
 	fs.BoolVar(&o.migrate, "migrate-from-wave-v05", false, "one-shot: remove the owner references Wave 0.5 and earlier put on ConfigMaps and Secrets and its finalizer on workloads, then exit. Needs update on ConfigMaps, Secrets and workloads; see the README.")
 	fs.StringVar(&o.listenAddress, "listen-address", ":8080", "address of /healthz, /readyz and /metrics; empty disables them.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
@@ -259,7 +261,8 @@ func runWave(cfg *config) error {
 	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod, confighash.Digester{Key: cfg.hashKey})
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
-	ctrl, err = rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DryRun: cfg.dryRun})
+	ctrl, err = rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DryRun: cfg.dryRun,
+		AllowCrossNamespaceRefs: cfg.crossNamespace})
 	if err != nil {
 		return err
 	}

@@ -108,6 +108,22 @@ type References struct {
 	Problems []string
 }
 
+// DropOtherNamespaces removes every object outside namespace, which only an extra-* entry can
+// name, and returns them with where each was named. Without this, whoever may edit a workload
+// could make wave read another namespace's config and write a hash of it where they can read it.
+func (r References) DropOtherNamespaces(namespace string) map[ObjectRef]string {
+	dropped := map[ObjectRef]string{}
+	for _, us := range []Uses{r.Visible, r.Wave} {
+		for ref, u := range us {
+			if ref.Namespace != namespace {
+				dropped[ref] = u.Where
+				delete(us, ref)
+			}
+		}
+	}
+	return dropped
+}
+
 // Extract finds every ConfigMap and Secret a workload's pod template uses.
 func Extract(namespace string, annotations map[string]string, spec *corev1.PodSpec) References {
 	refs := References{Visible: Uses{}, Wave: Uses{}}

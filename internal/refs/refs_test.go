@@ -181,3 +181,15 @@ func FuzzParseExtra(f *testing.F) {
 		}
 	})
 }
+
+func TestDropOtherNamespaces(t *testing.T) {
+	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "app", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "own"}}}}}}}
+	used := Extract("ns", map[string]string{ExtraSecretsAnnotation: "other/creds, local", ExtraConfigMapsAnnotation: "third/x"}, spec)
+	dropped := used.DropOtherNamespaces("ns")
+	assert.Equal(t, map[ObjectRef]string{
+		{Kind: Secret, Namespace: "other", Name: "creds"}: "annotation " + ExtraSecretsAnnotation,
+		{Kind: ConfigMap, Namespace: "third", Name: "x"}:  "annotation " + ExtraConfigMapsAnnotation,
+	}, dropped)
+	assert.Equal(t, []string{"configmap ns/own=all required", "secret ns/local=all"}, summary(used.Visible))
+	assert.Equal(t, []string{"configmap ns/own=all required", "secret ns/local=all"}, summary(used.Wave))
+}

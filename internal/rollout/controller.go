@@ -58,6 +58,8 @@ type Config struct {
 	Format    confighash.HashFormat // default HashWave
 	HashKey   []byte                // HMAC key for the config hash (--hash-key-file); the Informers' Digester must use it too
 	DryRun    bool                  // decide, log and emit Events; write nothing
+	// AllowCrossNamespaceRefs lets extra-* entries name other namespaces (Wave's behaviour).
+	AllowCrossNamespaceRefs bool
 }
 
 // Controller keeps opted-in workloads' config hash current.
@@ -228,6 +230,13 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		return ResultIgnored, nil
 	}
 	used := refs.Extract(ns, w.Meta.Annotations, &w.Template.Spec)
+	if !c.AllowCrossNamespaceRefs {
+		for r, where := range used.DropOtherNamespaces(ns) {
+			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "InvalidAnnotation",
+				"%s names %s in another namespace; wave reads only the workload's own namespace, so the entry is skipped: move the object here, or start wave with --allow-cross-namespace-refs",
+				where, r)
+		}
+	}
 	all := union(used.Visible.Refs(), used.Wave.Refs())
 	c.index.Set(key, all)
 	for _, p := range used.Problems {
