@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -310,6 +311,11 @@ const eventQPS, eventBurst = 50, 100
 
 // runLeader runs work while this process holds the Lease. Losing the Lease ends the process
 // (an error), as Kubernetes components do: a fresh start is the simplest correct state.
+//
+// On shutdown the Lease is released only after work has returned (the controller returns once
+// its workers finished their items): released earlier, a standby could start writing while a
+// worker here is still in the middle of a PATCH. So the election runs on its own context,
+// which is cancelled after the work, not with ctx.
 func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, work func(context.Context) error) error {
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s_%d_%d", host, os.Getpid(), time.Now().UnixNano())
@@ -318,8 +324,22 @@ func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, wo
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
+	electCtx, release := context.WithCancel(context.Background())
+	defer release()
+	var mu sync.Mutex
+	leading, stopping := false, false
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		stopping = true
+		l := leading
+		mu.Unlock()
+		if !l {
+			release() // not leading: nothing to wait for
+		} // leading: OnStartedLeading releases once the work has returned
+	})
+	defer stopAfter()
 	errc := make(chan error, 1)
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+	leaderelection.RunOrDie(electCtx, leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.leaseDuration,
 		RenewDeadline:   cfg.renewDeadline,
@@ -327,9 +347,20 @@ func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, wo
 		ReleaseOnCancel: true,
 		Name:            cfg.leaderID,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(leadCtx context.Context) {
+				mu.Lock()
+				if stopping {
+					mu.Unlock()
+					return
+				}
+				leading = true
+				mu.Unlock()
 				klog.InfoS("became the leader", "lease", cfg.leaderNamespace+"/"+cfg.leaderID, "identity", id)
-				errc <- work(ctx)
+				workCtx, stopWork := context.WithCancel(leadCtx)
+				defer context.AfterFunc(ctx, stopWork)()
+				errc <- work(workCtx)
+				stopWork()
+				release() // the work has stopped: the Lease may go now
 			},
 			OnStoppedLeading: func() { klog.InfoS("leadership ended", "identity", id) },
 			OnNewLeader: func(identity string) {

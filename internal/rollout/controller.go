@@ -1,5 +1,5 @@
-// Package rollout owns wave's controller: the caches (informers.go), the reverse index from
-// config to workloads (index.go), the work queue, and the reconcile that decides from the
+// Package rollout owns wave's controller: the caches (informers.go) with the reverse index
+// from config to workloads as an informer indexer, the work queue, and the reconcile that decides from the
 // caches and patches the pod template when the config its pods use changed. What a template
 // references is package refs; Wave's hash and our digests are package confighash; the
 // workload kinds are package workload; the migration from Wave 0.5 is package migrate.
@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,7 +67,6 @@ type Config struct {
 type Controller struct {
 	Config
 	queue workqueue.TypedRateLimitingInterface[string]
-	index *Index
 	full  *fullObjects
 }
 
@@ -79,11 +79,15 @@ func NewController(cfg Config) (*Controller, error) {
 		Config: cfg,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "wave"}),
-		index: NewIndex(),
 	}
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
 	for kind, list := range cfg.Informers.workloads {
 		for _, inf := range list {
+			// The reverse index lives in the informers, kept current by client-go on every
+			// replica: a standby that becomes the leader finds it complete.
+			if err := inf.AddIndexers(cache.Indexers{byConfig: c.configKeys, byOptIn: optInKey}); err != nil {
+				return nil, fmt.Errorf("index %s by the config they use: %w", kind, err)
+			}
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 				AddFunc:    c.enqueueWorkload,
 				UpdateFunc: func(_, obj any) { c.enqueueWorkload(obj) },
@@ -113,7 +117,16 @@ func NewController(cfg Config) (*Controller, error) {
 
 // QueueDepth and Tracked feed the gauges.
 func (c *Controller) QueueDepth() float64 { return float64(c.queue.Len()) }
-func (c *Controller) Tracked() float64    { return float64(c.index.Workloads()) }
+func (c *Controller) Tracked() float64 {
+	n := 0
+	for _, list := range c.Informers.workloads {
+		for _, inf := range list {
+			keys, _ := inf.GetIndexer().IndexKeys(byOptIn, "true")
+			n += len(keys)
+		}
+	}
+	return float64(n)
+}
 
 func (c *Controller) enqueueWorkload(obj any) {
 	if w, ok := workload.Of(obj); ok {
@@ -140,11 +153,49 @@ func (c *Controller) enqueueUsers(kind refs.ConfigKind, obj any) {
 		return
 	}
 	ref := refs.ObjectRef{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}
-	users := c.index.Users(ref)
-	klog.V(4).InfoS("config changed", "object", ref.String(), "users", len(users))
-	for _, key := range users {
-		c.queue.Add(key)
+	users := 0
+	for _, list := range c.Informers.workloads {
+		for _, inf := range list {
+			objs, _ := inf.GetIndexer().ByIndex(byConfig, ref.String())
+			for _, obj := range objs {
+				c.enqueueWorkload(obj)
+			}
+			users += len(objs)
+		}
 	}
+	klog.V(4).InfoS("config changed", "object", ref.String(), "users", users)
+}
+
+// Index names on the workload informers.
+const (
+	byConfig = "config" // every ConfigMap and Secret an opted-in workload uses, as ObjectRef.String
+	byOptIn  = "optIn"  // "true" for opted-in workloads
+)
+
+// configKeys is the byConfig index function: what an opted-in workload's template uses,
+// objects that do not exist yet included, other namespaces only where they are allowed.
+func (c *Controller) configKeys(obj any) ([]string, error) {
+	w, ok := workload.Of(obj)
+	if !ok || !w.OptedIn() {
+		return nil, nil
+	}
+	used := refs.Extract(w.Meta.Namespace, w.Meta.Annotations, &w.Template.Spec)
+	if !c.AllowCrossNamespaceRefs {
+		used.DropOtherNamespaces(w.Meta.Namespace)
+	}
+	all := union(used.Visible.Refs(), used.Wave.Refs())
+	keys := make([]string, len(all))
+	for i, r := range all {
+		keys[i] = r.String()
+	}
+	return keys, nil
+}
+
+func optInKey(obj any) ([]string, error) {
+	if w, ok := workload.Of(obj); ok && w.OptedIn() {
+		return []string{"true"}, nil
+	}
+	return nil, nil
 }
 
 func sameKeys(a, b map[string]string) bool {
@@ -168,10 +219,15 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return fmt.Errorf("caches did not sync: %w", context.Cause(ctx))
 	}
 	klog.InfoS("caches synced; reconciling", "workers", workers)
+	var wg sync.WaitGroup
 	for range workers {
-		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
 	<-ctx.Done()
+	// Return only once every worker has finished its item: whoever runs us (the leader
+	// election) may then let another replica take over without two of them writing at once.
+	c.queue.ShutDown()
+	wg.Wait()
 	return nil
 }
 
@@ -226,7 +282,6 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 	}
 	w, ok := c.Informers.Workload(kind, ns, name)
 	if !ok || !w.OptedIn() {
-		c.index.Delete(key)
 		return ResultIgnored, nil
 	}
 	used := refs.Extract(ns, w.Meta.Annotations, &w.Template.Spec)
@@ -238,7 +293,6 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		}
 	}
 	all := union(used.Visible.Refs(), used.Wave.Refs())
-	c.index.Set(key, all)
 	for _, p := range used.Problems {
 		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", p+"; the entry is skipped")
 	}
@@ -266,7 +320,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 	}
 
 	current := w.Template.Annotations[refs.ConfigHashAnnotation]
-	hash, err := confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, c.full.get)
+	hash, err := confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
 	var missing *refs.MissingError
 	switch {
 	case errors.As(err, &missing):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -34,7 +36,7 @@ type fullEntry struct {
 // fullTTL bounds how long a whole object stays in memory after it was read.
 const fullTTL = 30 * time.Second
 
-// errStale: the API server has a newer version than the cache the decision was made on. The
+// errStale: the cache the decision was made on holds other content than the API server. The
 // workload is reconciled again once the informer caught up (milliseconds).
 var errStale = errors.New("the config cache is behind the API server; retrying")
 
@@ -42,9 +44,14 @@ func newFullObjects(client kubernetes.Interface, inf *Informers) *fullObjects {
 	return &fullObjects{client: client, inf: inf, entries: map[refs.ObjectRef]fullEntry{}}
 }
 
-// get returns the whole object at the resourceVersion the cache holds, or nil when the cache
-// says it does not exist.
-func (f *fullObjects) get(ref refs.ObjectRef) (any, error) {
+// get returns the whole object as the cache knows it, or nil when the cache says it does not
+// exist. It reads with the worker's ctx, so a shutdown cancels the read.
+//
+// The API may already hold a newer version than the cache. If its content is the same, key
+// for key, as the digests the decision was made on, it is used: a ConfigMap rewritten many
+// times a second with the same data (or only new metadata) would otherwise never be read at
+// the cache's resourceVersion, and the workload would be retried forever.
+func (f *fullObjects) get(ctx context.Context, ref refs.ObjectRef) (any, error) {
 	cached, ok := f.inf.config(ref)
 	if !ok {
 		return nil, nil
@@ -63,7 +70,7 @@ func (f *fullObjects) get(ref refs.ObjectRef) (any, error) {
 	}
 	f.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var obj metav1.Object
 	var err error
@@ -78,11 +85,21 @@ func (f *fullObjects) get(ref refs.ObjectRef) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", ref, err)
 	}
-	if obj.GetResourceVersion() != rv {
+	if obj.GetResourceVersion() != rv && !f.sameContent(obj, cached) {
 		return nil, errStale
 	}
 	f.mu.Lock()
 	f.entries[ref] = fullEntry{rv: rv, obj: obj, at: now}
 	f.mu.Unlock()
 	return obj, nil
+}
+
+// sameContent reports whether a whole object read from the API has, key for key, the digests
+// the cache holds.
+func (f *fullObjects) sameContent(fresh metav1.Object, cached any) bool {
+	digested, err := f.inf.digester.Transform(fresh) // builds a new object; fresh is not changed
+	if err != nil {
+		return false
+	}
+	return maps.Equal(confighash.KeyDigests(digested), confighash.KeyDigests(cached))
 }

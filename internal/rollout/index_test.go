@@ -1,26 +1,84 @@
 package rollout
 
 import (
+	"context"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 
+	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/refs"
 )
 
-func cmRef(name string) refs.ObjectRef {
-	return refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: name}
+func newTestController(t *testing.T, allowCross bool, objs ...*corev1.ConfigMap) (*Controller, *fake.Clientset) {
+	t.Helper()
+	client := fake.NewSimpleClientset()
+	for _, o := range objs {
+		require.NoError(t, client.Tracker().Add(o))
+	}
+	inf := NewInformers(client, []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
+	c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
+		Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }), AllowCrossNamespaceRefs: allowCross})
+	require.NoError(t, err)
+	return c, client
 }
 
-func TestIndex(t *testing.T) {
-	i := NewIndex()
-	i.Set("Deployment/ns/a", []refs.ObjectRef{cmRef("shared"), cmRef("a")})
-	i.Set("Deployment/ns/b", []refs.ObjectRef{cmRef("shared")})
-	assert.ElementsMatch(t, []string{"Deployment/ns/a", "Deployment/ns/b"}, i.Users(cmRef("shared")))
-	i.Set("Deployment/ns/a", []refs.ObjectRef{cmRef("a")})
-	assert.Equal(t, []string{"Deployment/ns/b"}, i.Users(cmRef("shared")))
-	i.Delete("Deployment/ns/b")
-	assert.Empty(t, i.Users(cmRef("shared")))
-	assert.Equal(t, 1, i.Workloads())
-	assert.Equal(t, 1, i.Configs(), "nothing left behind for deleted workloads")
+// The reverse index is an informer indexer: a ConfigMap's users are found from the workload
+// cache alone, objects that do not exist yet and the workload's extra-* entries included.
+func TestIndexFindsUsersFromTheCache(t *testing.T) {
+	for _, allowCross := range []bool{false, true} {
+		c, _ := newTestController(t, allowCross)
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", Annotations: map[string]string{
+			refs.UpdateOnConfigChangeAnnotation: "true", refs.ExtraConfigMapsAnnotation: "later,other/x"}}}
+		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}}}}
+		notOptedIn := d.DeepCopy()
+		notOptedIn.Name, notOptedIn.Annotations = "plain", nil
+		indexer := c.Informers.workloads["Deployment"][0].GetIndexer()
+		require.NoError(t, indexer.Add(d))
+		require.NoError(t, indexer.Add(notOptedIn))
+
+		users := func(ref string) int { objs, err := indexer.ByIndex(byConfig, ref); require.NoError(t, err); return len(objs) }
+		assert.Equal(t, 1, users("configmap ns/cm"))
+		assert.Equal(t, 1, users("configmap ns/later"), "an object that does not exist yet")
+		assert.Equal(t, map[bool]int{false: 0, true: 1}[allowCross], users("configmap other/x"), "another namespace only when allowed")
+		assert.EqualValues(t, 1, c.Tracked(), "only opted-in workloads are tracked")
+
+		require.NoError(t, indexer.Delete(d))
+		assert.Zero(t, users("configmap ns/cm"), "a deleted workload leaves nothing behind")
+		assert.Zero(t, c.Tracked())
+	}
+}
+
+// A whole object whose resourceVersion moved on since the cache is used when its content is
+// the same (a metadata-only write, or a writer that rewrites the same data): otherwise a
+// busy ConfigMap would be retried forever. Other content means the cache is behind.
+func TestFullReadComparesContentNotVersion(t *testing.T) {
+	current := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm", ResourceVersion: "9"}, Data: map[string]string{"k": "v"}}
+	c, client := newTestController(t, false, current)
+	cached := current.DeepCopy()
+	cached.ResourceVersion = "8" // the cache saw the version before
+	digested, err := c.Informers.digester.Transform(cached)
+	require.NoError(t, err)
+	require.NoError(t, c.Informers.configs[refs.ConfigMap][0].GetIndexer().Add(digested))
+	ref := refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "cm"}
+
+	obj, err := c.full.get(context.Background(), ref)
+	require.NoError(t, err, "same content at a newer version is used")
+	assert.Equal(t, "v", obj.(*corev1.ConfigMap).Data["k"])
+
+	changed := current.DeepCopy()
+	changed.ResourceVersion, changed.Data["k"] = "10", "new"
+	require.NoError(t, client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("configmaps"), changed, "ns"))
+	c.full.entries = map[refs.ObjectRef]fullEntry{}
+	_, err = c.full.get(context.Background(), ref)
+	assert.ErrorIs(t, err, errStale, "other content: the cache is behind")
 }

@@ -23,6 +23,7 @@ type Informers struct {
 	configs   map[refs.ConfigKind][]cache.SharedIndexInformer
 	factories []informers.SharedInformerFactory
 	watched   map[string]bool // namespaces; metav1.NamespaceAll for every one
+	digester  confighash.Digester
 }
 
 // NewInformers prepares the informers; namespaces empty means every namespace. The digester
@@ -31,7 +32,7 @@ func NewInformers(client kubernetes.Interface, namespaces []string, workloadSele
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[refs.ConfigKind][]cache.SharedIndexInformer{}, watched: map[string]bool{}}
+	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[refs.ConfigKind][]cache.SharedIndexInformer{}, watched: map[string]bool{}, digester: dg}
 	for _, ns := range namespaces {
 		inf.watched[ns] = true
 		wf := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns),

@@ -1,0 +1,159 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/refs"
+)
+
+// The rule in the README, branch by branch, in the manner of sample-controller's controller
+// test: the caches are filled by hand, sync runs once, and the test checks the result and the
+// exact writes sent to a fake API server. The end-to-end tests prove the same against a real
+// control plane; this pins every branch in milliseconds.
+func TestSyncDecisionTable(t *testing.T) {
+	const ns = "ns"
+	cm := func(v string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm", ResourceVersion: "7"}, Data: map[string]string{"k": v}}
+	}
+	deploy := func(optional bool, annotations, template map[string]string) *appsv1.Deployment {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app", ResourceVersion: "3",
+			Annotations: map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}}}
+		for k, v := range annotations {
+			d.Annotations[k] = v
+		}
+		d.Spec.Template.Annotations = template
+		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}, Optional: &optional}}}}}
+		return d
+	}
+	waveHash := func(key []byte, c *corev1.ConfigMap) string {
+		used := refs.Extract(ns, nil, &deploy(false, nil, nil).Spec.Template.Spec)
+		h, err := confighash.KeyedWaveHash(confighash.HashWave, key, used.Wave, func(refs.ObjectRef) (any, error) { return c, nil })
+		require.NoError(t, err)
+		return h
+	}
+	inputsOf := func(key []byte, c *corev1.ConfigMap) string {
+		used := refs.Extract(ns, nil, &deploy(false, nil, nil).Spec.Template.Spec)
+		return confighash.InputsOf(ns, used.Visible, func(refs.ObjectRef) (map[string]string, bool) {
+			if c == nil {
+				return nil, false
+			}
+			d, _ := confighash.Digester{Key: key}.Transform(c)
+			return confighash.KeyDigests(d), true
+		}).Value
+	}
+	key := []byte("0123456789abcdef0123456789abcdef")
+	tests := []struct {
+		name       string
+		workload   *appsv1.Deployment
+		config     *corev1.ConfigMap // nil: it does not exist
+		hashKey    []byte
+		dryRun     bool
+		want       string
+		wantPatch  bool   // one PATCH sent
+		wantRoll   bool   // the PATCH writes the template
+		wantHash   string // the template's Wave hash in the PATCH
+		wantInputs string
+	}{
+		{name: "no record, no hash: record only, nothing rolls", workload: deploy(false, nil, nil), config: cm("1"),
+			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
+		{name: "no record, Wave's hash of the current data (adopted from Wave): record only", workload: deploy(false, nil, map[string]string{refs.ConfigHashAnnotation: waveHash(nil, cm("1"))}),
+			config: cm("1"), want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
+		{name: "no record, a stale hash (Wave was behind): roll once", workload: deploy(false, nil, map[string]string{refs.ConfigHashAnnotation: waveHash(nil, cm("0"))}),
+			config: cm("1"), want: ResultRolled, wantPatch: true, wantRoll: true, wantHash: waveHash(nil, cm("1")), wantInputs: inputsOf(nil, cm("1"))},
+		{name: "record equal to the inputs: nothing at all", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("1"))}, nil),
+			config: cm("1"), want: ResultUnchanged},
+		{name: "record differs: roll", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("0"))}, nil),
+			config: cm("1"), want: ResultRolled, wantPatch: true, wantRoll: true, wantHash: waveHash(nil, cm("1")), wantInputs: inputsOf(nil, cm("1"))},
+		{name: "required object missing, no record: record it as missing, roll nothing", workload: deploy(false, nil, nil),
+			want: ResultMissing, wantPatch: true, wantInputs: inputsOf(nil, nil)},
+		{name: "required object missing, with a record: nothing", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("1"))}, nil),
+			want: ResultMissing},
+		{name: "optional object absent: recorded as absent", workload: deploy(true, nil, nil),
+			want: ResultBaseline, wantPatch: true, wantInputs: "configmap/cm=absent"},
+		{name: "keyed (--hash-key-file): the hash and the digests are HMACs", workload: deploy(false, map[string]string{InputsAnnotation: "configmap/cm=0000000000000000"}, nil),
+			config: cm("1"), hashKey: key, want: ResultRolled, wantPatch: true, wantRoll: true, wantHash: waveHash(key, cm("1")), wantInputs: inputsOf(key, cm("1"))},
+		{name: "dry run: decides, writes nothing", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("0"))}, nil),
+			config: cm("1"), dryRun: true, want: ResultRolled},
+		{name: "not opted in: ignored", workload: func() *appsv1.Deployment { d := deploy(false, nil, nil); d.Annotations = nil; return d }(),
+			config: cm("1"), want: ResultIgnored},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := []runtime.Object{tt.workload}
+			if tt.config != nil {
+				objs = append(objs, tt.config)
+			}
+			client := fake.NewSimpleClientset(objs...)
+			inf := NewInformers(client, []string{ns}, labels.Everything(), time.Minute, confighash.Digester{Key: tt.hashKey})
+			c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
+				Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
+				HashKey: tt.hashKey, DryRun: tt.dryRun})
+			require.NoError(t, err)
+			require.NoError(t, inf.workloads["Deployment"][0].GetIndexer().Add(tt.workload))
+			if tt.config != nil {
+				digested, err := inf.digester.Transform(tt.config)
+				require.NoError(t, err)
+				require.NoError(t, inf.configs[refs.ConfigMap][0].GetIndexer().Add(digested))
+			}
+			client.ClearActions()
+
+			got, err := c.sync(context.Background(), "Deployment/ns/app")
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+
+			var patches []k8stesting.PatchAction
+			for _, a := range client.Actions() {
+				if p, ok := a.(k8stesting.PatchAction); ok {
+					patches = append(patches, p)
+				} else {
+					assert.Equal(t, "get", a.GetVerb(), "only whole-object reads besides the patch: %v", a)
+				}
+			}
+			if !tt.wantPatch {
+				assert.Empty(t, patches)
+				return
+			}
+			require.Len(t, patches, 1)
+			var body struct {
+				Metadata struct {
+					Annotations     map[string]string `json:"annotations"`
+					ResourceVersion string            `json:"resourceVersion"`
+				} `json:"metadata"`
+				Spec *struct {
+					Template struct {
+						Metadata struct {
+							Annotations map[string]string `json:"annotations"`
+						} `json:"metadata"`
+					} `json:"template"`
+				} `json:"spec"`
+			}
+			require.NoError(t, json.Unmarshal(patches[0].GetPatch(), &body))
+			assert.Equal(t, "3", body.Metadata.ResourceVersion, "the patch is conditional on the version decided on")
+			assert.Equal(t, tt.wantInputs, body.Metadata.Annotations[InputsAnnotation])
+			if !tt.wantRoll {
+				assert.Nil(t, body.Spec, "a baseline writes metadata only, which rolls nothing")
+				return
+			}
+			require.NotNil(t, body.Spec)
+			assert.Equal(t, tt.wantHash, body.Spec.Template.Metadata.Annotations[refs.ConfigHashAnnotation])
+			assert.NotEmpty(t, body.Spec.Template.Metadata.Annotations[InputsHashAnnotation])
+		})
+	}
+}
