@@ -46,7 +46,11 @@ func TestIndexFindsUsersFromTheCache(t *testing.T) {
 		require.NoError(t, indexer.Add(d))
 		require.NoError(t, indexer.Add(notOptedIn))
 
-		users := func(ref string) int { objs, err := indexer.ByIndex(byConfig, ref); require.NoError(t, err); return len(objs) }
+		users := func(ref string) int {
+			objs, err := indexer.ByIndex(byConfig, ref)
+			require.NoError(t, err)
+			return len(objs)
+		}
 		assert.Equal(t, 1, users("configmap ns/cm"))
 		assert.Equal(t, 1, users("configmap ns/later"), "an object that does not exist yet")
 		assert.Equal(t, map[bool]int{false: 0, true: 1}[allowCross], users("configmap other/x"), "another namespace only when allowed")
