@@ -1,6 +1,7 @@
 // Package workload is the one place that knows the workload kinds apart (Deployment,
 // StatefulSet, DaemonSet): their pod template, their informer, and how to read and patch
-// them. Each kind is one file with one Type; a new kind is a new file and one entry in kinds.
+// them. Each kind is one file with one Type (a built-in kind with a typed client declares a
+// typed[...] and names only where things are); a new kind is a new file and one entry in kinds.
 //
 //	w, ok := workload.Of(obj) // any kind, one view
 //	err := workload.Patch(ctx, client, w.Kind, w.Meta.Namespace, w.Meta.Name, body)
@@ -39,7 +40,7 @@ type Type interface {
 }
 
 // kinds are the kinds wave manages, each in its own file.
-var kinds = []Type{deployments{}, statefulSets{}, daemonSets{}}
+var kinds = []Type{deployments, statefulSets, daemonSets}
 
 // Types lists the kinds wave manages.
 func Types() []Type { return kinds }

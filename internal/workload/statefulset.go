@@ -1,11 +1,9 @@
 package workload
 
 import (
-	"context"
-
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -14,44 +12,16 @@ import (
 // StatefulSet is apps/v1 StatefulSet.
 const StatefulSet Kind = "StatefulSet"
 
-type statefulSets struct{}
-
-func (statefulSets) Kind() Kind { return StatefulSet }
-
-func (statefulSets) Informer(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-	return f.Apps().V1().StatefulSets().Informer()
-}
-
-func (statefulSets) Of(obj any) (Workload, bool) {
-	o, ok := obj.(*appsv1.StatefulSet)
-	if !ok {
-		return Workload{}, false
-	}
-	return Workload{Kind: StatefulSet, Object: o, Meta: &o.ObjectMeta, Template: &o.Spec.Template}, true
-}
-
-func (t statefulSets) Get(ctx context.Context, client kubernetes.Interface, namespace, name string) (Workload, error) {
-	o, err := client.AppsV1().StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return Workload{}, err
-	}
-	w, _ := t.Of(o)
-	return w, nil
-}
-
-func (t statefulSets) List(ctx context.Context, client kubernetes.Interface, namespace string, opts metav1.ListOptions) ([]Workload, string, error) {
-	l, err := client.AppsV1().StatefulSets(namespace).List(ctx, opts)
-	if err != nil {
-		return nil, "", err
-	}
-	ws := make([]Workload, len(l.Items))
-	for i := range l.Items {
-		ws[i], _ = t.Of(&l.Items[i])
-	}
-	return ws, l.Continue, nil
-}
-
-func (statefulSets) Patch(ctx context.Context, client kubernetes.Interface, namespace, name string, body []byte) error {
-	_, err := client.AppsV1().StatefulSets(namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager})
-	return err
+var statefulSets = typed[*appsv1.StatefulSet, *appsv1.StatefulSetList]{
+	kind: StatefulSet,
+	informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Apps().V1().StatefulSets().Informer()
+	},
+	client: func(c kubernetes.Interface, ns string) typedClient[*appsv1.StatefulSet, *appsv1.StatefulSetList] {
+		return c.AppsV1().StatefulSets(ns)
+	},
+	view: func(o *appsv1.StatefulSet) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
+		return &o.ObjectMeta, &o.Spec.Template
+	},
+	items: func(l *appsv1.StatefulSetList) ([]*appsv1.StatefulSet, string) { return pointers(l.Items), l.Continue },
 }
