@@ -162,6 +162,11 @@ func TestHelmChartApplies(t *testing.T) {
 		"defaults": nil,
 		"narrowed, single replica": {"namespaces={team-a,team-b}", "labelSelector=team=a", "leaderElection.enabled=false",
 			"replicaCount=1", "podDisruptionBudget.enabled=false", "hashFormat=wave-v05", "dryRun=true"},
+		"every optional value": {"imagePullSecrets[0].name=regcred", "priorityClassName=system-cluster-critical",
+			"topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
+			"topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway", "topologySpreadConstraints[0].labelSelector.matchLabels.app\\.kubernetes\\.io/name=configwave-wave",
+			"podLabels.team=platform", "podAnnotations.example\\.com/x=y", "extraArgs={--v=2}", "hashKeySecret.name=wave-hash-key",
+			"allowCrossNamespaceRefs=true", "networkPolicy.enabled=true"},
 	}
 	for name, set := range cases {
 		t.Run(name, func(t *testing.T) { applyDryRun(t, decode(t, helmTemplate(t, set...)), "configwave-system") })
@@ -169,13 +174,21 @@ func TestHelmChartApplies(t *testing.T) {
 	out := string(helmTemplate(t, "namespaces={team-a,team-b}", "labelSelector=team=a"))
 	assert.Contains(t, out, "--namespaces=team-a,team-b")
 	assert.Contains(t, out, "--label-selector=team=a")
+	out = string(helmTemplate(t, "hashKeySecret.name=wave-hash-key", "extraArgs={--v=2}", "allowCrossNamespaceRefs=true", "networkPolicy.enabled=true"))
+	for _, want := range []string{"--hash-key-file=/var/run/secrets/configwave/hash-key/hash-key", "secretName: wave-hash-key", `- "--v=2"`,
+		"--allow-cross-namespace-refs", "kind: NetworkPolicy"} {
+		assert.Contains(t, out, want)
+	}
+	assert.NotContains(t, string(helmTemplate(t)), "NetworkPolicy", "off by default")
+	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "extraArgs={v=2}")
+	require.Error(t, err, "values.schema.json rejects an extra argument that is not a flag")
 
 	// The ServiceMonitor needs the Prometheus Operator's CRDs, which this cluster lacks: check
 	// that it renders, not that it applies.
 	sm := decode(t, helmTemplate(t, "metrics.serviceMonitor.enabled=true"))
 	assert.Contains(t, kinds(sm), "ServiceMonitor")
 
-	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "hashFormat=md5")
+	_, err = helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "hashFormat=md5")
 	require.Error(t, err, "values.schema.json rejects a bad hash format")
 	assert.Contains(t, err.Error(), "hashFormat")
 }
