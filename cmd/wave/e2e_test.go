@@ -168,9 +168,16 @@ func TestChangesThePodsCannotSeeRollNothing(t *testing.T) {
 		withVolume(corev1.Volume{Name: "it", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("items"), Items: []corev1.KeyToPath{{Key: "a", Path: "a"}}}}}))
 	d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: "nobody-mounts", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("unmounted")}}})
 	createDeployment(t, client, d)
-	before := waitRecorded(t, client, ns, "app")
+	waitRecorded(t, client, ns, "app")
 	require.Len(t, replicaSets(t, client, ns, "app"), 1)
 	settle(t, p)
+	// kube-controller-manager adds its own revision annotation a moment after the ReplicaSet:
+	// compare against the Deployment once it has, or its write would look like ours.
+	var before *appsv1.Deployment
+	require.Eventually(t, func() bool {
+		before = getDeployment(t, client, ns, "app")
+		return before.Annotations["deployment.kubernetes.io/revision"] != ""
+	}, eventually, tick)
 
 	unchanged := p.Metric(`configwave_wave_reconciles_total{result="unchanged"}`)
 	patchCM(t, client, ns, "cm", `{"data":{"b":"2"}}`)
