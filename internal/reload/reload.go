@@ -105,6 +105,7 @@ type outcome struct {
 	reason      string // the Event's reason for err
 	notified    bool   // the app was told in this pass
 	notifyErr   error  // the app was due and could not be told
+	nobody      bool   // no app to tell (no --reload-http, no app): a swap is the whole change
 	retry       bool   // run again after RetryInterval even without a change
 }
 
@@ -260,8 +261,12 @@ func (r *Reloader) pass(ctx context.Context) (outcome, error) {
 		r.Notifier = n // the app reads this first set as it starts: nothing to tell yet
 		return o, nil
 	}
+	if r.Notifier == nil {
+		o.nobody = true
+		return o, nil
+	}
 	due := r.st.notifyDue || (o.swapped && r.st.unpacked) || o.tellOnStart
-	if !due || r.Notifier == nil {
+	if !due {
 		return o, nil
 	}
 	if err := r.Notifier.Notify(ctx); err != nil {
@@ -335,7 +340,7 @@ func (s state) next(o outcome, now time.Time) state {
 		n.liveHash = o.hash
 	}
 	switch {
-	case o.notified:
+	case o.notified, o.nobody:
 		n.notifyDue = false
 	case o.tellOnStart, o.swapped && s.unpacked:
 		n.notifyDue = true
@@ -343,7 +348,7 @@ func (s state) next(o outcome, now time.Time) state {
 	switch o.result {
 	case ResultValidationFailed:
 		n.rejected = o.hash
-	case ResultSuccess, "":
+	case "":
 		if o.swapped || o.hash == s.liveHash {
 			n.rejected = ""
 		}
@@ -363,6 +368,8 @@ func (s state) next(o outcome, now time.Time) state {
 		result, err = ResultNotifyFailed, o.notifyErr
 	case o.notified && (o.hash == "" || o.hash != n.rejected):
 		result = ResultSuccess // unless the newest set is still the rejected one
+	case o.nobody && o.swapped && s.unpacked:
+		result = ResultSuccess // live, and nobody to tell
 	}
 	if result != "" {
 		if result != s.result {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -56,6 +57,9 @@ func TestStateNext(t *testing.T) {
 			state{unpacked: true, liveHash: "A", result: ResultSuccess, since: t0.Add(time.Minute)}},
 		{"write failed before the swap: nothing due", live, outcome{hash: "B", result: ResultWriteFailed, err: errors.New("ENOSPC"), retry: true},
 			state{unpacked: true, liveHash: "A", result: ResultWriteFailed, lastError: "ENOSPC", since: t0.Add(time.Minute)}},
+		{"no app to tell: a set live after a failure clears it, and nothing is due", state{unpacked: true, liveHash: "A", result: ResultInvalidConfig, lastError: "clash", since: t0},
+			outcome{hash: "B", swapped: true, nobody: true},
+			state{unpacked: true, liveHash: "B", result: ResultSuccess, since: t0.Add(time.Minute)}},
 		{"write failed after the swap and the app was told", live, outcome{hash: "B", swapped: true, notified: true, result: ResultWriteFailed, err: errors.New("link")},
 			state{unpacked: true, liveHash: "B", result: ResultWriteFailed, lastError: "link", since: t0.Add(time.Minute)}},
 	}
@@ -174,4 +178,20 @@ func TestReloaderIsolatedChangeIsNotDelayedByDebounce(t *testing.T) {
 	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "v2")}})
 	require.Eventually(t, func() bool { return n.calls.Load() == 1 }, wait, tick)
 	assert.True(t, fileIs(root, "app.yaml", "v2")())
+}
+
+// Unpack only (no --reload-http, no app): a valid set after an invalid one goes live and
+// clears the failure; nothing stays due.
+func TestReloaderWithNobodyToTell(t *testing.T) {
+	src := newFakeSource(cm("web", "a", "app.yaml", "v1"))
+	r, root := newReloader(t, src, nil)
+	start(t, r)
+	require.Eventually(t, r.Ready, wait, tick)
+	src.set(source.Snapshot{Objects: []source.Object{cm("web", "a", "app.yaml", "v2"), cm("web", "b", "app.yaml", "v3")}})
+	require.Eventually(t, func() bool { return r.CurrentStatus().LastResult == ResultInvalidConfig }, wait, tick)
+	src.set(source.Snapshot{Objects: []source.Object{cm("web", "a", "app.yaml", "v4")}})
+	require.Eventually(t, fileIs(root, "app.yaml", "v4"), wait, tick)
+	require.Eventually(t, func() bool { return r.CurrentStatus().LastResult == ResultSuccess }, wait, tick)
+	assert.False(t, r.CurrentStatus().NotifyDue)
+	assert.EqualValues(t, 1, testutil.ToFloat64(r.Metrics.LastReloadSuccessful))
 }
