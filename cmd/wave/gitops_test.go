@@ -55,7 +55,7 @@ func TestGitOpsReapplyKeepsWavesFields(t *testing.T) {
 
 	var owners []string
 	for _, mf := range again.ManagedFields {
-		if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), refs.ConfigHashAnnotation) {
+		if mf.FieldsV1 != nil && strings.Contains(mf.FieldsV1.GetRawString(), refs.ConfigHashAnnotation) {
 			owners = append(owners, mf.Manager)
 		}
 	}
