@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,6 +178,20 @@ func TestWatchExpiryRelists(t *testing.T) {
 // reach it and some arrive while nobody leads. The standby takes the Lease once it expires and
 // every change is applied exactly once: no workload rolls twice for one change, none is lost.
 func TestLeaderKilledMidBurst(t *testing.T) {
+	t.Run("SIGKILL", func(t *testing.T) { leaderGoesMidBurst(t, (*testcluster.Process).Kill) })
+	// A graceful stop: the leader stops its workers, waits for the items in flight, and only
+	// then releases the Lease, so the standby takes over without waiting for it to expire and
+	// no change is applied twice.
+	t.Run("SIGTERM", func(t *testing.T) {
+		leaderGoesMidBurst(t, func(p *testcluster.Process) {
+			require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+			assert.Equal(t, 0, p.Wait(t, 30*time.Second), "a clean exit")
+			assert.Contains(t, p.Log(), "leadership ended")
+		})
+	})
+}
+
+func leaderGoesMidBurst(t *testing.T, stop func(*testcluster.Process)) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	const workloads = 6
@@ -197,11 +212,11 @@ func TestLeaderKilledMidBurst(t *testing.T) {
 		before[i] = inputsHash(waitRecorded(t, client, ns, fmt.Sprintf("app-%d", i)))
 	}
 
-	// The burst: app-0 changes twice (once before the kill, once after), every other app once;
-	// the leader dies after the third change, with changes still coming.
+	// The burst: app-0 changes twice (once before the leader goes, once after), every other app
+	// once; the leader goes after the third change, with changes still coming.
 	changes := map[int]int{}
 	order := []int{0, 1, 2, 3, 4, 5, 0}
-	var killedAt time.Time
+	var stoppedAt time.Time
 	for n, i := range order {
 		patchCM(t, client, ns, fmt.Sprintf("cm-%d", i), fmt.Sprintf(`{"data":{"a":"%d"}}`, n+1))
 		changes[i]++
@@ -209,15 +224,15 @@ func TestLeaderKilledMidBurst(t *testing.T) {
 			// app-0's first change must be applied before its second, or the two may
 			// legitimately merge into one rollout.
 			waitTemplateHashChange(t, client, ns, "app-0", before[0])
-			leader.Kill()
-			killedAt = time.Now()
+			stoppedAt = time.Now()
+			stop(leader)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	require.Eventually(t, func() bool { return strings.Contains(standby.Log(), "became the leader") }, eventually, tick)
-	takeover := time.Since(killedAt)
-	t.Logf("standby led %s after the kill (lease %s)", takeover.Round(10*time.Millisecond), lease)
-	assert.Less(t, takeover, 2*lease, "the standby waits for the lease to expire, not much longer")
+	takeover := time.Since(stoppedAt)
+	t.Logf("standby led %s after the leader went (lease %s)", takeover.Round(10*time.Millisecond), lease)
+	assert.Less(t, takeover, 2*lease, "the standby waits for the lease to expire at most, not much longer")
 
 	for i := range workloads {
 		name := fmt.Sprintf("app-%d", i)
