@@ -215,6 +215,8 @@ func (o *options) check(app []string) (*config, error) {
 		if c.http, err = o.httpNotifier(); err != nil {
 			return nil, err
 		}
+	} else if len(o.reloadHeaders) > 0 || o.bearerTokenFile != "" {
+		return nil, fmt.Errorf("--reload-http-header and --reload-http-bearer-token-file go with the reload request: add --reload-http, or drop them")
 	}
 	if o.reloadProcess != "" {
 		switch {
@@ -241,6 +243,9 @@ func (o *options) check(app []string) (*config, error) {
 	}
 	if o.unhealthyAfter < 0 {
 		return nil, fmt.Errorf("--unhealthy-after=%s: must be 0 (off) or more", o.unhealthyAfter)
+	}
+	if o.unhealthyAfter > 0 && o.reloadHTTP == "" && o.reloadProcess == "" && len(app) == 0 {
+		return nil, fmt.Errorf("--unhealthy-after=%s counts failed reloads, and nothing is told to reload: add --reload-http, --reload-process or the app's command after --", o.unhealthyAfter)
 	}
 	if o.debounce < 0 {
 		return nil, fmt.Errorf("--debounce=%s: must be 0 or more", o.debounce)
