@@ -41,10 +41,16 @@ func TestKilledAtRandomPointsConvergesWithoutDoubleRollouts(t *testing.T) {
 	}
 
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	changed := map[int]int{}
 	kills := 0
+	// Registered before the processes' own cleanups, so it runs after them and its line ends
+	// the output, which is the part CI keeps.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("summary: seed %d, %d kills, changes per workload %v, ReplicaSets per workload %v", seed, kills, changed, rsCounts(t, client, ns, workloads))
+		}
+	})
 	for c := 1; c <= changes; c++ {
 		i := rng.IntN(workloads)
 		patchCM(t, client, ns, fmt.Sprintf("cm-%d", i), fmt.Sprintf(`{"data":{"a":"%d"}}`, c))
@@ -76,6 +82,21 @@ func TestKilledAtRandomPointsConvergesWithoutDoubleRollouts(t *testing.T) {
 			assert.GreaterOrEqual(t, len(rss), 2, "%s: a change was lost", name)
 		}
 	}
+}
+
+func rsCounts(t *testing.T, client kubernetes.Interface, ns string, workloads int) map[int]int {
+	out := map[int]int{}
+	for i := range workloads {
+		d, err := client.AppsV1().Deployments(ns).Get(context.Background(), fmt.Sprintf("app-%d", i), metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		rss, err := testcluster.ReplicaSets(context.Background(), client, d)
+		if err == nil {
+			out[i] = len(rss)
+		}
+	}
+	return out
 }
 
 // etcd stopped for 3 s and started again while changes keep coming: wave never exits, and

@@ -87,10 +87,37 @@ func StartProcess(t testing.TB, bin string, env []string, args ...string) *Proce
 			t.Errorf("%s reported a data race", filepath.Base(bin))
 		}
 		if t.Failed() {
-			t.Logf("%s log:\n%s", filepath.Base(bin), p.Log())
+			t.Logf("%s log:\n%s", filepath.Base(bin), logTail(p.Log(), failedLogLines))
 		}
 	})
 	return p
+}
+
+// failedLogLines bounds the log a failed test prints per process: a test that starts a dozen
+// processes printed thousands of lines, and CI keeps only the end of the output, so the
+// assertion that failed (printed first) was lost.
+const failedLogLines = 60
+
+// logTail returns the last n lines of log, and every data race report in full.
+func logTail(log string, n int) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	if len(lines) <= n {
+		return log
+	}
+	var races []string
+	in := false
+	for _, l := range lines[:len(lines)-n] {
+		in = in || strings.Contains(l, "WARNING: DATA RACE")
+		if in {
+			races = append(races, l)
+		}
+		in = in && l != "=================="
+	}
+	head := fmt.Sprintf("[%d earlier lines left out]", len(lines)-n)
+	if len(races) > 0 {
+		head = strings.Join(races, "\n") + "\n" + head
+	}
+	return head + "\n" + strings.Join(lines[len(lines)-n:], "\n")
 }
 
 // Stop sends SIGTERM and waits up to grace before SIGKILL.
