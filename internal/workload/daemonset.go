@@ -23,5 +23,6 @@ var daemonSets = typed[*appsv1.DaemonSet, *appsv1.DaemonSetList]{
 	view: func(o *appsv1.DaemonSet) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
 		return &o.ObjectMeta, &o.Spec.Template
 	},
-	items: func(l *appsv1.DaemonSetList) ([]*appsv1.DaemonSet, string) { return pointers(l.Items), l.Continue },
+	progress: daemonSetProgress,
+	items:    func(l *appsv1.DaemonSetList) ([]*appsv1.DaemonSet, string) { return pointers(l.Items), l.Continue },
 }

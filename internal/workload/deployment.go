@@ -23,5 +23,6 @@ var deployments = typed[*appsv1.Deployment, *appsv1.DeploymentList]{
 	view: func(o *appsv1.Deployment) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
 		return &o.ObjectMeta, &o.Spec.Template
 	},
-	items: func(l *appsv1.DeploymentList) ([]*appsv1.Deployment, string) { return pointers(l.Items), l.Continue },
+	progress: deploymentProgress,
+	items:    func(l *appsv1.DeploymentList) ([]*appsv1.Deployment, string) { return pointers(l.Items), l.Continue },
 }
