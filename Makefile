@@ -17,7 +17,8 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/sourc
 	FuzzParseCodeSet:./internal/notify FuzzParseSignal:./internal/notify \
 	FuzzReloaderFlags:./cmd/reloader FuzzParseItem:./cmd/reloader FuzzParseHeader:./cmd/reloader \
 	FuzzWaveFlags:./cmd/wave FuzzLayoutFiles:./internal/reload \
-	FuzzParseExtra:./internal/refs FuzzParseInputs:./internal/confighash
+	FuzzParseExtra:./internal/refs FuzzParseInputs:./internal/confighash \
+	FuzzParseRecord:./internal/outcome
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE   ?= configwave:$(VERSION)

@@ -1,0 +1,129 @@
+// Package outcome says what became of the config rollouts wave caused: the record wave writes
+// on a workload when it rolls it (Record, in the configwave.io/rollout annotation), and the
+// verdict on it, read from that record and the workload's own status (Evaluate). The
+// controller turns changes of verdict into Events, metrics and alerts; `wave status` prints
+// the verdicts. Both read the same record, so a standby replica or a person with read access
+// sees what the leader sees.
+//
+//	rec, _ := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation])
+//	v := outcome.Evaluate(rec, w.Progress, time.Now(), 10*time.Minute)
+package outcome
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/configwave/configwave/internal/workload"
+)
+
+// Annotation, on the workload's metadata (a change there rolls nothing), holds the Record.
+const Annotation = "configwave.io/rollout"
+
+// Record is what wave wrote about the last rollout it caused and about missing config. It
+// names objects, never values.
+type Record struct {
+	// Change names what the rollout carried: "configmap/app-config, secret/db".
+	Change string `json:"change,omitempty"`
+	// Started is when wave wrote the new template.
+	Started time.Time `json:"started,omitzero"`
+	// Missing names required config that does not exist, so the workload waits for it.
+	Missing      string    `json:"missing,omitempty"`
+	MissingSince time.Time `json:"missingSince,omitzero"`
+}
+
+// maxRecord bounds what is parsed: anyone who may edit the workload can write the annotation.
+const maxRecord = 4096
+
+// maxText bounds each name list kept, and so what an Event or an alert repeats of it.
+const maxText = 512
+
+// ParseRecord reads the annotation; "" is the empty Record (wave never rolled the workload).
+func ParseRecord(s string) (Record, error) {
+	var r Record
+	if s == "" {
+		return r, nil
+	}
+	if len(s) > maxRecord {
+		return Record{}, fmt.Errorf("annotation %s has %d bytes, more than wave ever writes (%d); remove it, wave writes it again on the next rollout", Annotation, len(s), maxRecord)
+	}
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return Record{}, fmt.Errorf("annotation %s is not what wave writes (%v); remove it, wave writes it again on the next rollout", Annotation, err)
+	}
+	r.Change, r.Missing = clean(r.Change), clean(r.Missing)
+	return r, nil
+}
+
+// clean keeps printable text, bounded: a hand-written record must not put control characters
+// or pages of text into Events and alerts.
+func clean(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return -1
+	}, s)
+	if len(s) > maxText {
+		s = strings.ToValidUTF8(s[:maxText], "") + "…"
+	}
+	return s
+}
+
+// String is the annotation value.
+func (r Record) String() string {
+	r.Change, r.Missing = clean(r.Change), clean(r.Missing)
+	b, _ := json.Marshal(r) // strings and times only: cannot fail
+	return string(b)
+}
+
+// State is where a workload's pods stand with its config.
+type State string
+
+const (
+	UpToDate State = "up to date"                 // the pods run the current config
+	Rolling  State = "rolling"                    // a rollout wave caused is under way
+	Failed   State = "failed"                     // that rollout is stuck; the old pods keep serving
+	Waiting  State = "waiting for missing config" // required config does not exist; nothing rolls
+)
+
+// Verdict is the State of one workload, since when, and why.
+type Verdict struct {
+	State  State     `json:"state"`
+	Since  time.Time `json:"since,omitzero"`
+	Change string    `json:"change,omitempty"` // what the last rollout carried
+	Reason string    `json:"reason,omitempty"` // why it failed, or what is missing
+}
+
+// Evaluate judges a workload from its Record and its status. deadline is how long a rollout of
+// a kind whose controller has no deadline of its own (StatefulSet, DaemonSet) may take before
+// it counts as failed; 0 never fails one on time alone.
+func Evaluate(rec Record, p workload.Progress, now time.Time, deadline time.Duration) Verdict {
+	switch {
+	case rec.Missing != "":
+		return Verdict{State: Waiting, Since: rec.MissingSince, Change: rec.Change, Reason: rec.Missing + " missing"}
+	case rec.Started.IsZero():
+		return Verdict{State: UpToDate} // wave never rolled it: its pods started with the config
+	case p.Done:
+		return Verdict{State: UpToDate, Since: rec.Started, Change: rec.Change}
+	case p.Failed != "":
+		return Verdict{State: Failed, Since: p.FailedAt, Change: rec.Change, Reason: p.Failed}
+	case !p.OwnDeadline && deadline > 0 && now.Sub(rec.Started) > deadline:
+		return Verdict{State: Failed, Since: rec.Started.Add(deadline), Change: rec.Change,
+			Reason: fmt.Sprintf("not complete %s after the change (wave's --rollout-deadline)", deadline)}
+	}
+	return Verdict{State: Rolling, Since: rec.Started, Change: rec.Change}
+}
+
+// DueIn is how long until a rolling workload of a kind without its own deadline fails on
+// time, so the controller looks again then; 0 when nothing is due.
+func DueIn(rec Record, p workload.Progress, now time.Time, deadline time.Duration) time.Duration {
+	if rec.Started.IsZero() || rec.Missing != "" || p.Done || p.Failed != "" || p.OwnDeadline || deadline <= 0 {
+		return 0
+	}
+	if d := rec.Started.Add(deadline).Sub(now); d > 0 {
+		return d + 100*time.Millisecond
+	}
+	return 0
+}
