@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
@@ -48,7 +49,10 @@ func TestGitOpsReapplyKeepsWavesFields(t *testing.T) {
 	for _, k := range []string{refs.ConfigHashAnnotation, rollout.InputsHashAnnotation} {
 		assert.Equal(t, rolled.Spec.Template.Annotations[k], again.Spec.Template.Annotations[k], "%s survives the re-apply", k)
 	}
-	assert.Equal(t, rolled.Annotations[rollout.InputsAnnotation], again.Annotations[rollout.InputsAnnotation])
+	for _, k := range []string{rollout.InputsAnnotation, outcome.Annotation} {
+		assert.NotEmpty(t, again.Annotations[k], k)
+		assert.Equal(t, rolled.Annotations[k], again.Annotations[k], "%s survives the re-apply", k)
+	}
 	settle(t, p)
 	assert.Len(t, replicaSets(t, client, ns, "app"), 2, "no rollout after the re-apply")
 	assert.Equal(t, rolls, p.Metric(`configwave_wave_reconciles_total{result="rolled"}`), "no rollout loop")

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/alert"
 	"github.com/configwave/configwave/internal/cli"
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/kubeclient"
@@ -89,6 +90,8 @@ type options struct {
 	hashKeyFile     string
 	dryRun          bool
 	crossNamespace  bool
+	rolloutDeadline time.Duration
+	notifyWebhook   string
 	migrate         bool
 	listenAddress   string
 	kubeconfig      string
@@ -123,8 +126,10 @@ Flags:
 	fs.StringVar(&o.hashKeyFile, "hash-key-file", "", "file holding a key (mount it from a Secret); the config hash becomes HMAC-SHA256 under it, so that nobody who can read a Deployment can test guesses of a Secret value against the hash. Not Wave's value: switching from Wave with a key rolls each workload once.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide, log and emit Events, but write nothing.")
 	fs.BoolVar(&o.crossNamespace, "allow-cross-namespace-refs", false, "let wave.pusher.com/extra-configmaps and extra-secrets name objects in other namespaces (Wave's behaviour). Off by default: whoever may edit a workload could otherwise make wave read another tenant's config and publish a hash of it.")
+	fs.DurationVar(&o.rolloutDeadline, "rollout-deadline", 10*time.Minute, "a StatefulSet or DaemonSet rollout that wave caused and that is not complete after this long counts as failed: a ConfigRolloutFailed Event, the rollouts metric, /status and --notify-webhook say so (a Deployment's own progressDeadlineSeconds decides for it). 0 never.")
+	fs.StringVar(&o.notifyWebhook, "notify-webhook", "", `URL that gets a Slack-style {"text": ...} POST for each config rollout that failed, and for the recovery after it; "@FILE" reads the URL from a file (mount it from a Secret: the URL is a credential). Names workloads and objects, never a value.`)
 	fs.BoolVar(&o.migrate, "migrate-from-wave-v05", false, "one-shot: remove the owner references Wave 0.5 and earlier put on ConfigMaps and Secrets and its finalizer on workloads, then exit. Needs update on ConfigMaps, Secrets and workloads; see the README.")
-	fs.StringVar(&o.listenAddress, "listen-address", ":8080", "address of /healthz, /readyz and /metrics; empty disables them.")
+	fs.StringVar(&o.listenAddress, "listen-address", ":8080", "address of /healthz, /readyz, /metrics and /status (JSON: the config rollouts that failed); empty disables them.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
 	logflags.Add(fs, "log verbosity: 2 logs every decision, 4 every event.")
@@ -137,6 +142,7 @@ type config struct {
 	selector      labels.Selector
 	format        confighash.HashFormat
 	hashKey       []byte
+	webhook       *alert.Webhook
 }
 
 func (o *options) check() (*config, error) {
@@ -178,8 +184,15 @@ func (o *options) check() (*config, error) {
 		return nil, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
 	case o.workers < 1:
 		return nil, fmt.Errorf("--workers=%d: use at least 1", o.workers)
+	case o.rolloutDeadline < 0:
+		return nil, fmt.Errorf("--rollout-deadline=%s: use a positive duration, or 0 to never fail a rollout on time alone", o.rolloutDeadline)
 	case o.leaderElection && !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0):
 		return nil, fmt.Errorf("leader election needs --leader-election-lease-duration > --leader-election-renew-deadline > --leader-election-retry-period > 0")
+	}
+	if o.notifyWebhook != "" {
+		if c.webhook, err = alert.New(o.notifyWebhook); err != nil {
+			return nil, fmt.Errorf("--notify-webhook: %w", err)
+		}
 	}
 	if o.leaderElection {
 		if errs := validation.IsDNS1123Subdomain(o.leaderID); len(errs) > 0 {
@@ -262,20 +275,28 @@ func runWave(cfg *config) error {
 	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod, confighash.Digester{Key: cfg.hashKey})
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
-	ctrl, err = rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DryRun: cfg.dryRun,
-		AllowCrossNamespaceRefs: cfg.crossNamespace})
+	rc := rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DryRun: cfg.dryRun,
+		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline}
+	if cfg.webhook != nil {
+		rc.Alert = cfg.webhook.Send
+	}
+	ctrl, err = rollout.NewController(rc)
 	if err != nil {
 		return err
 	}
 
 	var g run.Group
 	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	if cfg.webhook != nil {
+		hctx, hcancel := context.WithCancel(ctx)
+		g.Add(func() error { return cfg.webhook.Run(hctx) }, func(error) { hcancel() })
+	}
 	if cfg.listenAddress != "" {
-		srv, err := serve.Listen(cfg.listenAddress, reg, serve.Checks{Ready: inf.HasSynced})
+		srv, err := serve.Listen(cfg.listenAddress, reg, serve.Checks{Ready: inf.HasSynced, Status: ctrl.Status})
 		if err != nil {
 			return err
 		}
-		klog.InfoS("serving /healthz, /readyz and /metrics", "address", srv.Addr())
+		klog.InfoS("serving /healthz, /readyz, /metrics and /status", "address", srv.Addr())
 		g.Add(srv.Run, srv.Stop)
 	}
 	{ // informers: every replica keeps warm caches, so a new leader starts at once

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -61,13 +63,21 @@ type Config struct {
 	DryRun    bool                  // decide, log and emit Events; write nothing
 	// AllowCrossNamespaceRefs lets extra-* entries name other namespaces (Wave's behaviour).
 	AllowCrossNamespaceRefs bool
+	// RolloutDeadline: a StatefulSet or DaemonSet rollout not complete after this long counts
+	// as failed (a Deployment's own progressDeadlineSeconds decides for it); 0 never.
+	RolloutDeadline time.Duration
+	// Alert, when set, receives one line of text for each failed config rollout and each
+	// recovery (--notify-webhook). It names workloads and objects, never a value.
+	Alert func(text string)
 }
 
 // Controller keeps opted-in workloads' config hash current.
 type Controller struct {
 	Config
-	queue workqueue.TypedRateLimitingInterface[string]
-	full  *fullObjects
+	queue   workqueue.TypedRateLimitingInterface[string]
+	full    *fullObjects
+	follow  *follower
+	leading atomic.Bool // Run is running: this replica decides
 }
 
 // NewController registers the event handlers on the informers.
@@ -81,6 +91,7 @@ func NewController(cfg Config) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "wave"}),
 	}
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
+	c.follow = newFollower()
 	for kind, list := range cfg.Informers.workloads {
 		for _, inf := range list {
 			// The reverse index lives in the informers, kept current by client-go on every
@@ -219,6 +230,8 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return fmt.Errorf("caches did not sync: %w", context.Cause(ctx))
 	}
 	klog.InfoS("caches synced; reconciling", "workers", workers)
+	c.leading.Store(true)
+	defer c.leading.Store(false)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
@@ -282,8 +295,20 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 	}
 	w, ok := c.Informers.Workload(kind, ns, name)
 	if !ok || !w.OptedIn() {
+		c.follow.forget(key)
 		return ResultIgnored, nil
 	}
+	result, err := c.decide(ctx, w)
+	if err == nil && result != ResultRolled {
+		c.followUp(w)
+	}
+	return result, err
+}
+
+// decide is sync for an opted-in workload in the cache.
+func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, error) {
+	ns := w.Meta.Namespace
+	rec, _ := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation]) // followUp reports a bad one
 	used := refs.Extract(ns, w.Meta.Annotations, &w.Template.Spec)
 	if !c.AllowCrossNamespaceRefs {
 		for r, where := range used.DropOtherNamespaces(ns) {
@@ -310,12 +335,24 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		msg := missingMessage(in.Missing)
 		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "ConfigMissing", msg)
 		klog.V(2).InfoS("required config missing; waiting for it", "workload", w.String(), "missing", msg)
-		if !hasRecord {
-			return ResultMissing, c.patch(ctx, w, "baseline", in.Value, "", "")
+		waiting := rec
+		if names := missingNames(in.Missing); rec.Missing != names {
+			waiting.Missing, waiting.MissingSince = names, time.Now().UTC().Truncate(time.Second)
+		}
+		switch {
+		case !hasRecord:
+			return ResultMissing, c.patch(ctx, w, "baseline", in.Value, waiting, "", "")
+		case waiting != rec:
+			return ResultMissing, c.patch(ctx, w, "missing", "", waiting, "", "")
 		}
 		return ResultMissing, nil
 	}
+	present := rec
+	present.Missing, present.MissingSince = "", time.Time{}
 	if hasRecord && recorded == in.Value {
+		if present != rec { // the config is back as it was: nothing to roll
+			return ResultUnchanged, c.patch(ctx, w, "missing", "", present, "", "")
+		}
 		return ResultUnchanged, nil
 	}
 
@@ -330,7 +367,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 	}
 	if !hasRecord && (current == "" || current == hash) {
 		klog.V(2).InfoS("recorded the config the pods run; nothing to roll", "workload", w.String(), "hash", current)
-		return ResultBaseline, c.patch(ctx, w, "baseline", in.Value, "", "")
+		return ResultBaseline, c.patch(ctx, w, "baseline", in.Value, present, "", "")
 	}
 
 	what := confighash.DescribeChanged(confighash.Changed(confighash.ParseInputs(recorded), in.Objects))
@@ -343,18 +380,37 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 	}
 	c.Recorder.Event(w.Object, corev1.EventTypeNormal, "ConfigChanged", msg)
 	klog.InfoS("config changed; rolling out", "workload", w.String(), "changed", what, "hash", hash, "dryRun", c.DryRun)
-	return ResultRolled, c.patch(ctx, w, "rollout", in.Value, hash, inputsHash(in.Value))
+	next := outcome.Record{Change: what, Started: time.Now().UTC().Truncate(time.Millisecond)}
+	if v := outcome.Evaluate(rec, w.Progress, time.Now(), c.RolloutDeadline); v.State == outcome.Rolling && rec.Change != what {
+		next.Change = rec.Change + "; " + what // the pods that come up carry the earlier change too
+	}
+	if err := c.patch(ctx, w, "rollout", in.Value, next, hash, inputsHash(in.Value)); err != nil {
+		return "", err
+	}
+	c.follow.started(w.Key())
+	return ResultRolled, nil
 }
 
-// patch writes the inputs record and, for a rollout, the template annotations, in one merge
-// patch carrying the resourceVersion the decision was made on: if the workload changed in
-// between, the API server answers 409 and the workload is reconciled again.
-func (c *Controller) patch(ctx context.Context, w workload.Workload, what, inputs, hash, inHash string) error {
+// patch writes the inputs record (unless inputs is ""), the rollout record and, for a rollout,
+// the template annotations, in one merge patch carrying the resourceVersion the decision was
+// made on: if the workload changed in between, the API server answers 409 and the workload is
+// reconciled again.
+func (c *Controller) patch(ctx context.Context, w workload.Workload, what, inputs string, rec outcome.Record, hash, inHash string) error {
 	type meta struct {
-		Annotations     map[string]string `json:"annotations"`
-		ResourceVersion string            `json:"resourceVersion,omitempty"`
+		Annotations     map[string]any `json:"annotations"`
+		ResourceVersion string         `json:"resourceVersion,omitempty"`
 	}
-	body := map[string]any{"metadata": meta{Annotations: map[string]string{InputsAnnotation: inputs}, ResourceVersion: w.Meta.ResourceVersion}}
+	annotations := map[string]any{}
+	if inputs != "" {
+		annotations[InputsAnnotation] = inputs
+	}
+	switch {
+	case rec != (outcome.Record{}):
+		annotations[outcome.Annotation] = rec.String()
+	case w.Meta.Annotations[outcome.Annotation] != "":
+		annotations[outcome.Annotation] = nil // nothing left to say: a merge patch's null deletes it
+	}
+	body := map[string]any{"metadata": meta{Annotations: annotations, ResourceVersion: w.Meta.ResourceVersion}}
 	if inHash != "" {
 		tmpl := map[string]string{InputsHashAnnotation: inHash}
 		if hash != "" {
@@ -385,6 +441,18 @@ func missingMessage(ms []*refs.MissingError) string {
 		parts[i] = m.Error()
 	}
 	return strings.Join(parts, "; ") + "; the workload rolls once it exists"
+}
+
+// missingNames lists the missing objects for the rollout record: names only, bounded.
+func missingNames(ms []*refs.MissingError) string {
+	var names []string
+	for _, m := range ms {
+		n := strings.ToLower(string(m.Ref.Kind)) + "/" + m.Ref.Name
+		if len(names) == 0 || names[len(names)-1] != n {
+			names = append(names, n)
+		}
+	}
+	return confighash.DescribeChanged(names)
 }
 
 func inputsHash(value string) string {

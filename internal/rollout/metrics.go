@@ -7,7 +7,14 @@ type Metrics struct {
 	Reconciles *prometheus.CounterVec
 	Patches    *prometheus.CounterVec
 	Errors     prometheus.Counter
+	Rollouts   *prometheus.CounterVec
 }
+
+// Outcomes of config rollouts, the values of the rollouts metric's "result" label.
+const (
+	RolloutSucceeded = "succeeded" // every pod runs the new config
+	RolloutFailed    = "failed"    // stuck past its deadline; the old pods keep serving
+)
 
 // Reconcile results, the values of the "result" label.
 const (
@@ -35,11 +42,17 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64) *
 			Name: "configwave_wave_errors_total",
 			Help: "Reconciles that failed and were queued again with backoff.",
 		}),
+		Rollouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "configwave_wave_rollouts_total",
+			Help: "Config rollouts wave caused and followed to the end, by result: succeeded, failed (seen by the leader as they happened).",
+		}, []string{"result"}),
 	}
+	m.Rollouts.WithLabelValues(RolloutSucceeded)
+	m.Rollouts.WithLabelValues(RolloutFailed)
 	for _, r := range []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultError, ResultRetry, ResultIgnored} {
 		m.Reconciles.WithLabelValues(r)
 	}
-	reg.MustRegister(m.Reconciles, m.Patches, m.Errors,
+	reg.MustRegister(m.Reconciles, m.Patches, m.Errors, m.Rollouts,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_queue_depth", Help: "Workloads waiting in the work queue."}, queueDepth),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_workloads_tracked", Help: "Opted-in workloads in the reverse index."}, tracked),
 	)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -70,6 +71,7 @@ func TestSyncDecisionTable(t *testing.T) {
 		wantRoll   bool   // the PATCH writes the template
 		wantHash   string // the template's Wave hash in the PATCH
 		wantInputs string
+		wantRecord func(t *testing.T, r outcome.Record) // the rollout record the PATCH writes
 	}{
 		{name: "no record, no hash: record only, nothing rolls", workload: deploy(false, nil, nil), config: cm("1"),
 			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
@@ -80,11 +82,27 @@ func TestSyncDecisionTable(t *testing.T) {
 		{name: "record equal to the inputs: nothing at all", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("1"))}, nil),
 			config: cm("1"), want: ResultUnchanged},
 		{name: "record differs: roll", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("0"))}, nil),
-			config: cm("1"), want: ResultRolled, wantPatch: true, wantRoll: true, wantHash: waveHash(nil, cm("1")), wantInputs: inputsOf(nil, cm("1"))},
+			config: cm("1"), want: ResultRolled, wantPatch: true, wantRoll: true, wantHash: waveHash(nil, cm("1")), wantInputs: inputsOf(nil, cm("1")),
+			wantRecord: func(t *testing.T, r outcome.Record) {
+				assert.Equal(t, "configmap/cm", r.Change, "the rollout record names the change")
+				assert.WithinDuration(t, time.Now(), r.Started, 5*time.Second)
+			}},
 		{name: "required object missing, no record: record it as missing, roll nothing", workload: deploy(false, nil, nil),
 			want: ResultMissing, wantPatch: true, wantInputs: inputsOf(nil, nil)},
-		{name: "required object missing, with a record: nothing", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("1"))}, nil),
+		{name: "required object missing, with a record: the rollout record says what is missing, nothing rolls", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("1"))}, nil),
+			want: ResultMissing, wantPatch: true, wantRecord: func(t *testing.T, r outcome.Record) {
+				assert.Equal(t, "configmap/cm", r.Missing)
+				assert.WithinDuration(t, time.Now(), r.MissingSince, 5*time.Second)
+			}},
+		{name: "required object missing, already recorded so: nothing", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("1")),
+			outcome.Annotation: outcome.Record{Missing: "configmap/cm", MissingSince: time.Now()}.String()}, nil),
 			want: ResultMissing},
+		{name: "back as it was: the missing note goes, nothing rolls", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("1")),
+			outcome.Annotation: outcome.Record{Change: "configmap/cm", Started: time.Now(), Missing: "configmap/cm", MissingSince: time.Now()}.String()}, nil),
+			config: cm("1"), want: ResultUnchanged, wantPatch: true, wantRecord: func(t *testing.T, r outcome.Record) {
+				assert.Empty(t, r.Missing)
+				assert.Equal(t, "configmap/cm", r.Change, "the last rollout stays on record")
+			}},
 		{name: "optional object absent: recorded as absent", workload: deploy(true, nil, nil),
 			want: ResultBaseline, wantPatch: true, wantInputs: "configmap/cm=absent"},
 		{name: "keyed (--hash-key-file): the hash and the digests are HMACs", workload: deploy(false, map[string]string{InputsAnnotation: "configmap/cm=0000000000000000"}, nil),
@@ -146,7 +164,14 @@ func TestSyncDecisionTable(t *testing.T) {
 			}
 			require.NoError(t, json.Unmarshal(patches[0].GetPatch(), &body))
 			assert.Equal(t, "3", body.Metadata.ResourceVersion, "the patch is conditional on the version decided on")
-			assert.Equal(t, tt.wantInputs, body.Metadata.Annotations[InputsAnnotation])
+			if tt.wantInputs != "" {
+				assert.Equal(t, tt.wantInputs, body.Metadata.Annotations[InputsAnnotation])
+			}
+			if tt.wantRecord != nil {
+				r, err := outcome.ParseRecord(body.Metadata.Annotations[outcome.Annotation])
+				require.NoError(t, err)
+				tt.wantRecord(t, r)
+			}
 			if !tt.wantRoll {
 				assert.Nil(t, body.Spec, "a baseline writes metadata only, which rolls nothing")
 				return

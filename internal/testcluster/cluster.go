@@ -130,6 +130,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.StartAPIServer(ctx); err != nil {
 		return nil, err
 	}
+	stages, err := writeStages(dir)
+	if err != nil {
+		return nil, err
+	}
 	for name, args := range map[string][]string{
 		"kube-controller-manager": {
 			"--kubeconfig", c.kubeconfig, "--controllers", strings.Join(controllers, ","),
@@ -140,7 +144,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		},
 		"kube-scheduler": {"--kubeconfig", c.kubeconfig, "--leader-elect=false", "--secure-port=0"},
 		"kwok": {
-			"--kubeconfig", c.kubeconfig, "--config", bins.KwokStages,
+			"--kubeconfig", c.kubeconfig, "--config", bins.KwokStages, "--config", stages,
 			"--manage-all-nodes=true", "--node-port=0", "--server-address=127.0.0.1:0",
 		},
 	} {

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+// chatHook is a chat service's incoming webhook on loopback.
+type chatHook struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (h *chatHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	var body struct{ Text string }
+	if json.Unmarshal(b, &body) != nil || body.Text == "" {
+		http.Error(w, "no text", http.StatusBadRequest)
+		return
+	}
+	h.mu.Lock()
+	h.texts = append(h.texts, body.Text)
+	h.mu.Unlock()
+}
+
+func (h *chatHook) all() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.texts, "\n")
+}
+
+// One ConfigMap change reaches two Deployments: one rolls out, and says so; the other's new
+// pods crash-loop (a kwok stage) while its old pod keeps serving, and once its progress
+// deadline passes wave says that rollout failed, in an Event, the metric, /status and the
+// webhook. When the team fixes it, wave says it recovered. No value reaches any of these.
+func TestConfigRolloutOutcomes(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	const secretValue = "hunter2-outcome-sekret"
+	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+	createSecret(t, client, ns, "db", map[string]string{"password": secretValue})
+	withSecret := func(s *corev1.PodSpec) {
+		s.Containers[0].EnvFrom = append(s.Containers[0].EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("db")}})
+	}
+	createDeployment(t, client, deployment(ns, "good", withEnvKey("cm", "a"), withSecret))
+	bad := deployment(ns, "bad", withEnvKey("cm", "a"), withSecret)
+	bad.Spec.Template.Labels = map[string]string{"app": "bad", testcluster.CrashLoopLabel: "true"} // the selector keeps app=bad only
+	deadline := int32(3)
+	bad.Spec.ProgressDeadlineSeconds = &deadline
+	createDeployment(t, client, bad)
+	hook := &chatHook{}
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	p := startWave(t, ns, "--notify-webhook="+srv.URL+"/services/T0/B0/hooksecret", "--v=5")
+	for _, name := range []string{"good", "bad"} {
+		waitRecorded(t, client, ns, name)
+		require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, name, eventually))
+	}
+
+	patchCM(t, client, ns, "cm", `{"data":{"a":"2"}}`)
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "good", "ConfigRolledOut")) > 0 }, eventually, tick, "the good rollout is reported")
+	assert.Contains(t, events(t, client, ns, "good", "ConfigRolledOut")[0].Message, "configmap/cm change is rolled out")
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "bad", "ConfigRolloutFailed")) > 0 }, eventually, tick,
+		"the crash-looping rollout is reported once its 3 s progress deadline passed")
+	failed := events(t, client, ns, "bad", "ConfigRolloutFailed")[0]
+	assert.Equal(t, corev1.EventTypeWarning, failed.Type)
+	assert.Contains(t, failed.Message, "configmap/cm change failed")
+	assert.Contains(t, failed.Message, "timed out progressing")
+	assert.GreaterOrEqual(t, getDeployment(t, client, ns, "bad").Status.AvailableReplicas, int32(1), "the old pod keeps serving")
+
+	assert.Equal(t, 1.0, p.Metric(`configwave_wave_rollouts_total{result="failed"}`))
+	assert.Equal(t, 1.0, p.Metric(`configwave_wave_rollouts_total{result="succeeded"}`))
+	code, body := p.Get("/status")
+	require.Equal(t, http.StatusOK, code)
+	var status rollout.Status
+	require.NoError(t, json.Unmarshal([]byte(body), &status), body)
+	assert.True(t, status.Leader)
+	require.Len(t, status.Failed, 1)
+	assert.Equal(t, "deployment "+ns+"/bad", status.Failed[0].Workload)
+	assert.Equal(t, "configmap/cm", status.Failed[0].Change)
+	require.Eventually(t, func() bool { return strings.Contains(hook.all(), "failed") }, eventually, tick, "the team is told")
+	assert.Contains(t, hook.all(), "deployment "+ns+"/bad")
+	assert.Contains(t, hook.all(), "configmap/cm")
+
+	// The team fixes the app; its pods now start, and wave says the config is out.
+	_, err := client.AppsV1().Deployments(ns).Patch(ctx(t), "bad", types.JSONPatchType,
+		[]byte(`[{"op":"remove","path":"/spec/template/metadata/labels/configwave.test~1new-pods-crash"}]`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "bad", "ConfigRolledOut")) > 0 }, eventually, tick, "the recovery is reported")
+	require.Eventually(t, func() bool { return strings.Contains(hook.all(), "recovered") }, eventually, tick)
+	_, body = p.Get("/status")
+	require.NoError(t, json.Unmarshal([]byte(body), &status))
+	assert.Empty(t, status.Failed, "listed until the workload is up to date")
+	rec, err := outcome.ParseRecord(getDeployment(t, client, ns, "bad").Annotations[outcome.Annotation])
+	require.NoError(t, err)
+	assert.Equal(t, "configmap/cm", rec.Change)
+
+	// Nothing of the Secret's value anywhere wave writes or says.
+	all, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, e := range all.Items {
+		assert.NotContains(t, e.Message, secretValue)
+	}
+	for _, name := range []string{"good", "bad"} {
+		d := getDeployment(t, client, ns, name)
+		for k, v := range d.Annotations {
+			assert.NotContains(t, v, secretValue, k)
+		}
+	}
+	assert.NotContains(t, hook.all(), secretValue)
+	assert.NotContains(t, body, secretValue)
+	assert.NotContains(t, p.Log(), secretValue)
+	assert.NotContains(t, p.Log(), "hooksecret", "the webhook URL is a credential")
+}

@@ -1,0 +1,155 @@
+// Package alert posts one line of text to a chat webhook, with the body Slack's incoming
+// webhooks take ({"text": "..."}), which Mattermost, Rocket.Chat, Google Chat and Discord's
+// /slack endpoint accept too. wave uses it to tell a team that a config rollout failed, so
+// that someone reverts the change.
+//
+//	hook, err := alert.New(url)
+//	g.Add(hook.Run, ...); hook.Send("configwave: the rollout of deployment ns/app failed ...")
+package alert
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// Webhook sends texts one at a time, in order, in the background: a slow chat service never
+// holds up a rollout. Texts beyond queueSize waiting are dropped, and counted in the log.
+type Webhook struct {
+	url    string
+	host   string // what logs show: the URL's path is often the secret (Slack's is)
+	client *http.Client
+	queue  chan string
+	tries  int
+	pause  time.Duration
+}
+
+const (
+	queueSize   = 100
+	sendTimeout = 10 * time.Second
+	maxURLFile  = 4096
+)
+
+// New checks the URL; "@/path" reads it from a file (mount it from a Secret: a webhook URL is a
+// credential). Errors never repeat the URL.
+func New(raw string) (*Webhook, error) {
+	if path, ok := strings.CutPrefix(raw, "@"); ok {
+		b, err := readSmall(path)
+		if err != nil {
+			return nil, err
+		}
+		raw = strings.TrimSpace(string(b))
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, errors.New("not an http(s) URL with a host; give the webhook's URL, or @FILE holding it")
+	}
+	return &Webhook{
+		url:  raw,
+		host: u.Scheme + "://" + u.Host,
+		client: &http.Client{
+			Timeout:       sendTimeout,
+			Transport:     &http.Transport{Proxy: http.ProxyFromEnvironment}, // chat services are outside the cluster
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		queue: make(chan string, queueSize),
+		tries: 3,
+		pause: 2 * time.Second,
+	}, nil
+}
+
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the webhook URL: %w (is the Secret mounted there?)", errors.Unwrap(err))
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxURLFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the webhook URL from %s: %w", path, err)
+	}
+	if len(b) > maxURLFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes; is it the webhook URL?", path, maxURLFile)
+	}
+	return b, nil
+}
+
+// Host is the URL's scheme and host, for logs.
+func (w *Webhook) Host() string { return w.host }
+
+// Send queues text; it never blocks.
+func (w *Webhook) Send(text string) {
+	select {
+	case w.queue <- text:
+	default:
+		klog.InfoS("alert dropped: too many waiting for the webhook", "webhook", w.host, "waiting", queueSize)
+	}
+}
+
+// Run posts queued texts until ctx ends.
+func (w *Webhook) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case text := <-w.queue:
+			if err := w.post(ctx, text); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "alert not delivered", "webhook", w.host)
+			}
+		}
+	}
+}
+
+// post tries a few times: a chat service's hiccup should not lose the news of a failed rollout.
+func (w *Webhook) post(ctx context.Context, text string) error {
+	body, _ := json.Marshal(map[string]string{"text": text})
+	var err error
+	for try := 1; try <= w.tries; try++ {
+		if err = w.once(ctx, body); err == nil || errors.Is(err, errPermanent) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(w.pause * time.Duration(try)):
+		}
+	}
+	return err
+}
+
+var errPermanent = errors.New("the webhook refused the alert")
+
+func (w *Webhook) once(ctx context.Context, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	if err != nil {
+		return errors.New("build the request") // never the URL
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := w.client.Do(req)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // *url.Error repeats the URL, and the URL is a credential
+		}
+		return fmt.Errorf("post to the webhook: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		return fmt.Errorf("the webhook answered %s", resp.Status)
+	}
+	return fmt.Errorf("%w: it answered %s; check the URL (--notify-webhook)", errPermanent, resp.Status)
+}
