@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,7 +19,9 @@ var update = flag.Bool("update", false, "rewrite docs/wave-flags.md from the fla
 // this test fails when they differ; `make docs` rewrites it.
 func TestFlagsDocIsCurrent(t *testing.T) {
 	var o options
-	want := cli.FlagsDoc("wave", newFlagSet(&o))
+	var so statusOptions
+	want := cli.FlagsDoc("wave", newFlagSet(&o)) + "\n" + strings.Replace(cli.FlagsDoc("wave status", newStatusFlagSet(&so)),
+		"# `wave status` flags\n\nGenerated from `wave status --help` by `make docs`; a test fails when it is stale.\n", "## `wave status`\n", 1)
 	path := filepath.Join("..", "..", "docs", "wave-flags.md")
 	if *update {
 		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))

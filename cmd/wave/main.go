@@ -51,6 +51,9 @@ var version = ""
 func main() { os.Exit(runMain(os.Args[1:])) }
 
 func runMain(args []string) int {
+	if len(args) > 0 && args[0] == "status" {
+		return runStatus(args[1:], os.Stdout)
+	}
 	var o options
 	fs := newFlagSet(&o)
 	if code, stop := cli.Parse("wave", fs, args, &o.version, version); stop {
@@ -106,6 +109,7 @@ func newFlagSet(o *options) *flag.FlagSet {
   wave.pusher.com/update-on-config-change: "true"
 when a ConfigMap or Secret its pods use changes, by writing Wave's hash of them to
   spec.template.metadata.annotations["wave.pusher.com/config-hash"].
+"wave status" lists those workloads and whether their pods run the current config.
 
 Flags:
 %s`, fs.FlagUsages())

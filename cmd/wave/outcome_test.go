@@ -5,15 +5,20 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/rollout"
@@ -63,6 +68,7 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	deadline := int32(3)
 	bad.Spec.ProgressDeadlineSeconds = &deadline
 	createDeployment(t, client, bad)
+	createDeployment(t, client, deployment(ns, "later", withEnvKey("later-cm", "a"))) // its config does not exist yet
 	hook := &chatHook{}
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
@@ -97,6 +103,22 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	assert.Contains(t, hook.all(), "deployment "+ns+"/bad")
 	assert.Contains(t, hook.all(), "configmap/cm")
 
+	// wave status, run as a ServiceAccount that may only read workloads in this namespace.
+	rows := waveStatus(t, readOnlyKubeconfig(t, client, ns), ns)
+	require.Len(t, rows, 3, "every opted-in workload")
+	byName := map[string]WorkloadStatus{}
+	for _, r := range rows {
+		byName[r.Name] = r
+	}
+	assert.Equal(t, outcome.Failed, byName["bad"].State)
+	assert.Contains(t, byName["bad"].Reason, "timed out progressing")
+	assert.Equal(t, []string{"configmap/cm", "secret/db"}, byName["bad"].Config)
+	assert.Equal(t, outcome.UpToDate, byName["good"].State)
+	assert.Equal(t, "configmap/cm", byName["good"].Change)
+	assert.False(t, byName["good"].Since.IsZero())
+	assert.Equal(t, outcome.Waiting, byName["later"].State)
+	assert.Equal(t, "configmap/later-cm missing", byName["later"].Reason)
+
 	// The team fixes the app; its pods now start, and wave says the config is out.
 	_, err := client.AppsV1().Deployments(ns).Patch(ctx(t), "bad", types.JSONPatchType,
 		[]byte(`[{"op":"remove","path":"/spec/template/metadata/labels/configwave.test~1new-pods-crash"}]`), metav1.PatchOptions{})
@@ -126,4 +148,45 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	assert.NotContains(t, body, secretValue)
 	assert.NotContains(t, p.Log(), secretValue)
 	assert.NotContains(t, p.Log(), "hooksecret", "the webhook URL is a credential")
+}
+
+// readOnlyKubeconfig is a kubeconfig for a ServiceAccount that may get and list Deployments,
+// StatefulSets and DaemonSets in ns, and nothing else.
+func readOnlyKubeconfig(t *testing.T, client kubernetes.Interface, ns string) string {
+	t.Helper()
+	_, err := client.RbacV1().Roles(ns).Create(ctx(t), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "status-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"get", "list"}}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "status-reader"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "status-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "status-reader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "status-reader", Namespace: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), "status-reader", &authv1.TokenRequest{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
+	require.NoError(t, err)
+	return kubeconfig
+}
+
+// waveStatus runs `wave status -o json` and checks that the table lists the same workloads.
+func waveStatus(t *testing.T, kubeconfig, ns string) []WorkloadStatus {
+	t.Helper()
+	var rows []WorkloadStatus
+	require.Eventually(t, func() bool { // RBAC takes a moment to reach the authorizer's cache
+		out, err := exec.Command(waveBin, "status", "--kubeconfig="+kubeconfig, "-n", ns, "-o", "json").Output()
+		return err == nil && json.Unmarshal(out, &rows) == nil
+	}, eventually, 100*time.Millisecond)
+	table, err := exec.Command(waveBin, "status", "--kubeconfig="+kubeconfig, "--namespaces="+ns).CombinedOutput()
+	require.NoError(t, err, string(table))
+	lines := strings.Split(strings.TrimSpace(string(table)), "\n")
+	require.Len(t, lines, len(rows)+1, string(table))
+	assert.Regexp(t, `^NAMESPACE +KIND +NAME +STATE +SINCE +CONFIG +DETAIL$`, lines[0])
+	for i, r := range rows {
+		assert.Contains(t, lines[i+1], string(r.State), "row %d", i)
+		assert.Contains(t, lines[i+1], r.Name)
+	}
+	return rows
 }

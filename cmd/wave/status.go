@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	flag "github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/cli"
+	"github.com/configwave/configwave/internal/kubeclient"
+	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
+)
+
+// statusOptions are the flags of `wave status`.
+type statusOptions struct {
+	namespaces      string
+	output          string
+	rolloutDeadline time.Duration
+	kubeconfig      string
+	version         bool
+}
+
+func newStatusFlagSet(o *statusOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("wave status", flag.ContinueOnError)
+	fs.SortFlags = false
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `wave status lists the workloads that opted in to wave, the ConfigMaps and Secrets
+each one uses, and whether its pods run the current config: up to date, rolling, failed,
+or waiting for missing config, and since when. It reads the records wave writes on the
+workloads, so it needs read access to Deployments, StatefulSets and DaemonSets only.
+
+Usage: wave status [flags]
+
+Flags:
+%s`, fs.FlagUsages())
+	}
+	fs.StringVarP(&o.namespaces, "namespaces", "n", "", "comma-separated namespaces; empty lists all.")
+	fs.StringVarP(&o.output, "output", "o", "table", `"table" or "json".`)
+	fs.DurationVar(&o.rolloutDeadline, "rollout-deadline", 10*time.Minute, "as wave's flag: a StatefulSet or DaemonSet rollout older than this that is not complete shows as failed.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
+	return fs
+}
+
+// WorkloadStatus is one row of `wave status`, and one element of its JSON.
+type WorkloadStatus struct {
+	Namespace string        `json:"namespace"`
+	Kind      workload.Kind `json:"kind"`
+	Name      string        `json:"name"`
+	Config    []string      `json:"config"` // "configmap/NAME", "secret/NAME", "configmap/NS/NAME"
+	outcome.Verdict
+}
+
+func runStatus(args []string, stdout io.Writer) int {
+	var o statusOptions
+	fs := newStatusFlagSet(&o)
+	if code, stop := cli.Parse("wave status", fs, args, &o.version, version); stop {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "wave status: unexpected argument %q; it takes flags only\n", fs.Arg(0))
+		return 2
+	}
+	var namespaces []string
+	for _, ns := range strings.Split(o.namespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			fmt.Fprintf(os.Stderr, "wave status: --namespaces: %q is not a namespace name (%s)\n", ns, strings.Join(errs, "; "))
+			return 2
+		}
+		namespaces = append(namespaces, ns)
+	}
+	if o.output != "table" && o.output != "json" {
+		fmt.Fprintf(os.Stderr, "wave status: --output=%q: use table or json\n", o.output)
+		return 2
+	}
+	restCfg, err := kubeclient.Config(o.kubeconfig, "configwave-wave-status/"+cli.Version(version), 50, 100)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wave status: %v\n", err)
+		return 1
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wave status: create the API client: %v\n", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rows, err := collectStatus(ctx, client, namespaces, time.Now(), o.rolloutDeadline)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wave status: %v\n", err)
+		return 1
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return 1
+		}
+		return 0
+	}
+	printStatusTable(stdout, rows, time.Now())
+	return 0
+}
+
+// collectStatus lists every opted-in workload of every kind, a page at a time.
+func collectStatus(ctx context.Context, client kubernetes.Interface, namespaces []string, now time.Time, deadline time.Duration) ([]WorkloadStatus, error) {
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	rows := []WorkloadStatus{}
+	for _, ns := range namespaces {
+		for _, t := range workload.Types() {
+			opts := metav1.ListOptions{Limit: 500}
+			for {
+				ws, next, err := t.List(ctx, client, ns, opts)
+				if err != nil {
+					where := "in every namespace"
+					if ns != "" {
+						where = "in namespace " + ns
+					}
+					return nil, fmt.Errorf("list %ss %s: %w (wave status needs list access to them)", strings.ToLower(string(t.Kind())), where, err)
+				}
+				for _, w := range ws {
+					if w.OptedIn() {
+						rows = append(rows, statusOf(w, now, deadline))
+					}
+				}
+				if next == "" {
+					break
+				}
+				opts.Continue = next
+			}
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return a.Name < b.Name
+	})
+	return rows, nil
+}
+
+func statusOf(w workload.Workload, now time.Time, deadline time.Duration) WorkloadStatus {
+	row := WorkloadStatus{Namespace: w.Meta.Namespace, Kind: w.Kind, Name: w.Meta.Name, Config: []string{}}
+	used := refs.Extract(w.Meta.Namespace, w.Meta.Annotations, &w.Template.Spec)
+	seen := map[string]bool{}
+	for _, list := range [][]refs.ObjectRef{used.Visible.Refs(), used.Wave.Refs()} {
+		for _, r := range list {
+			name := strings.ToLower(string(r.Kind)) + "/" + r.Name
+			if r.Namespace != w.Meta.Namespace {
+				name = strings.ToLower(string(r.Kind)) + "/" + r.Namespace + "/" + r.Name
+			}
+			if !seen[name] {
+				seen[name] = true
+				row.Config = append(row.Config, name)
+			}
+		}
+	}
+	sort.Strings(row.Config)
+	rec, err := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation])
+	if err != nil {
+		row.Verdict = outcome.Verdict{State: "unknown", Reason: err.Error()}
+		return row
+	}
+	row.Verdict = outcome.Evaluate(rec, w.Progress, now, deadline)
+	return row
+}
+
+func printStatusTable(out io.Writer, rows []WorkloadStatus, now time.Time) {
+	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tKIND\tNAME\tSTATE\tSINCE\tCONFIG\tDETAIL")
+	for _, r := range rows {
+		since := "-"
+		if !r.Since.IsZero() {
+			since = duration.HumanDuration(now.Sub(r.Since))
+		}
+		config := strings.Join(r.Config, ",")
+		if config == "" {
+			config = "-"
+		}
+		detail := r.Reason
+		if detail == "" && r.Change != "" {
+			detail = r.Change + " changed"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Kind, r.Name, r.State, since, config, detail)
+	}
+	_ = tw.Flush()
+}
