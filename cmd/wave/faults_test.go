@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
@@ -309,13 +310,20 @@ func TestConfigMapDeletedWhileInUse(t *testing.T) {
 	require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), "cm", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return len(events(t, client, ns, "app", "ConfigMissing")) > 0 }, eventually, tick)
 	settle(t, p)
-	assert.Equal(t, before.Generation, getDeployment(t, client, ns, "app").Generation, "no rollout while the ConfigMap is gone")
+	// The rollout record notes what is missing (a metadata write); the pod template stays.
+	assert.Equal(t, before.Spec.Template, getDeployment(t, client, ns, "app").Spec.Template, "no rollout while the ConfigMap is gone")
+	rec, err := outcome.ParseRecord(getDeployment(t, client, ns, "app").Annotations[outcome.Annotation])
+	require.NoError(t, err)
+	assert.Equal(t, "configmap/cm", rec.Missing)
 
 	unchanged := p.Metric(`configwave_wave_reconciles_total{result="unchanged"}`)
 	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
 	waitUnchangedAbove(t, p, unchanged) // wave saw it back, and found the recorded inputs again
 	settle(t, p)
-	assert.Equal(t, before.Generation, getDeployment(t, client, ns, "app").Generation, "the same data back: the pods already run it")
+	assert.Equal(t, before.Spec.Template, getDeployment(t, client, ns, "app").Spec.Template, "the same data back: the pods already run it")
+	require.Eventually(t, func() bool {
+		return getDeployment(t, client, ns, "app").Annotations[outcome.Annotation] == ""
+	}, eventually, tick, "nothing missing any more, nothing rolled: the record goes")
 	assert.Len(t, replicaSets(t, client, ns, "app"), 1)
 
 	patchCM(t, client, ns, "cm", `{"data":{"a":"2"}}`)

@@ -387,7 +387,7 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 	if err := c.patch(ctx, w, "rollout", in.Value, next, hash, inputsHash(in.Value)); err != nil {
 		return "", err
 	}
-	c.follow.started(w.Key())
+	c.follow.started(w.Key(), next)
 	return ResultRolled, nil
 }
 

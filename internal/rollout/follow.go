@@ -16,11 +16,19 @@ import (
 // follower turns changes of a workload's outcome.Verdict into Events, the rollouts metric and
 // alerts. Only changes it sees happen are reported: a replica that becomes the leader takes
 // the verdicts it finds as they are, so a failover never repeats an Event; what it finds
-// failed it lists at /status all the same.
+// failed it lists at /status all the same. Only config rollouts are reported: when the pods of
+// an up-to-date workload roll again without a new rollout record (someone changed the
+// image), that is not wave's to judge.
 type follower struct {
 	mu     sync.Mutex
-	seen   map[string]outcome.State // workload key -> the verdict last seen
+	seen   map[string]followed      // workload key -> what was last judged
 	failed map[string]FailedRollout // workload key -> the failure, until the workload is up to date
+}
+
+type followed struct {
+	state   outcome.State
+	started time.Time // the rollout record judged
+	ours    bool      // the pods roll for that config change
 }
 
 // FailedRollout is one entry of /status.
@@ -32,14 +40,14 @@ type FailedRollout struct {
 }
 
 func newFollower() *follower {
-	return &follower{seen: map[string]outcome.State{}, failed: map[string]FailedRollout{}}
+	return &follower{seen: map[string]followed{}, failed: map[string]FailedRollout{}}
 }
 
 // started notes a rollout this replica just wrote, so that its completion is reported even if
 // the informer delivers the finished workload without a rolling one in between.
-func (f *follower) started(key string) {
+func (f *follower) started(key string, rec outcome.Record) {
 	f.mu.Lock()
-	f.seen[key] = outcome.Rolling
+	f.seen[key] = followed{state: outcome.Rolling, started: rec.Started, ours: true}
 	f.mu.Unlock()
 }
 
@@ -50,21 +58,50 @@ func (f *follower) forget(key string) {
 	f.mu.Unlock()
 }
 
-// transition records v for key and returns the state it left, whether that is news (false the
-// first time key is seen, or when the state did not change), and whether the workload had
-// failed before (a fix by hand passes through rolling on its way up to date).
-func (f *follower) transition(key string, w workload.Workload, v outcome.Verdict) (from outcome.State, news, hadFailed bool) {
+// report is what a transition means.
+type report int
+
+const (
+	reportNothing report = iota
+	reportRolledOut
+	reportRecovered // rolled out after a failure
+	reportFailed
+)
+
+// transition records the verdict v on the rollout record rec of w and says what to report.
+func (f *follower) transition(key string, w workload.Workload, rec outcome.Record, v outcome.Verdict) report {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	prev, seen := f.seen[key]
-	_, hadFailed = f.failed[key]
-	f.seen[key] = v.State
-	if v.State == outcome.Failed {
+	cur := followed{state: v.State, started: rec.Started, ours: prev.ours}
+	switch {
+	case !seen:
+		cur.ours = v.State == outcome.Rolling || v.State == outcome.Failed // found under way: take it as the config's
+	case !rec.Started.Equal(prev.started):
+		cur.ours = true // a rollout another replica wrote
+	case prev.state == outcome.UpToDate && v.State != outcome.UpToDate:
+		cur.ours = false // the pods roll for another reason than config
+	}
+	f.seen[key] = cur
+	_, hadFailed := f.failed[key]
+	switch {
+	case v.State == outcome.Failed && cur.ours:
 		f.failed[key] = FailedRollout{Workload: w.String(), Change: v.Change, Since: v.Since, Reason: v.Reason}
-	} else if v.State == outcome.UpToDate {
+	case v.State == outcome.UpToDate:
 		delete(f.failed, key)
 	}
-	return prev, seen && prev != v.State, hadFailed
+	if !seen || prev.state == v.State || !cur.ours && !hadFailed {
+		return reportNothing
+	}
+	switch {
+	case v.State == outcome.Failed:
+		return reportFailed
+	case v.State == outcome.UpToDate && hadFailed:
+		return reportRecovered
+	case v.State == outcome.UpToDate && prev.ours && prev.state == outcome.Rolling:
+		return reportRolledOut
+	}
+	return reportNothing
 }
 
 // Failed lists the workloads whose last config rollout failed, for /status.
@@ -99,24 +136,23 @@ func (c *Controller) followUp(w workload.Workload) {
 		return
 	}
 	now := time.Now()
-	v := outcome.Evaluate(rec, w.Progress, now, c.RolloutDeadline)
 	if d := outcome.DueIn(rec, w.Progress, now, c.RolloutDeadline); d > 0 {
 		c.queue.AddAfter(key, d) // wave's own deadline: look again when it passes
 	}
-	from, news, hadFailed := c.follow.transition(key, w, v)
-	if !news {
-		return
+	if !w.Progress.Observed {
+		return // its controller has not looked at the current generation yet: nothing to judge
 	}
-	switch {
-	case v.State == outcome.UpToDate && (from == outcome.Rolling || from == outcome.Failed):
+	v := outcome.Evaluate(rec, w.Progress, now, c.RolloutDeadline)
+	switch r := c.follow.transition(key, w, rec, v); r {
+	case reportRolledOut, reportRecovered:
 		took := now.Sub(rec.Started).Round(100 * time.Millisecond)
 		c.Recorder.Eventf(w.Object, corev1.EventTypeNormal, "ConfigRolledOut", "the %s change is rolled out: every pod runs the current config (%s after wave started the rollout)", v.Change, took)
 		klog.InfoS("config rolled out", "workload", w.String(), "change", v.Change, "took", took)
 		c.Metrics.Rollouts.WithLabelValues(RolloutSucceeded).Inc()
-		if hadFailed {
+		if r == reportRecovered {
 			c.alert(fmt.Sprintf("configwave: %s recovered: its pods run the current config (%s).", w, v.Change))
 		}
-	case v.State == outcome.Failed:
+	case reportFailed:
 		c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "ConfigRolloutFailed", "the rollout of the %s change failed: %s; the old pods keep serving. Revert the change, or fix the config: the next change rolls again", v.Change, v.Reason)
 		klog.InfoS("config rollout failed", "workload", w.String(), "change", v.Change, "reason", v.Reason)
 		c.Metrics.Rollouts.WithLabelValues(RolloutFailed).Inc()

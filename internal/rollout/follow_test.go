@@ -68,7 +68,8 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	require.Len(t, ev, 1)
 	assert.Regexp(t, `^Normal ConfigRolledOut the configmap/app change is rolled out: every pod runs the current config \(5(\.\d)?s after wave started the rollout\)$`, ev[0])
 
-	c.follow.started("Deployment/ns/app") // this replica wrote the next rollout
+	r = outcome.Record{Change: "configmap/app", Started: started.Add(time.Second)}
+	c.follow.started("Deployment/ns/app", r) // this replica wrote the next rollout
 	stuck := `ReplicaSet "app-7c9" has timed out progressing.`
 	c.followUp(dep("app", r, false, stuck))
 	ev = events()
@@ -98,6 +99,24 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	assert.Len(t, alerts, 2)
 	assert.Len(t, c.follow.Failed(), 1, "listed at /status all the same")
 
+	// Someone changes the image of an up-to-date workload: its pods roll, and even fail, but no
+	// config rollout is under way, so wave says nothing.
+	c.followUp(dep("image", r, true, ""))
+	c.followUp(dep("image", r, false, ""))
+	c.followUp(dep("image", r, false, stuck))
+	c.followUp(dep("image", r, true, ""))
+	assert.Empty(t, events())
+	assert.Len(t, c.follow.Failed(), 1, "only the workload found failed before")
+
+	// A Deployment's generation moves with its metadata: until its controller looked, nothing
+	// is judged, so a note in the rollout record does not look like a new rollout.
+	unobserved := dep("app", r, true, "")
+	unobserved.Progress.Observed = false
+	unobserved.Progress.Done = false
+	c.followUp(unobserved)
+	c.followUp(dep("app", r, true, ""))
+	assert.Empty(t, events())
+
 	assert.Equal(t, 2.0, testutil.ToFloat64(c.Metrics.Rollouts.WithLabelValues(RolloutSucceeded)))
 	assert.Equal(t, 1.0, testutil.ToFloat64(c.Metrics.Rollouts.WithLabelValues(RolloutFailed)))
 }
@@ -110,7 +129,8 @@ func TestFollowUpLooksAgainAtWavesDeadline(t *testing.T) {
 		RolloutDeadline: 300 * time.Millisecond})
 	require.NoError(t, err)
 	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", Generation: 2,
-		Annotations: map[string]string{outcome.Annotation: outcome.Record{Change: "secret/db", Started: time.Now()}.String()}}}
+		Annotations: map[string]string{outcome.Annotation: outcome.Record{Change: "secret/db", Started: time.Now()}.String()}},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2}}
 	w, _ := workload.Of(s)
 	c.followUp(w)
 	assert.Zero(t, c.queue.Len(), "not due yet")

@@ -10,6 +10,10 @@ import (
 // Progress is how far a workload's own controller got with its current pod template, read
 // from the workload's status alone (the rules of `kubectl rollout status`).
 type Progress struct {
+	// Observed: the kind's controller has seen the current generation, so the rest is about
+	// the current template. A Deployment's generation moves with its annotations too, so
+	// metadata writes make it false for a moment.
+	Observed bool
 	// Done: the controller has seen the current generation, and every pod it wants runs the
 	// current template and is available.
 	Done bool
@@ -24,8 +28,8 @@ type Progress struct {
 }
 
 func deploymentProgress(d *appsv1.Deployment) Progress {
-	p := Progress{OwnDeadline: d.Spec.ProgressDeadlineSeconds != nil}
 	observed := d.Status.ObservedGeneration >= d.Generation
+	p := Progress{Observed: observed, OwnDeadline: d.Spec.ProgressDeadlineSeconds != nil}
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" && observed {
 			p.Failed, p.FailedAt = c.Message, c.LastUpdateTime.Time
@@ -44,7 +48,7 @@ func statefulSetProgress(s *appsv1.StatefulSet) Progress {
 	observed := s.Status.ObservedGeneration >= s.Generation && s.Status.ObservedGeneration > 0
 	if s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
 		// Pods change only when someone deletes them: nothing to follow.
-		return Progress{Done: observed}
+		return Progress{Observed: observed, Done: observed}
 	}
 	want := int32(1)
 	if s.Spec.Replicas != nil {
@@ -52,20 +56,21 @@ func statefulSetProgress(s *appsv1.StatefulSet) Progress {
 	}
 	st := s.Status
 	if !observed || st.ReadyReplicas < want {
-		return Progress{}
+		return Progress{Observed: observed}
 	}
 	if ru := s.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil && *ru.Partition > 0 {
 		// A partitioned rollout is done when the pods above the partition run the new revision.
-		return Progress{Done: st.UpdatedReplicas >= want-*ru.Partition}
+		return Progress{Observed: true, Done: st.UpdatedReplicas >= want-*ru.Partition}
 	}
-	return Progress{Done: st.UpdateRevision == st.CurrentRevision && st.UpdatedReplicas >= want}
+	return Progress{Observed: true, Done: st.UpdateRevision == st.CurrentRevision && st.UpdatedReplicas >= want}
 }
 
 func daemonSetProgress(d *appsv1.DaemonSet) Progress {
+	observed := d.Status.ObservedGeneration >= d.Generation
 	if d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
-		return Progress{Done: d.Status.ObservedGeneration >= d.Generation}
+		return Progress{Observed: observed, Done: observed}
 	}
 	s := d.Status
-	return Progress{Done: s.ObservedGeneration >= d.Generation &&
+	return Progress{Observed: observed, Done: observed &&
 		s.UpdatedNumberScheduled >= s.DesiredNumberScheduled && s.NumberAvailable >= s.DesiredNumberScheduled}
 }
