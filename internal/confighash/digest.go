@@ -243,3 +243,40 @@ func validEntryName(entry string) bool {
 
 // String for logs.
 func (in Inputs) String() string { return fmt.Sprintf("%d objects", len(in.Objects)) }
+
+// KeyID names a digest key in an inputs record without revealing it: the first 8 hex digits
+// of an HMAC under the key of a fixed text. "" for no key.
+func KeyID(key []byte) string {
+	if len(key) == 0 {
+		return ""
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("configwave.io/config-inputs key id"))
+	return hex.EncodeToString(mac.Sum(nil)[:4])
+}
+
+// keyIDPrefix opens an inputs record whose digests are keyed: "key=ID,configmap/a=...".
+const keyIDPrefix = "key="
+
+// WithKeyID is the record value of inputs digested under the key named id ("" for none).
+func WithKeyID(id, inputs string) string {
+	if id == "" {
+		return inputs
+	}
+	if inputs == "" {
+		return keyIDPrefix + id
+	}
+	return keyIDPrefix + id + "," + inputs
+}
+
+// SplitKeyID splits a record value into the id of the key its digests were made under ("" for
+// records of unkeyed digests, and those written before records named their key) and the
+// inputs.
+func SplitKeyID(record string) (id, inputs string) {
+	rest, ok := strings.CutPrefix(record, keyIDPrefix)
+	if !ok {
+		return "", record
+	}
+	id, inputs, _ = strings.Cut(rest, ",")
+	return id, inputs
+}

@@ -119,3 +119,22 @@ func FuzzParseInputs(f *testing.F) {
 		}
 	})
 }
+
+func TestKeyIDInRecords(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	id := KeyID(key)
+	assert.Regexp(t, `^[0-9a-f]{8}$`, id)
+	assert.NotEqual(t, id, KeyID([]byte("another key of thirty-two bytes!")))
+	assert.Empty(t, KeyID(nil))
+	for _, tc := range []struct{ id, inputs, record string }{
+		{"", "configmap/a=0011", "configmap/a=0011"},
+		{"", "", ""},
+		{id, "configmap/a=0011,secret/b=absent", "key=" + id + ",configmap/a=0011,secret/b=absent"},
+		{id, "", "key=" + id},
+	} {
+		assert.Equal(t, tc.record, WithKeyID(tc.id, tc.inputs))
+		gotID, gotInputs := SplitKeyID(tc.record)
+		assert.Equal(t, tc.id, gotID)
+		assert.Equal(t, tc.inputs, gotInputs)
+	}
+}

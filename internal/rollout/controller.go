@@ -59,8 +59,11 @@ type Config struct {
 	Recorder  record.EventRecorder
 	Metrics   *Metrics
 	Format    confighash.HashFormat // default HashWave
-	HashKey   []byte                // HMAC key for the config hash (--hash-key-file); the Informers' Digester must use it too
-	DryRun    bool                  // decide, log and emit Events; write nothing
+	HashKey   []byte                // HMAC key for the config hash (--hash-key-file)
+	// DigestKey keys the digests of the inputs record (the install key, or HashKey when that
+	// is set); the Informers' Digester must use it too. Default HashKey.
+	DigestKey []byte
+	DryRun    bool // decide, log and emit Events; write nothing
 	// AllowCrossNamespaceRefs lets extra-* entries name other namespaces (Wave's behaviour).
 	AllowCrossNamespaceRefs bool
 	// RolloutDeadline: a StatefulSet or DaemonSet rollout not complete after this long counts
@@ -74,6 +77,7 @@ type Config struct {
 // Controller keeps opted-in workloads' config hash current.
 type Controller struct {
 	Config
+	keyID   string // names DigestKey in the inputs records
 	queue   workqueue.TypedRateLimitingInterface[string]
 	full    *fullObjects
 	follow  *follower
@@ -90,6 +94,10 @@ func NewController(cfg Config) (*Controller, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "wave"}),
 	}
+	if c.DigestKey == nil {
+		c.DigestKey = c.HashKey
+	}
+	c.keyID = confighash.KeyID(c.DigestKey)
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
 	c.follow = newFollower()
 	for kind, list := range cfg.Informers.workloads {
@@ -330,7 +338,9 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 	}
 
 	in := confighash.InputsOf(ns, used.Visible, c.Informers.Digests)
+	value := confighash.WithKeyID(c.keyID, in.Value) // the record to write
 	recorded, hasRecord := w.Meta.Annotations[InputsAnnotation]
+	recID, recInputs := confighash.SplitKeyID(recorded)
 	if len(in.Missing) > 0 {
 		msg := missingMessage(in.Missing)
 		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "ConfigMissing", msg)
@@ -341,19 +351,44 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 		}
 		switch {
 		case !hasRecord:
-			return ResultMissing, c.patch(ctx, w, "baseline", in.Value, waiting, "", "")
+			return ResultMissing, c.patch(ctx, w, "baseline", &value, waiting, "", "")
 		case waiting != rec:
-			return ResultMissing, c.patch(ctx, w, "missing", "", waiting, "", "")
+			return ResultMissing, c.patch(ctx, w, "missing", nil, waiting, "", "")
 		}
 		return ResultMissing, nil
 	}
 	present := rec
 	present.Missing, present.MissingSince = "", time.Time{}
-	if hasRecord && recorded == in.Value {
+	if hasRecord && recID == c.keyID && recInputs == in.Value {
 		if present != rec { // the config is back as it was: nothing to roll
-			return ResultUnchanged, c.patch(ctx, w, "missing", "", present, "", "")
+			return ResultUnchanged, c.patch(ctx, w, "missing", nil, present, "", "")
 		}
 		return ResultUnchanged, nil
+	}
+	// What the pods run, entry by entry, to name what changed.
+	ran, now := confighash.ParseInputs(recInputs), in.Objects
+	if hasRecord && recID != c.keyID {
+		switch {
+		case recID == "" && recInputs == in.Value:
+			// Written under this key before records named their key (--hash-key-file).
+			return ResultBaseline, c.patch(ctx, w, "baseline", &value, present, "", "")
+		case recID == "":
+			// Unkeyed digests, written before the install key: make the same from the whole
+			// objects, once, to tell whether the pods run the current config.
+			old, err := c.unkeyedInputs(ctx, ns, used.Visible)
+			if err != nil {
+				return "", fmt.Errorf("%s: read the config to adopt its inputs record: %w", w, err)
+			}
+			if old.Value == recInputs {
+				klog.V(2).InfoS("inputs record keyed; nothing to roll", "workload", w.String())
+				return ResultBaseline, c.patch(ctx, w, "baseline", &value, present, "", "")
+			}
+			now = old.Objects
+		default:
+			// Digests under a key wave no longer has: judge by Wave's hash, as for a
+			// workload without a record.
+			hasRecord = false
+		}
 	}
 
 	current := w.Template.Annotations[refs.ConfigHashAnnotation]
@@ -367,10 +402,10 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 	}
 	if !hasRecord && (current == "" || current == hash) {
 		klog.V(2).InfoS("recorded the config the pods run; nothing to roll", "workload", w.String(), "hash", current)
-		return ResultBaseline, c.patch(ctx, w, "baseline", in.Value, present, "", "")
+		return ResultBaseline, c.patch(ctx, w, "baseline", &value, present, "", "")
 	}
 
-	what := confighash.DescribeChanged(confighash.Changed(confighash.ParseInputs(recorded), in.Objects))
+	what := confighash.DescribeChanged(confighash.Changed(ran, now))
 	if !hasRecord {
 		what = "config-hash annotation differs from the current config"
 	}
@@ -384,25 +419,25 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 	if v := outcome.Evaluate(rec, w.Progress, time.Now(), c.RolloutDeadline); v.State == outcome.Rolling && rec.Change != what {
 		next.Change = rec.Change + "; " + what // the pods that come up carry the earlier change too
 	}
-	if err := c.patch(ctx, w, "rollout", in.Value, next, hash, inputsHash(in.Value)); err != nil {
+	if err := c.patch(ctx, w, "rollout", &value, next, hash, inputsHash(value)); err != nil {
 		return "", err
 	}
 	c.follow.started(w.Key(), next)
 	return ResultRolled, nil
 }
 
-// patch writes the inputs record (unless inputs is ""), the rollout record and, for a rollout,
+// patch writes the inputs record (unless inputs is nil), the rollout record and, for a rollout,
 // the template annotations, in one merge patch carrying the resourceVersion the decision was
 // made on: if the workload changed in between, the API server answers 409 and the workload is
 // reconciled again.
-func (c *Controller) patch(ctx context.Context, w workload.Workload, what, inputs string, rec outcome.Record, hash, inHash string) error {
+func (c *Controller) patch(ctx context.Context, w workload.Workload, what string, inputs *string, rec outcome.Record, hash, inHash string) error {
 	type meta struct {
 		Annotations     map[string]any `json:"annotations"`
 		ResourceVersion string         `json:"resourceVersion,omitempty"`
 	}
 	annotations := map[string]any{}
-	if inputs != "" {
-		annotations[InputsAnnotation] = inputs
+	if inputs != nil {
+		annotations[InputsAnnotation] = *inputs
 	}
 	switch {
 	case rec != (outcome.Record{}):
@@ -441,6 +476,31 @@ func missingMessage(ms []*refs.MissingError) string {
 		parts[i] = m.Error()
 	}
 	return strings.Join(parts, "; ") + "; the workload rolls once it exists"
+}
+
+// unkeyedInputs is the inputs record as wave wrote it before digests were keyed, made from the
+// whole objects (read from the API once, and shared for a while by the workloads that use
+// them).
+func (c *Controller) unkeyedInputs(ctx context.Context, namespace string, uses refs.Uses) (confighash.Inputs, error) {
+	var firstErr error
+	in := confighash.InputsOf(namespace, uses, func(r refs.ObjectRef) (map[string]string, bool) {
+		obj, err := c.full.get(ctx, r)
+		if err != nil || obj == nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return nil, false
+		}
+		digested, err := confighash.Digester{}.Transform(obj)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return nil, false
+		}
+		return confighash.KeyDigests(digested), true
+	})
+	return in, firstErr
 }
 
 // missingNames lists the missing objects for the rollout record: names only, bounded.

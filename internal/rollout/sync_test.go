@@ -49,7 +49,7 @@ func TestSyncDecisionTable(t *testing.T) {
 		require.NoError(t, err)
 		return h
 	}
-	inputsOf := func(key []byte, c *corev1.ConfigMap) string {
+	bareInputsOf := func(key []byte, c *corev1.ConfigMap) string {
 		used := refs.Extract(ns, nil, &deploy(false, nil, nil).Spec.Template.Spec)
 		return confighash.InputsOf(ns, used.Visible, func(refs.ObjectRef) (map[string]string, bool) {
 			if c == nil {
@@ -59,12 +59,16 @@ func TestSyncDecisionTable(t *testing.T) {
 			return confighash.KeyDigests(d), true
 		}).Value
 	}
+	inputsOf := func(key []byte, c *corev1.ConfigMap) string { // as wave writes it: naming its key
+		return confighash.WithKeyID(confighash.KeyID(key), bareInputsOf(key, c))
+	}
 	key := []byte("0123456789abcdef0123456789abcdef")
 	tests := []struct {
 		name       string
 		workload   *appsv1.Deployment
 		config     *corev1.ConfigMap // nil: it does not exist
 		hashKey    []byte
+		digestKey  []byte // the install key
 		dryRun     bool
 		want       string
 		wantPatch  bool   // one PATCH sent
@@ -72,7 +76,13 @@ func TestSyncDecisionTable(t *testing.T) {
 		wantHash   string // the template's Wave hash in the PATCH
 		wantInputs string
 		wantRecord func(t *testing.T, r outcome.Record) // the rollout record the PATCH writes
+		wantEmpty  bool                                 // the PATCH writes an empty inputs record
 	}{
+		{name: "uses no config: an empty record, so that the next look finds it", workload: func() *appsv1.Deployment {
+			d := deploy(false, nil, nil)
+			d.Spec.Template.Spec.Containers[0].EnvFrom = nil
+			return d
+		}(), want: ResultBaseline, wantPatch: true, wantEmpty: true},
 		{name: "no record, no hash: record only, nothing rolls", workload: deploy(false, nil, nil), config: cm("1"),
 			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
 		{name: "no record, Wave's hash of the current data (adopted from Wave): record only", workload: deploy(false, nil, map[string]string{refs.ConfigHashAnnotation: waveHash(nil, cm("1"))}),
@@ -107,6 +117,23 @@ func TestSyncDecisionTable(t *testing.T) {
 			want: ResultBaseline, wantPatch: true, wantInputs: "configmap/cm=absent"},
 		{name: "keyed (--hash-key-file): the hash and the digests are HMACs", workload: deploy(false, map[string]string{InputsAnnotation: "configmap/cm=0000000000000000"}, nil),
 			config: cm("1"), hashKey: key, want: ResultRolled, wantPatch: true, wantRoll: true, wantHash: waveHash(key, cm("1")), wantInputs: inputsOf(key, cm("1"))},
+		{name: "install key, an unkeyed record of the current config (written before the key): keyed, nothing rolls",
+			workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("1"))}, nil), config: cm("1"), digestKey: key,
+			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(key, cm("1"))},
+		{name: "install key, an unkeyed record of older config: roll once; Wave's hash stays Wave's",
+			workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("0"))}, nil), config: cm("1"), digestKey: key,
+			want: ResultRolled, wantPatch: true, wantRoll: true, wantHash: waveHash(nil, cm("1")), wantInputs: inputsOf(key, cm("1"))},
+		{name: "install key, a record under a key wave no longer has, template at Wave's hash: keyed, nothing rolls",
+			workload: deploy(false, map[string]string{InputsAnnotation: confighash.WithKeyID("deadbeef", "configmap/cm=0000000000000000")},
+				map[string]string{refs.ConfigHashAnnotation: waveHash(nil, cm("1"))}), config: cm("1"), digestKey: key,
+			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(key, cm("1"))},
+		{name: "install key, a record under a key wave no longer has, template behind: roll once",
+			workload: deploy(false, map[string]string{InputsAnnotation: confighash.WithKeyID("deadbeef", "configmap/cm=0000000000000000")},
+				map[string]string{refs.ConfigHashAnnotation: waveHash(nil, cm("0"))}), config: cm("1"), digestKey: key,
+			want: ResultRolled, wantPatch: true, wantRoll: true, wantHash: waveHash(nil, cm("1")), wantInputs: inputsOf(key, cm("1"))},
+		{name: "--hash-key-file, a record written before records named their key: named, nothing rolls",
+			workload: deploy(false, map[string]string{InputsAnnotation: bareInputsOf(key, cm("1"))}, nil), config: cm("1"), hashKey: key,
+			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(key, cm("1"))},
 		{name: "dry run: decides, writes nothing", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("0"))}, nil),
 			config: cm("1"), dryRun: true, want: ResultRolled},
 		{name: "not opted in: ignored", workload: func() *appsv1.Deployment { d := deploy(false, nil, nil); d.Annotations = nil; return d }(),
@@ -119,10 +146,14 @@ func TestSyncDecisionTable(t *testing.T) {
 				objs = append(objs, tt.config)
 			}
 			client := fake.NewSimpleClientset(objs...)
-			inf := NewInformers(client, []string{ns}, labels.Everything(), time.Minute, confighash.Digester{Key: tt.hashKey})
+			digestKey := tt.digestKey
+			if digestKey == nil {
+				digestKey = tt.hashKey
+			}
+			inf := NewInformers(client, []string{ns}, labels.Everything(), time.Minute, confighash.Digester{Key: digestKey})
 			c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
 				Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
-				HashKey: tt.hashKey, DryRun: tt.dryRun})
+				HashKey: tt.hashKey, DigestKey: tt.digestKey, DryRun: tt.dryRun})
 			require.NoError(t, err)
 			require.NoError(t, inf.workloads["Deployment"][0].GetIndexer().Add(tt.workload))
 			if tt.config != nil {
@@ -164,6 +195,11 @@ func TestSyncDecisionTable(t *testing.T) {
 			}
 			require.NoError(t, json.Unmarshal(patches[0].GetPatch(), &body))
 			assert.Equal(t, "3", body.Metadata.ResourceVersion, "the patch is conditional on the version decided on")
+			if tt.wantEmpty {
+				v, ok := body.Metadata.Annotations[InputsAnnotation]
+				assert.True(t, ok)
+				assert.Empty(t, v)
+			}
 			if tt.wantInputs != "" {
 				assert.Equal(t, tt.wantInputs, body.Metadata.Annotations[InputsAnnotation])
 			}
