@@ -434,8 +434,34 @@ func TestRunsWithTheShippedClusterRole(t *testing.T) {
 	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
 	require.NoError(t, err)
 
+	// The Role that lets wave make its install key in its own namespace (here, the test's).
+	kb, err := os.ReadFile(filepath.Join("..", "..", "config", "wave", "install-key-role.yaml"))
+	require.NoError(t, err)
+	for _, doc := range strings.Split(string(kb), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		require.NoError(t, err)
+		switch o := obj.(type) {
+		case *rbacv1.Role:
+			_, err = client.RbacV1().Roles(ns).Create(ctx(t), o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			o.Subjects = []rbacv1.Subject{{Kind: "ServiceAccount", Name: "wave", Namespace: ns}}
+			_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), o, metav1.CreateOptions{})
+		}
+		require.NoError(t, err)
+	}
+
 	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
-	p := startWave(t, ns, "--kubeconfig="+kubeconfig)
+	var p *testcluster.Process
+	require.Eventually(t, func() bool { // RBAC reaches the authorizer's cache in a moment
+		p = startWave(t, ns, "--kubeconfig="+kubeconfig, "--install-key-secret="+ns+"/configwave-install-key")
+		if strings.Contains(p.Log(), "keyedInputs=true") {
+			return true
+		}
+		p.Stop(15 * time.Second)
+		return false
+	}, eventually, 500*time.Millisecond)
+	_, err = client.CoreV1().Secrets(ns).Get(ctx(t), "configwave-install-key", metav1.GetOptions{})
+	require.NoError(t, err, "wave made its install key under the shipped RBAC")
 	createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a")))
 	before := waitRecorded(t, client, ns, "app")
 	patchCM(t, client, ns, "cm", `{"data":{"a":"2"}}`)

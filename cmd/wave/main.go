@@ -37,6 +37,7 @@ import (
 	"github.com/configwave/configwave/internal/alert"
 	"github.com/configwave/configwave/internal/cli"
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/installkey"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/migrate"
@@ -91,6 +92,7 @@ type options struct {
 	workers         int
 	hashFormat      string
 	hashKeyFile     string
+	installKey      string
 	dryRun          bool
 	crossNamespace  bool
 	rolloutDeadline time.Duration
@@ -128,6 +130,7 @@ Flags:
 	fs.IntVar(&o.workers, "workers", 4, "workloads reconciled in parallel.")
 	fs.StringVar(&o.hashFormat, "hash-format", string(confighash.HashWave), `formula of the config hash: "wave" (Wave 0.6 and later) or "wave-v05" (Wave 0.5 and earlier), so that switching from either rolls nothing.`)
 	fs.StringVar(&o.hashKeyFile, "hash-key-file", "", "file holding a key (mount it from a Secret); the config hash becomes HMAC-SHA256 under it, so that nobody who can read a Deployment can test guesses of a Secret value against the hash. Not Wave's value: switching from Wave with a key rolls each workload once.")
+	fs.StringVar(&o.installKey, "install-key-secret", "configwave-install-key", "Secret ([NAMESPACE/]NAME, default namespace: wave's own) holding the install key, 32 random bytes under \"key\" that key the digests of the configwave.io/config-inputs records, so that they test no guess of a Secret value better than Wave's hash does. wave creates it on first start where it may create Secrets there. Wave's hash stays Wave's. Not read with --hash-key-file; empty: unkeyed digests.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide, log and emit Events, but write nothing.")
 	fs.BoolVar(&o.crossNamespace, "allow-cross-namespace-refs", false, "let wave.pusher.com/extra-configmaps and extra-secrets name objects in other namespaces (Wave's behaviour). Off by default: whoever may edit a workload could otherwise make wave read another tenant's config and publish a hash of it.")
 	fs.DurationVar(&o.rolloutDeadline, "rollout-deadline", 10*time.Minute, "a StatefulSet or DaemonSet rollout that wave caused and that is not complete after this long counts as failed: a ConfigRolloutFailed Event, the rollouts metric, /status and --notify-webhook say so (a Deployment's own progressDeadlineSeconds decides for it). 0 never.")
@@ -142,11 +145,13 @@ Flags:
 
 type config struct {
 	options
-	namespaceList []string
-	selector      labels.Selector
-	format        confighash.HashFormat
-	hashKey       []byte
-	webhook       *alert.Webhook
+	namespaceList  []string
+	selector       labels.Selector
+	format         confighash.HashFormat
+	hashKey        []byte
+	webhook        *alert.Webhook
+	installKeyNS   string // the install key Secret; "" name: none
+	installKeyName string
 }
 
 func (o *options) check() (*config, error) {
@@ -192,6 +197,15 @@ func (o *options) check() (*config, error) {
 		return nil, fmt.Errorf("--rollout-deadline=%s: use a positive duration, or 0 to never fail a rollout on time alone", o.rolloutDeadline)
 	case o.leaderElection && !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0):
 		return nil, fmt.Errorf("leader election needs --leader-election-lease-duration > --leader-election-renew-deadline > --leader-election-retry-period > 0")
+	}
+	if o.installKey != "" && o.hashKeyFile == "" {
+		c.installKeyNS, c.installKeyName = source.DefaultNamespace(), o.installKey
+		if ns, name, ok := strings.Cut(o.installKey, "/"); ok {
+			c.installKeyNS, c.installKeyName = ns, name
+		}
+		if len(validation.IsDNS1123Label(c.installKeyNS)) > 0 || len(validation.IsDNS1123Subdomain(c.installKeyName)) > 0 {
+			return nil, fmt.Errorf("--install-key-secret=%q: give a Secret as NAME or NAMESPACE/NAME", o.installKey)
+		}
 	}
 	if o.notifyWebhook != "" {
 		if c.webhook, err = alert.New(o.notifyWebhook); err != nil {
@@ -276,10 +290,18 @@ func runWave(cfg *config) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"})
 
-	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod, confighash.Digester{Key: cfg.hashKey})
+	digestKey := cfg.hashKey
+	if cfg.installKeyName != "" {
+		key, err := installkey.Load(ctx, client, cfg.installKeyNS, cfg.installKeyName, !cfg.dryRun)
+		if err != nil {
+			klog.ErrorS(err, "the digests in the inputs records stay unkeyed; whoever can read a workload can test guesses of a Secret value against them")
+		}
+		digestKey = key
+	}
+	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod, confighash.Digester{Key: digestKey})
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
-	rc := rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DryRun: cfg.dryRun,
+	rc := rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
@@ -327,7 +349,7 @@ func runWave(cfg *config) error {
 		}, func(error) { ccancel() })
 	}
 	klog.InfoS("wave started", "version", cli.Version(version), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(),
-		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
+		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "keyedInputs", len(digestKey) > 0, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
 	return g.Run()
 }
 

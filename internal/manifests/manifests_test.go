@@ -3,6 +3,7 @@ package manifests_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"os"
@@ -151,7 +152,7 @@ func TestKustomizeBasesApply(t *testing.T) {
 	for _, dir := range []string{"config/wave", "config/wave-migrate", "config/reloader-rbac"} {
 		t.Run(dir, func(t *testing.T) { applyDryRun(t, decode(t, kustomize(t, dir)), "default") })
 	}
-	assert.ElementsMatch(t, []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget", "Service"},
+	assert.ElementsMatch(t, []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget", "Service"},
 		kinds(decode(t, kustomize(t, "config/wave"))))
 }
 
@@ -180,7 +181,26 @@ func TestHelmChartApplies(t *testing.T) {
 		assert.Contains(t, out, want)
 	}
 	assert.NotContains(t, string(helmTemplate(t)), "NetworkPolicy", "off by default")
-	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "extraArgs={v=2}")
+	// The install key: made by the chart, named to wave; not with a hash key, nor when told not to.
+	defaults := decode(t, helmTemplate(t))
+	var keySecret *unstructured.Unstructured
+	for _, o := range defaults {
+		if o.GetKind() == "Secret" {
+			keySecret = o
+		}
+	}
+	require.NotNil(t, keySecret, "the chart makes the install key")
+	key, _, _ := unstructured.NestedString(keySecret.Object, "data", "key")
+	raw, err := base64.StdEncoding.DecodeString(key)
+	require.NoError(t, err)
+	assert.Len(t, raw, 32)
+	assert.Equal(t, "keep", keySecret.GetAnnotations()["helm.sh/resource-policy"], "an uninstall leaves it")
+	assert.Contains(t, string(helmTemplate(t)), "--install-key-secret="+keySecret.GetName())
+	for _, set := range [][]string{{"hashKeySecret.name=wave-hash-key"}, {"installKey.create=false"}} {
+		assert.NotContains(t, kinds(decode(t, helmTemplate(t, set...))), "Secret", "%v", set)
+	}
+	assert.Contains(t, string(helmTemplate(t, "installKey.create=false", "installKey.secretName=ops/wave-key")), "--install-key-secret=ops/wave-key")
+	_, err = helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "extraArgs={v=2}")
 	require.Error(t, err, "values.schema.json rejects an extra argument that is not a flag")
 
 	// The ServiceMonitor needs the Prometheus Operator's CRDs, which this cluster lacks: check

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/installkey"
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+// Upgrading to the install key: records written with unkeyed digests are adopted without a
+// rollout, the new records test no guess of a Secret value, Wave's hash stays Wave's, and the
+// next change rolls once.
+func TestInstallKeyAdoptsUnkeyedRecordsWithoutRollout(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	const guess = "hunter2-installkey"
+	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+	createSecret(t, client, ns, "sec", map[string]string{"p": guess})
+	d := deployment(ns, "app", withEnvKey("cm", "a"), func(s *corev1.PodSpec) {
+		s.Containers[0].EnvFrom = append(s.Containers[0].EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("sec")}})
+	})
+	createDeployment(t, client, d)
+
+	// Before: unkeyed digests. Anyone who can read the Deployment can check a guess.
+	old := startWave(t, ns, "--install-key-secret=")
+	unkeyed := waitRecorded(t, client, ns, "app").Annotations[rollout.InputsAnnotation]
+	require.NotContains(t, unkeyed, "key=")
+	guessed := confighash.InputsOf(ns, refs.Uses{{Kind: refs.Secret, Namespace: ns, Name: "sec"}: {AllKeys: true}},
+		func(refs.ObjectRef) (map[string]string, bool) {
+			dg, _ := confighash.Digest(&corev1.Secret{Data: map[string][]byte{"p": []byte(guess)}})
+			return confighash.KeyDigests(dg), true
+		})
+	require.Contains(t, unkeyed, guessed.Value, "the oracle this closes: a guess's digest matches the record")
+	settle(t, old)
+	old.Stop(15 * time.Second)
+
+	p := startWave(t, ns, "--install-key-secret="+ns+"/configwave-install-key")
+	var keyed string
+	require.Eventually(t, func() bool {
+		keyed = getDeployment(t, client, ns, "app").Annotations[rollout.InputsAnnotation]
+		return strings.HasPrefix(keyed, "key=")
+	}, eventually, tick, "the record is adopted under the install key")
+	settle(t, p)
+	assert.Len(t, replicaSets(t, client, ns, "app"), 1, "adoption rolls nothing")
+	assert.NotContains(t, keyed, guessed.Value, "a guess's unkeyed digest no longer matches")
+	s, err := client.CoreV1().Secrets(ns).Get(ctx(t), "configwave-install-key", metav1.GetOptions{})
+	require.NoError(t, err, "wave made the install key")
+	assert.Len(t, s.Data[installkey.DataKey], installkey.Size)
+	assert.True(t, *s.Immutable)
+	assert.Contains(t, p.Log(), `keyedInputs=true`)
+
+	patchCM(t, client, ns, "cm", `{"data":{"a":"2"}}`)
+	require.Eventually(t, func() bool {
+		cur := getDeployment(t, client, ns, "app")
+		used := refs.Extract(ns, cur.Annotations, &cur.Spec.Template.Spec)
+		want, err := confighash.WaveHash(confighash.HashWave, used.Wave, func(r refs.ObjectRef) (any, error) {
+			if r.Kind == refs.Secret {
+				return client.CoreV1().Secrets(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
+			}
+			return client.CoreV1().ConfigMaps(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
+		})
+		require.NoError(t, err)
+		return cur.Spec.Template.Annotations[refs.ConfigHashAnnotation] == want && want != ""
+	}, eventually, tick, "the template carries Wave's own (unkeyed) hash of the new config")
+	settle(t, p)
+	assert.Len(t, replicaSets(t, client, ns, "app"), 2, "the next change rolls once")
+	p.Stop(15 * time.Second)
+
+	again := startWave(t, ns, "--install-key-secret="+ns+"/configwave-install-key")
+	settle(t, again)
+	assert.Len(t, replicaSets(t, client, ns, "app"), 2, "a restart reads the same key and rolls nothing")
+	assert.Zero(t, again.Metric(`configwave_wave_reconciles_total{result="baseline"}`))
+	for _, l := range []string{old.Log(), p.Log(), again.Log()} {
+		assert.NotContains(t, l, guess)
+	}
+}
