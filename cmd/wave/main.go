@@ -284,6 +284,14 @@ func runWave(cfg *config) error {
 	if err != nil {
 		return fmt.Errorf("create the Events client: %w", err)
 	}
+	// Pods are read only to see a config rollout's new pods crash-loop: best effort, on a
+	// rate limit of their own, never in the way of the patches.
+	podCfg := rest.CopyConfig(restCfg)
+	podCfg.QPS, podCfg.Burst, podCfg.RateLimiter = podQPS, podBurst, nil
+	podClient, err := kubernetes.NewForConfig(podCfg)
+	if err != nil {
+		return fmt.Errorf("create the pods client: %w", err)
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartStructuredLogging(4)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
@@ -301,7 +309,7 @@ func runWave(cfg *config) error {
 	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod, confighash.Digester{Key: digestKey})
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
-	rc := rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun,
+	rc := rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
@@ -353,8 +361,11 @@ func runWave(cfg *config) error {
 	return g.Run()
 }
 
-// The Events client's own rate limit.
-const eventQPS, eventBurst = 50, 100
+// The Events client's own rate limit, and the pods client's.
+const (
+	eventQPS, eventBurst = 50, 100
+	podQPS, podBurst     = 5, 10
+)
 
 // runLeader runs work while this process holds the Lease. Losing the Lease ends the process
 // (an error), as Kubernetes components do: a fresh start is the simplest correct state.

@@ -49,10 +49,12 @@ func (h *chatHook) all() string {
 	return strings.Join(h.texts, "\n")
 }
 
-// One ConfigMap change reaches two Deployments: one rolls out, and says so; the other's new
-// pods crash-loop (a kwok stage) while its old pod keeps serving, and once its progress
-// deadline passes wave says that rollout failed, in an Event, the metric, /status and the
-// webhook. When the team fixes it, wave says it recovered. No value reaches any of these.
+// One ConfigMap change reaches three Deployments: one rolls out, and says so; another's new
+// pods never become ready (a kwok stage) while its old pod keeps serving, and once its
+// progress deadline passes wave says that rollout failed, in an Event, the metric, /status
+// and the webhook; the third's new pods crash-loop, which wave sees in their status without
+// waiting for the deadline. When the team fixes one, wave says it recovered. No value
+// reaches any of these.
 func TestConfigRolloutOutcomes(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
@@ -64,16 +66,19 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	}
 	createDeployment(t, client, deployment(ns, "good", withEnvKey("cm", "a"), withSecret))
 	bad := deployment(ns, "bad", withEnvKey("cm", "a"), withSecret)
-	bad.Spec.Template.Labels = map[string]string{"app": "bad", testcluster.CrashLoopLabel: "true"} // the selector keeps app=bad only
+	bad.Spec.Template.Labels = map[string]string{"app": "bad", testcluster.NeverReadyLabel: "true"} // the selector keeps app=bad only
 	deadline := int32(3)
 	bad.Spec.ProgressDeadlineSeconds = &deadline
 	createDeployment(t, client, bad)
+	crashing := deployment(ns, "crashing", withEnvKey("cm", "a")) // the default progress deadline: 10 minutes
+	crashing.Spec.Template.Labels = map[string]string{"app": "crashing", testcluster.CrashLoopLabel: "true"}
+	createDeployment(t, client, crashing)
 	createDeployment(t, client, deployment(ns, "later", withEnvKey("later-cm", "a"))) // its config does not exist yet
 	hook := &chatHook{}
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
 	p := startWave(t, ns, "--notify-webhook="+srv.URL+"/services/T0/B0/hooksecret", "--v=5")
-	for _, name := range []string{"good", "bad"} {
+	for _, name := range []string{"good", "bad", "crashing"} {
 		waitRecorded(t, client, ns, name)
 		require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, name, eventually))
 	}
@@ -88,16 +93,22 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	assert.Contains(t, failed.Message, "configmap/cm change failed")
 	assert.Contains(t, failed.Message, "timed out progressing")
 	assert.GreaterOrEqual(t, getDeployment(t, client, ns, "bad").Status.AvailableReplicas, int32(1), "the old pod keeps serving")
+	// Its new pods crash-loop: wave sees it in their status, long before the 10-minute deadline.
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "crashing", "ConfigRolloutFailed")) > 0 }, eventually, tick,
+		"a crash-looping rollout is reported without waiting for the progress deadline")
+	assert.Regexp(t, `the configmap/cm change failed: pod crashing-[a-z0-9-]+ of the new config: container "app" is in CrashLoopBackOff \(5 restarts\)`,
+		events(t, client, ns, "crashing", "ConfigRolloutFailed")[0].Message)
 
-	assert.Equal(t, 1.0, p.Metric(`configwave_wave_rollouts_total{result="failed"}`))
+	assert.Equal(t, 2.0, p.Metric(`configwave_wave_rollouts_total{result="failed"}`))
 	assert.Equal(t, 1.0, p.Metric(`configwave_wave_rollouts_total{result="succeeded"}`))
 	code, body := p.Get("/status")
 	require.Equal(t, http.StatusOK, code)
 	var status rollout.Status
 	require.NoError(t, json.Unmarshal([]byte(body), &status), body)
 	assert.True(t, status.Leader)
-	require.Len(t, status.Failed, 1)
+	require.Len(t, status.Failed, 2)
 	assert.Equal(t, "deployment "+ns+"/bad", status.Failed[0].Workload)
+	assert.Equal(t, "deployment "+ns+"/crashing", status.Failed[1].Workload)
 	assert.Equal(t, "configmap/cm", status.Failed[0].Change)
 	require.Eventually(t, func() bool { return strings.Contains(hook.all(), "failed") }, eventually, tick, "the team is told")
 	assert.Contains(t, hook.all(), "deployment "+ns+"/bad")
@@ -105,7 +116,7 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 
 	// wave status, run as a ServiceAccount that may only read workloads in this namespace.
 	rows := waveStatus(t, readOnlyKubeconfig(t, client, ns), ns)
-	require.Len(t, rows, 3, "every opted-in workload")
+	require.Len(t, rows, 4, "every opted-in workload")
 	byName := map[string]WorkloadStatus{}
 	for _, r := range rows {
 		byName[r.Name] = r
@@ -113,6 +124,8 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	assert.Equal(t, outcome.Failed, byName["bad"].State)
 	assert.Contains(t, byName["bad"].Reason, "timed out progressing")
 	assert.Equal(t, []string{"configmap/cm", "secret/db"}, byName["bad"].Config)
+	assert.Equal(t, outcome.Failed, byName["crashing"].State, "the controller noted it in the rollout record")
+	assert.Contains(t, byName["crashing"].Reason, "CrashLoopBackOff")
 	assert.Equal(t, outcome.UpToDate, byName["good"].State)
 	assert.Equal(t, "configmap/cm", byName["good"].Change)
 	assert.False(t, byName["good"].Since.IsZero())
@@ -121,13 +134,14 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 
 	// The team fixes the app; its pods now start, and wave says the config is out.
 	_, err := client.AppsV1().Deployments(ns).Patch(ctx(t), "bad", types.JSONPatchType,
-		[]byte(`[{"op":"remove","path":"/spec/template/metadata/labels/configwave.test~1new-pods-crash"}]`), metav1.PatchOptions{})
+		[]byte(`[{"op":"remove","path":"/spec/template/metadata/labels/configwave.test~1new-pods-never-ready"}]`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(events(t, client, ns, "bad", "ConfigRolledOut")) > 0 }, eventually, tick, "the recovery is reported")
 	require.Eventually(t, func() bool { return strings.Contains(hook.all(), "recovered") }, eventually, tick)
 	_, body = p.Get("/status")
 	require.NoError(t, json.Unmarshal([]byte(body), &status))
-	assert.Empty(t, status.Failed, "listed until the workload is up to date")
+	require.Len(t, status.Failed, 1, "listed until the workload is up to date")
+	assert.Equal(t, "deployment "+ns+"/crashing", status.Failed[0].Workload)
 	rec, err := outcome.ParseRecord(getDeployment(t, client, ns, "bad").Annotations[outcome.Annotation])
 	require.NoError(t, err)
 	assert.Equal(t, "configmap/cm", rec.Change)
@@ -138,7 +152,7 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	for _, e := range all.Items {
 		assert.NotContains(t, e.Message, secretValue)
 	}
-	for _, name := range []string{"good", "bad"} {
+	for _, name := range []string{"good", "bad", "crashing"} {
 		d := getDeployment(t, client, ns, name)
 		for k, v := range d.Annotations {
 			assert.NotContains(t, v, secretValue, k)

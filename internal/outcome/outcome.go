@@ -29,6 +29,10 @@ type Record struct {
 	Change string `json:"change,omitempty"`
 	// Started is when wave wrote the new template.
 	Started time.Time `json:"started,omitzero"`
+	// Failed says why wave judged that rollout failed (new pods crash-looping, a deadline),
+	// so that `wave status` and a new leader see it; "" while it was not.
+	Failed   string    `json:"failed,omitempty"`
+	FailedAt time.Time `json:"failedAt,omitzero"`
 	// Missing names required config that does not exist, so the workload waits for it.
 	Missing      string    `json:"missing,omitempty"`
 	MissingSince time.Time `json:"missingSince,omitzero"`
@@ -52,7 +56,7 @@ func ParseRecord(s string) (Record, error) {
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		return Record{}, fmt.Errorf("annotation %s is not what wave writes (%v); remove it, wave writes it again on the next rollout", Annotation, err)
 	}
-	r.Change, r.Missing = clean(r.Change), clean(r.Missing)
+	r.Change, r.Missing, r.Failed = clean(r.Change), clean(r.Missing), clean(r.Failed)
 	return r, nil
 }
 
@@ -73,7 +77,7 @@ func clean(s string) string {
 
 // String is the annotation value.
 func (r Record) String() string {
-	r.Change, r.Missing = clean(r.Change), clean(r.Missing)
+	r.Change, r.Missing, r.Failed = clean(r.Change), clean(r.Missing), clean(r.Failed)
 	b, _ := json.Marshal(r) // strings and times only: cannot fail
 	return string(b)
 }
@@ -109,6 +113,8 @@ func Evaluate(rec Record, p workload.Progress, now time.Time, deadline time.Dura
 		return Verdict{State: UpToDate, Since: rec.Started, Change: rec.Change}
 	case p.Failed != "":
 		return Verdict{State: Failed, Since: p.FailedAt, Change: rec.Change, Reason: p.Failed}
+	case rec.Failed != "":
+		return Verdict{State: Failed, Since: rec.FailedAt, Change: rec.Change, Reason: rec.Failed}
 	case !p.OwnDeadline && deadline > 0 && now.Sub(rec.Started) > deadline:
 		return Verdict{State: Failed, Since: rec.Started.Add(deadline), Change: rec.Change,
 			Reason: fmt.Sprintf("not complete %s after the change (wave's --rollout-deadline)", deadline)}
@@ -119,7 +125,7 @@ func Evaluate(rec Record, p workload.Progress, now time.Time, deadline time.Dura
 // DueIn is how long until a rolling workload of a kind without its own deadline fails on
 // time, so the controller looks again then; 0 when nothing is due.
 func DueIn(rec Record, p workload.Progress, now time.Time, deadline time.Duration) time.Duration {
-	if rec.Started.IsZero() || rec.Missing != "" || p.Done || p.Failed != "" || p.OwnDeadline || deadline <= 0 {
+	if rec.Started.IsZero() || rec.Missing != "" || p.Done || p.Failed != "" || rec.Failed != "" || p.OwnDeadline || deadline <= 0 {
 		return 0
 	}
 	if d := rec.Started.Add(deadline).Sub(now); d > 0 {

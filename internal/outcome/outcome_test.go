@@ -32,6 +32,11 @@ func TestEvaluate(t *testing.T) {
 		{"no deadline of its own: past wave's", rolled, workload.Progress{}, t0.Add(deadline + time.Second),
 			Verdict{State: Failed, Since: t0.Add(deadline), Change: "configmap/app", Reason: "not complete 10m0s after the change (wave's --rollout-deadline)"}},
 		{"done late is still done", rolled, workload.Progress{Done: true}, t0.Add(time.Hour), Verdict{State: UpToDate, Since: t0, Change: "configmap/app"}},
+		{"failed on record (new pods crash-looped)", Record{Change: "configmap/app", Started: t0, Failed: "pod app-1: container \"app\" in CrashLoopBackOff", FailedAt: t0.Add(20 * time.Second)},
+			workload.Progress{OwnDeadline: true}, t0.Add(time.Minute),
+			Verdict{State: Failed, Since: t0.Add(20 * time.Second), Change: "configmap/app", Reason: "pod app-1: container \"app\" in CrashLoopBackOff"}},
+		{"failed on record, then done (fixed)", Record{Change: "configmap/app", Started: t0, Failed: "crash", FailedAt: t0}, workload.Progress{Done: true}, t0.Add(time.Hour),
+			Verdict{State: UpToDate, Since: t0, Change: "configmap/app"}},
 		{"missing config", Record{Change: "configmap/app", Started: t0, Missing: "secret/db", MissingSince: t0.Add(time.Minute)}, workload.Progress{Done: true}, t0.Add(time.Hour),
 			Verdict{State: Waiting, Since: t0.Add(time.Minute), Change: "configmap/app", Reason: "secret/db missing"}},
 	} {
@@ -89,7 +94,7 @@ func FuzzParseRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, text := range []string{r.Change, r.Missing} {
+		for _, text := range []string{r.Change, r.Missing, r.Failed} {
 			if len(text) > maxText+len("…") {
 				t.Fatalf("kept %d bytes", len(text))
 			}
@@ -103,7 +108,7 @@ func FuzzParseRecord(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a record wave writes does not parse: %v", err)
 		}
-		if again.Change != r.Change || again.Missing != r.Missing || !again.Started.Equal(r.Started) {
+		if again.Change != r.Change || again.Missing != r.Missing || again.Failed != r.Failed || !again.Started.Equal(r.Started) {
 			t.Fatalf("round trip changed %+v into %+v", r, again)
 		}
 	})

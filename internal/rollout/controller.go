@@ -69,6 +69,9 @@ type Config struct {
 	// RolloutDeadline: a StatefulSet or DaemonSet rollout not complete after this long counts
 	// as failed (a Deployment's own progressDeadlineSeconds decides for it); 0 never.
 	RolloutDeadline time.Duration
+	// PodClient, when set, reads the pods of workloads under a config rollout, so that new
+	// pods crash-looping fail the rollout at once (give it a rate limit of its own).
+	PodClient kubernetes.Interface
 	// Alert, when set, receives one line of text for each failed config rollout and each
 	// recovery (--notify-webhook). It names workloads and objects, never a value.
 	Alert func(text string)
@@ -81,6 +84,7 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	full    *fullObjects
 	follow  *follower
+	crash   *crashLoops // nil without a PodClient
 	leading atomic.Bool // Run is running: this replica decides
 }
 
@@ -100,6 +104,9 @@ func NewController(cfg Config) (*Controller, error) {
 	c.keyID = confighash.KeyID(c.DigestKey)
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
 	c.follow = newFollower()
+	if cfg.PodClient != nil {
+		c.crash = newCrashLoops(cfg.PodClient, cfg.Informers, func(key string) { c.queue.Add(key) })
+	}
 	for kind, list := range cfg.Informers.workloads {
 		for _, inf := range list {
 			// The reverse index lives in the informers, kept current by client-go on every
@@ -241,6 +248,9 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	c.leading.Store(true)
 	defer c.leading.Store(false)
 	var wg sync.WaitGroup
+	if c.crash != nil {
+		wg.Go(func() { c.crash.run(ctx) })
+	}
 	for range workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
@@ -304,11 +314,14 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 	w, ok := c.Informers.Workload(kind, ns, name)
 	if !ok || !w.OptedIn() {
 		c.follow.forget(key)
+		if c.crash != nil {
+			c.crash.forget(key)
+		}
 		return ResultIgnored, nil
 	}
 	result, err := c.decide(ctx, w)
 	if err == nil && result != ResultRolled {
-		c.followUp(w)
+		c.followUp(ctx, w)
 	}
 	return result, err
 }

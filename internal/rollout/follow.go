@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"sync"
@@ -49,6 +50,12 @@ func (f *follower) started(key string, rec outcome.Record) {
 	f.mu.Lock()
 	f.seen[key] = followed{state: outcome.Rolling, started: rec.Started, ours: true}
 	f.mu.Unlock()
+}
+
+func (f *follower) isOurs(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seen[key].ours
 }
 
 func (f *follower) forget(key string) {
@@ -128,7 +135,7 @@ func (c *Controller) Status() any {
 }
 
 // followUp judges w's last config rollout and reports what changed since the last look.
-func (c *Controller) followUp(w workload.Workload) {
+func (c *Controller) followUp(ctx context.Context, w workload.Workload) {
 	key := w.Key()
 	rec, err := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation])
 	if err != nil {
@@ -142,7 +149,19 @@ func (c *Controller) followUp(w workload.Workload) {
 	if !w.Progress.Observed {
 		return // its controller has not looked at the current generation yet: nothing to judge
 	}
-	v := outcome.Evaluate(rec, w.Progress, now, c.RolloutDeadline)
+	p := w.Progress
+	if c.crash != nil {
+		if cl, ok := c.crash.of(key, w.Template.Annotations[InputsHashAnnotation]); ok && !p.Done && p.Failed == "" {
+			p.Failed, p.FailedAt = cl.reason, cl.at
+		}
+	}
+	v := outcome.Evaluate(rec, p, now, c.RolloutDeadline)
+	defer func() {
+		if v.State == outcome.Rolling && c.crash != nil && c.follow.isOurs(key) {
+			c.crash.ask(key, now) // are the new pods crash-looping?
+			c.queue.AddAfter(key, crashCheckEvery)
+		}
+	}()
 	switch r := c.follow.transition(key, w, rec, v); r {
 	case reportRolledOut, reportRecovered:
 		took := now.Sub(rec.Started).Round(100 * time.Millisecond)
@@ -156,6 +175,13 @@ func (c *Controller) followUp(w workload.Workload) {
 		c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "ConfigRolloutFailed", "the rollout of the %s change failed: %s; the old pods keep serving. Revert the change, or fix the config: the next change rolls again", v.Change, v.Reason)
 		klog.InfoS("config rollout failed", "workload", w.String(), "change", v.Change, "reason", v.Reason)
 		c.Metrics.Rollouts.WithLabelValues(RolloutFailed).Inc()
+		if rec.Failed == "" { // on record, for `wave status` and for a new leader
+			failed := rec
+			failed.Failed, failed.FailedAt = v.Reason, v.Since.UTC().Truncate(time.Second)
+			if err := c.patch(ctx, w, "outcome", nil, failed, "", ""); err != nil {
+				klog.V(2).InfoS("could not note the failure in the rollout record", "workload", w.String(), "err", err)
+			}
+		}
 		c.alert(fmt.Sprintf("configwave: the rollout of %s failed after %s changed: %s. The old pods keep serving; revert the change (git revert) or fix the config.", w, v.Change, v.Reason))
 	}
 }

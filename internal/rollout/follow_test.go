@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -60,10 +61,10 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	}
 	r := outcome.Record{Change: "configmap/app", Started: started}
 
-	c.followUp(dep("app", r, false, "")) // first sight, rolling
+	c.followUp(context.Background(), dep("app", r, false, "")) // first sight, rolling
 	assert.Empty(t, events())
-	c.followUp(dep("app", r, false, "")) // no change
-	c.followUp(dep("app", r, true, ""))
+	c.followUp(context.Background(), dep("app", r, false, "")) // no change
+	c.followUp(context.Background(), dep("app", r, true, ""))
 	ev := events()
 	require.Len(t, ev, 1)
 	assert.Regexp(t, `^Normal ConfigRolledOut the configmap/app change is rolled out: every pod runs the current config \(5(\.\d)?s after wave started the rollout\)$`, ev[0])
@@ -71,7 +72,7 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	r = outcome.Record{Change: "configmap/app", Started: started.Add(time.Second)}
 	c.follow.started("Deployment/ns/app", r) // this replica wrote the next rollout
 	stuck := `ReplicaSet "app-7c9" has timed out progressing.`
-	c.followUp(dep("app", r, false, stuck))
+	c.followUp(context.Background(), dep("app", r, false, stuck))
 	ev = events()
 	require.Len(t, ev, 1)
 	assert.Equal(t, `Warning ConfigRolloutFailed the rollout of the configmap/app change failed: ReplicaSet "app-7c9" has timed out progressing.; the old pods keep serving. Revert the change, or fix the config: the next change rolls again`, ev[0])
@@ -79,14 +80,14 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	assert.Contains(t, alerts[0], "deployment ns/app")
 	assert.Contains(t, alerts[0], "configmap/app")
 	assert.Equal(t, []FailedRollout{{Workload: "deployment ns/app", Change: "configmap/app", Reason: stuck}}, c.follow.Failed())
-	c.followUp(dep("app", r, false, stuck))
+	c.followUp(context.Background(), dep("app", r, false, stuck))
 	assert.Empty(t, events(), "a failure is reported once")
 
 	fixing := dep("app", r, false, "")
 	fixing.Meta.Generation = 3 // fixed by hand: a new template, not seen yet
-	c.followUp(fixing)
+	c.followUp(context.Background(), fixing)
 	assert.Empty(t, events())
-	c.followUp(dep("app", r, true, "")) // fixed
+	c.followUp(context.Background(), dep("app", r, true, "")) // fixed
 	ev = events()
 	require.Len(t, ev, 1)
 	assert.True(t, strings.HasPrefix(ev[0], "Normal ConfigRolledOut"))
@@ -94,17 +95,17 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	assert.Contains(t, alerts[1], "recovered")
 	assert.Empty(t, c.follow.Failed())
 
-	c.followUp(dep("other", r, false, stuck)) // a new leader finds it failed
+	c.followUp(context.Background(), dep("other", r, false, stuck)) // a new leader finds it failed
 	assert.Empty(t, events())
 	assert.Len(t, alerts, 2)
 	assert.Len(t, c.follow.Failed(), 1, "listed at /status all the same")
 
 	// Someone changes the image of an up-to-date workload: its pods roll, and even fail, but no
 	// config rollout is under way, so wave says nothing.
-	c.followUp(dep("image", r, true, ""))
-	c.followUp(dep("image", r, false, ""))
-	c.followUp(dep("image", r, false, stuck))
-	c.followUp(dep("image", r, true, ""))
+	c.followUp(context.Background(), dep("image", r, true, ""))
+	c.followUp(context.Background(), dep("image", r, false, ""))
+	c.followUp(context.Background(), dep("image", r, false, stuck))
+	c.followUp(context.Background(), dep("image", r, true, ""))
 	assert.Empty(t, events())
 	assert.Len(t, c.follow.Failed(), 1, "only the workload found failed before")
 
@@ -113,8 +114,8 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	unobserved := dep("app", r, true, "")
 	unobserved.Progress.Observed = false
 	unobserved.Progress.Done = false
-	c.followUp(unobserved)
-	c.followUp(dep("app", r, true, ""))
+	c.followUp(context.Background(), unobserved)
+	c.followUp(context.Background(), dep("app", r, true, ""))
 	assert.Empty(t, events())
 
 	assert.Equal(t, 2.0, testutil.ToFloat64(c.Metrics.Rollouts.WithLabelValues(RolloutSucceeded)))
@@ -132,7 +133,7 @@ func TestFollowUpLooksAgainAtWavesDeadline(t *testing.T) {
 		Annotations: map[string]string{outcome.Annotation: outcome.Record{Change: "secret/db", Started: time.Now()}.String()}},
 		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2}}
 	w, _ := workload.Of(s)
-	c.followUp(w)
+	c.followUp(context.Background(), w)
 	assert.Zero(t, c.queue.Len(), "not due yet")
 	require.Eventually(t, func() bool { return c.queue.Len() == 1 }, 5*time.Second, 10*time.Millisecond)
 	key, _ := c.queue.Get()

@@ -12,8 +12,13 @@ import (
 // that the app cannot start with.
 const CrashLoopLabel = "configwave.test/new-pods-crash"
 
-// crashLoopStage is a kwok stage with weight 1: where it matches, kwok picks it over the
-// standard pod-ready stage (weight 0).
+// NeverReadyLabel, set to "true" on a pod template, makes the pods that a config rollout
+// brings run but never become ready under kwok (a readiness probe that keeps failing), while
+// the pods from before the rollout serve.
+const NeverReadyLabel = "configwave.test/new-pods-never-ready"
+
+// The stages have weight 1: where one matches, kwok picks it over the standard pod-ready
+// stage (weight 0).
 const crashLoopStage = `apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -64,10 +69,60 @@ spec:
       {{ end }}
 `
 
+const neverReadyStage = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: configwave-new-pods-never-ready
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  weight: 1
+  selector:
+    matchLabels:
+      ` + NeverReadyLabel + `: "true"
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Pending'
+    - key: '.metadata.annotations["configwave.io/config-inputs-hash"]'
+      operator: 'Exists'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      phase: Running
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Initialized
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "False"
+        reason: ContainersNotReady
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "False"
+        reason: ContainersNotReady
+        type: ContainersReady
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: false
+        restartCount: 0
+        started: true
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+`
+
 // writeStages writes the stages of our own beside the cluster and returns the path.
 func writeStages(dir string) (string, error) {
 	path := filepath.Join(dir, "kwok-stages-configwave.yaml")
-	if err := os.WriteFile(path, []byte(crashLoopStage), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(crashLoopStage+"---\n"+neverReadyStage), 0o644); err != nil {
 		return "", fmt.Errorf("write kwok stages: %w", err)
 	}
 	return path, nil

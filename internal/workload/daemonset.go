@@ -23,6 +23,7 @@ var daemonSets = typed[*appsv1.DaemonSet, *appsv1.DaemonSetList]{
 	view: func(o *appsv1.DaemonSet) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
 		return &o.ObjectMeta, &o.Spec.Template
 	},
+	selector: func(o *appsv1.DaemonSet) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: daemonSetProgress,
 	items:    func(l *appsv1.DaemonSetList) ([]*appsv1.DaemonSet, string) { return pointers(l.Items), l.Continue },
 }

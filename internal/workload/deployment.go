@@ -23,6 +23,7 @@ var deployments = typed[*appsv1.Deployment, *appsv1.DeploymentList]{
 	view: func(o *appsv1.Deployment) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
 		return &o.ObjectMeta, &o.Spec.Template
 	},
+	selector: func(o *appsv1.Deployment) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: deploymentProgress,
 	items:    func(l *appsv1.DeploymentList) ([]*appsv1.Deployment, string) { return pointers(l.Items), l.Continue },
 }

@@ -61,7 +61,8 @@ type Workload struct {
 	Object   runtime.Object // for Events
 	Meta     *metav1.ObjectMeta
 	Template *corev1.PodTemplateSpec
-	Progress Progress // how far the kind's controller got with the current template
+	Selector *metav1.LabelSelector // of its pods
+	Progress Progress              // how far the kind's controller got with the current template
 }
 
 // Of returns the Workload view of an object of any kind, or false for any other type.

@@ -23,6 +23,7 @@ var statefulSets = typed[*appsv1.StatefulSet, *appsv1.StatefulSetList]{
 	view: func(o *appsv1.StatefulSet) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
 		return &o.ObjectMeta, &o.Spec.Template
 	},
+	selector: func(o *appsv1.StatefulSet) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: statefulSetProgress,
 	items:    func(l *appsv1.StatefulSetList) ([]*appsv1.StatefulSet, string) { return pointers(l.Items), l.Continue },
 }

@@ -26,6 +26,7 @@ type typed[T runtime.Object, L any] struct {
 	informer func(informers.SharedInformerFactory) cache.SharedIndexInformer
 	client   func(c kubernetes.Interface, namespace string) typedClient[T, L]
 	view     func(T) (*metav1.ObjectMeta, *corev1.PodTemplateSpec)
+	selector func(T) *metav1.LabelSelector
 	progress func(T) Progress
 	items    func(L) (objs []T, continueToken string)
 }
@@ -42,7 +43,7 @@ func (t typed[T, L]) Of(obj any) (Workload, bool) {
 		return Workload{}, false
 	}
 	meta, tmpl := t.view(o)
-	return Workload{Kind: t.kind, Object: o, Meta: meta, Template: tmpl, Progress: t.progress(o)}, true
+	return Workload{Kind: t.kind, Object: o, Meta: meta, Template: tmpl, Selector: t.selector(o), Progress: t.progress(o)}, true
 }
 
 func (t typed[T, L]) Get(ctx context.Context, c kubernetes.Interface, namespace, name string) (Workload, error) {
