@@ -149,11 +149,15 @@ func kinds(objs []*unstructured.Unstructured) []string {
 func TestKustomizeBasesApply(t *testing.T) {
 	testcluster.Need(t, cluster)
 	ensureNamespace(t, "configwave-system")
-	for _, dir := range []string{"config/wave", "config/wave-migrate", "config/reloader-rbac"} {
+	for _, dir := range []string{"config/wave", "config/wave-hash-key", "config/wave-migrate", "config/reloader-rbac"} {
 		t.Run(dir, func(t *testing.T) { applyDryRun(t, decode(t, kustomize(t, dir)), "default") })
 	}
 	assert.ElementsMatch(t, []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget", "Service"},
 		kinds(decode(t, kustomize(t, "config/wave"))))
+	keyed := string(kustomize(t, "config/wave-hash-key"))
+	for _, want := range []string{"--hash-key-file=/var/run/secrets/configwave/hash-key/key", "secretName: configwave-hash-key", "mountPath: /var/run/secrets/configwave/hash-key"} {
+		assert.Contains(t, keyed, want)
+	}
 }
 
 func TestHelmChartApplies(t *testing.T) {
