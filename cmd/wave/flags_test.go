@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/rollout"
 )
 
 func TestFlags(t *testing.T) {
@@ -40,6 +41,14 @@ func TestFlags(t *testing.T) {
 		{name: "leader election defaults its namespace", args: []string{"--leader-election"}, check: func(t *testing.T, c *config) {
 			assert.NotEmpty(t, c.leaderNamespace)
 		}},
+		{name: "one dialect", args: []string{"--annotations=stakater"}, check: func(t *testing.T, c *config) {
+			assert.Equal(t, rollout.Dialects{Stakater: true}, c.dialects)
+		}},
+		{name: "both dialects by default", args: nil, check: func(t *testing.T, c *config) {
+			assert.Equal(t, rollout.Dialects{Wave: true, Stakater: true}, c.dialects)
+		}},
+		{name: "an unknown dialect", args: []string{"--annotations=wave,reloader"}, wantErr: `--annotations="wave,reloader": "reloader" is not a dialect; use wave, stakater or both`},
+		{name: "no dialect", args: []string{"--annotations="}, wantErr: `--annotations="": name at least one dialect`},
 		{name: "bad namespace", args: []string{"--namespaces=Prod"}, wantErr: `--namespaces: "Prod" is not a namespace name`},
 		{name: "bad selector", args: []string{"--label-selector=a in (b"}, wantErr: "--label-selector="},
 		{name: "bad hash format", args: []string{"--hash-format=md5"}, wantErr: `--hash-format="md5": use "wave"`},

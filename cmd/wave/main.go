@@ -80,6 +80,7 @@ func runMain(args []string) int {
 type options struct {
 	namespaces      string
 	labelSelector   string
+	annotations     string
 	syncPeriod      time.Duration
 	leaderElection  bool
 	leaderID        string
@@ -118,6 +119,7 @@ Flags:
 	}
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch; empty watches all.")
 	fs.StringVar(&o.labelSelector, "label-selector", "", "only manage workloads whose labels match this selector.")
+	fs.StringVar(&o.annotations, "annotations", "wave,stakater", `annotation dialects read: "wave" (wave.pusher.com/update-on-config-change and extra-*), "stakater" (Stakater Reloader's reloader.stakater.com/auto, configmap.reloader.stakater.com/reload, search and match, excludes, ignore), or both. A workload that speaks both rolls once per change.`)
 	fs.DurationVar(&o.syncPeriod, "sync-period", 5*time.Minute, "how often every workload is reconciled even without a change (a reconcile that finds nothing to do writes nothing).")
 	fs.BoolVar(&o.leaderElection, "leader-election", false, "run several replicas; only the holder of a Lease reconciles.")
 	fs.StringVar(&o.leaderID, "leader-election-id", "configwave-wave", "name of the Lease.")
@@ -147,6 +149,7 @@ type config struct {
 	options
 	namespaceList  []string
 	selector       labels.Selector
+	dialects       rollout.Dialects
 	format         confighash.HashFormat
 	hashKey        []byte
 	webhook        *alert.Webhook
@@ -174,6 +177,9 @@ func (o *options) check() (*config, error) {
 		c.selector = sel
 	}
 	var err error
+	if c.dialects, err = rollout.ParseDialects(o.annotations); err != nil {
+		return nil, err
+	}
 	if c.format, err = confighash.ParseHashFormat(o.hashFormat); err != nil {
 		return nil, err
 	}
@@ -310,7 +316,7 @@ func runWave(cfg *config) error {
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
 	rc := rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,
-		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline}
+		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
 	}
@@ -356,7 +362,7 @@ func runWave(cfg *config) error {
 			return runLeader(cctx, cfg, client, func(ctx context.Context) error { return ctrl.Run(ctx, cfg.workers) })
 		}, func(error) { ccancel() })
 	}
-	klog.InfoS("wave started", "version", cli.Version(version), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(),
+	klog.InfoS("wave started", "version", cli.Version(version), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(), "annotations", cfg.annotations,
 		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "keyedInputs", len(digestKey) > 0, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
 	return g.Run()
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/workload"
 )
 
@@ -37,10 +38,11 @@ func newStatusFlagSet(o *statusOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("wave status", flag.ContinueOnError)
 	fs.SortFlags = false
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `wave status lists the workloads that opted in to wave, the ConfigMaps and Secrets
-each one uses, and whether its pods run the current config: up to date, rolling, failed,
-or waiting for missing config, and since when. It reads the records wave writes on the
-workloads, so it needs read access to Deployments, StatefulSets and DaemonSets only.
+		fmt.Fprintf(fs.Output(), `wave status lists the workloads that opted in to wave (in Wave's or Stakater Reloader's
+annotations), the ConfigMaps and Secrets each one uses, and whether its pods run the
+current config: up to date, rolling, failed, or waiting for missing config, and since when.
+It reads the records wave writes on the workloads, so it needs read access to Deployments,
+StatefulSets and DaemonSets only.
 
 Usage: wave status [flags]
 
@@ -137,7 +139,7 @@ func collectStatus(ctx context.Context, client kubernetes.Interface, namespaces 
 					return nil, fmt.Errorf("list %ss %s: %w (wave status needs list access to them)", strings.ToLower(string(t.Kind())), where, err)
 				}
 				for _, w := range ws {
-					if w.OptedIn() {
+					if wave, stakater := rollout.Select(rollout.Dialects{}, w); wave || stakater != nil {
 						rows = append(rows, statusOf(w, now, deadline))
 					}
 				}

@@ -40,8 +40,9 @@ func (dg Digester) keyDigest(b []byte) string {
 // Digest is Digester{}.Transform.
 func Digest(obj any) (any, error) { return Digester{}.Transform(obj) }
 
-// Transform is the informer transform for ConfigMaps and Secrets: it keeps name, namespace, UID
-// and resourceVersion, and replaces every value by its digest. The cache then holds a few
+// Transform is the informer transform for ConfigMaps and Secrets: it keeps name, namespace, UID,
+// resourceVersion and Reloader's match and ignore annotations, and replaces every value by its
+// digest. The cache then holds a few
 // dozen bytes per key instead of the config itself (peers hold every byte of every Secret).
 // Annotations and managedFields go too: `kubectl apply` copies the whole object into an
 // annotation.
@@ -73,8 +74,22 @@ func (dg Digester) Transform(obj any) (any, error) {
 }
 
 func slim(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, GenerateName: digestedMark}
+	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, GenerateName: digestedMark}
+	for _, k := range keptAnnotations {
+		if v, ok := m.Annotations[k]; ok {
+			if out.Annotations == nil {
+				out.Annotations = make(map[string]string, len(keptAnnotations))
+			}
+			out.Annotations[k] = v
+		}
+	}
+	return out
 }
+
+// keptAnnotations are the annotations of a ConfigMap or Secret that decide whether a change
+// of it rolls a workload (Stakater Reloader's search match, and its ignore). Only objects
+// that carry them pay for a map.
+var keptAnnotations = []string{refs.StakaterMatch, refs.StakaterIgnore}
 
 // KeyDigests returns a digested object's key → digest map.
 func KeyDigests(obj any) map[string]string {
@@ -111,10 +126,7 @@ func InputsOf(namespace string, uses refs.Uses, digests DigestsFunc) Inputs {
 	entries := make([]string, 0, len(uses))
 	for _, ref := range uses.Refs() {
 		u := uses[ref]
-		name := strings.ToLower(string(ref.Kind)) + "/" + ref.Name
-		if ref.Namespace != namespace {
-			name = strings.ToLower(string(ref.Kind)) + "/" + ref.Namespace + "/" + ref.Name
-		}
+		name := EntryName(namespace, ref)
 		keys, exists := digests(ref)
 		var d string
 		switch {
@@ -131,6 +143,15 @@ func InputsOf(namespace string, uses refs.Uses, digests DigestsFunc) Inputs {
 	}
 	in.Value = strings.Join(entries, ",")
 	return in
+}
+
+// EntryName names ref in the inputs record of a workload in namespace: "configmap/NAME", or
+// "configmap/NS/NAME" for another namespace.
+func EntryName(namespace string, ref refs.ObjectRef) string {
+	if ref.Namespace != namespace {
+		return strings.ToLower(string(ref.Kind)) + "/" + ref.Namespace + "/" + ref.Name
+	}
+	return strings.ToLower(string(ref.Kind)) + "/" + ref.Name
 }
 
 // objectDigest covers the keys u uses: all of them, or each listed one (present or absent).

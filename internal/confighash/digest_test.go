@@ -18,10 +18,11 @@ func cmRef(name string) refs.ObjectRef {
 
 func TestDigestTransform(t *testing.T) {
 	cm := cmObj("a", map[string]string{"k": "value"}, map[string][]byte{"b": {1}})
-	cm.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 10000)}
+	cm.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 10000), refs.StakaterMatch: "true"}
 	out, err := Digest(cm)
 	require.NoError(t, err)
 	d := out.(*corev1.ConfigMap)
+	assert.Equal(t, map[string]string{refs.StakaterMatch: "true"}, d.Annotations, "only Reloader's match and ignore are kept")
 	assert.NotContains(t, d.Data["k"], "value")
 	assert.Len(t, d.Data, 2)
 	assert.NotContains(t, d.Annotations, "kubectl.kubernetes.io/last-applied-configuration", "big annotations are dropped")

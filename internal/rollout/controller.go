@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,8 @@ type Config struct {
 	DryRun    bool // decide, log and emit Events; write nothing
 	// AllowCrossNamespaceRefs lets extra-* entries name other namespaces (Wave's behaviour).
 	AllowCrossNamespaceRefs bool
+	// Dialects are the annotation dialects read (--annotations); zero: Wave's and Reloader's.
+	Dialects Dialects
 	// RolloutDeadline: a StatefulSet or DaemonSet rollout not complete after this long counts
 	// as failed (a Deployment's own progressDeadlineSeconds decides for it); 0 never.
 	RolloutDeadline time.Duration
@@ -111,7 +114,7 @@ func NewController(cfg Config) (*Controller, error) {
 		for _, inf := range list {
 			// The reverse index lives in the informers, kept current by client-go on every
 			// replica: a standby that becomes the leader finds it complete.
-			if err := inf.AddIndexers(cache.Indexers{byConfig: c.configKeys, byOptIn: optInKey}); err != nil {
+			if err := inf.AddIndexers(cache.Indexers{byConfig: c.configKeys, byOptIn: c.optInKey, byPattern: c.patternKey}); err != nil {
 				return nil, fmt.Errorf("index %s by the config they use: %w", kind, err)
 			}
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -187,6 +190,10 @@ func (c *Controller) enqueueUsers(kind refs.ConfigKind, obj any) {
 				c.enqueueWorkload(obj)
 			}
 			users += len(objs)
+			patterned, _ := inf.GetIndexer().ByIndex(byPattern, ref.Namespace)
+			for _, obj := range patterned {
+				c.enqueueWorkload(obj)
+			}
 		}
 	}
 	klog.V(4).InfoS("config changed", "object", ref.String(), "users", users)
@@ -196,13 +203,20 @@ func (c *Controller) enqueueUsers(kind refs.ConfigKind, obj any) {
 const (
 	byConfig = "config" // every ConfigMap and Secret an opted-in workload uses, as ObjectRef.String
 	byOptIn  = "optIn"  // "true" for opted-in workloads
+	// byPattern: the namespace, for workloads whose Reloader reload lists hold a regular
+	// expression (rare): a change of any object there is looked at for them.
+	byPattern = "pattern"
 )
 
 // configKeys is the byConfig index function: what an opted-in workload's template uses,
 // objects that do not exist yet included, other namespaces only where they are allowed.
 func (c *Controller) configKeys(obj any) ([]string, error) {
 	w, ok := workload.Of(obj)
-	if !ok || !w.OptedIn() {
+	if !ok {
+		return nil, nil
+	}
+	sel := c.selectionOf(w)
+	if !sel.optedIn() {
 		return nil, nil
 	}
 	used := refs.Extract(w.Meta.Namespace, w.Meta.Annotations, &w.Template.Spec)
@@ -210,6 +224,15 @@ func (c *Controller) configKeys(obj any) ([]string, error) {
 		used.DropOtherNamespaces(w.Meta.Namespace)
 	}
 	all := union(used.Visible.Refs(), used.Wave.Refs())
+	if sel.stakater != nil { // names in Reloader's reload lists, used by the pods or not
+		for kind, list := range map[refs.ConfigKind][]*regexp.Regexp{refs.ConfigMap: sel.stakater.ConfigMapNames, refs.Secret: sel.stakater.SecretNames} {
+			for _, re := range list {
+				if name, ok := refs.Literal(re); ok {
+					all = union(all, []refs.ObjectRef{{Kind: kind, Namespace: w.Meta.Namespace, Name: name}})
+				}
+			}
+		}
+	}
 	keys := make([]string, len(all))
 	for i, r := range all {
 		keys[i] = r.String()
@@ -217,9 +240,22 @@ func (c *Controller) configKeys(obj any) ([]string, error) {
 	return keys, nil
 }
 
-func optInKey(obj any) ([]string, error) {
-	if w, ok := workload.Of(obj); ok && w.OptedIn() {
+func (c *Controller) optInKey(obj any) ([]string, error) {
+	if w, ok := workload.Of(obj); ok && c.selectionOf(w).optedIn() {
 		return []string{"true"}, nil
+	}
+	return nil, nil
+}
+
+// patternKey is the byPattern index function: the namespace of a workload whose Reloader
+// reload list holds a regular expression, which any object of the namespace may match.
+func (c *Controller) patternKey(obj any) ([]string, error) {
+	w, ok := workload.Of(obj)
+	if !ok {
+		return nil, nil
+	}
+	if sel := c.selectionOf(w); sel.stakater != nil && sel.stakater.HasPatterns() {
+		return []string{w.Meta.Namespace}, nil
 	}
 	return nil, nil
 }
@@ -312,7 +348,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		return ResultIgnored, nil // a bad key can never succeed
 	}
 	w, ok := c.Informers.Workload(kind, ns, name)
-	if !ok || !w.OptedIn() {
+	if !ok || !c.selectionOf(w).optedIn() {
 		c.follow.forget(key)
 		if c.crash != nil {
 			c.crash.forget(key)
@@ -330,6 +366,12 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, error) {
 	ns := w.Meta.Namespace
 	rec, _ := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation]) // followUp reports a bad one
+	sel := c.selectionOf(w)
+	if sel.stakater != nil {
+		for _, p := range sel.stakater.Problems {
+			c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", p+"; the entry is skipped")
+		}
+	}
 	used := refs.Extract(ns, w.Meta.Annotations, &w.Template.Spec)
 	if !c.AllowCrossNamespaceRefs {
 		for r, where := range used.DropOtherNamespaces(ns) {
@@ -350,7 +392,8 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 		}
 	}
 
-	in := confighash.InputsOf(ns, used.Visible, c.Informers.Digests)
+	uses := c.recorded(ns, used, sel)
+	in := confighash.InputsOf(ns, uses, c.Informers.Digests)
 	value := confighash.WithKeyID(c.keyID, in.Value) // the record to write
 	recorded, hasRecord := w.Meta.Annotations[InputsAnnotation]
 	recID, recInputs := confighash.SplitKeyID(recorded)
@@ -388,7 +431,7 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 		case recID == "":
 			// Unkeyed digests, written before the install key: make the same from the whole
 			// objects, once, to tell whether the pods run the current config.
-			old, err := c.unkeyedInputs(ctx, ns, used.Visible)
+			old, err := c.unkeyedInputs(ctx, ns, uses)
 			if err != nil {
 				return "", fmt.Errorf("%s: read the config to adopt its inputs record: %w", w, err)
 			}
@@ -404,25 +447,74 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 		}
 	}
 
-	current := w.Template.Annotations[refs.ConfigHashAnnotation]
-	hash, err := confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
-	var missing *refs.MissingError
-	switch {
-	case errors.As(err, &missing):
-		hash = current // Wave leaves its hash as it is when its view misses something
-	case err != nil:
-		return "", fmt.Errorf("%s: compute the config hash: %w", w, err)
-	}
-	if !hasRecord && (current == "" || current == hash) {
-		klog.V(2).InfoS("recorded the config the pods run; nothing to roll", "workload", w.String(), "hash", current)
-		return ResultBaseline, c.patch(ctx, w, "baseline", &value, present, "", "")
+	changed := confighash.Changed(ran, now)
+	if hasRecord {
+		// Only a change of what the workload follows rolls it: the record covers every object
+		// the pods use, but a Reloader workload follows only what its annotations name.
+		entries := map[string]refs.ObjectRef{}
+		for r := range uses {
+			entries[confighash.EntryName(ns, r)] = r
+		}
+		var rolling []string
+		for _, e := range changed {
+			before, was := ran[e]
+			if !was && now[e] == "absent" {
+				continue // newly named, and not there: nothing the pods see changed
+			}
+			if !sel.wave && (!was || before == "absent" || now[e] == "absent") {
+				continue // Reloader rolls on an object's creation or deletion only when told to (--reload-on-create, --reload-on-delete)
+			}
+			if r, ok := entries[e]; ok && c.follows(ns, used, sel, r) || !ok && sel.wave {
+				rolling = append(rolling, e)
+			}
+		}
+		if len(rolling) == 0 {
+			klog.V(2).InfoS("config the workload does not follow changed; recorded, nothing to roll", "workload", w.String())
+			return ResultBaseline, c.patch(ctx, w, "baseline", &value, present, "", "")
+		}
+		changed = rolling
 	}
 
-	what := confighash.DescribeChanged(confighash.Changed(ran, now))
-	if !hasRecord {
-		what = "config-hash annotation differs from the current config"
+	current := w.Template.Annotations[refs.ConfigHashAnnotation]
+	hash := ""
+	if sel.wave {
+		var err error
+		hash, err = confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
+		var missing *refs.MissingError
+		switch {
+		case errors.As(err, &missing):
+			hash = current // Wave leaves its hash as it is when its view misses something
+		case err != nil:
+			return "", fmt.Errorf("%s: compute the config hash: %w", w, err)
+		}
 	}
-	msg := fmt.Sprintf("%s changed; rolling out (config hash %s)", what, short(hash))
+	what := confighash.DescribeChanged(changed)
+	if !hasRecord {
+		// Adopted: from Wave, its hash must be Wave's of the current data; from Reloader, its
+		// marks must be Reloader's hashes of the current data. Then the pods run the current
+		// config and nothing rolls.
+		waveBehind := sel.wave && current != "" && current != hash
+		stBehind, why := false, ""
+		if sel.stakater != nil {
+			var err error
+			if stBehind, why, err = c.stakaterBehind(ctx, w, ns, used, sel, uses); err != nil {
+				return "", fmt.Errorf("%s: read the config to compare Reloader's marks: %w", w, err)
+			}
+		}
+		if !waveBehind && !stBehind {
+			klog.V(2).InfoS("recorded the config the pods run; nothing to roll", "workload", w.String(), "hash", current)
+			return ResultBaseline, c.patch(ctx, w, "baseline", &value, present, "", "")
+		}
+		what = "config-hash annotation differs from the current config"
+		if !waveBehind {
+			what = why
+		}
+	}
+	shown := hash
+	if !sel.wave {
+		shown = inputsHash(value)
+	}
+	msg := fmt.Sprintf("%s changed; rolling out (config hash %s)", what, short(shown))
 	if c.DryRun {
 		msg = "dry run: would roll: " + msg
 	}

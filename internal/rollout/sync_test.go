@@ -63,6 +63,14 @@ func TestSyncDecisionTable(t *testing.T) {
 		return confighash.WithKeyID(confighash.KeyID(key), bareInputsOf(key, c))
 	}
 	key := []byte("0123456789abcdef0123456789abcdef")
+	// A workload written for Stakater Reloader: its annotations, not Wave's.
+	reloaderDeploy := func(annotations map[string]string, env ...corev1.EnvVar) *appsv1.Deployment {
+		d := deploy(false, annotations, nil)
+		delete(d.Annotations, refs.UpdateOnConfigChangeAnnotation)
+		d.Spec.Template.Spec.Containers[0].Env = env
+		return d
+	}
+	auto := map[string]string{refs.StakaterAuto: "true"}
 	tests := []struct {
 		name       string
 		workload   *appsv1.Deployment
@@ -134,6 +142,36 @@ func TestSyncDecisionTable(t *testing.T) {
 		{name: "--hash-key-file, a record written before records named their key: named, nothing rolls",
 			workload: deploy(false, map[string]string{InputsAnnotation: bareInputsOf(key, cm("1"))}, nil), config: cm("1"), hashKey: key,
 			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(key, cm("1"))},
+		{name: "Reloader's auto: a change rolls, with our inputs hash and no Wave hash",
+			workload: reloaderDeploy(map[string]string{refs.StakaterAuto: "true", InputsAnnotation: inputsOf(nil, cm("0"))}), config: cm("1"),
+			want: ResultRolled, wantPatch: true, wantRoll: true, wantHash: "", wantInputs: inputsOf(nil, cm("1"))},
+		{name: "Reloader's reload list names another ConfigMap: a change of this one is recorded, nothing rolls",
+			workload: reloaderDeploy(map[string]string{refs.StakaterConfigMapReload: "other", InputsAnnotation: inputsOf(nil, cm("0"))}), config: cm("1"),
+			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1")) + ",configmap/other=absent"},
+		{name: "Reloader's reload list: the named ConfigMap created later: recorded, nothing rolls (as Reloader without --reload-on-create)",
+			workload: reloaderDeploy(map[string]string{refs.StakaterConfigMapReload: "cm", InputsAnnotation: "configmap/cm=absent"}, corev1.EnvVar{Name: "X", Value: "y"}), config: cm("1"),
+			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
+		{name: "Reloader's auto with the ConfigMap excluded: recorded, nothing rolls",
+			workload: reloaderDeploy(map[string]string{refs.StakaterAuto: "true", refs.StakaterConfigMapsExclude: "cm", InputsAnnotation: inputsOf(nil, cm("0"))}), config: cm("1"),
+			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
+		{name: "adopted from Reloader: its env var holds Reloader's hash of the current data: nothing rolls",
+			workload: reloaderDeploy(auto, corev1.EnvVar{Name: "STAKATER_CM_CONFIGMAP", Value: confighash.StakaterHash(cm("1"))}), config: cm("1"),
+			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
+		{name: "adopted from Reloader: its env var holds an older hash (Reloader was behind): roll once",
+			workload: reloaderDeploy(auto, corev1.EnvVar{Name: "STAKATER_CM_CONFIGMAP", Value: confighash.StakaterHash(cm("0"))}), config: cm("1"),
+			want: ResultRolled, wantPatch: true, wantRoll: true, wantInputs: inputsOf(nil, cm("1")),
+			wantRecord: func(t *testing.T, r outcome.Record) {
+				assert.Equal(t, "configmap/cm (Reloader's mark is older)", r.Change)
+			}},
+		{name: "adopted from Reloader's annotations strategy: last-reloaded-from of the current data: nothing rolls",
+			workload: func() *appsv1.Deployment {
+				d := reloaderDeploy(auto)
+				d.Spec.Template.Annotations = map[string]string{refs.StakaterLastReloadedFrom: `{"type":"CONFIGMAP","name":"cm","namespace":"ns","hash":"` + confighash.StakaterHash(cm("1")) + `","containerRefs":["app"],"observedAt":1}`}
+				return d
+			}(), config: cm("1"), want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
+		{name: "both dialects: one decision, one patch, Wave's hash written",
+			workload: deploy(false, map[string]string{refs.StakaterAuto: "true", InputsAnnotation: inputsOf(nil, cm("0"))}, nil), config: cm("1"),
+			want: ResultRolled, wantPatch: true, wantRoll: true, wantHash: waveHash(nil, cm("1")), wantInputs: inputsOf(nil, cm("1"))},
 		{name: "dry run: decides, writes nothing", workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("0"))}, nil),
 			config: cm("1"), dryRun: true, want: ResultRolled},
 		{name: "not opted in: ignored", workload: func() *appsv1.Deployment { d := deploy(false, nil, nil); d.Annotations = nil; return d }(),
@@ -213,7 +251,9 @@ func TestSyncDecisionTable(t *testing.T) {
 				return
 			}
 			require.NotNil(t, body.Spec)
-			assert.Equal(t, tt.wantHash, body.Spec.Template.Metadata.Annotations[refs.ConfigHashAnnotation])
+			hash, hasHash := body.Spec.Template.Metadata.Annotations[refs.ConfigHashAnnotation]
+			assert.Equal(t, tt.wantHash, hash)
+			assert.Equal(t, tt.wantHash != "", hasHash, "Wave's hash only on workloads that speak Wave")
 			assert.NotEmpty(t, body.Spec.Template.Metadata.Annotations[InputsHashAnnotation])
 		})
 	}

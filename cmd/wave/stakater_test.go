@@ -1,0 +1,147 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+// reloaderDeployment is a Deployment as written for Stakater Reloader: its annotations, none
+// of Wave's.
+func reloaderDeployment(ns, name string, annotations map[string]string, mods ...func(*corev1.PodSpec)) *appsv1.Deployment {
+	d := testcluster.Deployment(ns, name, 1)
+	d.Annotations = annotations
+	for _, m := range mods {
+		m(&d.Spec.Template.Spec)
+	}
+	return d
+}
+
+func withEnvFrom(cm string) func(*corev1.PodSpec) {
+	return func(s *corev1.PodSpec) {
+		s.Containers[0].EnvFrom = append(s.Containers[0].EnvFrom, corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref(cm)}})
+	}
+}
+
+// Manifests written for Stakater Reloader, unchanged: each annotation rolls what Reloader's
+// documentation says it rolls, once per change, and nothing else. A workload that carries
+// Wave's annotation too rolls once, not twice.
+func TestStakaterReloaderManifests(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	for _, name := range []string{"app-config", "unused", "excluded"} {
+		createCM(t, client, ns, name, map[string]string{"a": "1"})
+	}
+	for name, ann := range map[string]map[string]string{"shared": {refs.StakaterMatch: "true"}, "ignored": {refs.StakaterIgnore: "true"}} {
+		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}, Data: map[string]string{"a": "1"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	auto := map[string]string{refs.StakaterAuto: "true"}
+	both := map[string]string{refs.StakaterAuto: "true", refs.UpdateOnConfigChangeAnnotation: "true"}
+	onTemplate := reloaderDeployment(ns, "on-template", nil, withEnvFrom("app-config"))
+	onTemplate.Spec.Template.Annotations = auto
+	for _, d := range []*appsv1.Deployment{
+		reloaderDeployment(ns, "auto", auto, withEnvFrom("app-config"), withEnvFrom("ignored")),
+		reloaderDeployment(ns, "named", map[string]string{refs.StakaterConfigMapReload: "unused"}, withEnvFrom("app-config")),
+		reloaderDeployment(ns, "search", map[string]string{refs.StakaterSearch: "true"}, withEnvFrom("app-config"), withEnvFrom("shared")),
+		reloaderDeployment(ns, "excluding", map[string]string{refs.StakaterAuto: "true", refs.StakaterConfigMapsExclude: "app-config, excluded"}, withEnvFrom("app-config")),
+		reloaderDeployment(ns, "both", both, withEnvFrom("app-config")),
+		onTemplate,
+		reloaderDeployment(ns, "not-opted-in", nil, withEnvFrom("app-config")),
+	} {
+		createDeployment(t, client, d)
+	}
+	p := startWave(t, ns)
+	opted := []string{"auto", "named", "search", "excluding", "both", "on-template"}
+	for _, name := range opted {
+		waitRecorded(t, client, ns, name)
+	}
+	settle(t, p)
+	rolls := func() map[string]int {
+		out := map[string]int{}
+		for _, name := range append(opted, "not-opted-in") {
+			out[name] = len(replicaSets(t, client, ns, name)) - 1
+		}
+		return out
+	}
+	require.Equal(t, map[string]int{"auto": 0, "named": 0, "search": 0, "excluding": 0, "both": 0, "on-template": 0, "not-opted-in": 0}, rolls(), "adoption rolls nothing")
+
+	patchCM(t, client, ns, "app-config", `{"data":{"a":"2"}}`)
+	waitTemplateHashChange(t, client, ns, "auto", "")
+	settle(t, p)
+	assert.Equal(t, map[string]int{"auto": 1, "named": 0, "search": 0, "excluding": 0, "both": 1, "on-template": 1, "not-opted-in": 0}, rolls(),
+		"auto and both roll once; a reload list, a search, an exclusion do not follow app-config")
+	assert.NotEmpty(t, getDeployment(t, client, ns, "both").Spec.Template.Annotations[refs.ConfigHashAnnotation], "Wave's hash where Wave's annotation is")
+	assert.Empty(t, getDeployment(t, client, ns, "auto").Spec.Template.Annotations[refs.ConfigHashAnnotation], "and only there")
+
+	patchCM(t, client, ns, "unused", `{"data":{"a":"2"}}`)   // named in a reload list, used by no pod
+	patchCM(t, client, ns, "shared", `{"data":{"a":"2"}}`)   // matched by search
+	patchCM(t, client, ns, "ignored", `{"data":{"a":"2"}}`)  // reloader.stakater.com/ignore
+	patchCM(t, client, ns, "excluded", `{"data":{"a":"2"}}`) // excluded, and not used
+	waitTemplateHashChange(t, client, ns, "named", "")
+	waitTemplateHashChange(t, client, ns, "search", "")
+	settle(t, p)
+	assert.Equal(t, map[string]int{"auto": 1, "named": 1, "search": 1, "excluding": 0, "both": 1, "on-template": 1, "not-opted-in": 0}, rolls())
+	assert.Contains(t, events(t, client, ns, "named", "ConfigChanged")[0].Message, "configmap/unused changed")
+}
+
+// Switching from Stakater Reloader rolls nothing: a workload Reloader brought up to date (its
+// STAKATER_* env var, or its last-reloaded-from annotation, holds Reloader's hash of the
+// current data) is adopted as it is; one Reloader left behind rolls once; the next change
+// rolls each once.
+func TestSwitchingFromStakaterReloaderRollsNothing(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "cfg", map[string]string{"a": "2"})
+	cur, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), "cfg", metav1.GetOptions{})
+	require.NoError(t, err)
+	currentHash := confighash.StakaterHash(cur)
+	olderHash := confighash.StakaterHash(&corev1.ConfigMap{Data: map[string]string{"a": "1"}})
+	auto := map[string]string{refs.StakaterAuto: "true"}
+	withMark := func(v string) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) {
+			s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "STAKATER_CFG_CONFIGMAP", Value: v})
+		}
+	}
+	annotated := reloaderDeployment(ns, "annotated", auto, withEnvFrom("cfg"))
+	annotated.Spec.Template.Annotations = map[string]string{refs.StakaterLastReloadedFrom: `{"type":"CONFIGMAP","name":"cfg","namespace":"` + ns + `","hash":"` + currentHash + `","containerRefs":["app"],"observedAt":1763884800}`}
+	for _, d := range []*appsv1.Deployment{
+		reloaderDeployment(ns, "current", auto, withEnvFrom("cfg"), withMark(currentHash)),
+		reloaderDeployment(ns, "behind", auto, withEnvFrom("cfg"), withMark(olderHash)),
+		annotated,
+		reloaderDeployment(ns, "never-reloaded", auto, withEnvFrom("cfg")),
+	} {
+		createDeployment(t, client, d)
+	}
+	names := []string{"current", "behind", "annotated", "never-reloaded"}
+	for _, name := range names {
+		require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, name, eventually))
+	}
+	p := startWave(t, ns)
+	for _, name := range names {
+		waitRecorded(t, client, ns, name)
+	}
+	settle(t, p)
+	count := func() map[string]int {
+		out := map[string]int{}
+		for _, name := range names {
+			out[name] = len(replicaSets(t, client, ns, name))
+		}
+		return out
+	}
+	assert.Equal(t, map[string]int{"current": 1, "behind": 2, "annotated": 1, "never-reloaded": 1}, count())
+	assert.Contains(t, events(t, client, ns, "behind", "ConfigChanged")[0].Message, "configmap/cfg (Reloader's mark is older)")
+
+	patchCM(t, client, ns, "cfg", `{"data":{"a":"3"}}`)
+	waitTemplateHashChange(t, client, ns, "current", "")
+	settle(t, p)
+	assert.Equal(t, map[string]int{"current": 2, "behind": 3, "annotated": 2, "never-reloaded": 2}, count(), "the next change rolls each once")
+}

@@ -1,0 +1,199 @@
+package refs
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Stakater Reloader's annotations, read as Reloader documents them, so that manifests written
+// for it work unchanged.
+const (
+	StakaterAuto              = "reloader.stakater.com/auto"
+	StakaterConfigMapAuto     = "configmap.reloader.stakater.com/auto"
+	StakaterSecretAuto        = "secret.reloader.stakater.com/auto"
+	StakaterConfigMapReload   = "configmap.reloader.stakater.com/reload"
+	StakaterSecretReload      = "secret.reloader.stakater.com/reload"
+	StakaterSearch            = "reloader.stakater.com/search"
+	StakaterMatch             = "reloader.stakater.com/match"  // on a ConfigMap or Secret: found by search
+	StakaterIgnore            = "reloader.stakater.com/ignore" // on a ConfigMap or Secret: never reloads anything
+	StakaterConfigMapsExclude = "configmaps.exclude.reloader.stakater.com/reload"
+	StakaterSecretsExclude    = "secrets.exclude.reloader.stakater.com/reload"
+	// StakaterLastReloadedFrom is the pod template annotation of Reloader's annotations
+	// strategy: JSON naming the last object that rolled the workload, and its hash.
+	StakaterLastReloadedFrom = "reloader.stakater.com/last-reloaded-from"
+	// StakaterEnvPrefix opens the env vars of Reloader's env-vars strategy:
+	// STAKATER_<NAME>_CONFIGMAP or _SECRET, valued with Reloader's hash of the object.
+	StakaterEnvPrefix = "STAKATER_"
+)
+
+// StakaterRules is what Stakater Reloader's annotations on one workload ask for.
+type StakaterRules struct {
+	// Auto: every ConfigMap (Secret) the pods use.
+	AutoConfigMaps, AutoSecrets bool
+	// Named: ConfigMaps (Secrets) whose names match, used by the pods or not. Reloader reads
+	// each entry as an anchored regular expression; a plain name is the common case.
+	ConfigMapNames, SecretNames []*regexp.Regexp
+	// Search: the ConfigMaps and Secrets the pods use that carry reloader.stakater.com/match.
+	Search bool
+	// Excluded names, exactly.
+	ExcludedConfigMaps, ExcludedSecrets map[string]bool
+	// Problems: entries that are not valid expressions; skipped, and reported.
+	Problems []string
+}
+
+// ParseStakater reads Reloader's annotations: from the workload's metadata, or, when none of
+// them is there, from the pod template's (Reloader's rule). nil when there are none.
+func ParseStakater(workload, template map[string]string) *StakaterRules {
+	a := workload
+	if !hasStakaterTrigger(a) {
+		a = template
+		if !hasStakaterTrigger(a) {
+			return nil
+		}
+	}
+	r := &StakaterRules{}
+	auto := isTrue(a[StakaterAuto])
+	r.AutoConfigMaps = auto || isTrue(a[StakaterConfigMapAuto])
+	r.AutoSecrets = auto || isTrue(a[StakaterSecretAuto])
+	r.Search = isTrue(a[StakaterSearch])
+	r.ConfigMapNames = r.patterns(StakaterConfigMapReload, a[StakaterConfigMapReload])
+	r.SecretNames = r.patterns(StakaterSecretReload, a[StakaterSecretReload])
+	// The exclusions are read from the workload's own metadata, as Reloader does.
+	r.ExcludedConfigMaps = names(workload[StakaterConfigMapsExclude])
+	r.ExcludedSecrets = names(workload[StakaterSecretsExclude])
+	if !r.AutoConfigMaps && !r.AutoSecrets && !r.Search && len(r.ConfigMapNames) == 0 && len(r.SecretNames) == 0 && len(r.Problems) == 0 {
+		return nil // e.g. reloader.stakater.com/auto: "false"
+	}
+	return r
+}
+
+func hasStakaterTrigger(a map[string]string) bool {
+	for _, k := range []string{StakaterAuto, StakaterConfigMapAuto, StakaterSecretAuto, StakaterConfigMapReload, StakaterSecretReload, StakaterSearch} {
+		if _, ok := a[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func isTrue(v string) bool {
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	return err == nil && b
+}
+
+func names(v string) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out[n] = true
+		}
+	}
+	return out
+}
+
+// maxPattern bounds an entry: Go's regexp runs in linear time, but a workload's annotation is
+// anyone's to write.
+const maxPattern = 253
+
+func (r *StakaterRules) patterns(annotation, v string) []*regexp.Regexp {
+	var out []*regexp.Regexp
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if len(p) > maxPattern {
+			r.Problems = append(r.Problems, fmt.Sprintf("annotation %s: an entry of %d characters is longer than any object name", annotation, len(p)))
+			continue
+		}
+		re, err := regexp.Compile("^(?:" + p + ")$")
+		if err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("annotation %s: entry %q is not a name or a regular expression (%v)", annotation, p, err))
+			continue
+		}
+		out = append(out, re)
+	}
+	return out
+}
+
+// Literal reports the one name a pattern matches, when it is a plain name (no regular
+// expression): such entries are indexed by name; the others are matched against every
+// object of the namespace.
+func Literal(re *regexp.Regexp) (string, bool) {
+	s := strings.TrimSuffix(strings.TrimPrefix(re.String(), "^(?:"), ")$")
+	if len(validation.IsDNS1123Subdomain(s)) > 0 || regexp.QuoteMeta(s) != s {
+		return "", false
+	}
+	return s, true
+}
+
+// HasPatterns reports whether some reload entry is a regular expression, not a plain name.
+func (r *StakaterRules) HasPatterns() bool {
+	for _, list := range [][]*regexp.Regexp{r.ConfigMapNames, r.SecretNames} {
+		for _, re := range list {
+			if _, ok := Literal(re); !ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Named reports whether a reload list names the object.
+func (r *StakaterRules) Named(kind ConfigKind, name string) bool {
+	list := r.ConfigMapNames
+	if kind == Secret {
+		list = r.SecretNames
+	}
+	for _, re := range list {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Follows reports whether a change of the object rolls the workload. used: the pods use it;
+// annotations: the object's own (for match and ignore).
+func (r *StakaterRules) Follows(kind ConfigKind, name string, used bool, annotations map[string]string) bool {
+	excluded := r.ExcludedConfigMaps[name]
+	auto := r.AutoConfigMaps
+	if kind == Secret {
+		excluded, auto = r.ExcludedSecrets[name], r.AutoSecrets
+	}
+	switch {
+	case isTrue(annotations[StakaterIgnore]) || excluded: // Reloader checks these first
+		return false
+	case r.Named(kind, name):
+		return true
+	}
+	return used && (auto || r.Search && isTrue(annotations[StakaterMatch]))
+}
+
+// StakaterEnvName is the env var Reloader's env-vars strategy writes for an object:
+// STAKATER_ + the name in capitals with every run of other characters as one "_" +
+// _CONFIGMAP or _SECRET.
+func StakaterEnvName(kind ConfigKind, name string) string {
+	var b strings.Builder
+	b.WriteString(StakaterEnvPrefix)
+	valid := false
+	for _, c := range strings.ToUpper(name) {
+		if c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			b.WriteRune(c)
+			valid = true
+		} else if valid {
+			b.WriteByte('_')
+			valid = false
+		}
+	}
+	if kind == Secret {
+		b.WriteString("_SECRET")
+	} else {
+		b.WriteString("_CONFIGMAP")
+	}
+	return b.String()
+}

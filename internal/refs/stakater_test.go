@@ -1,0 +1,98 @@
+package refs
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseStakater(t *testing.T) {
+	assert.Nil(t, ParseStakater(nil, nil))
+	assert.Nil(t, ParseStakater(map[string]string{StakaterAuto: "false"}, nil), "auto false opts nothing in")
+	assert.Nil(t, ParseStakater(map[string]string{UpdateOnConfigChangeAnnotation: "true"}, nil))
+
+	r := ParseStakater(map[string]string{StakaterAuto: "true", StakaterConfigMapsExclude: "skip-me, other"}, nil)
+	require.NotNil(t, r)
+	assert.True(t, r.AutoConfigMaps && r.AutoSecrets)
+	assert.Equal(t, map[string]bool{"skip-me": true, "other": true}, r.ExcludedConfigMaps)
+
+	r = ParseStakater(nil, map[string]string{StakaterSecretAuto: "true"}) // on the pod template: read there
+	require.NotNil(t, r)
+	assert.True(t, r.AutoSecrets)
+	assert.False(t, r.AutoConfigMaps)
+
+	r = ParseStakater(map[string]string{StakaterConfigMapReload: "app-config, feature-.*", StakaterSecretReload: "(", StakaterSearch: "true"}, nil)
+	require.NotNil(t, r)
+	assert.True(t, r.Search)
+	require.Len(t, r.ConfigMapNames, 2)
+	name, ok := Literal(r.ConfigMapNames[0])
+	assert.True(t, ok)
+	assert.Equal(t, "app-config", name)
+	_, ok = Literal(r.ConfigMapNames[1])
+	assert.False(t, ok)
+	assert.True(t, r.HasPatterns())
+	require.Len(t, r.Problems, 1)
+	assert.Contains(t, r.Problems[0], StakaterSecretReload)
+	assert.Contains(t, r.Problems[0], `"("`)
+}
+
+func TestStakaterFollows(t *testing.T) {
+	match := map[string]string{StakaterMatch: "true"}
+	ignore := map[string]string{StakaterIgnore: "true"}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		kind        ConfigKind
+		object      string
+		used        bool
+		objAnn      map[string]string
+		want        bool
+	}{
+		{"auto: a ConfigMap the pods use", map[string]string{StakaterAuto: "true"}, ConfigMap, "cm", true, nil, true},
+		{"auto: one they do not use", map[string]string{StakaterAuto: "true"}, ConfigMap, "cm", false, nil, false},
+		{"auto, excluded", map[string]string{StakaterAuto: "true", StakaterConfigMapsExclude: "cm"}, ConfigMap, "cm", true, nil, false},
+		{"auto, the object says ignore", map[string]string{StakaterAuto: "true"}, Secret, "s", true, ignore, false},
+		{"configmap auto: not Secrets", map[string]string{StakaterConfigMapAuto: "true"}, Secret, "s", true, nil, false},
+		{"secret auto", map[string]string{StakaterSecretAuto: "true"}, Secret, "s", true, nil, true},
+		{"named: used or not", map[string]string{StakaterConfigMapReload: "cm"}, ConfigMap, "cm", false, nil, true},
+		{"named: a regular expression", map[string]string{StakaterSecretReload: "db-.*"}, Secret, "db-prod", false, nil, true},
+		{"named: anchored", map[string]string{StakaterSecretReload: "db"}, Secret, "db-prod", false, nil, false},
+		{"named: not another kind", map[string]string{StakaterConfigMapReload: "x"}, Secret, "x", true, nil, false},
+		{"named, excluded", map[string]string{StakaterConfigMapReload: "cm", StakaterConfigMapsExclude: "cm"}, ConfigMap, "cm", true, nil, false},
+		{"search: used and matching", map[string]string{StakaterSearch: "true"}, ConfigMap, "cm", true, match, true},
+		{"search: used, not matching", map[string]string{StakaterSearch: "true"}, ConfigMap, "cm", true, nil, false},
+		{"search: matching, not used", map[string]string{StakaterSearch: "true"}, ConfigMap, "cm", false, match, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ParseStakater(tc.annotations, nil)
+			require.NotNil(t, r)
+			assert.Equal(t, tc.want, r.Follows(tc.kind, tc.object, tc.used, tc.objAnn))
+		})
+	}
+}
+
+func TestStakaterEnvName(t *testing.T) {
+	assert.Equal(t, "STAKATER_APP_CONFIG_CONFIGMAP", StakaterEnvName(ConfigMap, "app-config"))
+	assert.Equal(t, "STAKATER_DB_CREDS_V2_SECRET", StakaterEnvName(Secret, "db.creds--v2"))
+	assert.Equal(t, "STAKATER_A__CONFIGMAP", StakaterEnvName(ConfigMap, "a."), "as Reloader: a trailing separator stays")
+}
+
+func FuzzParseStakater(f *testing.F) {
+	f.Add("app, feature-.*", "db", "true")
+	f.Add("(", "[a-", "yes")
+	f.Fuzz(func(t *testing.T, cms, secrets, search string) {
+		r := ParseStakater(map[string]string{StakaterConfigMapReload: cms, StakaterSecretReload: secrets, StakaterSearch: search}, nil)
+		if r == nil {
+			return
+		}
+		all := append([]*regexp.Regexp{}, r.ConfigMapNames...)
+		for _, re := range append(all, r.SecretNames...) {
+			if name, ok := Literal(re); ok && !re.MatchString(name) {
+				t.Fatalf("literal %q does not match itself", name)
+			}
+		}
+		_ = r.Follows(ConfigMap, "x", true, nil)
+	})
+}

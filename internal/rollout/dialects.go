@@ -1,0 +1,199 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
+)
+
+// Dialects are the annotation dialects wave reads (--annotations). The zero value reads both.
+type Dialects struct{ Wave, Stakater bool }
+
+func (d Dialects) orDefault() Dialects {
+	if !d.Wave && !d.Stakater {
+		return Dialects{Wave: true, Stakater: true}
+	}
+	return d
+}
+
+// ParseDialects reads --annotations: "wave", "stakater", or both, comma-separated.
+func ParseDialects(s string) (Dialects, error) {
+	var d Dialects
+	for _, p := range strings.Split(s, ",") {
+		switch strings.TrimSpace(p) {
+		case "wave":
+			d.Wave = true
+		case "stakater":
+			d.Stakater = true
+		case "":
+		default:
+			return Dialects{}, fmt.Errorf("--annotations=%q: %q is not a dialect; use wave, stakater or both (wave,stakater)", s, strings.TrimSpace(p))
+		}
+	}
+	if !d.Wave && !d.Stakater {
+		return Dialects{}, fmt.Errorf("--annotations=%q: name at least one dialect: wave, stakater, or both", s)
+	}
+	return d, nil
+}
+
+// selection is what a workload's annotations ask wave to follow, in the dialects it reads.
+// A workload that speaks both dialects is one workload: one decision, one rollout per change.
+type selection struct {
+	wave     bool                // Wave's opt-in: every object the pods use; Wave's hash written
+	stakater *refs.StakaterRules // Reloader's annotations; nil without them
+}
+
+func (s selection) optedIn() bool { return s.wave || s.stakater != nil }
+
+// Select reads a workload's annotations in the dialects d.
+func Select(d Dialects, w workload.Workload) (wave bool, stakater *refs.StakaterRules) {
+	d = d.orDefault()
+	if d.Wave {
+		wave = w.OptedIn()
+	}
+	if d.Stakater {
+		stakater = refs.ParseStakater(w.Meta.Annotations, w.Template.Annotations)
+	}
+	return wave, stakater
+}
+
+func (c *Controller) selectionOf(w workload.Workload) selection {
+	wave, st := Select(c.Dialects, w)
+	return selection{wave: wave, stakater: st}
+}
+
+// recorded is what the inputs record covers: every object the pods use, in either dialect,
+// and the objects a Reloader reload list names, used or not. Whether a change of one rolls the
+// workload is follows'.
+func (c *Controller) recorded(ns string, used refs.References, sel selection) refs.Uses {
+	uses := refs.Uses{}
+	for r, u := range used.Visible {
+		uses[r] = u
+	}
+	if sel.stakater == nil {
+		return uses
+	}
+	patterns := sel.stakater.HasPatterns()
+	for _, kind := range []refs.ConfigKind{refs.ConfigMap, refs.Secret} {
+		if patterns { // a regular expression may name any object of the namespace
+			for _, name := range c.Informers.configNames(kind, ns) {
+				r := refs.ObjectRef{Kind: kind, Namespace: ns, Name: name}
+				if _, ok := uses[r]; !ok && sel.stakater.Named(kind, name) {
+					uses[r] = &refs.Use{AllKeys: true, Where: "a Reloader reload annotation"}
+				}
+			}
+		}
+		// Plain names, there or not yet (absent: their creation rolls).
+		list := sel.stakater.ConfigMapNames
+		if kind == refs.Secret {
+			list = sel.stakater.SecretNames
+		}
+		for _, re := range list {
+			if name, ok := refs.Literal(re); ok {
+				r := refs.ObjectRef{Kind: kind, Namespace: ns, Name: name}
+				if _, ok := uses[r]; !ok {
+					uses[r] = &refs.Use{AllKeys: true, Where: "a Reloader reload annotation"}
+				}
+			}
+		}
+	}
+	return uses
+}
+
+// follows reports whether a change of the record entry rolls the workload.
+func (c *Controller) follows(ns string, used refs.References, sel selection, ref refs.ObjectRef) bool {
+	if sel.wave {
+		return true // Wave rolls on every object the pods use
+	}
+	if sel.stakater == nil {
+		return false
+	}
+	_, isUsed := used.Visible[ref]
+	return sel.stakater.Follows(ref.Kind, ref.Name, isUsed, c.Informers.configAnnotations(ref))
+}
+
+// stakaterBehind reports whether Stakater Reloader left a mark on the template (its
+// STAKATER_*_CONFIGMAP / _SECRET env vars, or its last-reloaded-from annotation) whose hash is
+// not that of the current data of an object it follows: Reloader was behind, and the pods run
+// older config. With no mark, or only current ones, the pods run the current config.
+func (c *Controller) stakaterBehind(ctx context.Context, w workload.Workload, ns string, used refs.References, sel selection, uses refs.Uses) (bool, string, error) {
+	env := map[string]string{}
+	for _, cs := range [][]corev1.Container{w.Template.Spec.InitContainers, w.Template.Spec.Containers} {
+		for _, c := range cs {
+			for _, e := range c.Env {
+				if strings.HasPrefix(e.Name, refs.StakaterEnvPrefix) && e.ValueFrom == nil {
+					env[e.Name] = e.Value
+				}
+			}
+		}
+	}
+	var last struct{ Type, Name, Namespace, Hash string }
+	if v := w.Template.Annotations[refs.StakaterLastReloadedFrom]; v != "" {
+		_ = json.Unmarshal([]byte(v), &last) // not Reloader's: no mark
+	}
+	if len(env) == 0 && last.Hash == "" {
+		return false, "", nil
+	}
+	for r := range uses {
+		if !c.follows(ns, used, sel, r) {
+			continue
+		}
+		marks := []string{}
+		if v, ok := env[refs.StakaterEnvName(r.Kind, r.Name)]; ok {
+			marks = append(marks, v)
+		}
+		if last.Hash != "" && strings.EqualFold(last.Type, string(r.Kind)) && last.Name == r.Name && (last.Namespace == "" || last.Namespace == ns) {
+			marks = append(marks, last.Hash)
+		}
+		if len(marks) == 0 {
+			continue
+		}
+		obj, err := c.full.get(ctx, r)
+		if err != nil {
+			return false, "", err
+		}
+		current := confighash.StakaterHash(obj)
+		for _, m := range marks {
+			if obj == nil || m != current {
+				return true, fmt.Sprintf("%s/%s (Reloader's mark is older)", strings.ToLower(string(r.Kind)), r.Name), nil
+			}
+		}
+	}
+	return false, "", nil
+}
+
+// configNames lists the names of one kind of config object in a namespace, from the cache.
+func (inf *Informers) configNames(kind refs.ConfigKind, namespace string) []string {
+	var out []string
+	for _, i := range inf.configs[kind] {
+		objs, _ := i.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+		for _, o := range objs {
+			if m, ok := o.(metav1.Object); ok {
+				out = append(out, m.GetName())
+			}
+		}
+	}
+	return out
+}
+
+// configAnnotations are the annotations the cache keeps of a config object (Reloader's match
+// and ignore), or nil.
+func (inf *Informers) configAnnotations(ref refs.ObjectRef) map[string]string {
+	obj, ok := inf.config(ref)
+	if !ok {
+		return nil
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		return m.GetAnnotations()
+	}
+	return nil
+}
