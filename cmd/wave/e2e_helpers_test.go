@@ -174,15 +174,17 @@ func replicaSets(t testing.TB, client kubernetes.Interface, ns, name string) []s
 }
 
 // settle waits until wave has handled every queued reconcile: the unchanged/baseline/rolled
-// counters stop moving and the queue is empty.
+// counters stop moving, the queue is empty and no rollout is held back.
 func settle(t testing.TB, p *testcluster.Process) {
 	t.Helper()
 	last := ""
 	stable := 0
 	require.Eventually(t, func() bool {
 		cur := fmt.Sprint(p.Metric(`configwave_wave_reconciles_total{result="unchanged"}`), p.Metric(`configwave_wave_reconciles_total{result="rolled"}`),
-			p.Metric(`configwave_wave_reconciles_total{result="baseline"}`), p.Metric(`configwave_wave_reconciles_total{result="error"}`))
-		if cur == last && p.Metric("configwave_wave_queue_depth") == 0 {
+			p.Metric(`configwave_wave_reconciles_total{result="baseline"}`), p.Metric(`configwave_wave_reconciles_total{result="error"}`),
+			p.Metric(`configwave_wave_reconciles_total{result="held"}`))
+		// A held rollout waits outside the queue (--coalesce, a floor): not settled until it went.
+		if cur == last && p.Metric("configwave_wave_queue_depth") == 0 && p.Metric("configwave_wave_rollouts_held") == 0 {
 			stable++
 		} else {
 			stable = 0

@@ -49,6 +49,17 @@ func TestFlags(t *testing.T) {
 		}},
 		{name: "an unknown dialect", args: []string{"--annotations=wave,reloader"}, wantErr: `--annotations="wave,reloader": "reloader" is not a dialect; use wave, stakater or both`},
 		{name: "no dialect", args: []string{"--annotations="}, wantErr: `--annotations="": name at least one dialect`},
+		{name: "Stakater Reloader's flags that mean something here", args: []string{"--namespaces-to-ignore=kube-system, monitoring", "--resources-to-ignore=secrets",
+			"--ignored-workload-types=jobs,cronjobs", "--reload-on-create", "--reload-on-delete=false"}, check: func(t *testing.T, c *config) {
+			assert.Equal(t, rollout.ReloaderOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true}, c.reloaderOpts)
+		}},
+		{name: "Reloader's --enable-ha", args: []string{"--enable-ha"}, wantErr: "--enable-ha is Stakater Reloader's and means nothing to wave: use --leader-election"},
+		{name: "Reloader's --log-level", args: []string{"--log-level=debug"}, wantErr: "--log-level is Stakater Reloader's and means nothing to wave: use --v"},
+		{name: "Reloader's --auto-reload-all", args: []string{"--auto-reload-all=true"}, wantErr: "annotate them with reloader.stakater.com/auto"},
+		{name: "a bad resource to ignore", args: []string{"--resources-to-ignore=pods"}, wantErr: `--resources-to-ignore: "pods" is not configmaps or secrets`},
+		{name: "a bad workload type", args: []string{"--ignored-workload-types=deployments"}, wantErr: `--ignored-workload-types: "deployments" is not jobs or cronjobs`},
+		{name: "a bad boolean", args: []string{"--reload-on-create=maybe"}, wantErr: `--reload-on-create="maybe": use true or false`},
+		{name: "coalesce above 1s", args: []string{"--coalesce=2s"}, wantErr: "--coalesce=2s: use 0 (roll at once) up to 1s"},
 		{name: "bad namespace", args: []string{"--namespaces=Prod"}, wantErr: `--namespaces: "Prod" is not a namespace name`},
 		{name: "bad selector", args: []string{"--label-selector=a in (b"}, wantErr: "--label-selector="},
 		{name: "bad hash format", args: []string{"--hash-format=md5"}, wantErr: `--hash-format="md5": use "wave"`},

@@ -97,11 +97,14 @@ type options struct {
 	dryRun          bool
 	crossNamespace  bool
 	rolloutDeadline time.Duration
+	coalesce        time.Duration
+	minInterval     time.Duration
 	notifyWebhook   string
 	migrate         bool
 	listenAddress   string
 	kubeconfig      string
 	version         bool
+	reloader        reloaderFlags
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
@@ -135,12 +138,15 @@ Flags:
 	fs.StringVar(&o.installKey, "install-key-secret", "configwave-install-key", "Secret ([NAMESPACE/]NAME, default namespace: wave's own) holding the install key, 32 random bytes under \"key\" that key the digests of the configwave.io/config-inputs records, so that they test no guess of a Secret value better than Wave's hash does. wave creates it on first start where it may create Secrets there. Wave's hash stays Wave's. Not read with --hash-key-file; empty: unkeyed digests.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide, log and emit Events, but write nothing.")
 	fs.BoolVar(&o.crossNamespace, "allow-cross-namespace-refs", false, "let wave.pusher.com/extra-configmaps and extra-secrets name objects in other namespaces (Wave's behaviour). Off by default: whoever may edit a workload could otherwise make wave read another tenant's config and publish a hash of it.")
+	fs.DurationVar(&o.coalesce, "coalesce", defaultCoalesce, "after the first change that reaches a quiet workload, wait this long for more before rolling, so that a ConfigMap and a Secret changed together (one kubectl apply, one Helm upgrade) roll it once. At most 1s; 0 rolls at once.")
+	fs.DurationVar(&o.minInterval, "min-rollout-interval", 0, "at least this long between two rollouts wave causes on one workload (a workload's configwave.io/min-rollout-interval or Reloader's deployment.reloader.stakater.com/pause-period annotation may raise it); changes in the meantime roll together when it ends. A brake on runaway writers. 0: none.")
 	fs.DurationVar(&o.rolloutDeadline, "rollout-deadline", 10*time.Minute, "a StatefulSet or DaemonSet rollout that wave caused and that is not complete after this long counts as failed: a ConfigRolloutFailed Event, the rollouts metric, /status and --notify-webhook say so (a Deployment's own progressDeadlineSeconds decides for it). 0 never.")
 	fs.StringVar(&o.notifyWebhook, "notify-webhook", "", `URL that gets a Slack-style {"text": ...} POST for each config rollout that failed, and for the recovery after it; "@FILE" reads the URL from a file (mount it from a Secret: the URL is a credential). Names workloads and objects, never a value.`)
 	fs.BoolVar(&o.migrate, "migrate-from-wave-v05", false, "one-shot: remove the owner references Wave 0.5 and earlier put on ConfigMaps and Secrets and its finalizer on workloads, then exit. Needs update on ConfigMaps, Secrets and workloads; see the README.")
 	fs.StringVar(&o.listenAddress, "listen-address", ":8080", "address of /healthz, /readyz, /metrics and /status (JSON: the config rollouts that failed); empty disables them.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
+	o.reloader.add(fs)
 	logflags.Add(fs, "log verbosity: 2 logs every decision, 4 every event.")
 	return fs
 }
@@ -150,6 +156,7 @@ type config struct {
 	namespaceList  []string
 	selector       labels.Selector
 	dialects       rollout.Dialects
+	reloaderOpts   rollout.ReloaderOptions
 	format         confighash.HashFormat
 	hashKey        []byte
 	webhook        *alert.Webhook
@@ -180,6 +187,9 @@ func (o *options) check() (*config, error) {
 	if c.dialects, err = rollout.ParseDialects(o.annotations); err != nil {
 		return nil, err
 	}
+	if err := o.reloader.check(&c.reloaderOpts); err != nil {
+		return nil, err
+	}
 	if c.format, err = confighash.ParseHashFormat(o.hashFormat); err != nil {
 		return nil, err
 	}
@@ -199,6 +209,10 @@ func (o *options) check() (*config, error) {
 		return nil, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
 	case o.workers < 1:
 		return nil, fmt.Errorf("--workers=%d: use at least 1", o.workers)
+	case o.coalesce < 0 || o.coalesce > time.Second:
+		return nil, fmt.Errorf("--coalesce=%s: use 0 (roll at once) up to 1s", o.coalesce)
+	case o.minInterval < 0 || o.minInterval > 24*time.Hour:
+		return nil, fmt.Errorf("--min-rollout-interval=%s: use 0 (none) up to 24h", o.minInterval)
 	case o.rolloutDeadline < 0:
 		return nil, fmt.Errorf("--rollout-deadline=%s: use a positive duration, or 0 to never fail a rollout on time alone", o.rolloutDeadline)
 	case o.leaderElection && !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0):
@@ -316,7 +330,8 @@ func runWave(cfg *config) error {
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
 	rc := rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,
-		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects}
+		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
+		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, Reloader: cfg.reloaderOpts}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
 	}
@@ -324,6 +339,8 @@ func runWave(cfg *config) error {
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_rollouts_held",
+		Help: "Workloads whose rollout waits for --coalesce or for their floor between rollouts."}, ctrl.Held))
 
 	var g run.Group
 	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
@@ -366,6 +383,10 @@ func runWave(cfg *config) error {
 		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "keyedInputs", len(digestKey) > 0, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
 	return g.Run()
 }
+
+// defaultCoalesce covers the requests of one kubectl apply or Helm upgrade, which arrive a few
+// milliseconds apart, with room for a slow client; it is the whole of the added latency.
+const defaultCoalesce = 200 * time.Millisecond
 
 // The Events client's own rate limit, and the pods client's.
 const (

@@ -69,6 +69,14 @@ type Config struct {
 	AllowCrossNamespaceRefs bool
 	// Dialects are the annotation dialects read (--annotations); zero: Wave's and Reloader's.
 	Dialects Dialects
+	// Reloader holds Stakater Reloader's flags that narrow what rolls.
+	Reloader ReloaderOptions
+	// Coalesce holds a rollout this long after the first change of a quiet workload, so
+	// that changes arriving together roll once (--coalesce); 0 rolls at once.
+	Coalesce time.Duration
+	// MinRolloutInterval is the floor between two rollouts of one workload (raised per
+	// workload by its annotation, or Reloader's pause-period); 0 none.
+	MinRolloutInterval time.Duration
 	// RolloutDeadline: a StatefulSet or DaemonSet rollout not complete after this long counts
 	// as failed (a Deployment's own progressDeadlineSeconds decides for it); 0 never.
 	RolloutDeadline time.Duration
@@ -88,6 +96,7 @@ type Controller struct {
 	full    *fullObjects
 	follow  *follower
 	crash   *crashLoops // nil without a PodClient
+	pace    *pacer
 	leading atomic.Bool // Run is running: this replica decides
 }
 
@@ -107,6 +116,7 @@ func NewController(cfg Config) (*Controller, error) {
 	c.keyID = confighash.KeyID(c.DigestKey)
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
 	c.follow = newFollower()
+	c.pace = newPacer(cfg.Coalesce, cfg.MinRolloutInterval)
 	if cfg.PodClient != nil {
 		c.crash = newCrashLoops(cfg.PodClient, cfg.Informers, func(key string) { c.queue.Add(key) })
 	}
@@ -143,6 +153,9 @@ func NewController(cfg Config) (*Controller, error) {
 	}
 	return c, nil
 }
+
+// Held is how many workloads have a rollout held back (--coalesce, a floor), for the gauge.
+func (c *Controller) Held() float64 { return c.pace.Held() }
 
 // QueueDepth and Tracked feed the gauges.
 func (c *Controller) QueueDepth() float64 { return float64(c.queue.Len()) }
@@ -349,6 +362,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 	}
 	w, ok := c.Informers.Workload(kind, ns, name)
 	if !ok || !c.selectionOf(w).optedIn() {
+		c.pace.rolled(key)
 		c.follow.forget(key)
 		if c.crash != nil {
 			c.crash.forget(key)
@@ -356,6 +370,9 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		return ResultIgnored, nil
 	}
 	result, err := c.decide(ctx, w)
+	if err == nil && result != ResultHeld {
+		c.pace.rolled(key) // rolled, or nothing to roll any more
+	}
 	if err == nil && result != ResultRolled {
 		c.followUp(ctx, w)
 	}
@@ -370,6 +387,11 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 	if sel.stakater != nil {
 		for _, p := range sel.stakater.Problems {
 			c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", p+"; the entry is skipped")
+		}
+	}
+	for _, a := range []string{MinRolloutIntervalAnnotation, StakaterPausePeriod} {
+		if _, err := ParseInterval(w.Meta.Annotations[a]); err != nil {
+			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", "annotation %s: %v; it is not applied: use a duration such as 30s or 5m", a, err)
 		}
 	}
 	used := refs.Extract(ns, w.Meta.Annotations, &w.Template.Spec)
@@ -461,7 +483,8 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 			if !was && now[e] == "absent" {
 				continue // newly named, and not there: nothing the pods see changed
 			}
-			if !sel.wave && (!was || before == "absent" || now[e] == "absent") {
+			created, deleted := !was || before == "absent", now[e] == "absent"
+			if !sel.wave && (created && !c.Reloader.RollOnCreate || deleted && !c.Reloader.RollOnDelete) {
 				continue // Reloader rolls on an object's creation or deletion only when told to (--reload-on-create, --reload-on-delete)
 			}
 			if r, ok := entries[e]; ok && c.follows(ns, used, sel, r) || !ok && sel.wave {
@@ -509,6 +532,11 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 		if !waveBehind {
 			what = why
 		}
+	}
+	if d, why := c.pace.hold(w, rec, time.Now()); d > 0 {
+		klog.V(2).InfoS("rollout held", "workload", w.String(), "changed", what, "for", d.Round(time.Millisecond), "why", why)
+		c.queue.AddAfter(w.Key(), d)
+		return ResultHeld, nil
 	}
 	shown := hash
 	if !sel.wave {

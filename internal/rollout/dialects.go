@@ -45,6 +45,20 @@ func ParseDialects(s string) (Dialects, error) {
 	return d, nil
 }
 
+// ReloaderOptions are Stakater Reloader's flags that narrow what rolls, accepted under its
+// names.
+type ReloaderOptions struct {
+	Namespaces          map[string]bool // --namespaces-to-ignore: workloads there are left alone
+	ConfigMaps, Secrets bool            // --resources-to-ignore: changes of that kind roll nothing
+	// --reload-on-create, --reload-on-delete: for what Reloader's annotations follow, an
+	// object's creation (deletion) rolls; Reloader's default is no.
+	RollOnCreate, RollOnDelete bool
+}
+
+func (o ReloaderOptions) ignores(kind refs.ConfigKind) bool {
+	return kind == refs.ConfigMap && o.ConfigMaps || kind == refs.Secret && o.Secrets
+}
+
 // selection is what a workload's annotations ask wave to follow, in the dialects it reads.
 // A workload that speaks both dialects is one workload: one decision, one rollout per change.
 type selection struct {
@@ -67,6 +81,9 @@ func Select(d Dialects, w workload.Workload) (wave bool, stakater *refs.Stakater
 }
 
 func (c *Controller) selectionOf(w workload.Workload) selection {
+	if c.Reloader.Namespaces[w.Meta.Namespace] {
+		return selection{}
+	}
 	wave, st := Select(c.Dialects, w)
 	return selection{wave: wave, stakater: st}
 }
@@ -111,6 +128,9 @@ func (c *Controller) recorded(ns string, used refs.References, sel selection) re
 
 // follows reports whether a change of the record entry rolls the workload.
 func (c *Controller) follows(ns string, used refs.References, sel selection, ref refs.ObjectRef) bool {
+	if c.Reloader.ignores(ref.Kind) {
+		return false
+	}
 	if sel.wave {
 		return true // Wave rolls on every object the pods use
 	}

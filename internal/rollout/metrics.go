@@ -25,6 +25,7 @@ const (
 	ResultError     = "error"     // retried with backoff
 	ResultRetry     = "retry"     // decided on a cache a moment behind (409 Conflict); tried again
 	ResultIgnored   = "ignored"   // gone or not opted in
+	ResultHeld      = "held"      // a rollout waits for --coalesce or the floor between rollouts
 )
 
 // NewMetrics registers wave's series; queueDepth and tracked are read at scrape time.
@@ -32,7 +33,7 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64) *
 	m := &Metrics{
 		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "configwave_wave_reconciles_total",
-			Help: "Workload reconciles by result: unchanged, baseline, rolled, missing, error, retry, ignored.",
+			Help: "Workload reconciles by result: unchanged, baseline, rolled, missing, held, error, retry, ignored.",
 		}, []string{"result"}),
 		Patches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "configwave_wave_patches_total",
@@ -49,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64) *
 	}
 	m.Rollouts.WithLabelValues(RolloutSucceeded)
 	m.Rollouts.WithLabelValues(RolloutFailed)
-	for _, r := range []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultError, ResultRetry, ResultIgnored} {
+	for _, r := range []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored} {
 		m.Reconciles.WithLabelValues(r)
 	}
 	reg.MustRegister(m.Reconciles, m.Patches, m.Errors, m.Rollouts,

@@ -77,6 +77,7 @@ func TestSyncDecisionTable(t *testing.T) {
 		config     *corev1.ConfigMap // nil: it does not exist
 		hashKey    []byte
 		digestKey  []byte // the install key
+		reloader   ReloaderOptions
 		dryRun     bool
 		want       string
 		wantPatch  bool   // one PATCH sent
@@ -151,6 +152,15 @@ func TestSyncDecisionTable(t *testing.T) {
 		{name: "Reloader's reload list: the named ConfigMap created later: recorded, nothing rolls (as Reloader without --reload-on-create)",
 			workload: reloaderDeploy(map[string]string{refs.StakaterConfigMapReload: "cm", InputsAnnotation: "configmap/cm=absent"}, corev1.EnvVar{Name: "X", Value: "y"}), config: cm("1"),
 			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
+		{name: "... and with --reload-on-create: rolls",
+			workload: reloaderDeploy(map[string]string{refs.StakaterConfigMapReload: "cm", InputsAnnotation: "configmap/cm=absent"}, corev1.EnvVar{Name: "X", Value: "y"}), config: cm("1"),
+			reloader: ReloaderOptions{RollOnCreate: true}, want: ResultRolled, wantPatch: true, wantRoll: true, wantInputs: inputsOf(nil, cm("1"))},
+		{name: "--resources-to-ignore=configmaps: a ConfigMap change is recorded, nothing rolls, whatever the dialect",
+			workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("0"))}, nil), config: cm("1"),
+			reloader: ReloaderOptions{ConfigMaps: true}, want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
+		{name: "--namespaces-to-ignore: left alone",
+			workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("0"))}, nil), config: cm("1"),
+			reloader: ReloaderOptions{Namespaces: map[string]bool{"ns": true}}, want: ResultIgnored},
 		{name: "Reloader's auto with the ConfigMap excluded: recorded, nothing rolls",
 			workload: reloaderDeploy(map[string]string{refs.StakaterAuto: "true", refs.StakaterConfigMapsExclude: "cm", InputsAnnotation: inputsOf(nil, cm("0"))}), config: cm("1"),
 			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
@@ -191,7 +201,7 @@ func TestSyncDecisionTable(t *testing.T) {
 			inf := NewInformers(client, []string{ns}, labels.Everything(), time.Minute, confighash.Digester{Key: digestKey})
 			c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
 				Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
-				HashKey: tt.hashKey, DigestKey: tt.digestKey, DryRun: tt.dryRun})
+				HashKey: tt.hashKey, DigestKey: tt.digestKey, DryRun: tt.dryRun, Reloader: tt.reloader})
 			require.NoError(t, err)
 			require.NoError(t, inf.workloads["Deployment"][0].GetIndexer().Add(tt.workload))
 			if tt.config != nil {

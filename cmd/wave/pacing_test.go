@@ -1,0 +1,89 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+// A ConfigMap and a Secret patched 50 ms apart (one kubectl apply) roll the workload once
+// (--coalesce, default 200ms); with --coalesce=0 the same pair rolls it twice.
+func TestChangesTogetherRollOnce(t *testing.T) {
+	client := adminClient(t)
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		rolls int
+	}{
+		{"default --coalesce", nil, 1},
+		{"--coalesce=0", []string{"--coalesce=0"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := testcluster.Namespace(t, client)
+			createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+			createSecret(t, client, ns, "sec", map[string]string{"p": "1"})
+			createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a"), func(s *corev1.PodSpec) {
+				s.Containers[0].EnvFrom = append(s.Containers[0].EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("sec")}})
+			}))
+			p := startWave(t, ns, tc.args...)
+			before := waitRecorded(t, client, ns, "app")
+			settle(t, p)
+
+			patchCM(t, client, ns, "cm", `{"data":{"a":"2"}}`)
+			time.Sleep(50 * time.Millisecond)
+			patchSecret(t, client, ns, "sec", `{"stringData":{"p":"2"}}`)
+			waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
+			settle(t, p)
+			assert.Len(t, replicaSets(t, client, ns, "app"), 1+tc.rolls)
+			assert.Equal(t, float64(tc.rolls), p.Metric(`configwave_wave_reconciles_total{result="rolled"}`))
+		})
+	}
+}
+
+// A floor between rollouts: the first change rolls at once; changes within the floor are held
+// and roll together, once, when it ends, with the last content. Wave's own annotation, and
+// Stakater Reloader's pause-period, alike.
+func TestFloorBetweenRollouts(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "cm", map[string]string{"a": "0"})
+	own := deployment(ns, "own", withEnvKey("cm", "a"))
+	own.Annotations[rollout.MinRolloutIntervalAnnotation] = "4s"
+	createDeployment(t, client, own)
+	createDeployment(t, client, reloaderDeployment(ns, "paused", map[string]string{refs.StakaterAuto: "true", rollout.StakaterPausePeriod: "4s"}, withEnvFrom("cm")))
+	p := startWave(t, ns, "--coalesce=0")
+	names := []string{"own", "paused"}
+	before := map[string]string{}
+	for _, name := range names {
+		before[name] = inputsHash(waitRecorded(t, client, ns, name))
+	}
+	settle(t, p)
+
+	patchCM(t, client, ns, "cm", `{"data":{"a":"1"}}`)
+	for _, name := range names {
+		before[name] = inputsHash(waitTemplateHashChange(t, client, ns, name, before[name]))
+	}
+	for i := 2; i <= 4; i++ { // a runaway writer
+		time.Sleep(300 * time.Millisecond)
+		patchCM(t, client, ns, "cm", `{"data":{"a":"`+string(rune('0'+i))+`"}}`)
+	}
+	require.Eventually(t, func() bool { return p.Metric("configwave_wave_rollouts_held") == 2 }, eventually, tick, "both held")
+	for _, name := range names {
+		assert.Equal(t, before[name], inputsHash(getDeployment(t, client, ns, name)), "%s: no rollout within the floor", name)
+	}
+	for _, name := range names {
+		waitTemplateHashChange(t, client, ns, name, before[name])
+	}
+	settle(t, p)
+	for _, name := range names {
+		assert.Len(t, replicaSets(t, client, ns, name), 3, "%s: one rollout at the change, one when the floor ended", name)
+	}
+	assert.True(t, configValueRolled(t, client, ns, "own", "4"), "the held changes are not lost: the last content rolled")
+}

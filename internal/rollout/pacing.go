@@ -1,0 +1,106 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/workload"
+)
+
+// Annotations that pace a workload's rollouts.
+const (
+	// MinRolloutIntervalAnnotation (workload metadata): at least this long between two
+	// rollouts wave causes; changes in the meantime roll together when it ends.
+	MinRolloutIntervalAnnotation = "configwave.io/min-rollout-interval"
+	// StakaterPausePeriod is Stakater Reloader's: after a rollout, further changes wait this
+	// long (Reloader pauses the Deployment; wave holds the next rollout, same effect).
+	StakaterPausePeriod = "deployment.reloader.stakater.com/pause-period"
+)
+
+// pacer holds rollouts back: for --coalesce after the first change of a quiet workload, so
+// that a ConfigMap and a Secret changed together roll once; and until the workload's floor
+// between rollouts (--min-rollout-interval, its annotation, Reloader's pause-period) has
+// passed, so that a runaway writer cannot roll a workload thousands of times. A held change is
+// never lost: the workload is looked at again when the wait ends, and rolls with everything
+// that changed meanwhile.
+type pacer struct {
+	coalesce, floor time.Duration
+
+	mu      sync.Mutex
+	pending map[string]time.Time // workload key -> when a rollout was first wanted
+}
+
+func newPacer(coalesce, floor time.Duration) *pacer {
+	return &pacer{coalesce: coalesce, floor: floor, pending: map[string]time.Time{}}
+}
+
+// hold returns how long the rollout of w must wait, and why; 0 to roll now.
+func (p *pacer) hold(w workload.Workload, rec outcome.Record, now time.Time) (time.Duration, string) {
+	key := w.Key()
+	p.mu.Lock()
+	first, ok := p.pending[key]
+	if !ok {
+		first = now
+		p.pending[key] = now
+	}
+	p.mu.Unlock()
+	if d := first.Add(p.coalesce).Sub(now); p.coalesce > 0 && d > 0 {
+		return d, fmt.Sprintf("coalescing changes for %s (--coalesce)", p.coalesce)
+	}
+	floor, source := p.floorOf(w)
+	if floor > 0 && !rec.Started.IsZero() {
+		if d := rec.Started.Add(floor).Sub(now); d > 0 {
+			return d, fmt.Sprintf("at most one rollout every %s (%s)", floor, source)
+		}
+	}
+	return 0, ""
+}
+
+// rolled forgets the wait of a workload that rolled, or no longer needs to.
+func (p *pacer) rolled(key string) {
+	p.mu.Lock()
+	delete(p.pending, key)
+	p.mu.Unlock()
+}
+
+// Held is how many workloads wait for a rollout, for the gauge.
+func (p *pacer) Held() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return float64(len(p.pending))
+}
+
+// floorOf is the workload's floor between rollouts: the longest of --min-rollout-interval,
+// its own annotation and Reloader's pause-period.
+func (p *pacer) floorOf(w workload.Workload) (time.Duration, string) {
+	floor, source := p.floor, "--min-rollout-interval"
+	for _, a := range []string{MinRolloutIntervalAnnotation, StakaterPausePeriod} {
+		if d, err := ParseInterval(w.Meta.Annotations[a]); err == nil && d > floor {
+			floor, source = d, a
+		}
+	}
+	return floor, source
+}
+
+// maxInterval bounds a floor: beyond a day, a workload would effectively never roll again.
+const maxInterval = 24 * time.Hour
+
+// ParseInterval reads a floor annotation: a positive Go duration ("30s", "5m") up to 24h.
+// "" is no floor.
+func ParseInterval(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%q is not a duration such as 30s or 5m", v)
+	case d <= 0 || d > maxInterval:
+		return 0, fmt.Errorf("%q is not between 0 and %s", v, maxInterval)
+	}
+	return d, nil
+}
