@@ -92,12 +92,12 @@ func (c *Controller) selectionOf(w workload.Workload) selection {
 // and the objects a Reloader reload list names, used or not. Whether a change of one rolls the
 // workload is follows'.
 func (c *Controller) recorded(ns string, used refs.References, sel selection) refs.Uses {
+	if sel.stakater == nil {
+		return used.Visible
+	}
 	uses := refs.Uses{}
 	for r, u := range used.Visible {
 		uses[r] = u
-	}
-	if sel.stakater == nil {
-		return uses
 	}
 	patterns := sel.stakater.HasPatterns()
 	for _, kind := range []refs.ConfigKind{refs.ConfigMap, refs.Secret} {
