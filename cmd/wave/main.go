@@ -166,15 +166,9 @@ type config struct {
 
 func (o *options) check() (*config, error) {
 	c := &config{options: *o, selector: labels.Everything()}
-	for _, ns := range strings.Split(o.namespaces, ",") {
-		ns = strings.TrimSpace(ns)
-		if ns == "" {
-			continue
-		}
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return nil, fmt.Errorf("--namespaces: %q is not a namespace name (%s)", ns, strings.Join(errs, "; "))
-		}
-		c.namespaceList = append(c.namespaceList, ns)
+	var err error
+	if c.namespaceList, err = parseNamespaces(o.namespaces); err != nil {
+		return nil, err
 	}
 	if o.labelSelector != "" {
 		sel, err := labels.Parse(o.labelSelector)
@@ -183,7 +177,6 @@ func (o *options) check() (*config, error) {
 		}
 		c.selector = sel
 	}
-	var err error
 	if c.dialects, err = rollout.ParseDialects(o.annotations); err != nil {
 		return nil, err
 	}
@@ -241,6 +234,21 @@ func (o *options) check() (*config, error) {
 		}
 	}
 	return c, nil
+}
+
+// parseNamespaces reads --namespaces: names separated by commas, blanks around them ignored.
+func parseNamespaces(value string) ([]string, error) {
+	var out []string
+	for _, ns := range strings.Split(value, ",") {
+		if ns = strings.TrimSpace(ns); ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("--namespaces: %q is not a namespace name (%s)", ns, strings.Join(errs, "; "))
+		}
+		out = append(out, ns)
+	}
+	return out, nil
 }
 
 // maxKeySize bounds what --hash-key-file reads: a key is a few dozen bytes, and a wrong path

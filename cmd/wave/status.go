@@ -14,7 +14,6 @@ import (
 	flag "github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/cli"
@@ -76,16 +75,10 @@ func runStatus(args []string, stdout io.Writer) int {
 		fmt.Fprintf(os.Stderr, "wave status: unexpected argument %q; it takes flags only\n", fs.Arg(0))
 		return 2
 	}
-	var namespaces []string
-	for _, ns := range strings.Split(o.namespaces, ",") {
-		if ns = strings.TrimSpace(ns); ns == "" {
-			continue
-		}
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			fmt.Fprintf(os.Stderr, "wave status: --namespaces: %q is not a namespace name (%s)\n", ns, strings.Join(errs, "; "))
-			return 2
-		}
-		namespaces = append(namespaces, ns)
+	namespaces, err := parseNamespaces(o.namespaces)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wave status: %v\n", err)
+		return 2
 	}
 	if o.output != "table" && o.output != "json" {
 		fmt.Fprintf(os.Stderr, "wave status: --output=%q: use table or json\n", o.output)
