@@ -51,7 +51,7 @@ func TestFlags(t *testing.T) {
 		{name: "no dialect", args: []string{"--annotations="}, wantErr: `--annotations="": name at least one dialect`},
 		{name: "Stakater Reloader's flags that mean something here", args: []string{"--namespaces-to-ignore=kube-system, monitoring", "--resources-to-ignore=secrets",
 			"--ignored-workload-types=jobs,cronjobs", "--reload-on-create", "--reload-on-delete=false"}, check: func(t *testing.T, c *config) {
-			assert.Equal(t, rollout.ReloaderOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true}, c.reloaderOpts)
+			assert.Equal(t, rollout.ReloaderOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true, IgnoreCronJobs: true}, c.reloaderOpts)
 		}},
 		{name: "Reloader's --enable-ha", args: []string{"--enable-ha"}, wantErr: "--enable-ha is Stakater Reloader's and means nothing to wave: use --leader-election"},
 		{name: "Reloader's --log-level", args: []string{"--log-level=debug"}, wantErr: "--log-level is Stakater Reloader's and means nothing to wave: use --v"},

@@ -165,11 +165,12 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 }
 
 // readOnlyKubeconfig is a kubeconfig for a ServiceAccount that may get and list Deployments,
-// StatefulSets and DaemonSets in ns, and nothing else.
+// StatefulSets, DaemonSets and CronJobs in ns, and nothing else.
 func readOnlyKubeconfig(t *testing.T, client kubernetes.Interface, ns string) string {
 	t.Helper()
 	_, err := client.RbacV1().Roles(ns).Create(ctx(t), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "status-reader"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"get", "list"}}}},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"get", "list"}}}},
 		metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "status-reader"}}, metav1.CreateOptions{})

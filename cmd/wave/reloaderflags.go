@@ -54,7 +54,7 @@ var refusedReloaderFlags = map[string]string{
 func (r *reloaderFlags) add(fs *flag.FlagSet) {
 	fs.StringSliceVar(&r.namespacesToIgnore, "namespaces-to-ignore", nil, "Stakater Reloader's: namespaces whose workloads wave leaves alone.")
 	fs.StringSliceVar(&r.resourcesToIgnore, "resources-to-ignore", nil, `Stakater Reloader's: "configmaps" or "secrets": changes of that kind roll nothing.`)
-	fs.StringSliceVar(&r.ignoredWorkloadTypes, "ignored-workload-types", nil, `Stakater Reloader's: "jobs", "cronjobs" or both; wave never restarts Jobs, and rolls no CronJobs yet, so this only checks its values.`)
+	fs.StringSliceVar(&r.ignoredWorkloadTypes, "ignored-workload-types", nil, `Stakater Reloader's: "jobs", "cronjobs" or both. "cronjobs": a change starts no Job from an opted-in CronJob. wave never restarts Jobs, so "jobs" changes nothing.`)
 	fs.StringVar(&r.reloadOnCreate, "reload-on-create", "false", "Stakater Reloader's: the creation of an object Reloader's annotations follow rolls the workload.")
 	fs.StringVar(&r.reloadOnDelete, "reload-on-delete", "false", "Stakater Reloader's: the deletion of an object Reloader's annotations follow (an optional one) rolls the workload.")
 	fs.Lookup("reload-on-create").NoOptDefVal = "true"
@@ -102,7 +102,11 @@ func (r *reloaderFlags) check(c *rollout.ReloaderOptions) error {
 		return fmt.Errorf("--resources-to-ignore: ignoring both configmaps and secrets leaves wave nothing to do")
 	}
 	for _, t := range r.ignoredWorkloadTypes {
-		if t = strings.TrimSpace(t); t != "jobs" && t != "cronjobs" {
+		switch strings.TrimSpace(t) {
+		case "cronjobs":
+			c.IgnoreCronJobs = true
+		case "jobs":
+		default:
 			return fmt.Errorf("--ignored-workload-types: %q is not jobs or cronjobs", t)
 		}
 	}

@@ -41,7 +41,7 @@ func newStatusFlagSet(o *statusOptions) *flag.FlagSet {
 annotations), the ConfigMaps and Secrets each one uses, and whether its pods run the
 current config: up to date, rolling, failed, or waiting for missing config, and since when.
 It reads the records wave writes on the workloads, so it needs read access to Deployments,
-StatefulSets and DaemonSets only.
+StatefulSets, DaemonSets and CronJobs only.
 
 Usage: wave status [flags]
 

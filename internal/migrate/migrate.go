@@ -46,7 +46,7 @@ func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []
 	for _, ns := range namespaces {
 		waveOwned := map[types.UID]string{}
 		var finalized []workload.Workload
-		for _, t := range workload.Types() {
+		for _, t := range workload.WaveTypes() {
 			items, err := listWorkloads(ctx, client, t, ns)
 			if err != nil {
 				return rep, err

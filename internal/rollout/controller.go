@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -555,7 +556,17 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 	if err := c.patch(ctx, w, "rollout", &value, next, hash, inputsHash(value)); err != nil {
 		return "", err
 	}
-	c.follow.started(w.Key(), next)
+	if !c.DryRun {
+		// What the write does not do by itself (a CronJob: one Job now). Tried a few times: the
+		// record already says rolled, so a later look would not try again.
+		err := retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.Client, w) })
+		if err != nil {
+			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "RestartFailed", "%v; its next scheduled run uses the new config", err)
+		}
+	}
+	if !w.Progress.Untracked {
+		c.follow.started(w.Key(), next)
+	}
 	return ResultRolled, nil
 }
 

@@ -53,6 +53,8 @@ type ReloaderOptions struct {
 	// --reload-on-create, --reload-on-delete: for what Reloader's annotations follow, an
 	// object's creation (deletion) rolls; Reloader's default is no.
 	RollOnCreate, RollOnDelete bool
+	// --ignored-workload-types=cronjobs: CronJobs start no Job on a change.
+	IgnoreCronJobs bool
 }
 
 func (o ReloaderOptions) ignores(kind refs.ConfigKind) bool {
@@ -81,7 +83,7 @@ func Select(d Dialects, w workload.Workload) (wave bool, stakater *refs.Stakater
 }
 
 func (c *Controller) selectionOf(w workload.Workload) selection {
-	if c.Reloader.Namespaces[w.Meta.Namespace] {
+	if c.Reloader.Namespaces[w.Meta.Namespace] || w.Kind == workload.CronJob && c.Reloader.IgnoreCronJobs {
 		return selection{}
 	}
 	wave, st := Select(c.Dialects, w)

@@ -136,6 +136,9 @@ func (c *Controller) Status() any {
 
 // followUp judges w's last config rollout and reports what changed since the last look.
 func (c *Controller) followUp(ctx context.Context, w workload.Workload) {
+	if w.Progress.Untracked {
+		return // nothing rolls of this kind (a CronJob): nothing to follow
+	}
 	key := w.Key()
 	rec, err := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation])
 	if err != nil {

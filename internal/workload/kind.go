@@ -1,5 +1,5 @@
 // Package workload is the one place that knows the workload kinds apart (Deployment,
-// StatefulSet, DaemonSet): their pod template, their informer, and how to read and patch
+// StatefulSet, DaemonSet, CronJob): their pod template, their informer, and how to read and patch
 // them. Each kind is one file with one Type (a built-in kind with a typed client declares a
 // typed[...] and names only where things are); a new kind is a new file and one entry in kinds.
 //
@@ -37,13 +37,19 @@ type Type interface {
 	List(ctx context.Context, client kubernetes.Interface, namespace string, opts metav1.ListOptions) (ws []Workload, continueToken string, err error)
 	// Patch applies a merge patch.
 	Patch(ctx context.Context, client kubernetes.Interface, namespace, name string, body []byte) error
+	// Restart does, after wave wrote a new template, what that write does not do by itself:
+	// nothing for the kinds whose controller rolls the pods, one Job now for a CronJob.
+	Restart(ctx context.Context, client kubernetes.Interface, w Workload) error
 }
 
 // kinds are the kinds wave manages, each in its own file.
-var kinds = []Type{deployments, statefulSets, daemonSets}
+var kinds = []Type{deployments, statefulSets, daemonSets, cronJobs}
 
 // Types lists the kinds wave manages.
 func Types() []Type { return kinds }
+
+// WaveTypes lists the kinds Wave (wave-k8s) itself managed, which a migration from it reads.
+func WaveTypes() []Type { return []Type{deployments, statefulSets, daemonSets} }
 
 // TypeOf returns the Type of kind.
 func TypeOf(kind Kind) (Type, error) {
@@ -100,6 +106,15 @@ func (w Workload) OptedIn() bool {
 // String for logs and Events: "deployment ns/name".
 func (w Workload) String() string {
 	return fmt.Sprintf("%s %s/%s", strings.ToLower(string(w.Kind)), w.Meta.Namespace, w.Meta.Name)
+}
+
+// Restart does what a template write does not do by itself for w's kind (see Type).
+func Restart(ctx context.Context, client kubernetes.Interface, w Workload) error {
+	t, err := TypeOf(w.Kind)
+	if err != nil {
+		return err
+	}
+	return t.Restart(ctx, client, w)
 }
 
 // Patch applies a merge patch to a workload of kind.

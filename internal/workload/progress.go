@@ -25,6 +25,9 @@ type Progress struct {
 	// OwnDeadline: the kind's controller reports a stuck rollout itself (Deployments), so wave
 	// needs no deadline of its own for it.
 	OwnDeadline bool
+	// Untracked: a template write rolls nothing of this kind (CronJob), so there is no
+	// rollout to follow.
+	Untracked bool
 }
 
 func deploymentProgress(d *appsv1.Deployment) Progress {

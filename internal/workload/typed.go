@@ -73,6 +73,9 @@ func (t typed[T, L]) Patch(ctx context.Context, c kubernetes.Interface, namespac
 	return err
 }
 
+// Restart: the kind's controller rolls the pods when the template changes.
+func (t typed[T, L]) Restart(context.Context, kubernetes.Interface, Workload) error { return nil }
+
 // pointers returns pointers to a list's items, as the informers hold them.
 func pointers[T any](items []T) []*T {
 	out := make([]*T, len(items))
