@@ -172,7 +172,10 @@ func TestHelmChartApplies(t *testing.T) {
 			"topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway", "topologySpreadConstraints[0].labelSelector.matchLabels.app\\.kubernetes\\.io/name=configwave-wave",
 			"podLabels.team=platform", "podAnnotations.example\\.com/x=y", "extraArgs={--v=2}", "hashKeySecret.name=wave-hash-key",
 			"allowCrossNamespaceRefs=true", "networkPolicy.enabled=true"},
+		"namespace-scoped RBAC": {"rbac.clusterWide=false", "namespaces={team-a,team-b}"},
 	}
+	ensureNamespace(t, "team-a")
+	ensureNamespace(t, "team-b")
 	for name, set := range cases {
 		t.Run(name, func(t *testing.T) { applyDryRun(t, decode(t, helmTemplate(t, set...)), "configwave-system") })
 	}
@@ -233,6 +236,23 @@ func TestChartRBACEqualsKustomizeRBAC(t *testing.T) {
 	}
 	kust := rules(decode(t, kustomize(t, "config/wave")))
 	assert.Equal(t, kust, rules(decode(t, helmTemplate(t))))
+
+	// rbac.clusterWide=false: no ClusterRole; the same rules in a Role in each namespace.
+	scoped := decode(t, helmTemplate(t, "rbac.clusterWide=false", "namespaces={team-a,team-b}"))
+	assert.NotContains(t, kinds(scoped), "ClusterRole")
+	assert.NotContains(t, kinds(scoped), "ClusterRoleBinding")
+	perNamespace := map[string][]rbacv1.PolicyRule{}
+	for _, o := range scoped {
+		if o.GetKind() == "Role" && (o.GetNamespace() == "team-a" || o.GetNamespace() == "team-b") {
+			var role rbacv1.Role
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role))
+			perNamespace[o.GetNamespace()] = role.Rules
+		}
+	}
+	assert.Equal(t, map[string][]rbacv1.PolicyRule{"team-a": kust, "team-b": kust}, perNamespace)
+	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "rbac.clusterWide=false")
+	require.Error(t, err, "a namespace-scoped install needs its namespaces")
+	assert.Contains(t, err.Error(), "list them in namespaces")
 	for _, r := range kust {
 		for _, res := range r.Resources {
 			if res == "configmaps" || res == "secrets" {

@@ -10,3 +10,27 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 app.kubernetes.io/name: configwave-wave
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+
+{{/* wave's RBAC rules, the same as config/wave/clusterrole.yaml (a test keeps them equal). */}}
+{{- define "configwave.rules" -}}
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets"]
+  verbs: ["get", "list", "watch", "patch"]
+# CronJobs: a config change starts one Job from the CronJob's template
+- apiGroups: ["batch"]
+  resources: ["cronjobs"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["create"]
+- apiGroups: [""]
+  resources: ["configmaps", "secrets"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+# to see the new pods of a config rollout crash-loop, and say so at once
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+{{- end }}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+// With the chart's rbac.clusterWide=false, wave runs on the Role the chart puts in each
+// namespace it manages, and nothing cluster-wide: it records, rolls and reports there.
+func TestRunsWithTheChartsNamespacedRole(t *testing.T) {
+	helmBin := os.Getenv("HELM")
+	if helmBin == "" {
+		var err error
+		if helmBin, err = exec.LookPath("helm"); err != nil {
+			msg := "helm is not on PATH and $HELM is unset: make test installs it and sets HELM"
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	out, err := exec.Command(helmBin, "template", "x", filepath.Join("..", "..", "charts", "configwave"),
+		"--set", "rbac.clusterWide=false", "--set", "namespaces={"+ns+"}", "--set", "installKey.create=false").CombinedOutput()
+	require.NoError(t, err, string(out))
+	var role *rbacv1.Role
+	for _, doc := range strings.Split(string(out), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			continue // a comment-only document
+		}
+		if r, ok := obj.(*rbacv1.Role); ok && r.Namespace == ns {
+			role = r
+		}
+	}
+	require.NotNil(t, role, "the chart renders a Role in the managed namespace")
+	role.Name = "wave"
+	_, err = client.RbacV1().Roles(ns).Create(ctx(t), role, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "wave"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "wave"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "wave"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "wave", Namespace: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), "wave", &authv1.TokenRequest{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
+	require.NoError(t, err)
+
+	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+	createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a")))
+	var p *testcluster.Process
+	require.Eventually(t, func() bool { // RBAC reaches the authorizer's cache in a moment
+		p = startWave(t, ns, "--kubeconfig="+kubeconfig, "--install-key-secret=")
+		if !strings.Contains(p.Log(), "forbidden") {
+			return true
+		}
+		p.Stop(15 * time.Second)
+		return false
+	}, eventually, 500*time.Millisecond)
+	before := waitRecorded(t, client, ns, "app")
+	patchCM(t, client, ns, "cm", `{"data":{"a":"2"}}`)
+	waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "app", "ConfigRolledOut")) > 0 }, eventually, tick, "Events and the rollout's outcome too")
+	assert.NotContains(t, p.Log(), "forbidden")
+}
