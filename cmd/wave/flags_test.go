@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,6 +54,11 @@ func TestFlags(t *testing.T) {
 			"--ignored-workload-types=jobs,cronjobs", "--reload-on-create", "--reload-on-delete=false"}, check: func(t *testing.T, c *config) {
 			assert.Equal(t, rollout.ReloaderOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true, IgnoreCronJobs: true}, c.reloaderOpts)
 		}},
+		{name: "Wave's own flags carry over", args: []string{"--leader-election", "--leader-election-id=wave", "--sync-period=10h", "--enable-webhooks", "--zap-log-level=info", "--zap-devel=false"},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, []string{"--enable-webhooks", "--zap-devel", "--zap-log-level"}, c.waveOnly.given())
+				assert.Equal(t, 10*time.Hour, c.syncPeriod)
+			}},
 		{name: "Reloader's --enable-ha", args: []string{"--enable-ha"}, wantErr: "--enable-ha is Stakater Reloader's and means nothing to wave: use --leader-election"},
 		{name: "Reloader's --log-level", args: []string{"--log-level=debug"}, wantErr: "--log-level is Stakater Reloader's and means nothing to wave: use --v"},
 		{name: "Reloader's --auto-reload-all", args: []string{"--auto-reload-all=true"}, wantErr: "annotate them with reloader.stakater.com/auto"},

@@ -105,6 +105,7 @@ type options struct {
 	kubeconfig      string
 	version         bool
 	reloader        reloaderFlags
+	waveOnly        waveFlags
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
@@ -147,6 +148,7 @@ Flags:
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
 	o.reloader.add(fs)
+	o.waveOnly.add(fs)
 	logflags.Add(fs, "log verbosity: 2 logs every decision, 4 every event.")
 	return fs
 }
@@ -386,6 +388,9 @@ func runWave(cfg *config) error {
 			}
 			return runLeader(cctx, cfg, client, func(ctx context.Context) error { return ctrl.Run(ctx, cfg.workers) })
 		}, func(error) { ccancel() })
+	}
+	if ignored := cfg.waveOnly.given(); len(ignored) > 0 {
+		klog.InfoS("Wave's flags accepted and ignored: wave needs no admission webhook, and logs with --v", "flags", ignored)
 	}
 	klog.InfoS("wave started", "version", cli.Version(version), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(), "annotations", cfg.annotations,
 		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "keyedInputs", len(digestKey) > 0, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)

@@ -23,6 +23,11 @@ const (
 	ExtraConfigMapsAnnotation      = "wave.pusher.com/extra-configmaps"
 	ExtraSecretsAnnotation         = "wave.pusher.com/extra-secrets"
 	WaveFinalizer                  = "wave.pusher.com/finalizer"
+	// SchedulingDisabledAnnotation: Wave 0.7 and later, while a workload's config was
+	// missing, set its pod template's schedulerName to one that does not exist, keeping the
+	// original here, and restored it once the config existed. A workload switched over in
+	// that state would wait forever: wave restores it the same way.
+	SchedulingDisabledAnnotation = "wave.pusher.com/scheduling-disabled"
 )
 
 // ConfigKind is ConfigMap or Secret.

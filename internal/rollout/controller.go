@@ -436,6 +436,9 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 		}
 		return ResultMissing, nil
 	}
+	if original, disabled := w.Meta.Annotations[refs.SchedulingDisabledAnnotation]; disabled {
+		return ResultRolled, c.restoreScheduling(ctx, w, original)
+	}
 	present := rec
 	present.Missing, present.MissingSince = "", time.Time{}
 	if hasRecord && recID == c.keyID && recInputs == in.Value {
@@ -620,6 +623,35 @@ func missingMessage(ms []*refs.MissingError) string {
 		parts[i] = m.Error()
 	}
 	return strings.Join(parts, "; ") + "; the workload rolls once it exists"
+}
+
+// restoreScheduling undoes what Wave 0.7 and later did to a workload whose config was
+// missing (see refs.SchedulingDisabledAnnotation), now that the config exists: the original
+// scheduler back, the annotation gone, in one patch conditional on the version read. The pods
+// waiting for a scheduler that does not exist are replaced; the next look decides as usual.
+func (c *Controller) restoreScheduling(ctx context.Context, w workload.Workload, original string) error {
+	var scheduler any // null: the API server's default scheduler
+	if original != "" {
+		scheduler = original
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{refs.SchedulingDisabledAnnotation: nil}, "resourceVersion": w.Meta.ResourceVersion},
+		"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{"schedulerName": scheduler}}},
+	})
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("Wave had disabled scheduling (schedulerName %q) while config was missing; the config exists: scheduler restored", w.Template.Spec.SchedulerName)
+	if c.DryRun {
+		c.Recorder.Event(w.Object, corev1.EventTypeNormal, "SchedulingRestored", "dry run: would do: "+msg)
+		return nil
+	}
+	if err := workload.Patch(ctx, c.Client, w.Kind, w.Meta.Namespace, w.Meta.Name, body); err != nil {
+		return fmt.Errorf("%s: restore the scheduler Wave disabled: %w", w, err)
+	}
+	c.Recorder.Event(w.Object, corev1.EventTypeNormal, "SchedulingRestored", msg)
+	klog.InfoS("restored the scheduler Wave had disabled", "workload", w.String(), "scheduler", original)
+	return nil
 }
 
 // unkeyedInputs is the inputs record as wave wrote it before digests were keyed, made from the
