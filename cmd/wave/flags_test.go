@@ -59,6 +59,12 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, []string{"--enable-webhooks", "--zap-devel", "--zap-log-level"}, c.waveOnly.given())
 				assert.Equal(t, 10*time.Hour, c.syncPeriod)
 			}},
+		{name: "Reloader's selectors, in its syntax", args: []string{"--namespace-selector=team:a,env:*", "--resource-label-selector=reloader=enabled"},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, "env,team=a", c.reloaderOpts.NamespaceSelector.String())
+				assert.Equal(t, "reloader=enabled", c.reloaderOpts.ResourceSelector.String())
+			}},
+		{name: "a bad selector", args: []string{"--namespace-selector=team:a b"}, wantErr: `--namespace-selector="team:a b"`},
 		{name: "Reloader's --enable-ha", args: []string{"--enable-ha"}, wantErr: "--enable-ha is Stakater Reloader's and means nothing to wave: use --leader-election"},
 		{name: "Reloader's --log-level", args: []string{"--log-level=debug"}, wantErr: "--log-level is Stakater Reloader's and means nothing to wave: use --v"},
 		{name: "Reloader's --auto-reload-all", args: []string{"--auto-reload-all=true"}, wantErr: "annotate them with reloader.stakater.com/auto"},

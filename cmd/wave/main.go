@@ -336,7 +336,11 @@ func runWave(cfg *config) error {
 		}
 		digestKey = key
 	}
-	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod, confighash.Digester{Key: digestKey})
+	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod,
+		confighash.Digester{Key: digestKey, KeepLabels: cfg.reloaderOpts.ResourceSelector != nil})
+	if cfg.reloaderOpts.NamespaceSelector != nil {
+		inf.WatchNamespaces(client)
+	}
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
 	rc := rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,

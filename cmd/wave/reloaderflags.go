@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	flag "github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configwave/configwave/internal/rollout"
@@ -19,6 +20,8 @@ type reloaderFlags struct {
 	namespacesToIgnore   []string
 	resourcesToIgnore    []string
 	ignoredWorkloadTypes []string
+	namespaceSelector    []string
+	resourceSelector     []string
 	reloadOnCreate       string
 	reloadOnDelete       string
 	refused              map[string]*string
@@ -37,8 +40,6 @@ var refusedReloaderFlags = map[string]string{
 	"enable-pprof":                     "remove the flag",
 	"pprof-addr":                       "remove the flag",
 	"enable-csi-integration":           "wave does not follow SecretProviderClasses; remove the flag",
-	"namespace-selector":               "wave does not select namespaces by label yet; list them with --namespaces",
-	"resource-label-selector":          "wave does not select ConfigMaps and Secrets by label yet; opt workloads in by annotation instead",
 	"configmap-annotation":             "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
 	"secret-annotation":                "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
 	"auto-annotation":                  "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
@@ -55,6 +56,8 @@ func (r *reloaderFlags) add(fs *flag.FlagSet) {
 	fs.StringSliceVar(&r.namespacesToIgnore, "namespaces-to-ignore", nil, "Stakater Reloader's: namespaces whose workloads wave leaves alone.")
 	fs.StringSliceVar(&r.resourcesToIgnore, "resources-to-ignore", nil, `Stakater Reloader's: "configmaps" or "secrets": changes of that kind roll nothing.`)
 	fs.StringSliceVar(&r.ignoredWorkloadTypes, "ignored-workload-types", nil, `Stakater Reloader's: "jobs", "cronjobs" or both. "cronjobs": a change starts no Job from an opted-in CronJob. wave never restarts Jobs, so "jobs" changes nothing.`)
+	fs.StringSliceVar(&r.namespaceSelector, "namespace-selector", nil, `Stakater Reloader's: only workloads in namespaces whose labels match, as key=value, key:value or key:* (any value); several are ANDed.`)
+	fs.StringSliceVar(&r.resourceSelector, "resource-label-selector", nil, `Stakater Reloader's: only ConfigMaps and Secrets whose labels match roll anything, in the same syntax.`)
 	fs.StringVar(&r.reloadOnCreate, "reload-on-create", "false", "Stakater Reloader's: the creation of an object Reloader's annotations follow rolls the workload.")
 	fs.StringVar(&r.reloadOnDelete, "reload-on-delete", "false", "Stakater Reloader's: the deletion of an object Reloader's annotations follow (an optional one) rolls the workload.")
 	fs.Lookup("reload-on-create").NoOptDefVal = "true"
@@ -110,6 +113,13 @@ func (r *reloaderFlags) check(c *rollout.ReloaderOptions) error {
 			return fmt.Errorf("--ignored-workload-types: %q is not jobs or cronjobs", t)
 		}
 	}
+	var err error
+	if c.NamespaceSelector, err = reloaderSelector("namespace-selector", r.namespaceSelector); err != nil {
+		return err
+	}
+	if c.ResourceSelector, err = reloaderSelector("resource-label-selector", r.resourceSelector); err != nil {
+		return err
+	}
 	for name, v := range map[string]*bool{"reload-on-create": &c.RollOnCreate, "reload-on-delete": &c.RollOnDelete} {
 		s := r.reloadOnCreate
 		if name == "reload-on-delete" {
@@ -122,4 +132,33 @@ func (r *reloaderFlags) check(c *rollout.ReloaderOptions) error {
 		*v = b
 	}
 	return nil
+}
+
+// reloaderSelector reads Reloader's selector syntax: entries key=value, key:value, or key:* /
+// key=* for any value, ANDed. nil for none.
+func reloaderSelector(flagName string, entries []string) (labels.Selector, error) {
+	var parts []string
+	for _, e := range entries {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(e, ":")
+		if !ok {
+			k, v, ok = strings.Cut(e, "=")
+		}
+		switch {
+		case !ok || v == "*":
+			parts = append(parts, strings.TrimSpace(k)) // the label exists
+		default:
+			parts = append(parts, strings.TrimSpace(k)+"="+strings.TrimSpace(v))
+		}
+	}
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	sel, err := labels.Parse(strings.Join(parts, ","))
+	if err != nil {
+		return nil, fmt.Errorf("--%s=%q: %v; give key=value, key:value or key:*", flagName, strings.Join(entries, ","), err)
+	}
+	return sel, nil
 }

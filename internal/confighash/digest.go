@@ -23,7 +23,12 @@ const digestedMark = "configwave.io/digested"
 // Digester reduces ConfigMaps and Secrets to per-key digests. With a Key, the digests are
 // HMACs, so that the inputs record on a workload cannot be used to test guesses of a Secret
 // value either.
-type Digester struct{ Key []byte }
+type Digester struct {
+	Key []byte
+	// KeepLabels keeps the objects' labels, for Stakater Reloader's --resource-label-selector;
+	// without it they are dropped like the rest of the metadata.
+	KeepLabels bool
+}
 
 // keyDigest is 128 bits of SHA256 (or of HMAC-SHA256 under the key): enough to tell any two
 // values apart in practice, half the memory of a full digest.
@@ -52,7 +57,7 @@ func (dg Digester) Transform(obj any) (any, error) {
 		if o.GenerateName == digestedMark {
 			return o, nil
 		}
-		out := &corev1.ConfigMap{ObjectMeta: slim(o.ObjectMeta), Data: make(map[string]string, len(o.Data)+len(o.BinaryData))}
+		out := &corev1.ConfigMap{ObjectMeta: dg.slim(o.ObjectMeta), Data: make(map[string]string, len(o.Data)+len(o.BinaryData))}
 		for k, v := range o.Data {
 			out.Data[k] = dg.keyDigest([]byte(v))
 		}
@@ -64,7 +69,7 @@ func (dg Digester) Transform(obj any) (any, error) {
 		if o.GenerateName == digestedMark {
 			return o, nil
 		}
-		out := &corev1.Secret{ObjectMeta: slim(o.ObjectMeta), Data: make(map[string][]byte, len(o.Data))}
+		out := &corev1.Secret{ObjectMeta: dg.slim(o.ObjectMeta), Data: make(map[string][]byte, len(o.Data))}
 		for k, v := range o.Data {
 			out.Data[k] = []byte(dg.keyDigest(v))
 		}
@@ -73,8 +78,11 @@ func (dg Digester) Transform(obj any) (any, error) {
 	return obj, nil
 }
 
-func slim(m metav1.ObjectMeta) metav1.ObjectMeta {
+func (dg Digester) slim(m metav1.ObjectMeta) metav1.ObjectMeta {
 	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, GenerateName: digestedMark}
+	if dg.KeepLabels {
+		out.Labels = m.Labels
+	}
 	for _, k := range keptAnnotations {
 		if v, ok := m.Annotations[k]; ok {
 			if out.Annotations == nil {

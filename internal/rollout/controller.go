@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 	"sync"
@@ -137,6 +138,18 @@ func NewController(cfg Config) (*Controller, error) {
 			}
 		}
 	}
+	if ns := cfg.Informers.namespaces; ns != nil {
+		// A namespace's labels decide for all its workloads (--namespace-selector).
+		if _, err := ns.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(old, obj any) {
+				if !maps.Equal(old.(metav1.Object).GetLabels(), obj.(metav1.Object).GetLabels()) {
+					c.enqueueNamespace(obj.(metav1.Object).GetName())
+				}
+			},
+		}); err != nil {
+			return nil, err
+		}
+	}
 	for kind, list := range cfg.Informers.configs {
 		for _, inf := range list {
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -185,6 +198,18 @@ func (c *Controller) enqueueDeleted(kind workload.Kind, obj any) {
 		return
 	}
 	c.enqueueWorkload(obj)
+}
+
+// enqueueNamespace looks again at every workload of a namespace.
+func (c *Controller) enqueueNamespace(namespace string) {
+	for _, list := range c.Informers.workloads {
+		for _, inf := range list {
+			objs, _ := inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+			for _, obj := range objs {
+				c.enqueueWorkload(obj)
+			}
+		}
+	}
 }
 
 func (c *Controller) enqueueUsers(kind refs.ConfigKind, obj any) {

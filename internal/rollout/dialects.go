@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/confighash"
@@ -55,6 +56,12 @@ type ReloaderOptions struct {
 	RollOnCreate, RollOnDelete bool
 	// --ignored-workload-types=cronjobs: CronJobs start no Job on a change.
 	IgnoreCronJobs bool
+	// --namespace-selector: only workloads in namespaces with matching labels (the
+	// Informers must watch namespaces: WatchNamespaces).
+	NamespaceSelector labels.Selector
+	// --resource-label-selector: only ConfigMaps and Secrets with matching labels roll anything
+	// (the Digester must keep labels).
+	ResourceSelector labels.Selector
 }
 
 func (o ReloaderOptions) ignores(kind refs.ConfigKind) bool {
@@ -84,6 +91,9 @@ func Select(d Dialects, w workload.Workload) (wave bool, stakater *refs.Stakater
 
 func (c *Controller) selectionOf(w workload.Workload) selection {
 	if c.Reloader.Namespaces[w.Meta.Namespace] || w.Kind == workload.CronJob && c.Reloader.IgnoreCronJobs {
+		return selection{}
+	}
+	if sel := c.Reloader.NamespaceSelector; sel != nil && !sel.Matches(labels.Set(c.Informers.namespaceLabels(w.Meta.Namespace))) {
 		return selection{}
 	}
 	wave, st := Select(c.Dialects, w)
@@ -131,6 +141,9 @@ func (c *Controller) recorded(ns string, used refs.References, sel selection) re
 // follows reports whether a change of the record entry rolls the workload.
 func (c *Controller) follows(ns string, used refs.References, sel selection, ref refs.ObjectRef) bool {
 	if c.Reloader.ignores(ref.Kind) {
+		return false
+	}
+	if sel := c.Reloader.ResourceSelector; sel != nil && !sel.Matches(labels.Set(c.Informers.configLabels(ref))) {
 		return false
 	}
 	if sel.wave {
@@ -205,6 +218,16 @@ func (inf *Informers) configNames(kind refs.ConfigKind, namespace string) []stri
 		}
 	}
 	return out
+}
+
+// configLabels are a config object's labels, when the Digester keeps them.
+func (inf *Informers) configLabels(ref refs.ObjectRef) map[string]string {
+	if obj, ok := inf.config(ref); ok {
+		if m, ok := obj.(metav1.Object); ok {
+			return m.GetLabels()
+		}
+	}
+	return nil
 }
 
 // configAnnotations are the annotations the cache keeps of a config object (Reloader's match

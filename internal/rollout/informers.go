@@ -24,6 +24,27 @@ type Informers struct {
 	factories []informers.SharedInformerFactory
 	watched   map[string]bool // namespaces; metav1.NamespaceAll for every one
 	digester  confighash.Digester
+	// namespaces: only with WatchNamespaces (--namespace-selector), for their labels.
+	namespaces cache.SharedIndexInformer
+}
+
+// WatchNamespaces adds an informer on namespaces, whose labels --namespace-selector reads.
+// Call it before Start.
+func (inf *Informers) WatchNamespaces(client kubernetes.Interface) {
+	f := informers.NewSharedInformerFactory(client, 0)
+	inf.namespaces = f.Core().V1().Namespaces().Informer()
+	inf.factories = append(inf.factories, f)
+}
+
+// namespaceLabels are a namespace's labels; nil when namespaces are not watched or it is gone.
+func (inf *Informers) namespaceLabels(name string) map[string]string {
+	if inf.namespaces == nil {
+		return nil
+	}
+	if obj, ok, err := inf.namespaces.GetIndexer().GetByKey(name); err == nil && ok {
+		return obj.(metav1.Object).GetLabels()
+	}
+	return nil
 }
 
 // NewInformers prepares the informers; namespaces empty means every namespace. The digester
@@ -84,6 +105,9 @@ func (inf *Informers) Synced() []cache.InformerSynced {
 		for _, i := range list {
 			out = append(out, i.HasSynced)
 		}
+	}
+	if inf.namespaces != nil {
+		out = append(out, inf.namespaces.HasSynced)
 	}
 	return out
 }

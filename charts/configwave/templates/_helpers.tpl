@@ -33,4 +33,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
+# their labels, for Stakater Reloader's --namespace-selector
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get", "list", "watch"]
 {{- end }}
