@@ -165,7 +165,18 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) {
 			c.queue.AddAfter(key, crashCheckEvery)
 		}
 	}()
-	switch r := c.follow.transition(key, w, rec, v); r {
+	r := c.follow.transition(key, w, rec, v)
+	if v.State == outcome.Failed && rec.Failed == "" && c.follow.isOurs(key) {
+		// On record, for `wave status` and a new leader; looked at on every pass until it is
+		// there, since the workload's controller often writes its status in between (409).
+		failed := rec
+		failed.Failed, failed.FailedAt = v.Reason, v.Since.UTC().Truncate(time.Second)
+		if err := c.patch(ctx, w, "outcome", nil, failed, "", ""); err != nil {
+			klog.V(2).InfoS("could not note the failure in the rollout record yet; trying again", "workload", w.String(), "err", err)
+			c.queue.AddRateLimited(key)
+		}
+	}
+	switch r {
 	case reportRolledOut, reportRecovered:
 		took := now.Sub(rec.Started).Round(100 * time.Millisecond)
 		c.Recorder.Eventf(w.Object, corev1.EventTypeNormal, "ConfigRolledOut", "the %s change is rolled out: every pod runs the current config (%s after wave started the rollout)", v.Change, took)
@@ -178,13 +189,6 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) {
 		c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "ConfigRolloutFailed", "the rollout of the %s change failed: %s; the old pods keep serving. Revert the change, or fix the config: the next change rolls again", v.Change, v.Reason)
 		klog.InfoS("config rollout failed", "workload", w.String(), "change", v.Change, "reason", v.Reason)
 		c.Metrics.Rollouts.WithLabelValues(RolloutFailed).Inc()
-		if rec.Failed == "" { // on record, for `wave status` and for a new leader
-			failed := rec
-			failed.Failed, failed.FailedAt = v.Reason, v.Since.UTC().Truncate(time.Second)
-			if err := c.patch(ctx, w, "outcome", nil, failed, "", ""); err != nil {
-				klog.V(2).InfoS("could not note the failure in the rollout record", "workload", w.String(), "err", err)
-			}
-		}
 		c.alert(fmt.Sprintf("configwave: the rollout of %s failed after %s changed: %s. The old pods keep serving; revert the change (git revert) or fix the config.", w, v.Change, v.Reason))
 	}
 }
