@@ -100,6 +100,7 @@ func run(ctx context.Context, full bool) error {
 		{"sidecar footprint", sidecarFootprint},
 		{"wave trigger latency", waveLatency},
 		{"wave shared ConfigMap", waveShared},
+		{"wave coalescing", waveCoalescing},
 		{"wave memory", waveMemory},
 		{"micro-benchmarks", func(e *env, r *report) error { return micro(e, r, root) }},
 	}
