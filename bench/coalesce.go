@@ -22,12 +22,13 @@ import (
 // or Helm upgrade does); and, with wave's default, how many rollouts and how long each pair
 // takes.
 type Coalescing struct {
-	Pairs    int     `json:"pairs"`
-	Gap      Stats   `json:"gap"`           // ConfigMap write answered → Secret write answered
-	Default  float64 `json:"default_ms"`    // wave's --coalesce default
-	Rollouts int     `json:"rollouts"`      // with the default, over Pairs pairs
-	Latency  Stats   `json:"latency"`       // ConfigMap PATCH sent → template changed, default --coalesce
-	Floor    Stats   `json:"latency_floor"` // the same with --coalesce=0 (two rollouts a pair)
+	Pairs         int     `json:"pairs"`
+	Gap           Stats   `json:"gap"`            // ConfigMap write answered → Secret write answered
+	Default       float64 `json:"default_ms"`     // wave's --coalesce default
+	Rollouts      int     `json:"rollouts"`       // with the default, over Pairs pairs
+	Latency       Stats   `json:"latency"`        // ConfigMap PATCH sent → template changed, default --coalesce
+	Floor         Stats   `json:"latency_floor"`  // the same with --coalesce=0
+	RolloutsFloor int     `json:"rollouts_floor"` // with --coalesce=0, over Pairs pairs
 }
 
 // coalesceDefault must match cmd/wave's defaultCoalesce.
@@ -91,7 +92,7 @@ func waveCoalescing(e *env, r *report) error {
 		if coalesce == "" {
 			c.Gap, c.Latency, c.Rollouts = stats(gaps), stats(lat), rolls
 		} else {
-			c.Floor = stats(lat)
+			c.Floor, c.RolloutsFloor = stats(lat), rolls
 		}
 	}
 	r.Coalescing = c

@@ -181,8 +181,8 @@ func (r *report) markdown() string {
 			s.Deployments, s.Deployments, s.Changes, s.QPS, s.UntilLast.Median, s.UntilLast.Max, s.UntilLast.Median/float64(s.Deployments))
 	}
 	if c := r.Coalescing; c != nil {
-		fmt.Fprintf(&b, "\n### Wave coalescing (`--coalesce`)\n\nOne client writes a ConfigMap, then a Secret (what one `kubectl apply` or Helm upgrade does), %d times; a Deployment uses both. Gap between the two writes (the ConfigMap's answered → the Secret's answered): median %s ms, p90 %s ms, max %s ms. The default `--coalesce=%.0fms` is **%s the largest gap**. With it: **%d rollouts for %d pairs**, ConfigMap PATCH sent → template changed median %s ms (p90 %s); with `--coalesce=0`: median %s ms, and two rollouts a pair.\n",
-			c.Pairs, f2(c.Gap.Median), f2(c.Gap.P90), f2(c.Gap.Max), c.Default, ratio(c.Default, c.Gap.Max), c.Rollouts, c.Pairs, f1(c.Latency.Median), f1(c.Latency.P90), f1(c.Floor.Median))
+		fmt.Fprintf(&b, "\n### Wave coalescing (`--coalesce`)\n\nOne client writes a ConfigMap, then a Secret (what one `kubectl apply` or Helm upgrade does), %d times; a Deployment uses both. Gap between the two writes (the ConfigMap's answered → the Secret's answered): median %s ms, p90 %s ms, max %s ms. The default `--coalesce=%.0fms` is **%s the largest gap**. With it: **%d rollouts for %d pairs**, ConfigMap PATCH sent → template changed median %s ms (p90 %s); with `--coalesce=0`: median %s ms, and %d rollouts for the same %d pairs.\n",
+			c.Pairs, f2(c.Gap.Median), f2(c.Gap.P90), f2(c.Gap.Max), c.Default, ratio(c.Default, c.Gap.Max), c.Rollouts, c.Pairs, f1(c.Latency.Median), f1(c.Latency.P90), f1(c.Floor.Median), c.RolloutsFloor, c.Pairs)
 	}
 	if len(r.Memory) > 0 {
 		b.WriteString("\n### Wave memory and start-up\n\nwave started on a namespace holding N ConfigMaps and N Secrets of 16 KiB each; RSS from /proc 3 s after `/readyz`.\n\n")
