@@ -168,18 +168,24 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 // StatefulSets, DaemonSets and CronJobs in ns, and nothing else.
 func readOnlyKubeconfig(t *testing.T, client kubernetes.Interface, ns string) string {
 	t.Helper()
-	_, err := client.RbacV1().Roles(ns).Create(ctx(t), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "status-reader"},
+	return roleKubeconfig(t, client, ns, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "status-reader"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"get", "list"}}}},
-		metav1.CreateOptions{})
+			{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"get", "list"}}}})
+}
+
+// roleKubeconfig creates role in ns, a ServiceAccount of the same name bound to it, and
+// returns a kubeconfig with that ServiceAccount's token: the access the role grants, no more.
+func roleKubeconfig(t *testing.T, client kubernetes.Interface, ns string, role *rbacv1.Role) string {
+	t.Helper()
+	_, err := client.RbacV1().Roles(ns).Create(ctx(t), role, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "status-reader"}}, metav1.CreateOptions{})
+	_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: role.Name}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "status-reader"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "status-reader"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "status-reader", Namespace: ns}}}, metav1.CreateOptions{})
+	_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: role.Name, Namespace: ns}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), "status-reader", &authv1.TokenRequest{}, metav1.CreateOptions{})
+	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), role.Name, &authv1.TokenRequest{}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
 	require.NoError(t, err)

@@ -10,10 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/configwave/configwave/internal/testcluster"
@@ -50,18 +47,7 @@ func TestRunsWithTheChartsNamespacedRole(t *testing.T) {
 	}
 	require.NotNil(t, role, "the chart renders a Role in the managed namespace")
 	role.Name = "wave"
-	_, err = client.RbacV1().Roles(ns).Create(ctx(t), role, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "wave"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "wave"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "wave"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "wave", Namespace: ns}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), "wave", &authv1.TokenRequest{}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
-	require.NoError(t, err)
+	kubeconfig := roleKubeconfig(t, client, ns, role)
 
 	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
 	createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a")))
