@@ -59,6 +59,16 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, []string{"--enable-webhooks", "--zap-devel", "--zap-log-level"}, c.waveOnly.given())
 				assert.Equal(t, 10*time.Hour, c.syncPeriod)
 			}},
+		{name: "Wave's cluster-wide rollout limit", args: []string{"--update-rate=0.5", "--update-burst=3"}, check: func(t *testing.T, c *config) {
+			assert.Equal(t, 0.5, c.updateRate)
+			assert.Equal(t, 3, c.updateBurst)
+		}},
+		{name: "a negative rate", args: []string{"--update-rate=-1"}, wantErr: "--update-rate=-1 --update-burst=1: use a rate of 0 (no limit) or more rollouts per second"},
+		{name: "a zero burst", args: []string{"--update-rate=1", "--update-burst=0"}, wantErr: "a burst of at least 1"},
+		{name: "Wave's --metrics-addr is --listen-address", args: []string{"--metrics-addr=:9090"}, check: func(t *testing.T, c *config) {
+			assert.Equal(t, ":9090", c.listenAddress)
+		}},
+		{name: "--metrics-addr against --listen-address", args: []string{"--metrics-addr=:9090", "--listen-address=:9091"}, wantErr: `--metrics-addr=":9090" and --listen-address=":9091": give only --listen-address`},
 		{name: "Reloader's selectors, in its syntax", args: []string{"--namespace-selector=team:a,env:*", "--resource-label-selector=reloader=enabled"},
 			check: func(t *testing.T, c *config) {
 				assert.Equal(t, "env,team=a", c.reloaderOpts.NamespaceSelector.String())

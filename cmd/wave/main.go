@@ -99,6 +99,8 @@ type options struct {
 	rolloutDeadline time.Duration
 	coalesce        time.Duration
 	minInterval     time.Duration
+	updateRate      float64
+	updateBurst     int
 	notifyWebhook   string
 	migrate         bool
 	listenAddress   string
@@ -106,6 +108,7 @@ type options struct {
 	version         bool
 	reloader        reloaderFlags
 	waveOnly        waveFlags
+	metricsAddr     string // Wave's --metrics-addr: --listen-address
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
@@ -141,14 +144,18 @@ Flags:
 	fs.BoolVar(&o.crossNamespace, "allow-cross-namespace-refs", false, "let wave.pusher.com/extra-configmaps and extra-secrets name objects in other namespaces (Wave's behaviour). Off by default: whoever may edit a workload could otherwise make wave read another tenant's config and publish a hash of it.")
 	fs.DurationVar(&o.coalesce, "coalesce", defaultCoalesce, "after the first change that reaches a quiet workload, wait this long for more before rolling, so that a ConfigMap and a Secret changed together (one kubectl apply, one Helm upgrade) roll it once. At most 1s; 0 rolls at once.")
 	fs.DurationVar(&o.minInterval, "min-rollout-interval", 0, "at least this long between two rollouts wave causes on one workload (a workload's configwave.io/min-rollout-interval or Reloader's deployment.reloader.stakater.com/pause-period annotation may raise it); changes in the meantime roll together when it ends. A brake on runaway writers. 0: none.")
+	fs.Float64Var(&o.updateRate, "update-rate", 0, "at most this many rollouts per second across all workloads (Wave's flag), so that a ConfigMap every workload uses does not restart them all at once; workloads wait their turn, first come first served, and none is skipped. 0: no limit.")
+	fs.IntVar(&o.updateBurst, "update-burst", 1, "rollouts allowed at once above --update-rate (Wave's flag).")
 	fs.DurationVar(&o.rolloutDeadline, "rollout-deadline", 10*time.Minute, "a StatefulSet or DaemonSet rollout that wave caused and that is not complete after this long counts as failed: a ConfigRolloutFailed Event, the rollouts metric, /status and --notify-webhook say so (a Deployment's own progressDeadlineSeconds decides for it). 0 never.")
 	fs.StringVar(&o.notifyWebhook, "notify-webhook", "", `URL that gets a Slack-style {"text": ...} POST for each config rollout that failed, and for the recovery after it; "@FILE" reads the URL from a file (mount it from a Secret: the URL is a credential). Names workloads and objects, never a value.`)
 	fs.BoolVar(&o.migrate, "migrate-from-wave-v05", false, "one-shot: remove the owner references Wave 0.5 and earlier put on ConfigMaps and Secrets and its finalizer on workloads, then exit. Needs update on ConfigMaps, Secrets and workloads; see the README.")
-	fs.StringVar(&o.listenAddress, "listen-address", ":8080", "address of /healthz, /readyz, /metrics and /status (JSON: the config rollouts that failed); empty disables them.")
+	fs.StringVar(&o.listenAddress, "listen-address", defaultListenAddress, "address of /healthz, /readyz, /metrics and /status (JSON: the config rollouts that failed); empty disables them.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
 	o.reloader.add(fs)
 	o.waveOnly.add(fs)
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "Wave's name of --listen-address (deprecated).")
+	_ = fs.MarkHidden("metrics-addr")
 	logflags.Add(fs, "log verbosity: 2 logs every decision, 4 every event.")
 	return fs
 }
@@ -197,6 +204,12 @@ func (o *options) check() (*config, error) {
 			return nil, fmt.Errorf("--hash-key-file=%q: the key has %d bytes; use at least 16 random bytes (e.g. head -c 32 /dev/urandom | base64)", o.hashKeyFile, len(c.hashKey))
 		}
 	}
+	if o.metricsAddr != "" {
+		if o.listenAddress != defaultListenAddress && o.listenAddress != o.metricsAddr {
+			return nil, fmt.Errorf("--metrics-addr=%q and --listen-address=%q: give only --listen-address (--metrics-addr is Wave's name for it)", o.metricsAddr, o.listenAddress)
+		}
+		c.listenAddress = o.metricsAddr
+	}
 	switch {
 	case o.syncPeriod < time.Second:
 		return nil, fmt.Errorf("--sync-period=%s: use at least 1s (default 5m)", o.syncPeriod)
@@ -208,6 +221,8 @@ func (o *options) check() (*config, error) {
 		return nil, fmt.Errorf("--coalesce=%s: use 0 (roll at once) up to 1s", o.coalesce)
 	case o.minInterval < 0 || o.minInterval > 24*time.Hour:
 		return nil, fmt.Errorf("--min-rollout-interval=%s: use 0 (none) up to 24h", o.minInterval)
+	case o.updateRate < 0 || o.updateBurst < 1:
+		return nil, fmt.Errorf("--update-rate=%g --update-burst=%d: use a rate of 0 (no limit) or more rollouts per second, and a burst of at least 1", o.updateRate, o.updateBurst)
 	case o.rolloutDeadline < 0:
 		return nil, fmt.Errorf("--rollout-deadline=%s: use a positive duration, or 0 to never fail a rollout on time alone", o.rolloutDeadline)
 	case o.leaderElection && !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0):
@@ -345,7 +360,7 @@ func runWave(cfg *config) error {
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
 	rc := rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
-		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, Reloader: cfg.reloaderOpts}
+		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.reloaderOpts}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
 	}
@@ -396,10 +411,16 @@ func runWave(cfg *config) error {
 	if ignored := cfg.waveOnly.given(); len(ignored) > 0 {
 		klog.InfoS("Wave's flags accepted and ignored: wave needs no admission webhook, and logs with --v", "flags", ignored)
 	}
+	if cfg.metricsAddr != "" {
+		klog.InfoS("--metrics-addr is deprecated: use --listen-address, which serves /metrics beside /healthz, /readyz and /status", "address", cfg.listenAddress)
+	}
 	klog.InfoS("wave started", "version", cli.Version(version), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(), "annotations", cfg.annotations,
 		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "keyedInputs", len(digestKey) > 0, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
 	return g.Run()
 }
+
+// defaultListenAddress serves /metrics where Wave's --metrics-addr did by default.
+const defaultListenAddress = ":8080"
 
 // defaultCoalesce covers the requests of one kubectl apply or Helm upgrade, which arrive a few
 // milliseconds apart, with room for a slow client; it is the whole of the added latency.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
@@ -86,4 +89,69 @@ func TestFloorBetweenRollouts(t *testing.T) {
 		assert.Len(t, replicaSets(t, client, ns, name), 3, "%s: one rollout at the change, one when the floor ended", name)
 	}
 	assert.True(t, configValueRolled(t, client, ns, "own", "4"), "the held changes are not lost: the last content rolled")
+}
+
+// A runaway writer (100 writes a second) against a floor between rollouts: at most one rollout
+// per floor, and the last write rolls in the end.
+func TestRunawayWriterRollsOncePerFloor(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "cm", map[string]string{"a": "0"})
+	createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a")))
+	p := startWave(t, ns, "--min-rollout-interval=2s")
+	waitRecorded(t, client, ns, "app")
+	settle(t, p)
+
+	const writes, every, floor = 500, 10 * time.Millisecond, 2 * time.Second
+	start := time.Now()
+	tick := time.NewTicker(every)
+	for i := 1; i <= writes; i++ {
+		<-tick.C
+		patchCM(t, client, ns, "cm", fmt.Sprintf(`{"data":{"a":"%d"}}`, i))
+	}
+	tick.Stop()
+	took := time.Since(start)
+	require.Eventually(t, func() bool { return configValueRolled(t, client, ns, "app", fmt.Sprint(writes)) }, 3*floor+eventually, 100*time.Millisecond, "the last write rolls")
+	settle(t, p)
+	// Rollouts are at least a floor apart, from the first write to a floor after the last.
+	most := 2 + int((took+500*time.Millisecond)/floor) // 500 ms for the rollouts themselves
+	got := len(replicaSets(t, client, ns, "app")) - 1
+	t.Logf("%d writes in %s: %d rollouts (at most %d)", writes, took.Round(time.Millisecond), got, most)
+	assert.LessOrEqual(t, got, most)
+	assert.GreaterOrEqual(t, got, 2, "the floor held changes back, it did not drop them")
+}
+
+// --update-rate (Wave's flag) spaces rollouts across the cluster: five workloads on one
+// ConfigMap roll in turn, 500 ms apart at 2 a second, and every one of them rolls.
+func TestUpdateRateSpacesRolloutsAcrossTheCluster(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "shared", map[string]string{"a": "1"})
+	names := []string{"w0", "w1", "w2", "w3", "w4"}
+	for _, name := range names {
+		createDeployment(t, client, deployment(ns, name, withEnvKey("shared", "a")))
+	}
+	p := startWave(t, ns, "--coalesce=0", "--update-rate=2", "--update-burst=1")
+	before := map[string]string{}
+	for _, name := range names {
+		before[name] = inputsHash(waitRecorded(t, client, ns, name))
+	}
+	settle(t, p)
+
+	patchCM(t, client, ns, "shared", `{"data":{"a":"2"}}`)
+	var started []time.Time
+	for _, name := range names {
+		d := waitTemplateHashChange(t, client, ns, name, before[name])
+		rec, err := outcome.ParseRecord(d.Annotations[outcome.Annotation])
+		require.NoError(t, err)
+		started = append(started, rec.Started)
+	}
+	settle(t, p)
+	sort.Slice(started, func(i, j int) bool { return started[i].Before(started[j]) })
+	spread := started[len(started)-1].Sub(started[0])
+	t.Logf("5 rollouts over %s", spread)
+	assert.GreaterOrEqual(t, spread, 1900*time.Millisecond, "four turns of 500 ms between the first and the last")
+	for _, name := range names {
+		assert.Len(t, replicaSets(t, client, ns, name), 2, "%s rolled once", name)
+	}
 }

@@ -79,6 +79,10 @@ type Config struct {
 	// MinRolloutInterval is the floor between two rollouts of one workload (raised per
 	// workload by its annotation, or Reloader's pause-period); 0 none.
 	MinRolloutInterval time.Duration
+	// UpdateRate caps rollouts per second across all workloads, with bursts of UpdateBurst
+	// (--update-rate, --update-burst, Wave's names); 0 none.
+	UpdateRate  float64
+	UpdateBurst int
 	// RolloutDeadline: a StatefulSet or DaemonSet rollout not complete after this long counts
 	// as failed (a Deployment's own progressDeadlineSeconds decides for it); 0 never.
 	RolloutDeadline time.Duration
@@ -119,6 +123,7 @@ func NewController(cfg Config) (*Controller, error) {
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
 	c.follow = newFollower()
 	c.pace = newPacer(cfg.Coalesce, cfg.MinRolloutInterval)
+	c.pace.limitRate(cfg.UpdateRate, cfg.UpdateBurst)
 	if cfg.PodClient != nil {
 		c.crash = newCrashLoops(cfg.PodClient, cfg.Informers, func(key string) { c.queue.Add(key) })
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -23,18 +25,32 @@ const (
 // pacer holds rollouts back: for --coalesce after the first change of a quiet workload, so
 // that a ConfigMap and a Secret changed together roll once; and until the workload's floor
 // between rollouts (--min-rollout-interval, its annotation, Reloader's pause-period) has
-// passed, so that a runaway writer cannot roll a workload thousands of times. A held change is
-// never lost: the workload is looked at again when the wait ends, and rolls with everything
-// that changed meanwhile.
+// passed, so that a runaway writer cannot roll a workload thousands of times; and, with a
+// cluster-wide limit (--update-rate), until the workload's turn, so that a ConfigMap shared by
+// every workload does not restart the whole cluster at once. A held change is never lost: the
+// workload is looked at again when the wait ends, and rolls with everything that changed
+// meanwhile.
 type pacer struct {
 	coalesce, floor time.Duration
+	limit           *rate.Limiter // nil: no cluster-wide limit
 
 	mu      sync.Mutex
 	pending map[string]time.Time // workload key -> when a rollout was first wanted
+	// turns are the times from which workloads may roll under the cluster-wide limit: a turn is
+	// reserved once, so waiting workloads roll first come, first served.
+	turns map[string]time.Time
 }
 
 func newPacer(coalesce, floor time.Duration) *pacer {
-	return &pacer{coalesce: coalesce, floor: floor, pending: map[string]time.Time{}}
+	return &pacer{coalesce: coalesce, floor: floor, pending: map[string]time.Time{}, turns: map[string]time.Time{}}
+}
+
+// limitRate caps rollouts across all workloads at perSecond, with bursts of burst; perSecond 0
+// leaves them unlimited.
+func (p *pacer) limitRate(perSecond float64, burst int) {
+	if perSecond > 0 {
+		p.limit = rate.NewLimiter(rate.Limit(perSecond), max(burst, 1))
+	}
 }
 
 // hold returns how long the rollout of w must wait, and why; 0 to roll now.
@@ -56,13 +72,32 @@ func (p *pacer) hold(w workload.Workload, rec outcome.Record, now time.Time) (ti
 			return d, fmt.Sprintf("at most one rollout every %s (%s)", floor, source)
 		}
 	}
+	if d := p.turn(key, now); d > 0 {
+		return d, fmt.Sprintf("waiting for its turn under --update-rate=%g", float64(p.limit.Limit()))
+	}
 	return 0, ""
+}
+
+// turn returns how long key waits for its turn under the cluster-wide limit.
+func (p *pacer) turn(key string, now time.Time) time.Duration {
+	if p.limit == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.turns[key]
+	if !ok {
+		at = now.Add(p.limit.ReserveN(now, 1).DelayFrom(now))
+		p.turns[key] = at
+	}
+	return at.Sub(now)
 }
 
 // rolled forgets the wait of a workload that rolled, or no longer needs to.
 func (p *pacer) rolled(key string) {
 	p.mu.Lock()
 	delete(p.pending, key)
+	delete(p.turns, key)
 	p.mu.Unlock()
 }
 

@@ -61,3 +61,35 @@ func TestParseInterval(t *testing.T) {
 		assert.Error(t, err, v)
 	}
 }
+
+func TestPacerClusterWideRate(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	w := func(name string) workload.Workload {
+		v, _ := workload.Of(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}})
+		return v
+	}
+	p := newPacer(0, 0)
+	p.limitRate(2, 1) // one rollout every 500 ms
+	var waits []time.Duration
+	for _, name := range []string{"a", "b", "c"} {
+		d, why := p.hold(w(name), outcome.Record{}, t0)
+		waits = append(waits, d)
+		if d > 0 {
+			assert.Contains(t, why, "--update-rate=2")
+		}
+	}
+	assert.Equal(t, []time.Duration{0, 500 * time.Millisecond, time.Second}, waits, "first come, first served")
+	d, _ := p.hold(w("c"), outcome.Record{}, t0.Add(400*time.Millisecond))
+	assert.Equal(t, 600*time.Millisecond, d, "a workload looked at again keeps its turn, not a new one")
+	d, _ = p.hold(w("b"), outcome.Record{}, t0.Add(500*time.Millisecond))
+	assert.Zero(t, d, "its turn has come")
+	p.rolled("Deployment/ns/b")
+	assert.Equal(t, 2.0, p.Held(), "a and c still wait to be marked rolled")
+
+	p = newPacer(0, 0)
+	p.limitRate(0, 1)
+	for i := range 100 {
+		d, _ := p.hold(w(string(rune('a'+i%26))+"x"), outcome.Record{}, t0)
+		require.Zero(t, d, "no limit by default")
+	}
+}
