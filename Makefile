@@ -23,7 +23,7 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/sourc
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE   ?= configwave:$(VERSION)
 
-.PHONY: build image test lint fuzz deps controlplane demo bench docs clean
+.PHONY: build image test lint fuzz deps controlplane argo-rollouts demo bench docs clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/reloader ./cmd/wave
@@ -61,7 +61,12 @@ deps:
 controlplane:
 	$(GO) run ./hack/devcluster --build-only
 
-test: lint controlplane $(HELM)
+# Builds the Argo Rollouts controller once into the same cache: the tests of wave's Rollout kind
+# run it beside kube-controller-manager.
+argo-rollouts:
+	$(GO) run ./hack/devcluster --build-argo-rollouts
+
+test: lint controlplane argo-rollouts $(HELM)
 	HELM=$(HELM) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) fuzz
 

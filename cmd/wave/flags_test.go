@@ -59,6 +59,9 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, []string{"--enable-webhooks", "--zap-devel", "--zap-log-level"}, c.waveOnly.given())
 				assert.Equal(t, 10*time.Hour, c.syncPeriod)
 			}},
+		{name: "Reloader's --is-Argo-Rollouts is accepted: discovery finds them", args: []string{"--is-Argo-Rollouts=true"}, check: func(t *testing.T, c *config) {
+			assert.Equal(t, "true", c.reloader.isArgoRollouts)
+		}},
 		{name: "Wave's cluster-wide rollout limit", args: []string{"--update-rate=0.5", "--update-burst=3"}, check: func(t *testing.T, c *config) {
 			assert.Equal(t, 0.5, c.updateRate)
 			assert.Equal(t, 3, c.updateBurst)

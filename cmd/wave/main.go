@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,6 +45,7 @@ import (
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/serve"
 	"github.com/configwave/configwave/internal/source"
+	"github.com/configwave/configwave/internal/workload"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -306,10 +308,11 @@ func runWave(cfg *config) error {
 	reg.MustRegister(apiRequests, watchRestarts)
 	kubeclient.CountRequests(restCfg, func(m string) { apiRequests.WithLabelValues(m).Inc() })
 	kubeclient.CountWatchRestarts(restCfg, func(resource string) { watchRestarts.WithLabelValues(resource).Inc() })
-	client, err := kubernetes.NewForConfig(restCfg)
+	clients, kinds, err := workload.Connect(restCfg)
 	if err != nil {
-		return fmt.Errorf("create the API client: %w", err)
+		return err
 	}
+	client := clients.Kube
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -351,14 +354,14 @@ func runWave(cfg *config) error {
 		}
 		digestKey = key
 	}
-	inf := rollout.NewInformers(client, cfg.namespaceList, cfg.selector, cfg.syncPeriod,
+	inf := rollout.NewInformers(clients, kinds, cfg.namespaceList, cfg.selector, cfg.syncPeriod,
 		confighash.Digester{Key: digestKey, KeepLabels: cfg.reloaderOpts.ResourceSelector != nil})
 	if cfg.reloaderOpts.NamespaceSelector != nil {
 		inf.WatchNamespaces(client)
 	}
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
-	rc := rollout.Config{Client: client, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,
+	rc := rollout.Config{Client: client, Dynamic: clients.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
 		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.reloaderOpts}
 	if cfg.webhook != nil {
@@ -410,6 +413,9 @@ func runWave(cfg *config) error {
 	}
 	if ignored := cfg.waveOnly.given(); len(ignored) > 0 {
 		klog.InfoS("Wave's flags accepted and ignored: wave needs no admission webhook, and logs with --v", "flags", ignored)
+	}
+	if cfg.reloader.isArgoRollouts != "" {
+		klog.InfoS("Stakater Reloader's --is-Argo-Rollouts accepted and ignored: wave rolls Argo Rollouts wherever their CustomResourceDefinition is served", "served", slices.ContainsFunc(kinds, func(t workload.Type) bool { return t.Kind() == workload.ArgoRollout }))
 	}
 	if cfg.metricsAddr != "" {
 		klog.InfoS("--metrics-addr is deprecated: use --listen-address, which serves /metrics beside /healthz, /readyz and /status", "address", cfg.listenAddress)

@@ -24,7 +24,9 @@ type reloaderFlags struct {
 	resourceSelector     []string
 	reloadOnCreate       string
 	reloadOnDelete       string
-	refused              map[string]*string
+	// isArgoRollouts is accepted and needs no value: wave finds Argo Rollouts by discovery.
+	isArgoRollouts string
+	refused        map[string]*string
 }
 
 // refusedReloaderFlags maps each Reloader flag wave does not take to what to use instead.
@@ -35,7 +37,6 @@ var refusedReloaderFlags = map[string]string{
 	"log-format":                       "wave logs with klog; remove the flag",
 	"log-level":                        "use --v (2 logs every decision)",
 	"webhook-url":                      "wave rolls workloads itself; --notify-webhook reports rollouts that failed",
-	"is-Argo-Rollouts":                 "wave does not roll Argo Rollouts yet; remove the flag",
 	"sync-after-restart":               "wave compares every workload with its config at start anyway; remove the flag",
 	"enable-pprof":                     "remove the flag",
 	"pprof-addr":                       "remove the flag",
@@ -60,6 +61,9 @@ func (r *reloaderFlags) add(fs *flag.FlagSet) {
 	fs.StringSliceVar(&r.resourceSelector, "resource-label-selector", nil, `Stakater Reloader's: only ConfigMaps and Secrets whose labels match roll anything, in the same syntax.`)
 	fs.StringVar(&r.reloadOnCreate, "reload-on-create", "false", "Stakater Reloader's: the creation of an object Reloader's annotations follow rolls the workload.")
 	fs.StringVar(&r.reloadOnDelete, "reload-on-delete", "false", "Stakater Reloader's: the deletion of an object Reloader's annotations follow (an optional one) rolls the workload.")
+	fs.StringVar(&r.isArgoRollouts, "is-Argo-Rollouts", "", "")
+	_ = fs.MarkHidden("is-Argo-Rollouts")
+	fs.Lookup("is-Argo-Rollouts").NoOptDefVal = "true"
 	fs.Lookup("reload-on-create").NoOptDefVal = "true"
 	fs.Lookup("reload-on-delete").NoOptDefVal = "true"
 	r.refused = map[string]*string{}

@@ -14,7 +14,6 @@ import (
 	flag "github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/cli"
 	"github.com/configwave/configwave/internal/kubeclient"
@@ -41,7 +40,7 @@ func newStatusFlagSet(o *statusOptions) *flag.FlagSet {
 annotations), the ConfigMaps and Secrets each one uses, and whether its pods run the
 current config: up to date, rolling, failed, or waiting for missing config, and since when.
 It reads the records wave writes on the workloads, so it needs read access to Deployments,
-StatefulSets, DaemonSets and CronJobs only.
+StatefulSets, DaemonSets, CronJobs and Argo Rollouts only.
 
 Usage: wave status [flags]
 
@@ -89,14 +88,14 @@ func runStatus(args []string, stdout io.Writer) int {
 		fmt.Fprintf(os.Stderr, "wave status: %v\n", err)
 		return 1
 	}
-	client, err := kubernetes.NewForConfig(restCfg)
+	clients, kinds, err := workload.Connect(restCfg)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "wave status: create the API client: %v\n", err)
+		fmt.Fprintf(os.Stderr, "wave status: %v\n", err)
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rows, err := collectStatus(ctx, client, namespaces, time.Now(), o.rolloutDeadline)
+	rows, err := collectStatus(ctx, clients, kinds, namespaces, time.Now(), o.rolloutDeadline)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "wave status: %v\n", err)
 		return 1
@@ -114,16 +113,16 @@ func runStatus(args []string, stdout io.Writer) int {
 }
 
 // collectStatus lists every opted-in workload of every kind, a page at a time.
-func collectStatus(ctx context.Context, client kubernetes.Interface, namespaces []string, now time.Time, deadline time.Duration) ([]WorkloadStatus, error) {
+func collectStatus(ctx context.Context, clients workload.Clients, kinds []workload.Type, namespaces []string, now time.Time, deadline time.Duration) ([]WorkloadStatus, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	rows := []WorkloadStatus{}
 	for _, ns := range namespaces {
-		for _, t := range workload.Types() {
+		for _, t := range kinds {
 			opts := metav1.ListOptions{Limit: 500}
 			for {
-				ws, next, err := t.List(ctx, client, ns, opts)
+				ws, next, err := t.List(ctx, clients, ns, opts)
 				if err != nil {
 					where := "in every namespace"
 					if ns != "" {

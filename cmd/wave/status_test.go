@@ -15,6 +15,7 @@ import (
 
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
 )
 
 func TestStatusTable(t *testing.T) {
@@ -46,7 +47,7 @@ func TestStatusTable(t *testing.T) {
 		dep("broken-record", optedIn(map[string]string{outcome.Annotation: "{"}), true),
 		dep("not-opted-in", nil, true),
 	)
-	rows, err := collectStatus(t.Context(), client, nil, now, 10*time.Minute)
+	rows, err := collectStatus(t.Context(), workload.Clients{Kube: client}, workload.Builtin(), nil, now, 10*time.Minute)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	printStatusTable(&out, rows, now)

@@ -16,10 +16,20 @@ import (
 
 func main() {
 	buildOnly := flag.Bool("build-only", false, "build (or find in the cache) the control-plane binaries and exit")
+	buildArgo := flag.Bool("build-argo-rollouts", false, "build (or find in the cache) the Argo Rollouts controller that the Rollout tests run, and exit")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *buildArgo {
+		argo, err := testcluster.EnsureArgoRollouts(ctx, os.Stdout)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "devcluster: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Printf("Argo Rollouts controller %s at %s\n", testcluster.ArgoRolloutsVersion, argo.Bin)
+		return
+	}
 	if *buildOnly {
 		bins, err := testcluster.EnsureBinaries(ctx, os.Stdout)
 		if err != nil {

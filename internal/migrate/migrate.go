@@ -83,7 +83,7 @@ func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []
 // listWorkloads lists every workload of type t in ns.
 func listWorkloads(ctx context.Context, client kubernetes.Interface, t workload.Type, ns string) ([]workload.Workload, error) {
 	return allPages(ctx, strings.ToLower(string(t.Kind()))+"s", func(o metav1.ListOptions) ([]workload.Workload, string, error) {
-		return t.List(ctx, client, ns, o)
+		return t.List(ctx, workload.Clients{Kube: client}, ns, o)
 	})
 }
 
@@ -125,7 +125,7 @@ func removeFinalizer(ctx context.Context, client kubernetes.Interface, w workloa
 			return nil
 		}
 		body := fmt.Appendf(nil, `{"metadata":{"finalizers":%s,"resourceVersion":%q}}`, jsonList(kept), fresh.Meta.ResourceVersion)
-		if err := workload.Patch(ctx, client, w.Kind, w.Meta.Namespace, w.Meta.Name, body); err != nil {
+		if err := workload.Patch(ctx, workload.Clients{Kube: client}, w.Kind, w.Meta.Namespace, w.Meta.Name, body); err != nil {
 			return fmt.Errorf("%s: remove finalizer %s: %w", w, refs.WaveFinalizer, err)
 		}
 		return nil
@@ -137,7 +137,7 @@ func getWorkload(ctx context.Context, client kubernetes.Interface, kind workload
 	if err != nil {
 		return workload.Workload{}, err
 	}
-	return t.Get(ctx, client, ns, name)
+	return t.Get(ctx, workload.Clients{Kube: client}, ns, name)
 }
 
 func jsonList(s []string) string {

@@ -32,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -58,6 +59,7 @@ const (
 // Config wires a Controller.
 type Config struct {
 	Client    kubernetes.Interface
+	Dynamic   dynamic.Interface // custom workload kinds (Argo Rollouts); nil where none is served
 	Informers *Informers
 	Recorder  record.EventRecorder
 	Metrics   *Metrics
@@ -92,6 +94,11 @@ type Config struct {
 	// Alert, when set, receives one line of text for each failed config rollout and each
 	// recovery (--notify-webhook). It names workloads and objects, never a value.
 	Alert func(text string)
+}
+
+// clients are what the workload kinds write through.
+func (c *Controller) clients() workload.Clients {
+	return workload.Clients{Kube: c.Client, Dynamic: c.Dynamic}
 }
 
 // Controller keeps opted-in workloads' config hash current.
@@ -592,7 +599,7 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 	if !c.DryRun {
 		// What the write does not do by itself (a CronJob: one Job now). Tried a few times: the
 		// record already says rolled, so a later look would not try again.
-		err := retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.Client, w) })
+		err := retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.clients(), w) })
 		if err != nil {
 			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "RestartFailed", "%v; its next scheduled run uses the new config", err)
 		}
@@ -637,7 +644,7 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, what string
 	if c.DryRun {
 		return nil
 	}
-	if err := workload.Patch(ctx, c.Client, w.Kind, w.Meta.Namespace, w.Meta.Name, b); err != nil {
+	if err := workload.Patch(ctx, c.clients(), w.Kind, w.Meta.Namespace, w.Meta.Name, b); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // deleted meanwhile; the delete event cleans the index
 		}
@@ -676,7 +683,7 @@ func (c *Controller) restoreScheduling(ctx context.Context, w workload.Workload,
 		c.Recorder.Event(w.Object, corev1.EventTypeNormal, "SchedulingRestored", "dry run: would do: "+msg)
 		return nil
 	}
-	if err := workload.Patch(ctx, c.Client, w.Kind, w.Meta.Namespace, w.Meta.Name, body); err != nil {
+	if err := workload.Patch(ctx, c.clients(), w.Kind, w.Meta.Namespace, w.Meta.Name, body); err != nil {
 		return fmt.Errorf("%s: restore the scheduler Wave disabled: %w", w, err)
 	}
 	c.Recorder.Event(w.Object, corev1.EventTypeNormal, "SchedulingRestored", msg)

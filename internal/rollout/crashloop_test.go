@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/workload"
 )
 
 func TestCrashLooping(t *testing.T) {
@@ -56,7 +57,7 @@ func TestCrashLoopsCheckListsOnlyTheWorkloadsPods(t *testing.T) {
 		return p
 	}
 	client := fake.NewSimpleClientset(d, crashing("other-1", map[string]string{"app": "other"}))
-	inf := NewInformers(client, []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
+	inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
 	require.NoError(t, inf.workloads["Deployment"][0].GetIndexer().Add(d))
 	var woken []string
 	cl := newCrashLoops(client, inf, func(k string) { woken = append(woken, k) })

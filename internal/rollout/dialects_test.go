@@ -43,7 +43,7 @@ func TestSelectionHonoursDialectsAndReloaderOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewSimpleClientset()
-			c, err := NewController(Config{Client: client, Informers: NewInformers(client, []string{"a"}, labels.Everything(), time.Minute, confighash.Digester{}),
+			c, err := NewController(Config{Client: client, Informers: NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"a"}, labels.Everything(), time.Minute, confighash.Digester{}),
 				Recorder: record.NewFakeRecorder(1), Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
 				Dialects: tc.dialects, Reloader: tc.opts})
 			require.NoError(t, err)

@@ -29,7 +29,7 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	client := fake.NewSimpleClientset()
 	rec := record.NewFakeRecorder(20)
 	var alerts []string
-	c, err := NewController(Config{Client: client, Informers: NewInformers(client, []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
+	c, err := NewController(Config{Client: client, Informers: NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
 		Recorder: rec, Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
 		RolloutDeadline: time.Minute, Alert: func(s string) { alerts = append(alerts, s) }})
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 // A StatefulSet has no deadline of its own: wave looks again when --rollout-deadline passes.
 func TestFollowUpLooksAgainAtWavesDeadline(t *testing.T) {
 	client := fake.NewSimpleClientset()
-	c, err := NewController(Config{Client: client, Informers: NewInformers(client, []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
+	c, err := NewController(Config{Client: client, Informers: NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
 		Recorder: record.NewFakeRecorder(20), Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
 		RolloutDeadline: 300 * time.Millisecond})
 	require.NoError(t, err)

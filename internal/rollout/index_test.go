@@ -17,6 +17,7 @@ import (
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
 )
 
 func newTestController(t *testing.T, allowCross bool, objs ...*corev1.ConfigMap) (*Controller, *fake.Clientset) {
@@ -25,7 +26,7 @@ func newTestController(t *testing.T, allowCross bool, objs ...*corev1.ConfigMap)
 	for _, o := range objs {
 		require.NoError(t, client.Tracker().Add(o))
 	}
-	inf := NewInformers(client, []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
+	inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
 	c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
 		Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }), AllowCrossNamespaceRefs: allowCross})
 	require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -15,14 +16,15 @@ import (
 	"github.com/configwave/configwave/internal/workload"
 )
 
-// Informers are the caches the controller reads: the three workload kinds (narrowed by a
-// label selector) and ConfigMaps and Secrets reduced to key digests, in every watched
+// Informers are the caches the controller reads: the workload kinds (narrowed by a label
+// selector) and ConfigMaps and Secrets reduced to key digests, in every watched
 // namespace (one factory per namespace, or one for the whole cluster).
 type Informers struct {
 	workloads map[workload.Kind][]cache.SharedIndexInformer
 	configs   map[refs.ConfigKind][]cache.SharedIndexInformer
 	factories []informers.SharedInformerFactory
-	watched   map[string]bool // namespaces; metav1.NamespaceAll for every one
+	dynamic   []dynamicinformer.DynamicSharedInformerFactory // custom kinds'; empty without any
+	watched   map[string]bool                                // namespaces; metav1.NamespaceAll for every one
 	digester  confighash.Digester
 	// namespaces: only with WatchNamespaces (--namespace-selector), for their labels.
 	namespaces cache.SharedIndexInformer
@@ -47,29 +49,34 @@ func (inf *Informers) namespaceLabels(name string) map[string]string {
 	return nil
 }
 
-// NewInformers prepares the informers; namespaces empty means every namespace. The digester
-// reduces config objects as they arrive.
-func NewInformers(client kubernetes.Interface, namespaces []string, workloadSelector labels.Selector, resync time.Duration, dg confighash.Digester) *Informers {
+// NewInformers prepares the informers of kinds (workload.Served); namespaces empty means every
+// namespace. The digester reduces config objects as they arrive.
+func NewInformers(clients workload.Clients, kinds []workload.Type, namespaces []string, workloadSelector labels.Selector, resync time.Duration, dg confighash.Digester) *Informers {
+	client := clients.Kube
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[refs.ConfigKind][]cache.SharedIndexInformer{}, watched: map[string]bool{}, digester: dg}
 	for _, ns := range namespaces {
 		inf.watched[ns] = true
-		wf := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				if workloadSelector != nil && !workloadSelector.Empty() {
-					o.LabelSelector = workloadSelector.String()
-				}
-			}))
+		tweak := func(o *metav1.ListOptions) {
+			if workloadSelector != nil && !workloadSelector.Empty() {
+				o.LabelSelector = workloadSelector.String()
+			}
+		}
+		wf := workload.Factories{Typed: informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))}
+		if clients.Dynamic != nil {
+			wf.Dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, resync, ns, tweak)
+			inf.dynamic = append(inf.dynamic, wf.Dynamic)
+		}
 		// Config objects never need a resync: a workload resync reads them from the cache.
 		cf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns), informers.WithTransform(dg.Transform))
-		for _, t := range workload.Types() {
+		for _, t := range kinds {
 			inf.workloads[t.Kind()] = append(inf.workloads[t.Kind()], t.Informer(wf))
 		}
 		inf.configs[refs.ConfigMap] = append(inf.configs[refs.ConfigMap], cf.Core().V1().ConfigMaps().Informer())
 		inf.configs[refs.Secret] = append(inf.configs[refs.Secret], cf.Core().V1().Secrets().Informer())
-		inf.factories = append(inf.factories, wf, cf)
+		inf.factories = append(inf.factories, wf.Typed, cf)
 	}
 	return inf
 }
@@ -84,11 +91,17 @@ func (inf *Informers) Start(ctx context.Context) {
 	for _, f := range inf.factories {
 		f.Start(ctx.Done())
 	}
+	for _, f := range inf.dynamic {
+		f.Start(ctx.Done())
+	}
 }
 
 // Shutdown waits for the informers' goroutines after ctx ended.
 func (inf *Informers) Shutdown() {
 	for _, f := range inf.factories {
+		f.Shutdown()
+	}
+	for _, f := range inf.dynamic {
 		f.Shutdown()
 	}
 }

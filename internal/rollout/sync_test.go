@@ -21,6 +21,7 @@ import (
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
 )
 
 // The rule in the README, branch by branch, in the manner of sample-controller's controller
@@ -198,7 +199,7 @@ func TestSyncDecisionTable(t *testing.T) {
 			if digestKey == nil {
 				digestKey = tt.hashKey
 			}
-			inf := NewInformers(client, []string{ns}, labels.Everything(), time.Minute, confighash.Digester{Key: digestKey})
+			inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{ns}, labels.Everything(), time.Minute, confighash.Digester{Key: digestKey})
 			c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
 				Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
 				HashKey: tt.hashKey, DigestKey: tt.digestKey, DryRun: tt.dryRun, Reloader: tt.reloader})

@@ -42,7 +42,7 @@ var cronJobs = cronJobType{typed[*batchv1.CronJob, *batchv1.CronJobList]{
 
 // Restart starts one Job from the CronJob's template, as `kubectl create job --from=cronjob/`
 // and Stakater Reloader do: named after the CronJob, marked as started by hand, owned by it.
-func (cronJobType) Restart(ctx context.Context, client kubernetes.Interface, w Workload) error {
+func (cronJobType) Restart(ctx context.Context, c Clients, w Workload) error {
 	cj, ok := w.Object.(*batchv1.CronJob)
 	if !ok {
 		return fmt.Errorf("%s is not a CronJob", w)
@@ -59,7 +59,7 @@ func (cronJobType) Restart(ctx context.Context, client kubernetes.Interface, w W
 		},
 		Spec: *cj.Spec.JobTemplate.Spec.DeepCopy(),
 	}
-	if _, err := client.BatchV1().Jobs(cj.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+	if _, err := c.Kube.BatchV1().Jobs(cj.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 		return fmt.Errorf("start a Job from %s: %w", w, err)
 	}
 	return nil

@@ -1,10 +1,13 @@
 // Package workload is the one place that knows the workload kinds apart (Deployment,
-// StatefulSet, DaemonSet, CronJob): their pod template, their informer, and how to read and patch
-// them. Each kind is one file with one Type (a built-in kind with a typed client declares a
-// typed[...] and names only where things are); a new kind is a new file and one entry in kinds.
+// StatefulSet, DaemonSet, CronJob, Argo Rollout): their pod template, their informer, and how
+// to read and patch them. Each kind is one file with one Type (a built-in kind with a typed
+// client declares a typed[...] and names only where things are; a custom resource also says
+// which API resource it is, and is used only where discovery finds it served); a new kind is a
+// new file and one entry in kinds.
 //
-//	w, ok := workload.Of(obj) // any kind, one view
-//	err := workload.Patch(ctx, client, w.Kind, w.Meta.Namespace, w.Meta.Name, body)
+//	kinds, err := workload.Served(discoveryClient) // the built-in kinds, and served custom ones
+//	w, ok := workload.Of(obj)                      // any kind, one view
+//	err = workload.Patch(ctx, clients, w.Kind, w.Meta.Namespace, w.Meta.Name, body)
 package workload
 
 import (
@@ -13,10 +16,16 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/refs"
@@ -25,28 +34,102 @@ import (
 // Kind names a workload kind: "Deployment".
 type Kind string
 
+// Clients are the API clients the kinds read and write through.
+type Clients struct {
+	Kube kubernetes.Interface
+	// Dynamic reads and writes the custom resources (Argo Rollouts); nil where none is served.
+	Dynamic dynamic.Interface
+}
+
+// Factories are the informer factories of one watched namespace.
+type Factories struct {
+	Typed informers.SharedInformerFactory
+	// Dynamic holds the custom resources' informers; nil where none is served.
+	Dynamic dynamicinformer.DynamicSharedInformerFactory
+}
+
 // Type is what wave needs of one workload kind.
 type Type interface {
 	Kind() Kind
 	// Informer is the kind's informer in f.
-	Informer(f informers.SharedInformerFactory) cache.SharedIndexInformer
+	Informer(f Factories) cache.SharedIndexInformer
 	// Of is the Workload view of obj, or false when obj is of another kind.
 	Of(obj any) (Workload, bool)
-	Get(ctx context.Context, client kubernetes.Interface, namespace, name string) (Workload, error)
+	Get(ctx context.Context, c Clients, namespace, name string) (Workload, error)
 	// List returns one page; continueToken is "" after the last.
-	List(ctx context.Context, client kubernetes.Interface, namespace string, opts metav1.ListOptions) (ws []Workload, continueToken string, err error)
+	List(ctx context.Context, c Clients, namespace string, opts metav1.ListOptions) (ws []Workload, continueToken string, err error)
 	// Patch applies a merge patch.
-	Patch(ctx context.Context, client kubernetes.Interface, namespace, name string, body []byte) error
+	Patch(ctx context.Context, c Clients, namespace, name string, body []byte) error
 	// Restart does, after wave wrote a new template, what that write does not do by itself:
 	// nothing for the kinds whose controller rolls the pods, one Job now for a CronJob.
-	Restart(ctx context.Context, client kubernetes.Interface, w Workload) error
+	Restart(ctx context.Context, c Clients, w Workload) error
+}
+
+// Connect makes the clients for cfg and asks discovery which kinds are served (Served).
+func Connect(cfg *rest.Config) (Clients, []Type, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, nil, fmt.Errorf("create the API client: %w", err)
+	}
+	served, err := Served(kube.Discovery())
+	if err != nil {
+		return Clients{}, nil, err
+	}
+	c := Clients{Kube: kube}
+	if len(served) > len(Builtin()) {
+		if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+			return Clients{}, nil, fmt.Errorf("create the API client for custom resources: %w", err)
+		}
+	}
+	return c, served, nil
+}
+
+// customResource is a Type whose API only a CustomResourceDefinition serves.
+type customResource interface {
+	Type
+	Resource() schema.GroupVersionResource
 }
 
 // kinds are the kinds wave manages, each in its own file.
-var kinds = []Type{deployments, statefulSets, daemonSets, cronJobs}
+var kinds = []Type{deployments, statefulSets, daemonSets, cronJobs, argoRollouts}
 
-// Types lists the kinds wave manages.
-func Types() []Type { return kinds }
+// Builtin lists the kinds every API server serves.
+func Builtin() []Type {
+	var out []Type
+	for _, t := range kinds {
+		if _, custom := t.(customResource); !custom {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Served lists the built-in kinds and the custom ones the API server serves now: without the
+// CustomResourceDefinition, a kind is left out, with no watch and no error.
+func Served(d discovery.DiscoveryInterface) ([]Type, error) {
+	out := Builtin()
+	for _, t := range kinds {
+		cr, ok := t.(customResource)
+		if !ok {
+			continue
+		}
+		gvr := cr.Resource()
+		list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+		switch {
+		case errors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("discover whether %s are served: %w", gvr.GroupResource(), err)
+		}
+		for _, r := range list.APIResources {
+			if r.Name == gvr.Resource {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out, nil
+}
 
 // WaveTypes lists the kinds Wave (wave-k8s) itself managed, which a migration from it reads.
 func WaveTypes() []Type { return []Type{deployments, statefulSets, daemonSets} }
@@ -109,21 +192,21 @@ func (w Workload) String() string {
 }
 
 // Restart does what a template write does not do by itself for w's kind (see Type).
-func Restart(ctx context.Context, client kubernetes.Interface, w Workload) error {
+func Restart(ctx context.Context, c Clients, w Workload) error {
 	t, err := TypeOf(w.Kind)
 	if err != nil {
 		return err
 	}
-	return t.Restart(ctx, client, w)
+	return t.Restart(ctx, c, w)
 }
 
 // Patch applies a merge patch to a workload of kind.
-func Patch(ctx context.Context, client kubernetes.Interface, kind Kind, namespace, name string, body []byte) error {
+func Patch(ctx context.Context, c Clients, kind Kind, namespace, name string, body []byte) error {
 	t, err := TypeOf(kind)
 	if err != nil {
 		return err
 	}
-	return t.Patch(ctx, client, namespace, name, body)
+	return t.Patch(ctx, c, namespace, name, body)
 }
 
 // fieldManager names wave's writes in managedFields (and so to server-side apply users).

@@ -3,15 +3,22 @@ package workload
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 // Every kind gives the same view, and reads, lists a page at a time and patches through its
@@ -23,16 +30,17 @@ func TestKinds(t *testing.T) {
 		StatefulSet: &appsv1.StatefulSet{ObjectMeta: meta("s")},
 		DaemonSet:   &appsv1.DaemonSet{ObjectMeta: meta("ds")},
 		CronJob:     &batchv1.CronJob{ObjectMeta: meta("cj")},
+		ArgoRollout: &Rollout{ObjectMeta: meta("r")},
 	}
-	for _, typ := range Types() {
+	for _, typ := range kinds {
 		t.Run(string(typ.Kind()), func(t *testing.T) {
 			obj := objs[typ.Kind()]
-			client := fake.NewSimpleClientset(obj)
+			client := clientsWith(t, obj)
 			w, ok := Of(obj)
 			require.True(t, ok)
 			assert.Equal(t, typ.Kind(), w.Kind)
 			assert.Equal(t, string(typ.Kind())+"/ns/"+w.Meta.Name, w.Key())
-			for _, other := range Types() {
+			for _, other := range kinds {
 				if other.Kind() != typ.Kind() {
 					_, ok := other.Of(obj)
 					assert.False(t, ok, "%s claims a %s", other.Kind(), typ.Kind())
@@ -53,7 +61,7 @@ func TestKinds(t *testing.T) {
 			assert.Equal(t, "b", got.Meta.Annotations["a"])
 		})
 	}
-	assert.ErrorContains(t, Patch(context.Background(), fake.NewSimpleClientset(), "Job", "ns", "x", nil), `unknown workload kind "Job"`)
+	assert.ErrorContains(t, Patch(context.Background(), Clients{Kube: fake.NewSimpleClientset()}, "Job", "ns", "x", nil), `unknown workload kind "Job"`)
 }
 
 // A CronJob's restart is one Job from its template, as kubectl create job --from=cronjob/
@@ -63,10 +71,10 @@ func TestRestart(t *testing.T) {
 	cj.Spec.JobTemplate.Labels = map[string]string{"team": "a"}
 	cj.Spec.JobTemplate.Annotations = map[string]string{"x": "y"}
 	cj.Spec.JobTemplate.Spec.Template.Spec.Containers = []corev1.Container{{Name: "run", Image: "busybox"}}
-	client := fake.NewSimpleClientset(cj)
+	client := Clients{Kube: fake.NewSimpleClientset(cj)}
 	w, _ := Of(cj)
 	require.NoError(t, Restart(context.Background(), client, w))
-	jobs, err := client.BatchV1().Jobs("ns").List(context.Background(), metav1.ListOptions{})
+	jobs, err := client.Kube.BatchV1().Jobs("ns").List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, jobs.Items, 1)
 	j := jobs.Items[0]
@@ -82,6 +90,110 @@ func TestRestart(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
 	dw, _ := Of(d)
 	require.NoError(t, Restart(context.Background(), client, dw))
-	jobs, _ = client.BatchV1().Jobs("ns").List(context.Background(), metav1.ListOptions{})
+	jobs, _ = client.Kube.BatchV1().Jobs("ns").List(context.Background(), metav1.ListOptions{})
 	assert.Len(t, jobs.Items, 1, "a Deployment's restart is its template write")
+}
+
+// clientsWith serves obj from the client of its kind: the typed fake for built-in kinds, the
+// dynamic fake for a Rollout.
+func clientsWith(t *testing.T, obj runtime.Object) Clients {
+	r, ok := obj.(*Rollout)
+	if !ok {
+		return Clients{Kube: fake.NewSimpleClientset(obj)}
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
+	require.NoError(t, err)
+	ro := &unstructured.Unstructured{Object: u}
+	ro.SetAPIVersion("argoproj.io/v1alpha1")
+	ro.SetKind("Rollout")
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{rolloutResource: "RolloutList"}, ro)
+	return Clients{Kube: fake.NewSimpleClientset(), Dynamic: dyn}
+}
+
+// Rollouts are used where discovery lists them, and left out, with no error, where it does not.
+func TestServed(t *testing.T) {
+	kindsOf := func(ts []Type) []Kind {
+		var out []Kind
+		for _, t := range ts {
+			out = append(out, t.Kind())
+		}
+		return out
+	}
+	builtin := []Kind{Deployment, StatefulSet, DaemonSet, CronJob}
+	for _, tc := range []struct {
+		name      string
+		resources []*metav1.APIResourceList
+		want      []Kind
+	}{
+		{"no Argo Rollouts", nil, builtin},
+		{"its group without rollouts", []*metav1.APIResourceList{{GroupVersion: "argoproj.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "analysisruns"}}}}, builtin},
+		{"Argo Rollouts installed", []*metav1.APIResourceList{{GroupVersion: "argoproj.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "rollouts"}, {Name: "rollouts/status"}}}}, append(builtin, ArgoRollout)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Served(&fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tc.resources}})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, kindsOf(got))
+		})
+	}
+	broken := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}
+	broken.AddReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+	})
+	_, err := Served(broken)
+	assert.ErrorContains(t, err, "discover whether rollouts.argoproj.io are served: etcd is down")
+}
+
+// A Rollout's progress, read as kubectl argo rollouts status reads it.
+func TestRolloutProgress(t *testing.T) {
+	at := metav1.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		status RolloutStatus
+		want   Progress
+	}{
+		{"not yet seen by its controller", RolloutStatus{ObservedGeneration: "2", Phase: "Healthy"}, Progress{OwnDeadline: true}},
+		{"healthy", RolloutStatus{ObservedGeneration: "3", Phase: "Healthy"}, Progress{Observed: true, Done: true, OwnDeadline: true}},
+		{"paused at a canary step", RolloutStatus{ObservedGeneration: "3", Phase: "Paused", Message: "CanaryPauseStep"}, Progress{Observed: true, OwnDeadline: true}},
+		{"progressing", RolloutStatus{ObservedGeneration: "3", Phase: "Progressing"}, Progress{Observed: true, OwnDeadline: true}},
+		{"degraded past its deadline", RolloutStatus{ObservedGeneration: "3", Phase: "Degraded", Message: "ProgressDeadlineExceeded: ReplicaSet \"app-5d\" has timed out progressing.",
+			Conditions: []RolloutCondition{{Type: "Progressing", Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", LastUpdateTime: at}}},
+			Progress{Observed: true, OwnDeadline: true, Failed: "ProgressDeadlineExceeded: ReplicaSet \"app-5d\" has timed out progressing.", FailedAt: at.Time}},
+		{"degraded with no message", RolloutStatus{ObservedGeneration: "3", Phase: "Degraded"}, Progress{Observed: true, OwnDeadline: true, Failed: "the Rollout is Degraded"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Rollout{ObjectMeta: metav1.ObjectMeta{Generation: 3}, Status: tc.status}
+			assert.Equal(t, tc.want, rolloutProgress(r))
+		})
+	}
+}
+
+// The informer keeps a Rollout decoded from the API's JSON, and decoding twice changes nothing.
+func TestRolloutFromUnstructured(t *testing.T) {
+	u := &unstructured.Unstructured{}
+	require.NoError(t, u.UnmarshalJSON([]byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Rollout",
+		"metadata":{"namespace":"ns","name":"app","generation":4,"annotations":{"wave.pusher.com/update-on-config-change":"true"}},
+		"spec":{"replicas":2,"selector":{"matchLabels":{"app":"x"}},"strategy":{"canary":{"steps":[{"setWeight":20},{"pause":{}}]}},
+			"template":{"metadata":{"labels":{"app":"x"}},"spec":{"containers":[{"name":"app","image":"x","envFrom":[{"configMapRef":{"name":"cfg"}}]}]}}},
+		"status":{"observedGeneration":"4","phase":"Healthy","canary":{"weights":{}}}}`)))
+	obj, err := rolloutFrom(u)
+	require.NoError(t, err)
+	again, err := rolloutFrom(obj)
+	require.NoError(t, err)
+	assert.Same(t, obj, again)
+	w, ok := Of(obj)
+	require.True(t, ok)
+	assert.Equal(t, "rollout ns/app", w.String())
+	assert.True(t, w.OptedIn())
+	assert.Equal(t, "cfg", w.Template.Spec.Containers[0].EnvFrom[0].ConfigMapRef.Name)
+	assert.Equal(t, map[string]string{"app": "x"}, w.Selector.MatchLabels)
+	assert.True(t, w.Progress.Done)
+	assert.Equal(t, "argoproj.io/v1alpha1, Kind=Rollout", w.Object.GetObjectKind().GroupVersionKind().String(), "Events name it")
+	cp := w.Object.DeepCopyObject().(*Rollout)
+	cp.Spec.Template.Spec.Containers[0].Name = "changed"
+	cp.Annotations["x"] = "y"
+	assert.Equal(t, "app", w.Template.Spec.Containers[0].Name, "a deep copy")
+	assert.NotContains(t, w.Meta.Annotations, "x")
+
+	_, err = rolloutFrom(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "bad"}, "spec": map[string]any{"replicas": "two"}}})
+	assert.ErrorContains(t, err, "decode rollout ns/bad")
 }

@@ -33,8 +33,8 @@ type typed[T runtime.Object, L any] struct {
 
 func (t typed[T, L]) Kind() Kind { return t.kind }
 
-func (t typed[T, L]) Informer(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-	return t.informer(f)
+func (t typed[T, L]) Informer(f Factories) cache.SharedIndexInformer {
+	return t.informer(f.Typed)
 }
 
 func (t typed[T, L]) Of(obj any) (Workload, bool) {
@@ -46,8 +46,8 @@ func (t typed[T, L]) Of(obj any) (Workload, bool) {
 	return Workload{Kind: t.kind, Object: o, Meta: meta, Template: tmpl, Selector: t.selector(o), Progress: t.progress(o)}, true
 }
 
-func (t typed[T, L]) Get(ctx context.Context, c kubernetes.Interface, namespace, name string) (Workload, error) {
-	o, err := t.client(c, namespace).Get(ctx, name, metav1.GetOptions{})
+func (t typed[T, L]) Get(ctx context.Context, c Clients, namespace, name string) (Workload, error) {
+	o, err := t.client(c.Kube, namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return Workload{}, err
 	}
@@ -55,8 +55,8 @@ func (t typed[T, L]) Get(ctx context.Context, c kubernetes.Interface, namespace,
 	return w, nil
 }
 
-func (t typed[T, L]) List(ctx context.Context, c kubernetes.Interface, namespace string, opts metav1.ListOptions) ([]Workload, string, error) {
-	l, err := t.client(c, namespace).List(ctx, opts)
+func (t typed[T, L]) List(ctx context.Context, c Clients, namespace string, opts metav1.ListOptions) ([]Workload, string, error) {
+	l, err := t.client(c.Kube, namespace).List(ctx, opts)
 	if err != nil {
 		return nil, "", err
 	}
@@ -68,13 +68,13 @@ func (t typed[T, L]) List(ctx context.Context, c kubernetes.Interface, namespace
 	return ws, next, nil
 }
 
-func (t typed[T, L]) Patch(ctx context.Context, c kubernetes.Interface, namespace, name string, body []byte) error {
-	_, err := t.client(c, namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager})
+func (t typed[T, L]) Patch(ctx context.Context, c Clients, namespace, name string, body []byte) error {
+	_, err := t.client(c.Kube, namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager})
 	return err
 }
 
 // Restart: the kind's controller rolls the pods when the template changes.
-func (t typed[T, L]) Restart(context.Context, kubernetes.Interface, Workload) error { return nil }
+func (t typed[T, L]) Restart(context.Context, Clients, Workload) error { return nil }
 
 // pointers returns pointers to a list's items, as the informers hold them.
 func pointers[T any](items []T) []*T {

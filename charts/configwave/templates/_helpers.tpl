@@ -23,6 +23,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["create"]
+# Argo Rollouts, used where their CustomResourceDefinition is served
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: [""]
   resources: ["configmaps", "secrets"]
   verbs: ["get", "list", "watch"]
