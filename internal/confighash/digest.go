@@ -95,9 +95,9 @@ func (dg Digester) slim(m metav1.ObjectMeta) metav1.ObjectMeta {
 }
 
 // keptAnnotations are the annotations of a ConfigMap or Secret that decide whether a change
-// of it rolls a workload (Stakater Reloader's search match, and its ignore). Only objects
+// of it rolls a workload (Stakater Reloader's search match, its ignore and ours). Only objects
 // that carry them pay for a map.
-var keptAnnotations = []string{refs.StakaterMatch, refs.StakaterIgnore}
+var keptAnnotations = []string{refs.StakaterMatch, refs.StakaterIgnore, refs.IgnoreAnnotation}
 
 // KeyDigests returns a digested object's key → digest map.
 func KeyDigests(obj any) map[string]string {

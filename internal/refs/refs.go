@@ -30,6 +30,30 @@ const (
 	SchedulingDisabledAnnotation = "wave.pusher.com/scheduling-disabled"
 )
 
+// IgnoreAnnotation on a ConfigMap or Secret takes it out of every hash and record: changing it
+// rolls nothing. Stakater Reloader's reloader.stakater.com/ignore means the same.
+const IgnoreAnnotation = "configwave.io/ignore"
+
+// Ignored reports whether a ConfigMap's or Secret's annotations take it out of every hash and
+// record (IgnoreAnnotation, or Reloader's ignore).
+func Ignored(annotations map[string]string) bool {
+	return isTrue(annotations[IgnoreAnnotation]) || isTrue(annotations[StakaterIgnore])
+}
+
+// DropIgnored removes every object that ignored reports, and returns them.
+func (r References) DropIgnored(ignored func(ObjectRef) bool) map[ObjectRef]bool {
+	dropped := map[ObjectRef]bool{}
+	for _, us := range []Uses{r.Visible, r.Wave} {
+		for ref := range us {
+			if dropped[ref] || ignored(ref) {
+				dropped[ref] = true
+				delete(us, ref)
+			}
+		}
+	}
+	return dropped
+}
+
 // ConfigKind is ConfigMap or Secret.
 type ConfigKind string
 

@@ -193,3 +193,26 @@ func TestDropOtherNamespaces(t *testing.T) {
 	assert.Equal(t, []string{"configmap ns/own=all required", "secret ns/local=all"}, summary(used.Visible))
 	assert.Equal(t, []string{"configmap ns/own=all required", "secret ns/local=all"}, summary(used.Wave))
 }
+
+func TestIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		annotations map[string]string
+		want        bool
+	}{
+		{nil, false},
+		{map[string]string{IgnoreAnnotation: "true"}, true},
+		{map[string]string{StakaterIgnore: "true"}, true},
+		{map[string]string{IgnoreAnnotation: "false", StakaterIgnore: "no"}, false},
+		{map[string]string{IgnoreAnnotation: " True "}, true},
+	} {
+		assert.Equal(t, tc.want, Ignored(tc.annotations), "%v", tc.annotations)
+	}
+
+	r := References{Visible: Uses{}, Wave: Uses{}}
+	a, b, c := ObjectRef{Kind: ConfigMap, Namespace: "ns", Name: "a"}, ObjectRef{Kind: Secret, Namespace: "ns", Name: "b"}, ObjectRef{Kind: ConfigMap, Namespace: "ns", Name: "c"}
+	r.Visible[a], r.Visible[b], r.Wave[b], r.Wave[c] = &Use{}, &Use{}, &Use{}, &Use{}
+	dropped := r.DropIgnored(func(o ObjectRef) bool { return o != a })
+	assert.Equal(t, map[ObjectRef]bool{b: true, c: true}, dropped)
+	assert.Equal(t, []ObjectRef{a}, r.Visible.Refs())
+	assert.Empty(t, r.Wave)
+}

@@ -167,9 +167,14 @@ func NewController(cfg Config) (*Controller, error) {
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 				AddFunc: func(obj any) { c.enqueueUsers(kind, obj) },
 				UpdateFunc: func(old, obj any) {
-					if !sameKeys(confighash.KeyDigests(old), confighash.KeyDigests(obj)) {
+					// The digested objects keep only the metadata that decides what rolls (the
+					// ignore and match annotations, labels for --resource-label-selector): any
+					// other metadata-only update concerns nobody.
+					o, n := old.(metav1.Object), obj.(metav1.Object)
+					if !sameKeys(confighash.KeyDigests(old), confighash.KeyDigests(obj)) ||
+						!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || !maps.Equal(o.GetLabels(), n.GetLabels()) {
 						c.enqueueUsers(kind, obj)
-					} // a metadata-only update concerns nobody
+					}
 				},
 				DeleteFunc: func(obj any) { c.enqueueUsers(kind, obj) },
 			}); err != nil {
@@ -440,6 +445,7 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 				where, r)
 		}
 	}
+	ignored := used.DropIgnored(c.ignored)
 	all := union(used.Visible.Refs(), used.Wave.Refs())
 	for _, p := range used.Problems {
 		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", p+"; the entry is skipped")
@@ -453,6 +459,12 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 	}
 
 	uses := c.recorded(ns, used, sel)
+	for r := range uses { // a Reloader reload list may name an ignored object too
+		if c.ignored(r) {
+			ignored[r] = true
+			delete(uses, r)
+		}
+	}
 	in := confighash.InputsOf(ns, uses, c.Informers.Digests)
 	value := confighash.WithKeyID(c.keyID, in.Value) // the record to write
 	recorded, hasRecord := w.Meta.Annotations[InputsAnnotation]
@@ -518,6 +530,9 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 		for r := range uses {
 			entries[confighash.EntryName(ns, r)] = r
 		}
+		for r := range ignored {
+			entries[confighash.EntryName(ns, r)] = r
+		}
 		var rolling []string
 		for _, e := range changed {
 			before, was := ran[e]
@@ -527,6 +542,9 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 			created, deleted := !was || before == "absent", now[e] == "absent"
 			if !sel.wave && (created && !c.Reloader.RollOnCreate || deleted && !c.Reloader.RollOnDelete) {
 				continue // Reloader rolls on an object's creation or deletion only when told to (--reload-on-create, --reload-on-delete)
+			}
+			if r, ok := entries[e]; ok && ignored[r] {
+				continue // just ignored: it leaves the record, and rolls nothing
 			}
 			if r, ok := entries[e]; ok && c.follows(ns, used, sel, r) || !ok && sel.wave {
 				rolling = append(rolling, e)

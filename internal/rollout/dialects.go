@@ -156,6 +156,12 @@ func (c *Controller) follows(ns string, used refs.References, sel selection, ref
 	return sel.stakater.Follows(ref.Kind, ref.Name, isUsed, c.Informers.configAnnotations(ref))
 }
 
+// ignored reports whether a ConfigMap or Secret is out of every hash and record
+// (configwave.io/ignore, or Reloader's ignore).
+func (c *Controller) ignored(ref refs.ObjectRef) bool {
+	return refs.Ignored(c.Informers.configAnnotations(ref))
+}
+
 // stakaterBehind reports whether Stakater Reloader left a mark on the template (its
 // STAKATER_*_CONFIGMAP / _SECRET env vars, or its last-reloaded-from annotation) whose hash is
 // not that of the current data of an object it follows: Reloader was behind, and the pods run
