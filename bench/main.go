@@ -47,6 +47,7 @@ func main() {
 	mode := flag.String("mode", "quick", "quick (under 3 minutes) or full")
 	flag.StringVar(&only, "only", "", "run only the steps whose name starts with this (e.g. reloader); prints the figures as JSON and writes no report")
 	flag.StringVar(&reloaderBin, "reloader-bin", "", "measure this reloader binary instead of building cmd/reloader (e.g. an older build, for a before/after)")
+	flag.StringVar(&waveBin, "wave-bin", "", "measure this wave binary instead of building cmd/wave (for a before/after)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -75,10 +76,14 @@ func run(ctx context.Context, full bool) error {
 		}
 		defer rm()
 	}
-	if e.wave, rm, err = testcluster.BuildCommand(filepath.Join(root, "cmd", "wave"), "wave"); err != nil {
-		return err
+	if waveBin != "" {
+		e.wave = waveBin
+	} else {
+		if e.wave, rm, err = testcluster.BuildCommand(filepath.Join(root, "cmd", "wave"), "wave"); err != nil {
+			return err
+		}
+		defer rm()
 	}
-	defer rm()
 	if e.self, err = os.Executable(); err != nil {
 		return err
 	}
@@ -101,7 +106,9 @@ func run(ctx context.Context, full bool) error {
 		{"wave trigger latency", waveLatency},
 		{"wave shared ConfigMap", waveShared},
 		{"wave coalescing", waveCoalescing},
+		{"wave runaway writer", waveRunaway},
 		{"wave memory", waveMemory},
+		{"wave used and unused config", waveUsedMemory},
 		{"micro-benchmarks", func(e *env, r *report) error { return micro(e, r, root) }},
 	}
 	for _, s := range steps {
@@ -116,7 +123,7 @@ func run(ctx context.Context, full bool) error {
 		fmt.Fprintf(os.Stderr, "   done in %s\n", time.Since(t).Round(time.Second))
 	}
 	rep.Took = time.Since(start)
-	if only != "" || reloaderBin != "" {
+	if only != "" || reloaderBin != "" || waveBin != "" {
 		out, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
 			return err
@@ -127,8 +134,9 @@ func run(ctx context.Context, full bool) error {
 	return rep.write(root)
 }
 
-// only and reloaderBin are for before/after comparisons, which must not overwrite the report.
-var only, reloaderBin string
+// only, reloaderBin and waveBin are for before/after comparisons, which must not overwrite the
+// report.
+var only, reloaderBin, waveBin string
 
 // namespace creates a fresh namespace for one scenario.
 func (e *env) namespace(prefix string) (string, error) {

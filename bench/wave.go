@@ -110,7 +110,8 @@ func measureWave(e *env, p *proc, ns string) (WaveLatency, error) {
 	defer dW.Stop()
 	var lat, floor []time.Duration
 	last := ""
-	reqBefore := p.metric("configwave_wave_api_requests_total")
+	reqBefore := p.metric(`configwave_wave_api_requests_total{client="workloads"`)
+	byBefore := requestsByClient(p)
 	n := e.reps(20, 50)
 	for i := 1; i <= n; i++ {
 		t0 := time.Now()
@@ -138,8 +139,34 @@ func measureWave(e *env, p *proc, ns string) (WaveLatency, error) {
 		lat = append(lat, time.Since(t0))
 	}
 	time.Sleep(200 * time.Millisecond)
-	reqs := (p.metric("configwave_wave_api_requests_total") - reqBefore) / float64(n)
-	return WaveLatency{Changes: n, Latency: stats(lat), Floor: stats(floor), RequestsPerChange: reqs, RSSMiB: float64(rssKiB(p.cmd.Process.Pid)) / 1024}, nil
+	reqs := (p.metric(`configwave_wave_api_requests_total{client="workloads"`) - reqBefore) / float64(n)
+	by := map[string]float64{}
+	for k, v := range requestsByClient(p) {
+		if d := v - byBefore[k]; d > 0 {
+			by[k] = d / float64(n)
+		}
+	}
+	return WaveLatency{Changes: n, Latency: stats(lat), Floor: stats(floor), RequestsPerChange: reqs, ByClient: by, RSSMiB: float64(rssKiB(p.cmd.Process.Pid)) / 1024}, nil
+}
+
+// requestsByClient reads wave's API request counters as "client method" → count.
+func requestsByClient(p *proc) map[string]float64 {
+	out := map[string]float64{}
+	for _, c := range []string{"workloads", "events", "pods"} {
+		for _, m := range []string{"GET", "LIST", "WATCH", "PATCH", "POST", "PUT", "DELETE"} {
+			if v := p.metric(`configwave_wave_api_requests_total{client="` + c + `",method="` + m + `"}`); v > 0 {
+				out[c+" "+m] = v
+			}
+		}
+	}
+	if len(out) == 0 { // a wave from before the client label (a before/after run)
+		for _, m := range []string{"GET", "LIST", "WATCH", "PATCH", "POST", "PUT", "DELETE"} {
+			if v := p.metric(`configwave_wave_api_requests_total{method="` + m + `"}`); v > 0 {
+				out["all "+m] = v
+			}
+		}
+	}
+	return out
 }
 
 func waitDeployment(w watch.Interface, match func(*appsv1.Deployment) bool) error {

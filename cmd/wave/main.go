@@ -299,14 +299,18 @@ func runWave(cfg *config) error {
 	reg := serve.NewRegistry()
 	apiRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configwave_wave_api_requests_total",
-		Help: "Requests sent to the API server, by HTTP method (watches count once, when opened).",
-	}, []string{"method"})
+		Help: "Requests sent to the API server, by HTTP method and client: workloads (config and workloads: the hot path), events, pods (crash-loop checks). Watches count once, when opened.",
+	}, []string{"method", "client"})
 	watchRestarts := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configwave_wave_watch_restarts_total",
 		Help: "Watches opened again (dropped connection, 410 Gone, API server restart, routine timeout), by resource.",
 	}, []string{"resource"})
 	reg.MustRegister(apiRequests, watchRestarts)
-	kubeclient.CountRequests(restCfg, func(m string) { apiRequests.WithLabelValues(m).Inc() })
+	// Events and pod reads get clients of their own (below), counted apart.
+	eventCfg, podCfg := rest.CopyConfig(restCfg), rest.CopyConfig(restCfg)
+	for c, cfg := range map[string]*rest.Config{"workloads": restCfg, "events": eventCfg, "pods": podCfg} {
+		kubeclient.CountRequests(cfg, func(m string) { apiRequests.WithLabelValues(m, c).Inc() })
+	}
 	kubeclient.CountWatchRestarts(restCfg, func(resource string) { watchRestarts.WithLabelValues(resource).Inc() })
 	clients, kinds, err := workload.Connect(restCfg)
 	if err != nil {
@@ -326,7 +330,6 @@ func runWave(cfg *config) error {
 	// ConfigMap used by 1,000 workloads cost 2,000 requests against --kube-api-qps (a patch and
 	// an Event each) and the patches waited behind the Events. Events are best effort: the
 	// broadcaster drops them when its queue is full, never blocking a rollout.
-	eventCfg := rest.CopyConfig(restCfg)
 	eventCfg.QPS, eventCfg.Burst, eventCfg.RateLimiter = eventQPS, eventBurst, nil
 	eventClient, err := kubernetes.NewForConfig(eventCfg)
 	if err != nil {
@@ -334,7 +337,6 @@ func runWave(cfg *config) error {
 	}
 	// Pods are read only to see a config rollout's new pods crash-loop: best effort, on a
 	// rate limit of their own, never in the way of the patches.
-	podCfg := rest.CopyConfig(restCfg)
 	podCfg.QPS, podCfg.Burst, podCfg.RateLimiter = podQPS, podBurst, nil
 	podClient, err := kubernetes.NewForConfig(podCfg)
 	if err != nil {

@@ -28,6 +28,10 @@ type Digester struct {
 	// KeepLabels keeps the objects' labels, for Stakater Reloader's --resource-label-selector;
 	// without it they are dropped like the rest of the metadata.
 	KeepLabels bool
+	// Whole, when set, is shown each whole object before it is reduced, so that the caller
+	// may keep the data of the few objects it will need whole (Wave's hash), without a read
+	// from the API. It must not change the object.
+	Whole func(kind refs.ConfigKind, whole metav1.Object)
 }
 
 // keyDigest is 128 bits of SHA256 (or of HMAC-SHA256 under the key): enough to tell any two
@@ -57,6 +61,9 @@ func (dg Digester) Transform(obj any) (any, error) {
 		if o.GenerateName == digestedMark {
 			return o, nil
 		}
+		if dg.Whole != nil {
+			dg.Whole(refs.ConfigMap, o)
+		}
 		out := &corev1.ConfigMap{ObjectMeta: dg.slim(o.ObjectMeta), Data: make(map[string]string, len(o.Data)+len(o.BinaryData))}
 		for k, v := range o.Data {
 			out.Data[k] = dg.keyDigest([]byte(v))
@@ -68,6 +75,9 @@ func (dg Digester) Transform(obj any) (any, error) {
 	case *corev1.Secret:
 		if o.GenerateName == digestedMark {
 			return o, nil
+		}
+		if dg.Whole != nil {
+			dg.Whole(refs.Secret, o)
 		}
 		out := &corev1.Secret{ObjectMeta: dg.slim(o.ObjectMeta), Data: make(map[string][]byte, len(o.Data))}
 		for k, v := range o.Data {

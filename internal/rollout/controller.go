@@ -162,6 +162,7 @@ func NewController(cfg Config) (*Controller, error) {
 			return nil, err
 		}
 	}
+	cfg.Informers.whole.wanted = c.used
 	for kind, list := range cfg.Informers.configs {
 		for _, inf := range list {
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -176,7 +177,12 @@ func NewController(cfg Config) (*Controller, error) {
 						c.enqueueUsers(kind, obj)
 					}
 				},
-				DeleteFunc: func(obj any) { c.enqueueUsers(kind, obj) },
+				DeleteFunc: func(obj any) {
+					if m, ok := metaOf(obj); ok {
+						c.Informers.whole.forget(refs.ObjectRef{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()})
+					}
+					c.enqueueUsers(kind, obj)
+				},
 			}); err != nil {
 				return nil, err
 			}
@@ -230,10 +236,7 @@ func (c *Controller) enqueueNamespace(namespace string) {
 }
 
 func (c *Controller) enqueueUsers(kind refs.ConfigKind, obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	m, ok := obj.(metav1.Object)
+	m, ok := metaOf(obj)
 	if !ok {
 		return
 	}
@@ -253,6 +256,27 @@ func (c *Controller) enqueueUsers(kind refs.ConfigKind, obj any) {
 		}
 	}
 	klog.V(4).InfoS("config changed", "object", ref.String(), "users", users)
+}
+
+// metaOf is the object of a notification; a delete may come as a tombstone.
+func metaOf(obj any) (metav1.Object, bool) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	return m, ok
+}
+
+// used reports whether an opted-in workload uses ref (the byConfig index).
+func (c *Controller) used(ref refs.ObjectRef) bool {
+	for _, list := range c.Informers.workloads {
+		for _, inf := range list {
+			if keys, err := inf.GetIndexer().IndexKeys(byConfig, ref.String()); err == nil && len(keys) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Index names on the workload informers.

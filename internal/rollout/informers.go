@@ -26,6 +26,7 @@ type Informers struct {
 	dynamic   []dynamicinformer.DynamicSharedInformerFactory // custom kinds'; empty without any
 	watched   map[string]bool                                // namespaces; metav1.NamespaceAll for every one
 	digester  confighash.Digester
+	whole     *wholeObjects // the data of the objects workloads use
 	// namespaces: only with WatchNamespaces (--namespace-selector), for their labels.
 	namespaces cache.SharedIndexInformer
 }
@@ -56,7 +57,9 @@ func NewInformers(clients workload.Clients, kinds []workload.Type, namespaces []
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[refs.ConfigKind][]cache.SharedIndexInformer{}, watched: map[string]bool{}, digester: dg}
+	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[refs.ConfigKind][]cache.SharedIndexInformer{}, watched: map[string]bool{}, whole: newWholeObjects()}
+	dg.Whole = inf.whole.offer
+	inf.digester = dg
 	for _, ns := range namespaces {
 		inf.watched[ns] = true
 		tweak := func(o *metav1.ListOptions) {
