@@ -183,10 +183,13 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error
 }
 
 // parallel runs f(0..n-1) on 8 goroutines and returns the first error.
-func parallel(n int, f func(i int) error) error {
+func parallel(n int, f func(i int) error) error { return parallelN(8, n, f) }
+
+// parallelN runs f for 0..n-1 on workers goroutines and returns the first error.
+func parallelN(workers, n int, f func(i int) error) error {
 	errs := make(chan error, n)
 	next := make(chan int)
-	for range 8 {
+	for range workers {
 		go func() {
 			for i := range next {
 				errs <- f(i)

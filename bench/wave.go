@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
@@ -240,8 +242,40 @@ func waveShared(e *env, r *report) error {
 			return err
 		}
 	}
-	r.Shared = &Shared{Deployments: n, Changes: reps, UntilLast: stats(all), QPS: 200}
+	p.stop() // the floor below runs alone
+	floor, err := barePatchLoop(e, ns, n, reps)
+	if err != nil {
+		return err
+	}
+	r.Shared = &Shared{Deployments: n, Changes: reps, UntilLast: stats(all), QPS: 200, Floor: stats(floor)}
 	return nil
+}
+
+// barePatchLoop is the floor of the shared-ConfigMap fan-out: the same n template PATCHes
+// sent by a bare client at wave's default --kube-api-qps, --kube-api-burst and --workers, and
+// nothing else; reps times.
+func barePatchLoop(e *env, ns string, n, reps int) ([]time.Duration, error) {
+	cfg := rest.CopyConfig(e.cluster.Config())
+	cfg.QPS, cfg.Burst = 200, 400
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	const workers = 4
+	var out []time.Duration
+	for i := 1; i <= reps; i++ {
+		body := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{"bench-floor":"%d"}}}}}`, i)
+		t0 := time.Now()
+		if err := parallelN(workers, n, func(j int) error {
+			_, err := client.AppsV1().Deployments(ns).Patch(e.ctx, fmt.Sprintf("app-%d", j), types.MergePatchType, body, metav1.PatchOptions{})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(t0))
+		time.Sleep(2 * time.Second) // let kube-controller-manager catch up, as between wave's rounds
+	}
+	return out, nil
 }
 
 // waveMemory: RSS and time to first full sync with many ConfigMaps and Secrets of 16 KiB.
