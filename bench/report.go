@@ -56,7 +56,7 @@ type Shared struct {
 	Changes     int   `json:"changes"`
 	UntilLast   Stats `json:"until_last_patched"`
 	QPS         int   `json:"kube_api_qps"`
-	// Floor: the same n template PATCHes from a bare client at the same QPS, burst and workers.
+	// Floor: n Deployment PATCHes from a bare client at the same QPS, burst and workers.
 	Floor Stats `json:"floor_bare_patch_loop"`
 }
 
@@ -184,7 +184,7 @@ func (r *report) markdown() string {
 		b.WriteString("\n![wave latency](plots/wave-latency.png)\n")
 	}
 	if s := r.Shared; s != nil {
-		fmt.Fprintf(&b, "\n### One ConfigMap shared by %d Deployments\n\nPATCH sent → the last of the %d Deployments patched, %d changes, `--kube-api-qps=%d`: median %.0f ms, max %.0f ms (%.2f ms per Deployment). Floor: the same %d template PATCHes from a bare client at the same QPS, burst and 4 workers, median %.0f ms: **%s the floor** (target ≤ 1.25×).\n",
+		fmt.Fprintf(&b, "\n### One ConfigMap shared by %d Deployments\n\nPATCH sent → the last of the %d Deployments patched, %d changes, `--kube-api-qps=%d`: median %.0f ms, max %.0f ms (%.2f ms per Deployment). Floor: %d Deployment PATCHes from a bare client at the same QPS, burst and 4 workers, median %.0f ms: **%s the floor** (target ≤ 1.25×).\n",
 			s.Deployments, s.Deployments, s.Changes, s.QPS, s.UntilLast.Median, s.UntilLast.Max, s.UntilLast.Median/float64(s.Deployments), s.Deployments, s.Floor.Median, ratio(s.UntilLast.Median, s.Floor.Median))
 	}
 	if c := r.Coalescing; c != nil {

@@ -83,12 +83,13 @@ func waveRunaway(e *env, r *report) error {
 	})
 	run.FinalRolled = err == nil
 	run.FinalAfterS = time.Since(last).Seconds()
-	// Count once the Deployment controller has seen the last template.
-	if err := waitFor(e.ctx, time.Minute, func() bool {
+	// Count once the Deployment controller has seen the last template (earlier steps may have
+	// left it minutes of work).
+	if err := waitFor(e.ctx, 5*time.Minute, func() bool {
 		d, err = e.client.AppsV1().Deployments(ns).Get(e.ctx, "app-0", metav1.GetOptions{})
 		return err == nil && d.Status.ObservedGeneration >= d.Generation
 	}); err != nil {
-		return fmt.Errorf("the Deployment controller did not catch up: %w", err)
+		return fmt.Errorf("the Deployment controller did not catch up (generation %d, observed %d): %w", d.Generation, d.Status.ObservedGeneration, err)
 	}
 	rss, err := testcluster.ReplicaSets(e.ctx, e.client, d)
 	if err != nil {
