@@ -104,9 +104,9 @@ func run(ctx context.Context, full bool) error {
 		{"reloader burst", reloaderBurst},
 		{"sidecar footprint", sidecarFootprint},
 		{"wave trigger latency", waveLatency},
+		{"wave runaway writer", waveRunaway}, // before the shared step leaves kube-controller-manager busy
 		{"wave shared ConfigMap", waveShared},
 		{"wave coalescing", waveCoalescing},
-		{"wave runaway writer", waveRunaway},
 		{"wave memory", waveMemory},
 		{"wave used and unused config", waveUsedMemory},
 		{"micro-benchmarks", func(e *env, r *report) error { return micro(e, r, root) }},

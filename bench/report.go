@@ -196,7 +196,7 @@ func (r *report) markdown() string {
 			u.Used, u.RSSUsedOnly, u.RequestsPerChg, u.Unused, u.RSSWithUnused, u.RSSWithUnused-u.RSSUsedOnly, float64(u.Unused)*16/1024)
 	}
 	if w := r.Runaway; w != nil {
-		fmt.Fprintf(&b, "\n### A runaway writer against `--min-rollout-interval`\n\nOne ConfigMap rewritten %d times at 100 a second (%.1f s), used by one opted-in Deployment, wave with `--min-rollout-interval=%.0fs`: **%d rollouts** (at most %d: one per floor, from the first write to a floor after the last); the last write rolled: %v, %.1f s after it.\n",
+		fmt.Fprintf(&b, "\n### A runaway writer against `--min-rollout-interval`\n\nOne ConfigMap rewritten %d times at 100 a second (%.1f s), used by one opted-in Deployment, wave with `--min-rollout-interval=%.0fs`: **%d rollouts** (new templates written, seen on a watch) (at most %d: one per floor, from the first write to a floor after the last); the last write rolled: %v, %.1f s after it.\n",
 			w.Writes, w.Seconds, w.FloorS, w.Rollouts, w.Bound, w.FinalRolled, w.FinalAfterS)
 	}
 	if len(r.Memory) > 0 {
