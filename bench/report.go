@@ -214,7 +214,7 @@ func (r *report) markdown() string {
 		b.WriteString("\n![wave memory](plots/wave-memory.png)\n")
 	}
 	if r.Micro != "" {
-		b.WriteString("\n### Micro-benchmarks\n\n`go test -run '^$' -bench . -benchmem ./internal/confighash ./internal/unpack` (benchstat-compatible). `FloorWriteFilesInPlace` writes and fsyncs the same 100 files in place, with no atomicity: the floor of `Write100Files1MiB`.\n\n```text\n")
+		b.WriteString("\n### Micro-benchmarks\n\n`go test -run '^$' -bench . -benchmem ./internal/confighash ./internal/unpack` (benchstat-compatible). `FloorWriteFilesInPlace` writes the same 100 files in place, with no atomicity: the floor of `Write100Files1MiB`.\n\n```text\n")
 		b.WriteString(r.Micro)
 		b.WriteString("```\n")
 	}

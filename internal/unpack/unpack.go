@@ -64,8 +64,12 @@ func New(root string) *Writer { return &Writer{root: root} }
 //  2. Compare with the folder ..data points at; equal content (and modes) means no write.
 //  3. Check every top-level name: if it exists and is not our symlink into ..data, stop,
 //     because it belongs to someone else.
-//  4. Write the new set into a fresh private folder ..<timestamp>.<random> and fsync it; open
-//     it to readers (0755) only when it is complete.
+//  4. Write the new set into a fresh private folder ..<timestamp>.<random>; open it to readers
+//     (0755) only when it is complete. Nothing is fsynced: readers see a complete set through
+//     the rename alone, and a power loss that could tear a file also ends the pod whose volume
+//     this is (an emptyDir does not outlive its pod); even on a volume that does, the next
+//     start compares every file with the API's content and rewrites what differs. fsync was
+//     most of what the reloader added to a change's latency.
 //  5. Point ..data_tmp at it and rename it over ..data. rename(2) is atomic, so every path
 //     resolved through ..data now resolves in the new folder, never half in each.
 //  6. Create the user-visible symlinks name -> ..data/name for new top-level names (and for
@@ -81,7 +85,7 @@ func (w *Writer) Write(files map[string]File) (changed bool, err error) {
 }
 
 // WriteChecked is Write with a check that runs between steps 4 and 5: check gets the new
-// folder, complete and synced, with the same relative layout as the root, while readers still
+// folder, complete, with the same relative layout as the root, while readers still
 // see the old set. An error from check leaves the old set in place and is returned as is.
 //
 // Every step resolves names through an os.Root on the config root, never through a path: the
@@ -211,10 +215,7 @@ func (w *Writer) afterSwap(base *os.Root, oldDir string, top map[string]bool) er
 	if oldDir != "" {
 		w.retire(oldDir)
 	}
-	if err := w.updateVisibleLinks(base, oldDir, top); err != nil {
-		return err
-	}
-	return syncDir(base, ".", w.root)
+	return w.updateVisibleLinks(base, oldDir, top)
 }
 
 // retire schedules the removal of a swapped-out folder once retireGrace has passed, so that an
@@ -427,7 +428,7 @@ func writeSet(base *os.Root, name string, files map[string]File) error {
 			return fmt.Errorf("%q: %w", p, err)
 		}
 	}
-	return syncDir(root, ".", name)
+	return nil
 }
 
 func writeFile(root *os.Root, name string, f File) error {
@@ -445,10 +446,6 @@ func writeFile(root *os.Root, name string, f File) error {
 		return err
 	}
 	if err := fh.Chmod(f.Mode.Perm()); err != nil { // the umask must not change the mode
-		fh.Close()
-		return err
-	}
-	if err := fh.Sync(); err != nil {
 		fh.Close()
 		return err
 	}
@@ -481,15 +478,3 @@ func withHint(err error, root string, need int64) error {
 	return err
 }
 
-// syncDir fsyncs the folder name of root; shown names it in errors.
-func syncDir(root *os.Root, name, shown string) error {
-	d, err := root.Open(name)
-	if err != nil {
-		return fmt.Errorf("open %s to sync: %w", shown, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", shown, err)
-	}
-	return nil
-}
