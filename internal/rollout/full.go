@@ -16,9 +16,11 @@ import (
 	"github.com/configwave/configwave/internal/refs"
 )
 
-// fullObjects reads the few whole ConfigMaps and Secrets Wave's hash needs, from the API, only
-// when a workload's inputs changed. A short-lived cache keyed by resourceVersion means a
-// ConfigMap shared by a thousand workloads is read once per change, not a thousand times.
+// fullObjects gives the whole ConfigMaps and Secrets Wave's hash needs: from the data the
+// informers keep of the objects opted-in workloads use (wholeObjects), so that a change costs
+// no read; else, as when a workload starts to use an object, from the API. A short-lived cache
+// keyed by resourceVersion means an object read from the API for a thousand workloads is read
+// once, not a thousand times.
 type fullObjects struct {
 	client kubernetes.Interface
 	inf    *Informers

@@ -477,4 +477,3 @@ func withHint(err error, root string, need int64) error {
 	}
 	return err
 }
-
