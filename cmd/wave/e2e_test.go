@@ -92,9 +92,12 @@ func TestEachReferenceTypeRollsOnceItChanges(t *testing.T) {
 			require.Len(t, replicaSets(t, client, ns, "app"), 1, "creating an opted-in Deployment gives exactly one ReplicaSet")
 			assert.Empty(t, d.Spec.Template.Annotations[refs.ConfigHashAnnotation], "nothing written to the template on create")
 
+			const getSeries = `configwave_wave_api_requests_total{client="workloads",method="GET"}`
+			gets := p.Metric(getSeries)
 			tt.change(t, ns)
 			d = waitTemplateHashChange(t, client, ns, "app", inputsHash(d))
 			assert.Regexp(t, "^[0-9a-f]{64}$", d.Spec.Template.Annotations[refs.ConfigHashAnnotation])
+			assert.Equal(t, gets, p.Metric(getSeries), "no read from the API on the hot path: wave keeps the data of the config a workload uses")
 			settle(t, p)
 			assert.Len(t, replicaSets(t, client, ns, "app"), 2, "one change gives exactly one more ReplicaSet")
 			assert.EqualValues(t, 1, p.Metric(`configwave_wave_patches_total{kind="Deployment",type="rollout"}`))
