@@ -13,17 +13,15 @@ import (
 	"syscall"
 
 	"github.com/oklog/run"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/cli"
+	"github.com/configwave/configwave/internal/coreclient"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/notify"
+	"github.com/configwave/configwave/internal/podevents"
 	"github.com/configwave/configwave/internal/reload"
 	"github.com/configwave/configwave/internal/serve"
 	"github.com/configwave/configwave/internal/source"
@@ -83,9 +81,9 @@ func run1(cfg *config) error {
 	if err != nil {
 		return err
 	}
-	client, err := kubernetes.NewForConfig(restCfg)
+	client, err := coreclient.New(restCfg)
 	if err != nil {
-		return fmt.Errorf("create the API client: %w", err)
+		return err
 	}
 	reg := serve.NewRegistry()
 	metrics := reload.NewMetrics(reg)
@@ -100,7 +98,10 @@ func run1(cfg *config) error {
 		RetryInterval:  cfg.retry,
 		UnhealthyAfter: cfg.unhealthy,
 		Metrics:        metrics,
-		Events:         podEvents(client),
+	}
+	events := podEvents(client)
+	if events != nil {
+		r.Events = events
 	}
 	switch {
 	case cfg.http != nil:
@@ -147,6 +148,10 @@ func run1(cfg *config) error {
 	{ // informers
 		wctx, wcancel := context.WithCancel(ctx)
 		g.Add(func() error { watcher.Run(wctx); return nil }, func(error) { wcancel() })
+	}
+	if events != nil {
+		ectx, ecancel := context.WithCancel(ctx)
+		g.Add(func() error { events.Run(ectx); return nil }, func(error) { ecancel() })
 	}
 	if cfg.once {
 		octx, ocancel := context.WithCancel(ctx)
@@ -212,19 +217,10 @@ func hasSecrets(cfg *config) bool {
 
 // podEvents records Events on the reloader's own pod when it runs in one ($POD_NAME and the
 // namespace from the downward API), and nowhere otherwise.
-func podEvents(client kubernetes.Interface) reload.EventRecorder {
+func podEvents(client rest.Interface) *podevents.Recorder {
 	name := os.Getenv("POD_NAME")
 	if name == "" {
 		return nil
 	}
-	ns := source.DefaultNamespace()
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events(ns)})
-	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-reloader"})
-	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: name, UID: types.UID(os.Getenv("POD_UID"))}
-	return eventFunc(func(eventtype, reason, message string) { rec.Event(ref, eventtype, reason, message) })
+	return podevents.New(client, podevents.Pod{Namespace: source.DefaultNamespace(), Name: name, UID: types.UID(os.Getenv("POD_UID"))})
 }
-
-type eventFunc func(eventtype, reason, message string)
-
-func (f eventFunc) Event(eventtype, reason, message string) { f(eventtype, reason, message) }

@@ -1,7 +1,7 @@
 // Package source watches named or label-selected ConfigMaps and Secrets and hands out complete,
 // consistent snapshots of their keys.
 //
-//	w := source.New(client, []source.Ref{{Kind: source.ConfigMap, Namespace: "web", Name: "nginx"}}, nil, source.Options{})
+//	w := source.New(coreV1Client, []source.Ref{{Kind: source.ConfigMap, Namespace: "web", Name: "nginx"}}, nil, source.Options{})
 //	go w.Run(ctx)
 //	<-w.Changed(); snap := w.Snapshot()
 //
@@ -19,14 +19,14 @@ import (
 	"sync"
 	"sync/atomic"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/configwave/configwave/internal/coreclient"
 )
 
 // Kind is the kind of a config object.
@@ -103,22 +103,22 @@ type Watcher struct {
 	opts      Options
 }
 
-// New prepares informers for the named objects and the selector (which may be nil). Nothing
+// New prepares informers for the named objects and the selector (which may be nil). client is
+// a REST client for core/v1 (coreclient.New, or a clientset's CoreV1().RESTClient()). Nothing
 // talks to the API server before Run.
-func New(client kubernetes.Interface, refs []Ref, sel *Selector, opts Options) *Watcher {
+func New(client cache.Getter, refs []Ref, sel *Selector, opts Options) *Watcher {
 	w := &Watcher{
 		refs:    refs,
 		named:   map[Ref]cache.SharedIndexInformer{},
 		changed: make(chan struct{}, 1),
 		opts:    opts,
 	}
-	rest := client.CoreV1().RESTClient()
 	for _, r := range refs {
 		if _, dup := w.named[r]; dup {
 			continue
 		}
 		name := r.Name
-		lw := cache.NewFilteredListWatchFromClient(rest, r.Kind.resource(), r.Namespace, func(o *metav1.ListOptions) {
+		lw := cache.NewFilteredListWatchFromClient(client, r.Kind.resource(), r.Namespace, func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		})
 		inf := w.newInformer(w.counted(lw, r.String()), r.Kind)
@@ -127,7 +127,7 @@ func New(client kubernetes.Interface, refs []Ref, sel *Selector, opts Options) *
 	if sel != nil {
 		for _, k := range sel.Kinds {
 			labelSel := sel.Labels.String()
-			lw := cache.NewFilteredListWatchFromClient(rest, k.resource(), sel.Namespace, func(o *metav1.ListOptions) {
+			lw := cache.NewFilteredListWatchFromClient(client, k.resource(), sel.Namespace, func(o *metav1.ListOptions) {
 				o.LabelSelector = labelSel
 			})
 			ns := sel.Namespace
@@ -162,9 +162,9 @@ func (w *Watcher) counted(lw *cache.ListWatch, desc string) *cache.ListWatch {
 }
 
 func (w *Watcher) newInformer(lw cache.ListerWatcher, k Kind) cache.SharedIndexInformer {
-	var example runtime.Object = &corev1.ConfigMap{}
+	var example runtime.Object = &coreclient.ConfigMap{}
 	if k == Secret {
-		example = &corev1.Secret{}
+		example = &coreclient.Secret{}
 	}
 	inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
 	// Only the fact that something changed matters; Snapshot reads the stores.
@@ -254,7 +254,7 @@ func less(a, b Ref) bool {
 
 func toObject(obj any) (Object, bool) {
 	switch o := obj.(type) {
-	case *corev1.ConfigMap:
+	case *coreclient.ConfigMap:
 		data := make(map[string][]byte, len(o.Data)+len(o.BinaryData))
 		for k, v := range o.Data {
 			data[k] = []byte(v)
@@ -263,7 +263,7 @@ func toObject(obj any) (Object, bool) {
 			data[k] = v
 		}
 		return Object{Ref: Ref{Kind: ConfigMap, Namespace: o.Namespace, Name: o.Name}, Data: data}, true
-	case *corev1.Secret:
+	case *coreclient.Secret:
 		data := make(map[string][]byte, len(o.Data))
 		for k, v := range o.Data {
 			data[k] = v
