@@ -71,7 +71,7 @@ func run(ctx context.Context, full bool) error {
 	if reloaderBin != "" {
 		e.reloader = reloaderBin
 	} else {
-		if e.reloader, rm, err = testcluster.BuildCommand(filepath.Join(root, "cmd", "reloader"), "reloader"); err != nil {
+		if e.reloader, rm, err = testcluster.BuildRelease(filepath.Join(root, "cmd", "reloader"), "reloader"); err != nil {
 			return err
 		}
 		defer rm()
@@ -79,7 +79,7 @@ func run(ctx context.Context, full bool) error {
 	if waveBin != "" {
 		e.wave = waveBin
 	} else {
-		if e.wave, rm, err = testcluster.BuildCommand(filepath.Join(root, "cmd", "wave"), "wave"); err != nil {
+		if e.wave, rm, err = testcluster.BuildRelease(filepath.Join(root, "cmd", "wave"), "wave"); err != nil {
 			return err
 		}
 		defer rm()

@@ -20,19 +20,32 @@ import (
 // `go test -race` the binary is built with -race too, so the end-to-end tests also look for
 // data races in the real processes.
 func BuildCommand(dir, name string) (string, func(), error) {
+	var flags []string
+	if raceEnabled {
+		flags = append(flags, "-race")
+	}
+	return build(dir, name, nil, flags)
+}
+
+// BuildRelease builds the main package in dir as the Dockerfile builds the image's binaries:
+// static, with no symbol table, so that a benchmark measures the size and memory of the
+// binary users run.
+func BuildRelease(dir, name string) (string, func(), error) {
+	return build(dir, name, []string{"CGO_ENABLED=0"}, []string{"-trimpath", "-ldflags=-s -w"})
+}
+
+func build(dir, name string, env, flags []string) (string, func(), error) {
 	tmp, err := os.MkdirTemp("", "configwave-bin-")
 	if err != nil {
 		return "", nil, err
 	}
 	bin := filepath.Join(tmp, name)
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, ".")...)
-	build.Dir = dir
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	args := append([]string{"build", "-o", bin}, flags...)
+	cmd := exec.Command("go", append(args, ".")...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
 		_ = os.RemoveAll(tmp)
 		return "", nil, fmt.Errorf("build %s: %w", dir, err)
 	}
