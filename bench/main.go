@@ -109,6 +109,7 @@ func run(ctx context.Context, full bool) error {
 		{"wave coalescing", waveCoalescing},
 		{"wave memory", waveMemory},
 		{"wave used and unused config", waveUsedMemory},
+		{"wave scale", waveScale},
 		{"micro-benchmarks", func(e *env, r *report) error { return micro(e, r, root) }},
 	}
 	for _, s := range steps {

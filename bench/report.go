@@ -83,6 +83,7 @@ type report struct {
 	Runaway     *Runaway      `json:"wave_runaway"`
 	UsedMemory  *UsedMemory   `json:"wave_used_memory"`
 	Memory      []Memory      `json:"wave_memory"`
+	Scale       []ScalePoint  `json:"wave_scale"`
 	Micro       string        `json:"micro_benchmarks"`
 }
 
@@ -118,6 +119,9 @@ func (r *report) write(root string) error {
 		return err
 	}
 	if err := r.plotMemory(filepath.Join(plots, "wave-memory.png")); err != nil {
+		return err
+	}
+	if err := r.plotScale(filepath.Join(plots, "wave-scale-rss.png"), filepath.Join(plots, "wave-scale-ready.png")); err != nil {
 		return err
 	}
 	doc := filepath.Join(root, "docs", "benchmarks.md")
@@ -213,6 +217,20 @@ func (r *report) markdown() string {
 		}
 		b.WriteString("\n![wave memory](plots/wave-memory.png)\n")
 	}
+	if len(r.Scale) > 0 {
+		last := r.Scale[len(r.Scale)-1]
+		fmt.Fprintf(&b, "\n### wave at scale\n\nOne namespace holding N ConfigMaps and Secrets (half each, 1 KiB of data each) and %d opted-in Deployments, each using one ConfigMap key and one Secret of the first %d of each, all recorded beforehand. For each N, a fresh wave: time to `/readyz` (every informer listed), time until every workload was found up to date, RSS 3 s after that, and the peak RSS (VmHWM). etcd runs with an 8 GiB quota.\n\n", last.Workloads, r.Scale[0].Objects/2)
+		b.WriteString(row("ConfigMaps + Secrets", "workloads", "time to ready s", "all reconciled s", "RSS MiB", "peak RSS MiB"))
+		b.WriteString(row("---", "---", "---", "---", "---", "---"))
+		for _, p := range r.Scale {
+			b.WriteString(row(p.Objects, p.Workloads, f2(p.ReadyS), f2(p.SettledS), f1(p.RSSMiB), f1(p.PeakMiB)))
+		}
+		if last.Latency != nil {
+			fmt.Fprintf(&b, "\nAt %d objects: ConfigMap patch → new template hash median %.2f ms (p90 %.2f), floor (watch + PATCH) %.2f ms: **%s the floor**.\n",
+				last.Objects, last.Latency.Median, last.Latency.P90, last.Floor.Median, ratio(last.Latency.Median, last.Floor.Median))
+		}
+		b.WriteString("\n![wave RSS at scale](plots/wave-scale-rss.png)\n![wave start-up at scale](plots/wave-scale-ready.png)\n")
+	}
 	if r.Micro != "" {
 		b.WriteString("\n### Micro-benchmarks\n\n`go test -run '^$' -bench . -benchmem ./internal/confighash ./internal/unpack` (benchstat-compatible). `FloorWriteFilesInPlace` writes the same 100 files in place, with no atomicity: the floor of `Write100Files1MiB`.\n\n```text\n")
 		b.WriteString(r.Micro)
@@ -263,4 +281,44 @@ func (r *report) plotMemory(path string) error {
 	}
 	p.Y.Min = 0
 	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+}
+
+// plotScale draws the scale curve: RSS and peak RSS against objects, and the times to ready
+// and to every workload reconciled, each beside issue 14's target.
+func (r *report) plotScale(rssPath, readyPath string) error {
+	if len(r.Scale) == 0 {
+		return nil
+	}
+	line := func(y float64) plotter.XYs {
+		return plotter.XYs{{X: float64(r.Scale[0].Objects), Y: y}, {X: float64(r.Scale[len(r.Scale)-1].Objects), Y: y}}
+	}
+	var rss, peak, ready, settled plotter.XYs
+	for _, p := range r.Scale {
+		x := float64(p.Objects)
+		rss = append(rss, plotter.XY{X: x, Y: p.RSSMiB})
+		peak = append(peak, plotter.XY{X: x, Y: p.PeakMiB})
+		ready = append(ready, plotter.XY{X: x, Y: p.ReadyS})
+		settled = append(settled, plotter.XY{X: x, Y: p.SettledS})
+	}
+	workloads := r.Scale[0].Workloads
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("wave: RSS against ConfigMaps + Secrets of 1 KiB (%d workloads)", workloads)
+	p.X.Label.Text = "ConfigMaps + Secrets"
+	p.Y.Label.Text = "MiB"
+	if err := plotutil.AddLinePoints(p, "RSS when settled", rss, "peak RSS", peak, "target (96 MiB)", line(96)); err != nil {
+		return err
+	}
+	p.Y.Min = 0
+	if err := p.Save(6*vg.Inch, 4*vg.Inch, rssPath); err != nil {
+		return err
+	}
+	p = plot.New()
+	p.Title.Text = fmt.Sprintf("wave: start-up against ConfigMaps + Secrets of 1 KiB (%d workloads)", workloads)
+	p.X.Label.Text = "ConfigMaps + Secrets"
+	p.Y.Label.Text = "seconds from start"
+	if err := plotutil.AddLinePoints(p, "/readyz", ready, "every workload reconciled", settled, "target for /readyz (15 s)", line(15)); err != nil {
+		return err
+	}
+	p.Y.Min = 0
+	return p.Save(6*vg.Inch, 4*vg.Inch, readyPath)
 }

@@ -123,10 +123,15 @@ func (p *proc) metric(prefix string) float64 {
 }
 
 // rssKiB reads VmRSS from /proc.
-func rssKiB(pid int) int {
+func rssKiB(pid int) int { return statusKiB(pid, "VmRSS") }
+
+// peakRSSKiB reads VmHWM, the highest RSS the process has had, from /proc.
+func peakRSSKiB(pid int) int { return statusKiB(pid, "VmHWM") }
+
+func statusKiB(pid int, field string) int {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			return n
 		}

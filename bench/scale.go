@@ -1,0 +1,137 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"runtime"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/testcluster"
+)
+
+// ScalePoint is wave started on a namespace holding Objects ConfigMaps and Secrets (half
+// each, 1 KiB of data each) and Workloads opted-in Deployments that use some of them.
+type ScalePoint struct {
+	Objects   int     `json:"objects"`
+	Workloads int     `json:"workloads"`
+	ReadyS    float64 `json:"ready_s"`      // start → /readyz (every informer listed)
+	SettledS  float64 `json:"settled_s"`    // start → every workload reconciled against its record
+	RSSMiB    float64 `json:"rss_mib"`      // 3 s after settling
+	PeakMiB   float64 `json:"peak_rss_mib"` // VmHWM: the most it held, during the initial lists
+	// Latency, at the largest point only: ConfigMap patch → new template hash on a workload
+	// that uses it, against the floor (watch event + one PATCH) in the same namespace.
+	Latency *Stats `json:"latency,omitempty"`
+	Floor   *Stats `json:"floor,omitempty"`
+}
+
+// waveScale is issue 14's scale goal: up to 100,000 ConfigMaps and Secrets of 1 KiB and 10,000
+// opted-in workloads in one run. The workloads are created once, and recorded by a first wave
+// (one baseline patch each); each point then adds objects and starts a fresh wave, whose job
+// at start is to list everything and find every record up to date.
+func waveScale(e *env, r *report) error {
+	points := []int{2000, 5000}
+	workloads := 1000
+	if e.full {
+		points = []int{10000, 25000, 50000, 100000}
+		workloads = 10000
+	}
+	used := points[0] / 2 // the ConfigMaps (and Secrets) that workloads use: those of the first point
+	payload := make([]byte, 768)
+	_, _ = rand.Read(payload)
+	value := base64.StdEncoding.EncodeToString(payload) // 1 KiB
+	sized := func(i int) string { return strconv.Itoa(i) + value[len(strconv.Itoa(i)):] }
+	ns, err := e.namespace("scale")
+	if err != nil {
+		return err
+	}
+	have := 0 // ConfigMaps, and as many Secrets, created so far
+	grow := func(objects int) error {
+		n := objects / 2
+		err := parallelN(16, n-have, func(j int) error {
+			i := have + j
+			if err := e.createConfigMap(ns, fmt.Sprintf("cm-%d", i), map[string]string{"a": sized(i)}); err != nil {
+				return err
+			}
+			_, err := e.client.CoreV1().Secrets(ns).Create(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%d", i)},
+				Data: map[string][]byte{"key": []byte(sized(i))}}, metav1.CreateOptions{})
+			return err
+		})
+		if err == nil {
+			have = n
+		}
+		return err
+	}
+	t := time.Now()
+	if err := grow(points[0]); err != nil {
+		return err
+	}
+	// Deployment i reads key "a" of ConfigMap cm-(i mod used) and mounts Secret s-(i mod used).
+	if err := parallelN(16, workloads, func(i int) error {
+		d := testcluster.Deployment(ns, fmt.Sprintf("app-%d", i), 0)
+		d.Annotations = map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}
+		pod := &d.Spec.Template.Spec
+		pod.Containers[0].Env = []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{
+			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: fmt.Sprintf("cm-%d", i%used)}, Key: "a"}}}}
+		pod.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: fmt.Sprintf("s-%d", i%used)}}}}
+		_, err := e.client.AppsV1().Deployments(ns).Create(e.ctx, d, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	probe := testcluster.Deployment(ns, "floor-probe", 0)
+	if _, err := e.client.AppsV1().Deployments(ns).Create(e.ctx, probe, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.log, "   %d objects and %d workloads created in %s\n", points[0], workloads, time.Since(t).Round(time.Second))
+	p, err := e.startWave(ns)
+	if err != nil {
+		return err
+	}
+	err = waitBaselines(e, p, workloads)
+	p.stop()
+	if err != nil {
+		return err
+	}
+	for k, objects := range points {
+		t := time.Now()
+		if err := grow(objects); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.log, "   %d objects (%s to add)\n", objects, time.Since(t).Round(time.Second))
+		runtime.GC()
+		pt := ScalePoint{Objects: objects, Workloads: workloads}
+		t0 := time.Now()
+		p, err := e.startWave(ns)
+		if err != nil {
+			return err
+		}
+		pt.ReadyS = time.Since(t0).Seconds()
+		if err := waitFor(e.ctx, 10*time.Minute, func() bool {
+			return p.metric(`configwave_wave_reconciles_total{result="unchanged"}`) >= float64(workloads)
+		}); err != nil {
+			p.stop()
+			return fmt.Errorf("%d objects: wave did not find every record up to date: %w", objects, err)
+		}
+		pt.SettledS = time.Since(t0).Seconds()
+		time.Sleep(3 * time.Second)
+		pt.RSSMiB = float64(rssKiB(p.cmd.Process.Pid)) / 1024
+		pt.PeakMiB = float64(peakRSSKiB(p.cmd.Process.Pid)) / 1024
+		if k == len(points)-1 {
+			lat, err := measureWave(e, p, ns)
+			if err != nil {
+				p.stop()
+				return err
+			}
+			pt.Latency, pt.Floor = &lat.Latency, &lat.Floor
+		}
+		p.stop()
+		r.Scale = append(r.Scale, pt)
+	}
+	return nil
+}
