@@ -15,11 +15,6 @@ import (
 	"github.com/configwave/configwave/internal/refs"
 )
 
-// digestedMark, in GenerateName (unused on a stored object), marks an object the informer
-// transform already reduced, so that a second pass (client-go may call a transform again on an
-// object it holds) is a no-op. A string field, not an annotation: no map per object.
-const digestedMark = "configwave.io/digested"
-
 // Digester reduces ConfigMaps and Secrets to per-key digests. With a Key, the digests are
 // HMACs, so that the inputs record on a workload cannot be used to test guesses of a Secret
 // value either.
@@ -36,60 +31,60 @@ type Digester struct {
 
 // keyDigest is 128 bits of SHA256 (or of HMAC-SHA256 under the key): enough to tell any two
 // values apart in practice, half the memory of a full digest.
-func (dg Digester) keyDigest(b []byte) string {
+func (dg Digester) keyDigest(b []byte) (d [16]byte) {
 	if len(dg.Key) > 0 {
 		mac := hmac.New(sha256.New, dg.Key)
 		mac.Write(b)
-		return hex.EncodeToString(mac.Sum(nil)[:16])
+		copy(d[:], mac.Sum(nil))
+		return d
 	}
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
+	copy(d[:], sum[:])
+	return d
 }
 
 // Digest is Digester{}.Transform.
 func Digest(obj any) (any, error) { return Digester{}.Transform(obj) }
 
-// Transform is the informer transform for ConfigMaps and Secrets: it keeps name, namespace, UID,
-// resourceVersion and Reloader's match and ignore annotations, and replaces every value by its
-// digest. The cache then holds a few
-// dozen bytes per key instead of the config itself (peers hold every byte of every Secret).
-// Annotations and managedFields go too: `kubectl apply` copies the whole object into an
-// annotation.
+// Transform is the informer transform for ConfigMaps and Secrets: it returns a *Digested
+// that keeps name, namespace, resourceVersion and Reloader's match and ignore annotations,
+// and replaces every value by its digest. The cache then holds about a hundred bytes per
+// object instead of the config itself (peers hold every byte of every Secret). The other
+// annotations and managedFields go: `kubectl apply` copies the whole object into an
+// annotation. A *Digested is returned as it is (client-go may transform an object again).
 func (dg Digester) Transform(obj any) (any, error) {
 	switch o := obj.(type) {
+	case *Digested:
+		return o, nil
 	case *corev1.ConfigMap:
-		if o.GenerateName == digestedMark {
-			return o, nil
-		}
 		if dg.Whole != nil {
 			dg.Whole(refs.ConfigMap, o)
 		}
-		out := &corev1.ConfigMap{ObjectMeta: dg.slim(o.ObjectMeta), Data: make(map[string]string, len(o.Data)+len(o.BinaryData))}
+		out := dg.slim(o.ObjectMeta, len(o.Data)+len(o.BinaryData))
 		for k, v := range o.Data {
-			out.Data[k] = dg.keyDigest([]byte(v))
+			out.Keys = append(out.Keys, KeyDigest{Key: intern(k), Digest: dg.keyDigest([]byte(v))})
 		}
 		for k, v := range o.BinaryData {
-			out.Data[k] = dg.keyDigest(v)
+			out.Keys = append(out.Keys, KeyDigest{Key: intern(k), Digest: dg.keyDigest(v)})
 		}
+		sortKeys(out.Keys)
 		return out, nil
 	case *corev1.Secret:
-		if o.GenerateName == digestedMark {
-			return o, nil
-		}
 		if dg.Whole != nil {
 			dg.Whole(refs.Secret, o)
 		}
-		out := &corev1.Secret{ObjectMeta: dg.slim(o.ObjectMeta), Data: make(map[string][]byte, len(o.Data))}
+		out := dg.slim(o.ObjectMeta, len(o.Data))
 		for k, v := range o.Data {
-			out.Data[k] = []byte(dg.keyDigest(v))
+			out.Keys = append(out.Keys, KeyDigest{Key: intern(k), Digest: dg.keyDigest(v)})
 		}
+		sortKeys(out.Keys)
 		return out, nil
 	}
 	return obj, nil
 }
 
-func (dg Digester) slim(m metav1.ObjectMeta) metav1.ObjectMeta {
-	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, GenerateName: digestedMark}
+func (dg Digester) slim(m metav1.ObjectMeta, keys int) *Digested {
+	out := &Digested{Name: m.Name, Namespace: intern(m.Namespace), ResourceVersion: m.ResourceVersion, Keys: make([]KeyDigest, 0, keys)}
 	if dg.KeepLabels {
 		out.Labels = m.Labels
 	}
@@ -109,17 +104,10 @@ func (dg Digester) slim(m metav1.ObjectMeta) metav1.ObjectMeta {
 // that carry them pay for a map.
 var keptAnnotations = []string{refs.StakaterMatch, refs.StakaterIgnore, refs.IgnoreAnnotation}
 
-// KeyDigests returns a digested object's key → digest map.
+// KeyDigests returns a digested object's key → hex digest map; nil for anything else.
 func KeyDigests(obj any) map[string]string {
-	switch o := obj.(type) {
-	case *corev1.ConfigMap:
-		return o.Data
-	case *corev1.Secret:
-		out := make(map[string]string, len(o.Data))
-		for k, v := range o.Data {
-			out[k] = string(v)
-		}
-		return out
+	if d, ok := obj.(*Digested); ok {
+		return d.Digests()
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/configwave/configwave/internal/refs"
 )
@@ -19,25 +18,38 @@ func cmRef(name string) refs.ObjectRef {
 func TestDigestTransform(t *testing.T) {
 	cm := cmObj("a", map[string]string{"k": "value"}, map[string][]byte{"b": {1}})
 	cm.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 10000), refs.StakaterMatch: "true"}
+	cm.Labels = map[string]string{"team": "web"}
 	out, err := Digest(cm)
 	require.NoError(t, err)
-	d := out.(*corev1.ConfigMap)
+	d := out.(*Digested)
 	assert.Equal(t, map[string]string{refs.StakaterMatch: "true"}, d.Annotations, "only Reloader's match and ignore are kept")
-	assert.NotContains(t, d.Data["k"], "value")
-	assert.Len(t, d.Data, 2)
-	assert.NotContains(t, d.Annotations, "kubectl.kubernetes.io/last-applied-configuration", "big annotations are dropped")
+	assert.Nil(t, d.Labels, "labels only with KeepLabels")
+	assert.Equal(t, []string{"b", "k"}, []string{d.Keys[0].Key, d.Keys[1].Key}, "keys sorted")
+	assert.Equal(t, "ns/a", d.Namespace+"/"+d.Name)
+	assert.Equal(t, cm.ResourceVersion, d.ResourceVersion)
+	digests := d.Digests()
+	assert.Len(t, digests, 2)
+	assert.Regexp(t, `^[0-9a-f]{32}$`, digests["k"])
 	again, err := Digest(d)
 	require.NoError(t, err)
-	assert.Equal(t, d, again, "a second transform changes nothing")
+	assert.Same(t, d, again, "a second transform changes nothing")
 
 	other := cmObj("a", map[string]string{"k": "value2"}, map[string][]byte{"b": {1}})
 	out2, _ := Digest(other)
-	assert.NotEqual(t, d.Data["k"], out2.(*corev1.ConfigMap).Data["k"])
-	assert.Equal(t, d.Data["b"], out2.(*corev1.ConfigMap).Data["b"])
+	assert.NotEqual(t, digests["k"], KeyDigests(out2)["k"])
+	assert.Equal(t, digests["b"], KeyDigests(out2)["b"])
+	assert.False(t, d.SameKeys(out2.(*Digested)))
+	same, _ := Digest(cmObj("a", map[string]string{"k": "value"}, map[string][]byte{"b": {1}}))
+	assert.True(t, d.SameKeys(same.(*Digested)))
+
+	labelled, _ := Digester{KeepLabels: true}.Transform(cm)
+	assert.Equal(t, map[string]string{"team": "web"}, labelled.(*Digested).GetLabels())
 
 	s, err := Digest(secretObj("s", map[string][]byte{"password": []byte("s3cr3t")}))
 	require.NoError(t, err)
-	assert.NotContains(t, string(s.(*corev1.Secret).Data["password"]), "s3cr3t")
+	assert.NotContains(t, KeyDigests(s)["password"], "s3cr3t")
+	// A digest is the first 128 bits of SHA256 of the value, in hex: what records hold.
+	assert.Equal(t, "4e738ca5563c06cfd0018299933d58db", KeyDigests(s)["password"])
 }
 
 func TestInputsOf(t *testing.T) {

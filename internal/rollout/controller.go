@@ -171,9 +171,10 @@ func NewController(cfg Config) (*Controller, error) {
 					// The digested objects keep only the metadata that decides what rolls (the
 					// ignore and match annotations, labels for --resource-label-selector): any
 					// other metadata-only update concerns nobody.
-					o, n := old.(metav1.Object), obj.(metav1.Object)
-					if !sameKeys(confighash.KeyDigests(old), confighash.KeyDigests(obj)) ||
-						!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || !maps.Equal(o.GetLabels(), n.GetLabels()) {
+					o, ok1 := old.(*confighash.Digested)
+					n, ok2 := obj.(*confighash.Digested)
+					if !ok1 || !ok2 || !o.SameKeys(n) ||
+						!maps.Equal(o.Annotations, n.Annotations) || !maps.Equal(o.Labels, n.Labels) {
 						c.enqueueUsers(kind, obj)
 					}
 				},
@@ -338,18 +339,6 @@ func (c *Controller) patternKey(obj any) ([]string, error) {
 		return []string{w.Meta.Namespace}, nil
 	}
 	return nil, nil
-}
-
-func sameKeys(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Run waits for the caches, then runs workers until ctx ends.
