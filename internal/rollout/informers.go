@@ -67,7 +67,7 @@ func NewInformers(clients workload.Clients, kinds []workload.Type, namespaces []
 				o.LabelSelector = workloadSelector.String()
 			}
 		}
-		wf := workload.Factories{Typed: informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))}
+		wf := workload.Factories{Typed: informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak), informers.WithTransform(trimWorkload))}
 		if clients.Dynamic != nil {
 			wf.Dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, resync, ns, tweak)
 			inf.dynamic = append(inf.dynamic, wf.Dynamic)
