@@ -54,6 +54,14 @@ func TestFlags(t *testing.T) {
 			"--ignored-workload-types=jobs,cronjobs", "--reload-on-create", "--reload-on-delete=false"}, check: func(t *testing.T, c *config) {
 			assert.Equal(t, rollout.ReloaderOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true, IgnoreCronJobs: true}, c.reloaderOpts)
 		}},
+		{name: "Stakater Reloader's profiles flags", args: []string{"--enable-pprof", "--pprof-addr=127.0.0.1:6061"}, check: func(t *testing.T, c *config) {
+			assert.True(t, c.reloader.enablePprof)
+			assert.Equal(t, "127.0.0.1:6061", c.reloader.pprofAddr)
+		}},
+		{name: "profiles off by default, on Reloader's port", args: nil, check: func(t *testing.T, c *config) {
+			assert.False(t, c.reloader.enablePprof)
+			assert.Equal(t, ":6060", c.reloader.pprofAddr)
+		}},
 		{name: "Wave's own flags carry over", args: []string{"--leader-election", "--leader-election-id=wave", "--sync-period=10h", "--enable-webhooks", "--zap-log-level=info", "--zap-devel=false"},
 			check: func(t *testing.T, c *config) {
 				assert.Equal(t, []string{"--enable-webhooks", "--zap-devel", "--zap-log-level"}, c.waveOnly.given())

@@ -42,6 +42,7 @@ import (
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/migrate"
+	"github.com/configwave/configwave/internal/profiles"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/serve"
 	"github.com/configwave/configwave/internal/source"
@@ -389,6 +390,14 @@ func runWave(cfg *config) error {
 		}
 		klog.InfoS("serving /healthz, /readyz, /metrics and /status", "address", srv.Addr())
 		g.Add(srv.Run, srv.Stop)
+	}
+	if cfg.reloader.enablePprof {
+		prof, err := profiles.Listen(cfg.reloader.pprofAddr)
+		if err != nil {
+			return err
+		}
+		klog.InfoS("serving Go's profiles on /debug/pprof/", "address", prof.Addr())
+		g.Add(prof.Run, prof.Stop)
 	}
 	{ // informers: every replica keeps warm caches, so a new leader starts at once
 		ictx, icancel := context.WithCancel(ctx)

@@ -26,6 +26,8 @@ type reloaderFlags struct {
 	reloadOnDelete       string
 	// isArgoRollouts is accepted and needs no value: wave finds Argo Rollouts by discovery.
 	isArgoRollouts string
+	enablePprof    bool
+	pprofAddr      string
 	refused        map[string]*string
 }
 
@@ -38,8 +40,6 @@ var refusedReloaderFlags = map[string]string{
 	"log-level":                        "use --v (2 logs every decision)",
 	"webhook-url":                      "wave rolls workloads itself; --notify-webhook reports rollouts that failed",
 	"sync-after-restart":               "wave compares every workload with its config at start anyway; remove the flag",
-	"enable-pprof":                     "remove the flag",
-	"pprof-addr":                       "remove the flag",
 	"enable-csi-integration":           "wave does not follow SecretProviderClasses; remove the flag",
 	"configmap-annotation":             "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
 	"secret-annotation":                "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
@@ -61,6 +61,8 @@ func (r *reloaderFlags) add(fs *flag.FlagSet) {
 	fs.StringSliceVar(&r.resourceSelector, "resource-label-selector", nil, `Stakater Reloader's: only ConfigMaps and Secrets whose labels match roll anything, in the same syntax.`)
 	fs.StringVar(&r.reloadOnCreate, "reload-on-create", "false", "Stakater Reloader's: the creation of an object Reloader's annotations follow rolls the workload.")
 	fs.StringVar(&r.reloadOnDelete, "reload-on-delete", "false", "Stakater Reloader's: the deletion of an object Reloader's annotations follow (an optional one) rolls the workload.")
+	fs.BoolVar(&r.enablePprof, "enable-pprof", false, "Stakater Reloader's: serve Go's profiles (/debug/pprof/, without the command line) on --pprof-addr.")
+	fs.StringVar(&r.pprofAddr, "pprof-addr", ":6060", "Stakater Reloader's: address of the profiles of --enable-pprof.")
 	fs.StringVar(&r.isArgoRollouts, "is-Argo-Rollouts", "", "")
 	_ = fs.MarkHidden("is-Argo-Rollouts")
 	fs.Lookup("is-Argo-Rollouts").NoOptDefVal = "true"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,12 +60,20 @@ func TestStakaterReloaderManifests(t *testing.T) {
 	} {
 		createDeployment(t, client, d)
 	}
-	p := startWave(t, ns)
+	// Reloader's --enable-pprof and --pprof-addr carry over too.
+	pprofAddr := testcluster.FreeAddr(t)
+	p := startWave(t, ns, "--enable-pprof", "--pprof-addr="+pprofAddr)
 	opted := []string{"auto", "named", "search", "excluding", "both", "on-template"}
 	for _, name := range opted {
 		waitRecorded(t, client, ns, name)
 	}
 	settle(t, p)
+	for path, want := range map[string]int{"/debug/pprof/heap": http.StatusOK, "/debug/pprof/cmdline": http.StatusNotFound} {
+		resp, err := http.Get("http://" + pprofAddr + path)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, "%s: the profiles are served, the command line (which may hold a webhook token) is not", path)
+	}
 	rolls := func() map[string]int {
 		out := map[string]int{}
 		for _, name := range append(opted, "not-opted-in") {
