@@ -229,6 +229,9 @@ func (r *report) markdown() string {
 			fmt.Fprintf(&b, "\nAt %d objects: ConfigMap patch → new template hash median %.2f ms (p90 %.2f), floor (watch + PATCH) %.2f ms: **%s the floor**.\n",
 				last.Objects, last.Latency.Median, last.Latency.P90, last.Floor.Median, ratio(last.Latency.Median, last.Floor.Median))
 		}
+		if last.HeapTop != "" {
+			fmt.Fprintf(&b, "\nWhere wave's heap goes at %d objects (`go tool pprof -top -sample_index=inuse_space`, through `--enable-pprof`):\n\n```text\n%s\n```\n", last.Objects, last.HeapTop)
+		}
 		b.WriteString("\n![wave RSS at scale](plots/wave-scale-rss.png)\n![wave start-up at scale](plots/wave-scale-ready.png)\n")
 	}
 	if r.Micro != "" {

@@ -4,8 +4,14 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +34,9 @@ type ScalePoint struct {
 	// that uses it, against the floor (watch event + one PATCH) in the same namespace.
 	Latency *Stats `json:"latency,omitempty"`
 	Floor   *Stats `json:"floor,omitempty"`
+	// HeapTop, at the largest point only: `go tool pprof -top` of wave's heap (in use), taken
+	// through Stakater Reloader's --enable-pprof once wave settled.
+	HeapTop string `json:"heap_top,omitempty"`
 }
 
 // waveScale is issue 14's scale goal: up to 100,000 ConfigMaps and Secrets of 1 KiB and 10,000
@@ -106,8 +115,17 @@ func waveScale(e *env, r *report) error {
 		fmt.Fprintf(e.log, "   %d objects (%s to add)\n", objects, time.Since(t).Round(time.Second))
 		runtime.GC()
 		pt := ScalePoint{Objects: objects, Workloads: workloads}
+		last := k == len(points)-1
+		var extra []string
+		pprofAddr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		if last {
+			extra = []string{"--enable-pprof", "--pprof-addr=" + pprofAddr}
+		}
 		t0 := time.Now()
-		p, err := e.startWave(ns)
+		p, err := e.startWave(ns, extra...)
 		if err != nil {
 			return err
 		}
@@ -122,7 +140,11 @@ func waveScale(e *env, r *report) error {
 		time.Sleep(3 * time.Second)
 		pt.RSSMiB = float64(rssKiB(p.cmd.Process.Pid)) / 1024
 		pt.PeakMiB = float64(peakRSSKiB(p.cmd.Process.Pid)) / 1024
-		if k == len(points)-1 {
+		if last {
+			if pt.HeapTop, err = heapTop(e, pprofAddr); err != nil {
+				p.stop()
+				return err
+			}
 			lat, err := measureWave(e, p, ns)
 			if err != nil {
 				p.stop()
@@ -134,4 +156,30 @@ func waveScale(e *env, r *report) error {
 		r.Scale = append(r.Scale, pt)
 	}
 	return nil
+}
+
+// heapTop fetches wave's heap profile and returns the top lines of what it holds.
+func heapTop(e *env, addr string) (string, error) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap")
+	if err != nil {
+		return "", fmt.Errorf("fetch wave's heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	path := filepath.Join(e.cluster.Dir(), "wave-heap.pb.gz")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", "-sample_index=inuse_space", path).Output()
+	if err != nil {
+		return "", fmt.Errorf("go tool pprof: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }

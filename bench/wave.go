@@ -35,11 +35,11 @@ func (e *env) deployments(ns string, n int, cm func(i int) string) error {
 	})
 }
 
-func (e *env) startWave(ns string) (*proc, error) {
+func (e *env) startWave(ns string, extra ...string) (*proc, error) {
 	// --coalesce=0: these figures are wave's own latency against the floor; the default
 	// --coalesce adds its 200 ms on purpose, to roll a ConfigMap and a Secret changed
 	// together once.
-	p, err := start(e.wave, nil, "--kubeconfig="+e.cluster.Kubeconfig(), "--namespaces="+ns, "--coalesce=0")
+	p, err := start(e.wave, nil, append([]string{"--kubeconfig=" + e.cluster.Kubeconfig(), "--namespaces=" + ns, "--coalesce=0"}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
