@@ -5,24 +5,17 @@
 package profiles
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"time"
-)
 
-// Server serves the profiles.
-type Server struct {
-	ln  net.Listener
-	srv *http.Server
-}
+	"github.com/configwave/configwave/internal/serve"
+)
 
 // Listen binds addr. The command line (/debug/pprof/cmdline) is left out: it may hold a
 // webhook URL with its token.
-func Listen(addr string) (*Server, error) {
+func Listen(addr string) (*serve.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on --pprof-addr=%s: %w (pick a free port)", addr, err)
@@ -38,25 +31,5 @@ func Listen(addr string) (*Server, error) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	// A CPU profile or trace takes ?seconds=N to write; the write timeout must let it.
-	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
-}
-
-// Addr is the address actually bound.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
-
-// Run serves until Stop.
-func (s *Server) Run() error {
-	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve profiles on %s: %w", s.Addr(), err)
-	}
-	return nil
-}
-
-// Stop ends Run; a profile being written is cut short.
-func (s *Server) Stop(error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = s.srv.Shutdown(ctx)
-	_ = s.srv.Close()
+	return serve.New(ln, mux), nil
 }

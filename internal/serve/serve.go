@@ -64,7 +64,12 @@ func Listen(addr string, gatherer prometheus.Gatherer, c Checks) (*Server, error
 		})
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
+	return New(ln, mux), nil
+}
+
+// New serves h on a listener already bound, for endpoints kept apart from Listen's.
+func New(ln net.Listener, h http.Handler) *Server {
+	return &Server{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 }
 
 // Addr is the address actually bound.
