@@ -2,16 +2,19 @@ package rollout
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/workload"
 )
 
 // lastApplied is where `kubectl apply` keeps a copy of the whole object it applied.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// trimWorkload is the informer transform for workloads. It drops the two parts of a cached
+// trimWorkload is the informer transform for workloads. It drops the parts of a cached
 // workload that wave never reads and that make it large: managedFields (which manager set
-// which field: 5.7 KB of a 10 KB Deployment as the benchmark creates it) and kubectl's copy of
-// the whole object in an annotation. wave writes workloads only with patches of its own
-// fields, never by sending a cached object back, so what the cache lacks is never lost.
+// which field: 5.7 KB of a 10 KB Deployment as the benchmark creates it), kubectl's copy of
+// the whole object in an annotation, and what workload.Slim drops of the pod template and
+// status. wave writes workloads only with patches of its own fields, never by sending a
+// cached object back, so what the cache lacks is never lost.
 func trimWorkload(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
@@ -27,5 +30,6 @@ func trimWorkload(obj any) (any, error) {
 			}
 		}
 	}
+	workload.Slim(obj)
 	return obj, nil
 }

@@ -38,6 +38,7 @@ var cronJobs = cronJobType{typed[*batchv1.CronJob, *batchv1.CronJobList]{
 	// follow.
 	progress: func(*batchv1.CronJob) Progress { return Progress{Observed: true, Done: true, Untracked: true} },
 	items:    func(l *batchv1.CronJobList) ([]*batchv1.CronJob, string) { return pointers(l.Items), l.Continue },
+	// No slim: Restart copies the whole cached template into a Job.
 }}
 
 // Restart starts one Job from the CronJob's template, as `kubectl create job --from=cronjob/`

@@ -29,6 +29,8 @@ type typed[T runtime.Object, L any] struct {
 	selector func(T) *metav1.LabelSelector
 	progress func(T) Progress
 	items    func(L) (objs []T, continueToken string)
+	// slim reduces an object for the cache (Slim); nil keeps it whole.
+	slim func(T)
 }
 
 func (t typed[T, L]) Kind() Kind { return t.kind }
@@ -44,6 +46,14 @@ func (t typed[T, L]) Of(obj any) (Workload, bool) {
 	}
 	meta, tmpl := t.view(o)
 	return Workload{Kind: t.kind, Object: o, Meta: meta, Template: tmpl, Selector: t.selector(o), Progress: t.progress(o)}, true
+}
+
+func (t typed[T, L]) slimmed(obj any) bool {
+	o, ok := obj.(T)
+	if ok && t.slim != nil {
+		t.slim(o)
+	}
+	return ok
 }
 
 func (t typed[T, L]) Get(ctx context.Context, c Clients, namespace, name string) (Workload, error) {

@@ -1,0 +1,112 @@
+package workload
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/configwave/configwave/internal/refs"
+)
+
+// richTemplate uses config every way a pod can, beside fields wave never reads.
+func richTemplate() corev1.PodTemplateSpec {
+	yes := true
+	cmKey := func(name, key string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}}
+	}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"},
+			Annotations: map[string]string{refs.ConfigHashAnnotation: "abc", refs.StakaterLastReloadedFrom: `{"type":"CONFIGMAP","name":"env"}`}},
+		Spec: corev1.PodSpec{
+			SchedulerName: "wave-disabled",
+			Volumes: []corev1.Volume{
+				{Name: "files", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "files"}, Items: []corev1.KeyToPath{{Key: "a", Path: "a"}}}}},
+				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls", Optional: &yes}}},
+				{Name: "unmounted", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "only-wave"}}}},
+				{Name: "all", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj"}, Items: []corev1.KeyToPath{{Key: "k", Path: "k"}}}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{}},
+					{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj-secret"}}},
+				}}}},
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+			InitContainers: []corev1.Container{{Name: "init", Image: "init:1", Env: []corev1.EnvVar{{Name: "I", ValueFrom: cmKey("init-cm", "i")}}}},
+			Containers: []corev1.Container{{
+				Name: "app", Image: "app:1", Command: []string{"serve"},
+				Env: []corev1.EnvVar{
+					{Name: "PLAIN", Value: "1"},
+					{Name: "A", ValueFrom: cmKey("env", "a")},
+					{Name: "S", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "pw", Optional: &yes}}},
+					{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+					{Name: refs.StakaterEnvName(refs.ConfigMap, "env"), Value: "0123"},
+				},
+				EnvFrom: []corev1.EnvFromSource{
+					{Prefix: "X_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "bulk"}}},
+					{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "bulk-secret"}}},
+				},
+				VolumeMounts: []corev1.VolumeMount{{Name: "files", MountPath: "/f"}, {Name: "tls", MountPath: "/t"}, {Name: "all", MountPath: "/p"}, {Name: "scratch", MountPath: "/s"}},
+			}},
+		},
+	}
+}
+
+// Slim keeps everything wave reads: the same references in both views, the same progress, the
+// Stakater marks, the scheduler name, the metadata and the selector.
+func TestSlimKeepsWhatWaveReads(t *testing.T) {
+	replicas, partition := int32(3), int32(1)
+	deadline := metav1.NewTime(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	meta := metav1.ObjectMeta{Namespace: "ns", Name: "web", Generation: 4, ResourceVersion: "9", UID: "u",
+		Annotations: map[string]string{refs.UpdateOnConfigChangeAnnotation: "true", refs.ExtraConfigMapsAnnotation: "extra"}}
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	objs := map[string]runtime.Object{
+		"deployment": &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: selector, Template: richTemplate(), ProgressDeadlineSeconds: &replicas},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: 4, Replicas: 3, UpdatedReplicas: 3, AvailableReplicas: 2, Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: "stuck", LastUpdateTime: deadline},
+			}}},
+		"statefulset": &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: &replicas, Selector: selector, Template: richTemplate(),
+			UpdateStrategy:       appsv1.StatefulSetUpdateStrategy{RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &partition}},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: 4, ReadyReplicas: 3, UpdatedReplicas: 2, CurrentRevision: "a", UpdateRevision: "b"}},
+		"daemonset": &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: selector, Template: richTemplate()},
+			Status: appsv1.DaemonSetStatus{ObservedGeneration: 4, DesiredNumberScheduled: 2, UpdatedNumberScheduled: 2, NumberAvailable: 1}},
+	}
+	for name, obj := range objs {
+		t.Run(name, func(t *testing.T) {
+			before, ok := Of(obj.DeepCopyObject())
+			require.True(t, ok)
+			Slim(obj)
+			after, ok := Of(obj)
+			require.True(t, ok)
+			assert.Equal(t, refs.Extract("ns", before.Meta.Annotations, &before.Template.Spec), refs.Extract("ns", after.Meta.Annotations, &after.Template.Spec))
+			assert.Equal(t, before.Progress, after.Progress)
+			assert.Equal(t, before.Meta, after.Meta)
+			assert.Equal(t, before.Selector, after.Selector)
+			assert.Equal(t, before.Template.Annotations, after.Template.Annotations)
+			assert.Equal(t, "wave-disabled", after.Template.Spec.SchedulerName)
+			app := after.Template.Spec.Containers[0]
+			assert.Contains(t, app.Env, corev1.EnvVar{Name: refs.StakaterEnvName(refs.ConfigMap, "env"), Value: "0123"}, "Reloader's mark")
+			assert.Empty(t, app.Image, "what wave never reads is gone")
+			assert.Len(t, app.Env, 3, "plain and field env entries are gone")
+			assert.Len(t, after.Template.Spec.Volumes, 4, "the emptyDir is gone")
+		})
+	}
+	assert.Len(t, objs["deployment"].(*appsv1.Deployment).Status.Conditions, 1, "only Progressing")
+	assert.Nil(t, objs["statefulset"].(*appsv1.StatefulSet).Spec.VolumeClaimTemplates)
+}
+
+// A CronJob's template becomes a Job's whole: the cache keeps it as it is.
+func TestSlimKeepsACronJobWhole(t *testing.T) {
+	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}
+	cj.Spec.JobTemplate.Spec.Template = richTemplate()
+	want := cj.DeepCopy()
+	Slim(cj)
+	assert.Equal(t, want, cj)
+}
