@@ -216,10 +216,13 @@ func (c *Controller) stakaterBehind(ctx context.Context, w workload.Workload, ns
 func (inf *Informers) configNames(kind refs.ConfigKind, namespace string) []string {
 	var out []string
 	for _, i := range inf.configs[kind] {
-		objs, _ := i.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
-		for _, o := range objs {
-			if m, ok := o.(metav1.Object); ok {
-				out = append(out, m.GetName())
+		keys, err := i.GetIndexer().IndexKeys(cache.NamespaceIndex, namespace)
+		if err != nil { // an informer of one namespace has no namespace index (configIndexers)
+			keys = i.GetIndexer().ListKeys()
+		}
+		for _, key := range keys {
+			if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil && ns == namespace {
+				out = append(out, name)
 			}
 		}
 	}

@@ -87,3 +87,24 @@ func TestFullReadComparesContentNotVersion(t *testing.T) {
 	_, err = c.full.get(context.Background(), ref)
 	assert.ErrorIs(t, err, errStale, "other content: the cache is behind")
 }
+
+// Reloader's regular-expression lists read the names of a namespace's config objects: from
+// the namespace index when the informers cover every namespace, from the keys when they
+// cover one (and keep no index).
+func TestConfigNamesWithAndWithoutTheNamespaceIndex(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		namespaces []string
+	}{{"one namespace", []string{"ns"}}, {"every namespace", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			inf := NewInformers(workload.Clients{Kube: fake.NewSimpleClientset()}, workload.Builtin(), tc.namespaces, labels.Everything(), time.Minute, confighash.Digester{})
+			store := inf.configs[refs.ConfigMap][0].GetIndexer()
+			for _, o := range []metav1.ObjectMeta{{Namespace: "ns", Name: "b"}, {Namespace: "ns", Name: "a"}, {Namespace: "nsx", Name: "c"}} {
+				require.NoError(t, store.Add(&corev1.ConfigMap{ObjectMeta: o}))
+			}
+			assert.ElementsMatch(t, []string{"a", "b"}, inf.configNames(refs.ConfigMap, "ns"))
+			_, err := store.IndexKeys("namespace", "ns")
+			assert.Equal(t, tc.namespaces == nil, err == nil, "a namespace index only over every namespace")
+		})
+	}
+}

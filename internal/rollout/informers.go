@@ -4,10 +4,12 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -77,11 +79,24 @@ func NewInformers(clients workload.Clients, kinds []workload.Type, namespaces []
 		for _, t := range kinds {
 			inf.workloads[t.Kind()] = append(inf.workloads[t.Kind()], t.Informer(wf))
 		}
-		inf.configs[refs.ConfigMap] = append(inf.configs[refs.ConfigMap], cf.Core().V1().ConfigMaps().Informer())
-		inf.configs[refs.Secret] = append(inf.configs[refs.Secret], cf.Core().V1().Secrets().Informer())
+		inf.configs[refs.ConfigMap] = append(inf.configs[refs.ConfigMap], cf.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewConfigMapInformer(c, ns, resync, configIndexers(ns))
+		}))
+		inf.configs[refs.Secret] = append(inf.configs[refs.Secret], cf.InformerFor(&corev1.Secret{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewSecretInformer(c, ns, resync, configIndexers(ns))
+		}))
 		inf.factories = append(inf.factories, wf.Typed, cf)
 	}
 	return inf
+}
+
+// configIndexers: an informer of one namespace needs no namespace index, which with 100,000
+// objects costs megabytes; configNames reads its keys instead.
+func configIndexers(namespace string) cache.Indexers {
+	if namespace == metav1.NamespaceAll {
+		return cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	}
+	return cache.Indexers{}
 }
 
 // Watches reports whether the caches cover namespace: anything outside them reads as absent.
