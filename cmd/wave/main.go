@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -29,7 +28,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -403,11 +401,7 @@ func runWave(cfg *config) error {
 		ictx, icancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			inf.Start(ictx)
-			// Decoding every ConfigMap and Secret once leaves a heap far larger than the
-			// digests kept; hand it back to the OS now rather than when the scavenger gets to it.
-			if cache.WaitForCacheSync(ictx.Done(), inf.Synced()...) {
-				debug.FreeOSMemory()
-			}
+			returnStartHeap(ictx, inf.Synced(), ctrl.QueueDepth)
 			<-ictx.Done()
 			inf.Shutdown()
 			return nil
