@@ -219,18 +219,21 @@ func (r *report) markdown() string {
 	}
 	if len(r.Scale) > 0 {
 		last := r.Scale[len(r.Scale)-1]
-		fmt.Fprintf(&b, "\n### wave at scale\n\nOne namespace holding N ConfigMaps and Secrets (half each, 1 KiB of data each) and %d opted-in Deployments, each using one ConfigMap key and one Secret of the first %d of each, all recorded beforehand. For each N, a fresh wave: time to `/readyz` (every informer listed), time until every workload was found up to date, RSS 3 s after that, and the peak RSS (VmHWM). etcd runs with an 8 GiB quota.\n\n", last.Workloads, r.Scale[0].Objects/2)
-		b.WriteString(row("ConfigMaps + Secrets", "workloads", "time to ready s", "all reconciled s", "RSS MiB", "peak RSS MiB"))
-		b.WriteString(row("---", "---", "---", "---", "---", "---"))
+		fmt.Fprintf(&b, "\n### wave at scale\n\nOne namespace holding N ConfigMaps and Secrets (half each, 1 KiB of data each) and %d opted-in Deployments, each using one ConfigMap key and one Secret of the first %d of each, all recorded beforehand. For each N, a fresh wave: time to `/readyz` (every informer listed), time until every workload was found up to date, RSS 3 s after that (and of it, the pages of wave's own binary), and the peak RSS (VmHWM). etcd runs with an 8 GiB quota.\n\n", last.Workloads, r.Scale[0].Objects/2)
+		b.WriteString(row("ConfigMaps + Secrets", "workloads", "time to ready s", "all reconciled s", "RSS MiB", "of it binary MiB", "peak RSS MiB"))
+		b.WriteString(row("---", "---", "---", "---", "---", "---", "---"))
 		for _, p := range r.Scale {
-			b.WriteString(row(p.Objects, p.Workloads, f2(p.ReadyS), f2(p.SettledS), f1(p.RSSMiB), f1(p.PeakMiB)))
+			b.WriteString(row(p.Objects, p.Workloads, f2(p.ReadyS), f2(p.SettledS), f1(p.RSSMiB), f1(p.FileMiB), f1(p.PeakMiB)))
+		}
+		if last.HeapLiveMiB > 0 {
+			fmt.Fprintf(&b, "\nAt %d objects, when RSS was read, the Go heap's spans in use held %.1f MiB; its live heap after a collection is %.1f MiB.\n", last.Objects, last.HeapInuseMiB, last.HeapLiveMiB)
 		}
 		if last.Latency != nil {
 			fmt.Fprintf(&b, "\nAt %d objects: ConfigMap patch → new template hash median %.2f ms (p90 %.2f), floor (watch + PATCH) %.2f ms: **%s the floor**.\n",
 				last.Objects, last.Latency.Median, last.Latency.P90, last.Floor.Median, ratio(last.Latency.Median, last.Floor.Median))
 		}
 		if last.HeapTop != "" {
-			fmt.Fprintf(&b, "\nWhere wave's heap goes at %d objects (`go tool pprof -top -sample_index=inuse_space`, through `--enable-pprof`):\n\n```text\n%s\n```\n", last.Objects, last.HeapTop)
+			fmt.Fprintf(&b, "\nWhere wave's live heap goes at %d objects (`go tool pprof -top -sample_index=inuse_space` of `/debug/pprof/heap?gc=1`, through `--enable-pprof`):\n\n```text\n%s\n```\n", last.Objects, last.HeapTop)
 		}
 		b.WriteString("\n![wave RSS at scale](plots/wave-scale-rss.png)\n![wave start-up at scale](plots/wave-scale-ready.png)\n")
 	}

@@ -30,6 +30,12 @@ type ScalePoint struct {
 	SettledS  float64 `json:"settled_s"`    // start → every workload reconciled against its record
 	RSSMiB    float64 `json:"rss_mib"`      // 3 s after settling
 	PeakMiB   float64 `json:"peak_rss_mib"` // VmHWM: the most it held, during the initial lists
+	// FileMiB is the part of RSS that is pages of wave's own binary (RssFile).
+	FileMiB float64 `json:"rss_file_mib"`
+	// At the largest point only: the Go heap's spans in use when RSS was read, and the live
+	// heap after a collection (what the heap profile shows).
+	HeapInuseMiB float64 `json:"heap_inuse_mib,omitempty"`
+	HeapLiveMiB  float64 `json:"heap_live_mib,omitempty"`
 	// Latency, at the largest point only: ConfigMap patch → new template hash on a workload
 	// that uses it, against the floor (watch event + one PATCH) in the same namespace.
 	Latency *Stats `json:"latency,omitempty"`
@@ -140,11 +146,14 @@ func waveScale(e *env, r *report) error {
 		time.Sleep(3 * time.Second)
 		pt.RSSMiB = float64(rssKiB(p.cmd.Process.Pid)) / 1024
 		pt.PeakMiB = float64(peakRSSKiB(p.cmd.Process.Pid)) / 1024
+		pt.FileMiB = float64(statusKiB(p.cmd.Process.Pid, "RssFile")) / 1024
 		if last {
+			pt.HeapInuseMiB = p.metric("go_memstats_heap_inuse_bytes") / (1 << 20)
 			if pt.HeapTop, err = heapTop(e, pprofAddr); err != nil {
 				p.stop()
 				return err
 			}
+			pt.HeapLiveMiB = p.metric("go_memstats_heap_alloc_bytes") / (1 << 20) // just after heapTop's collection
 			lat, err := measureWave(e, p, ns)
 			if err != nil {
 				p.stop()
@@ -158,9 +167,11 @@ func waveScale(e *env, r *report) error {
 	return nil
 }
 
-// heapTop fetches wave's heap profile and returns the top lines of what it holds.
+// heapTop fetches wave's heap profile and returns the top lines of what it holds. gc=1: the
+// profile is of the live heap after a collection; without it, it is as of the last
+// collection, which at rest may have been in the middle of the start-up burst.
 func heapTop(e *env, addr string) (string, error) {
-	resp, err := http.Get("http://" + addr + "/debug/pprof/heap")
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
 	if err != nil {
 		return "", fmt.Errorf("fetch wave's heap profile: %w", err)
 	}
