@@ -165,8 +165,16 @@ func NewController(cfg Config) (*Controller, error) {
 	cfg.Informers.whole.wanted = c.used
 	for kind, list := range cfg.Informers.configs {
 		for _, inf := range list {
-			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-				AddFunc: func(obj any) { c.enqueueUsers(kind, obj) },
+			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+				AddFunc: func(obj any, initialList bool) {
+					// Every workload's own first add queues it, and workers start only once
+					// all caches are synced: what the initial list brings tells them nothing
+					// more. Skipping it spares a second and third reconcile of each workload
+					// at start (100,000 objects, 10,000 workloads: 23,000 reconciles).
+					if !initialList {
+						c.enqueueUsers(kind, obj)
+					}
+				},
 				UpdateFunc: func(old, obj any) {
 					// The digested objects keep only the metadata that decides what rolls (the
 					// ignore and match annotations, labels for --resource-label-selector): any
