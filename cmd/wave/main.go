@@ -401,7 +401,7 @@ func runWave(cfg *config) error {
 		ictx, icancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			inf.Start(ictx)
-			returnStartHeap(ictx, inf.Synced(), ctrl.QueueDepth)
+			returnStartHeap(ictx, inf.Synced(), inf.Compact, ctrl.QueueDepth)
 			<-ictx.Done()
 			inf.Shutdown()
 			return nil

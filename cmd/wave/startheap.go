@@ -12,12 +12,15 @@ import (
 // ConfigMap, Secret and workload once leaves a heap far larger than the digests and slim
 // workloads kept; the first pass over every workload then adds its own garbage, and Go's
 // scavenger keeps up to twice the live heap mapped. Without this, the RSS of a wave that
-// started among 100,000 objects stays at its start-up peak. Only once per process: after
-// that, garbage comes a little at a time and the scavenger keeps up.
-func returnStartHeap(ctx context.Context, synced []cache.InformerSynced, queued func() float64) {
+// started among 100,000 objects stays at its start-up peak. compact, called once the caches
+// synced, moves what they keep away from the heap the initial lists left, so that the first
+// collection can free it. Only once per process: after that, garbage comes a little at a time
+// and the scavenger keeps up.
+func returnStartHeap(ctx context.Context, synced []cache.InformerSynced, compact func(), queued func() float64) {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
+	compact()
 	debug.FreeOSMemory()
 	// The first pass is over when the queue stayed empty for two looks in a row (the
 	// informers may still be handing over their initial lists at the first). A replica that

@@ -3,7 +3,6 @@ package rollout
 import (
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configwave/configwave/internal/refs"
@@ -34,19 +33,23 @@ func (w *wholeObjects) offer(kind refs.ConfigKind, o metav1.Object) {
 		w.forget(ref)
 		return
 	}
-	meta := metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, ResourceVersion: o.GetResourceVersion()}
-	var kept metav1.Object
-	switch v := o.(type) {
-	case *corev1.ConfigMap:
-		kept = &corev1.ConfigMap{ObjectMeta: meta, Data: v.Data, BinaryData: v.BinaryData}
-	case *corev1.Secret:
-		kept = &corev1.Secret{ObjectMeta: meta, Data: v.Data, Type: v.Type}
-	default:
+	kept := packObject(o)
+	if kept == nil {
 		return
 	}
 	w.mu.Lock()
 	w.objs[ref] = kept
 	w.mu.Unlock()
+}
+
+// repack copies every kept object again: called once the initial lists are in, it gathers
+// them away from the heap the lists left (see pack.go).
+func (w *wholeObjects) repack() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ref, o := range w.objs {
+		w.objs[ref] = packObject(o)
+	}
 }
 
 // get returns the whole object at resourceVersion rv, if it is kept.

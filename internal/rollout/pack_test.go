@@ -1,0 +1,50 @@
+package rollout
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/refs"
+)
+
+// A packed copy holds exactly the data and resourceVersion, nil and empty values apart, and
+// its values never share room with each other.
+func TestPackKeepsTheDataExactly(t *testing.T) {
+	meta := metav1.ObjectMeta{Namespace: "ns", Name: "cfg", ResourceVersion: "42", Labels: map[string]string{"dropped": "yes"}}
+	for _, tc := range []struct {
+		name      string
+		obj, want metav1.Object
+	}{
+		{"configmap", &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"a": "1", "bb": "", "ccc": "three"}, BinaryData: map[string][]byte{"bin": {0, 1}, "empty": {}}},
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg", ResourceVersion: "42"}, Data: map[string]string{"a": "1", "bb": "", "ccc": "three"}, BinaryData: map[string][]byte{"bin": {0, 1}, "empty": {}}}},
+		{"configmap without data", &corev1.ConfigMap{ObjectMeta: meta},
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg", ResourceVersion: "42"}}},
+		{"secret", &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": []byte("cert"), "nil": nil, "empty": {}}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg", ResourceVersion: "42"}, Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": []byte("cert"), "nil": nil, "empty": {}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, packObject(tc.obj))
+		})
+	}
+	s := packObject(&corev1.Secret{Data: map[string][]byte{"a": []byte("x"), "b": []byte("y")}}).(*corev1.Secret)
+	_ = append(s.Data["a"], 'z')
+	_ = append(s.Data["b"], 'z')
+	assert.Equal(t, map[string][]byte{"a": []byte("x"), "b": []byte("y")}, s.Data, "an append copies")
+	assert.Nil(t, packObject(&corev1.Pod{}))
+}
+
+// Repacking keeps every object as it was, at its resourceVersion.
+func TestRepackKeepsTheObjects(t *testing.T) {
+	w := newWholeObjects()
+	w.wanted = func(refs.ObjectRef) bool { return true }
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "3"}, Data: map[string]string{"k": "v"}}
+	w.offer(refs.ConfigMap, cm)
+	w.repack()
+	got, ok := w.get(refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "a"}, "3")
+	require.True(t, ok)
+	assert.Equal(t, cm.Data, got.(*corev1.ConfigMap).Data)
+}
