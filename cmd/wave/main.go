@@ -400,8 +400,7 @@ func runWave(cfg *config) error {
 	{ // informers: every replica keeps warm caches, so a new leader starts at once
 		ictx, icancel := context.WithCancel(ctx)
 		g.Add(func() error {
-			inf.Start(ictx)
-			returnStartHeap(ictx, inf.Synced(), inf.Compact, ctrl.QueueDepth)
+			startInformers(ictx, inf, ctrl.QueueDepth)
 			<-ictx.Done()
 			inf.Shutdown()
 			return nil
