@@ -217,8 +217,8 @@ func (c *Controller) Tracked() float64 {
 }
 
 func (c *Controller) enqueueWorkload(obj any) {
-	if w, ok := workload.Of(obj); ok {
-		c.queue.Add(w.Key())
+	if key, ok := workload.KeyOf(obj); ok {
+		c.queue.Add(key)
 	}
 }
 

@@ -12,9 +12,9 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // trimWorkload is the informer transform for workloads. It drops the parts of a cached
 // workload that wave never reads and that make it large: managedFields (which manager set
 // which field: 5.7 KB of a 10 KB Deployment as the benchmark creates it), kubectl's copy of
-// the whole object in an annotation, and what workload.Slim drops of the pod template and
-// status. wave writes workloads only with patches of its own fields, never by sending a
-// cached object back, so what the cache lacks is never lost.
+// the whole object in an annotation; then workload.Compact keeps of a Deployment, StatefulSet
+// or DaemonSet only what wave reads. wave writes workloads only with patches of its own
+// fields, never by sending a cached object back, so what the cache lacks is never lost.
 func trimWorkload(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
@@ -30,6 +30,5 @@ func trimWorkload(obj any) (any, error) {
 			}
 		}
 	}
-	workload.Slim(obj)
-	return obj, nil
+	return workload.Compact(obj), nil
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
 )
 
 func TestTrimWorkloadKeepsWhatWaveReads(t *testing.T) {
@@ -18,13 +19,13 @@ func TestTrimWorkloadKeepsWhatWaveReads(t *testing.T) {
 	}}
 	out, err := trimWorkload(d)
 	assert.NoError(t, err)
-	got := out.(*appsv1.Deployment)
+	got := out.(*workload.Cached)
 	assert.Nil(t, got.ManagedFields)
 	assert.Equal(t, map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}, got.Annotations)
 
 	plain := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{"a": "1"}}}
 	out, _ = trimWorkload(plain)
-	assert.Equal(t, map[string]string{"a": "1"}, out.(*appsv1.Deployment).Annotations)
+	assert.Equal(t, map[string]string{"a": "1"}, out.(*workload.Cached).Annotations)
 
 	tomb := cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: d}
 	out, _ = trimWorkload(tomb)

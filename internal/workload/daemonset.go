@@ -26,8 +26,5 @@ var daemonSets = typed[*appsv1.DaemonSet, *appsv1.DaemonSetList]{
 	selector: func(o *appsv1.DaemonSet) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: daemonSetProgress,
 	items:    func(l *appsv1.DaemonSetList) ([]*appsv1.DaemonSet, string) { return pointers(l.Items), l.Continue },
-	slim: func(o *appsv1.DaemonSet) {
-		slimTemplate(&o.Spec.Template)
-		o.Status.Conditions = nil
-	},
+	shell:    func(m metav1.ObjectMeta) *appsv1.DaemonSet { return &appsv1.DaemonSet{ObjectMeta: m} },
 }

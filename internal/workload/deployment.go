@@ -26,16 +26,5 @@ var deployments = typed[*appsv1.Deployment, *appsv1.DeploymentList]{
 	selector: func(o *appsv1.Deployment) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: deploymentProgress,
 	items:    func(l *appsv1.DeploymentList) ([]*appsv1.Deployment, string) { return pointers(l.Items), l.Continue },
-	slim: func(o *appsv1.Deployment) {
-		slimTemplate(&o.Spec.Template)
-		o.Spec.Strategy = appsv1.DeploymentStrategy{}
-		// deploymentProgress reads the Progressing condition only.
-		var progressing []appsv1.DeploymentCondition
-		for _, c := range o.Status.Conditions {
-			if c.Type == appsv1.DeploymentProgressing {
-				progressing = append(progressing, c)
-			}
-		}
-		o.Status.Conditions = progressing
-	},
+	shell:    func(m metav1.ObjectMeta) *appsv1.Deployment { return &appsv1.Deployment{ObjectMeta: m} },
 }

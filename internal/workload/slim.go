@@ -8,26 +8,9 @@ import (
 	"github.com/configwave/configwave/internal/refs"
 )
 
-// Slim reduces a workload as the informers cache it to what wave reads of it: the metadata,
-// the selector, what Progress reads, and of the pod template its annotations, scheduler name
-// and every reference to a ConfigMap or Secret (refs.Extract, Stakater Reloader's marks). With
-// 10,000 workloads a cached Deployment is most of wave's heap otherwise. wave writes workloads
-// only with patches of its own fields, never by sending a cached object back, so nothing it
-// drops is lost. A kind whose template wave copies (a CronJob's, for its Job) keeps it whole.
-func Slim(obj any) {
-	for _, t := range kinds {
-		if s, ok := t.(slimmer); ok && s.slimmed(obj) {
-			return
-		}
-	}
-}
-
-type slimmer interface {
-	// slimmed reduces obj and reports true when it is of the kind.
-	slimmed(obj any) bool
-}
-
-// slimTemplate keeps of a pod template what refs.Extract and the Stakater dialect read.
+// slimTemplate keeps of a pod template what wave reads of it (Cached): its annotations, its
+// scheduler name and every reference to a ConfigMap or Secret (refs.Extract, Stakater
+// Reloader's marks).
 func slimTemplate(t *corev1.PodTemplateSpec) {
 	s := &t.Spec
 	volumes := make([]corev1.Volume, 0, len(s.Volumes))

@@ -57,9 +57,10 @@ func richTemplate() corev1.PodTemplateSpec {
 	}
 }
 
-// Slim keeps everything wave reads: the same references in both views, the same progress, the
-// Stakater marks, the scheduler name, the metadata and the selector.
-func TestSlimKeepsWhatWaveReads(t *testing.T) {
+// What the cache keeps gives wave everything it reads: the same references in both views, the
+// same progress, the Stakater marks, the scheduler name, the metadata, the selector, and an
+// object of the kind to refer Events to.
+func TestCompactKeepsWhatWaveReads(t *testing.T) {
 	replicas, partition := int32(3), int32(1)
 	deadline := metav1.NewTime(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
 	meta := metav1.ObjectMeta{Namespace: "ns", Name: "web", Generation: 4, ResourceVersion: "9", UID: "u",
@@ -82,9 +83,16 @@ func TestSlimKeepsWhatWaveReads(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			before, ok := Of(obj.DeepCopyObject())
 			require.True(t, ok)
-			Slim(obj)
-			after, ok := Of(obj)
+			cached := Compact(obj)
+			require.IsType(t, &Cached{}, cached)
+			after, ok := Of(cached)
 			require.True(t, ok)
+			key, ok := KeyOf(cached)
+			require.True(t, ok)
+			assert.Equal(t, before.Key(), key)
+			assert.Equal(t, before.Kind, after.Kind)
+			assert.IsType(t, obj, after.Object)
+			assert.Equal(t, before.Meta, after.Object.(metav1.ObjectMetaAccessor).GetObjectMeta())
 			assert.Equal(t, refs.Extract("ns", before.Meta.Annotations, &before.Template.Spec), refs.Extract("ns", after.Meta.Annotations, &after.Template.Spec))
 			assert.Equal(t, before.Progress, after.Progress)
 			assert.Equal(t, before.Meta, after.Meta)
@@ -98,15 +106,34 @@ func TestSlimKeepsWhatWaveReads(t *testing.T) {
 			assert.Len(t, after.Template.Spec.Volumes, 4, "the emptyDir is gone")
 		})
 	}
-	assert.Len(t, objs["deployment"].(*appsv1.Deployment).Status.Conditions, 1, "only Progressing")
-	assert.Nil(t, objs["statefulset"].(*appsv1.StatefulSet).Spec.VolumeClaimTemplates)
+}
+
+// A Cached object is of one kind only, its copies are its own, and a spec that does not
+// decode leaves the workload alone rather than failing the process.
+func TestCachedOfItsKindOnly(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: map[string]string{"a": "1"}},
+		Spec: appsv1.DeploymentSpec{Template: richTemplate()}}
+	c := Compact(d).(*Cached)
+	_, ok := statefulSets.Of(c)
+	assert.False(t, ok, "a Deployment is no StatefulSet")
+
+	cp := c.DeepCopyObject().(*Cached)
+	cp.Annotations["a"] = "2"
+	assert.Equal(t, "1", c.Annotations["a"])
+
+	c.spec = []byte{0xff, 0xff}
+	_, ok = Of(c)
+	assert.False(t, ok)
+	key, ok := KeyOf(c)
+	assert.True(t, ok, "the key needs no spec")
+	assert.Equal(t, "Deployment/ns/web", key)
 }
 
 // A CronJob's template becomes a Job's whole: the cache keeps it as it is.
-func TestSlimKeepsACronJobWhole(t *testing.T) {
+func TestCompactKeepsACronJobWhole(t *testing.T) {
 	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}
 	cj.Spec.JobTemplate.Spec.Template = richTemplate()
 	want := cj.DeepCopy()
-	Slim(cj)
+	assert.Same(t, cj, Compact(cj))
 	assert.Equal(t, want, cj)
 }

@@ -26,9 +26,5 @@ var statefulSets = typed[*appsv1.StatefulSet, *appsv1.StatefulSetList]{
 	selector: func(o *appsv1.StatefulSet) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: statefulSetProgress,
 	items:    func(l *appsv1.StatefulSetList) ([]*appsv1.StatefulSet, string) { return pointers(l.Items), l.Continue },
-	slim: func(o *appsv1.StatefulSet) {
-		slimTemplate(&o.Spec.Template)
-		o.Spec.VolumeClaimTemplates = nil
-		o.Status.Conditions = nil
-	},
+	shell:    func(m metav1.ObjectMeta) *appsv1.StatefulSet { return &appsv1.StatefulSet{ObjectMeta: m} },
 }

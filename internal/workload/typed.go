@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 )
 
 // typedClient is the part of a client-go typed client (DeploymentInterface, ...) a kind uses.
@@ -29,8 +30,9 @@ type typed[T runtime.Object, L any] struct {
 	selector func(T) *metav1.LabelSelector
 	progress func(T) Progress
 	items    func(L) (objs []T, continueToken string)
-	// slim reduces an object for the cache (Slim); nil keeps it whole.
-	slim func(T)
+	// shell is an object of the kind that holds only meta: what Events about a Cached one
+	// refer to. nil for a kind the informers keep whole.
+	shell func(metav1.ObjectMeta) T
 }
 
 func (t typed[T, L]) Kind() Kind { return t.kind }
@@ -40,6 +42,19 @@ func (t typed[T, L]) Informer(f Factories) cache.SharedIndexInformer {
 }
 
 func (t typed[T, L]) Of(obj any) (Workload, bool) {
+	if c, ok := obj.(*Cached); ok {
+		if c.Kind != t.kind {
+			return Workload{}, false
+		}
+		spec, err := c.decode()
+		if err != nil {
+			// wave encoded it itself, so this is a bug: the workload is left alone rather
+			// than rolled on a guess.
+			klog.ErrorS(err, "Workload skipped")
+			return Workload{}, false
+		}
+		return Workload{Kind: t.kind, Object: t.shell(c.ObjectMeta), Meta: &c.ObjectMeta, Template: &spec.Template, Selector: spec.Selector, Progress: c.Progress}, true
+	}
 	o, ok := obj.(T)
 	if !ok {
 		return Workload{}, false
@@ -48,12 +63,22 @@ func (t typed[T, L]) Of(obj any) (Workload, bool) {
 	return Workload{Kind: t.kind, Object: o, Meta: meta, Template: tmpl, Selector: t.selector(o), Progress: t.progress(o)}, true
 }
 
-func (t typed[T, L]) slimmed(obj any) bool {
+func (t typed[T, L]) compact(obj any) (any, bool) {
 	o, ok := obj.(T)
-	if ok && t.slim != nil {
-		t.slim(o)
+	if !ok {
+		return nil, false
 	}
-	return ok
+	if t.shell == nil {
+		return obj, true
+	}
+	meta, template := t.view(o)
+	c, err := newCached(t.kind, meta, template, t.selector(o), t.progress(o))
+	if err != nil {
+		// Never seen: the object as decoded, slim, is what Of reads then.
+		klog.ErrorS(err, "Workload cached whole")
+		return obj, true
+	}
+	return c, true
 }
 
 func (t typed[T, L]) Get(ctx context.Context, c Clients, namespace, name string) (Workload, error) {
