@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -19,13 +20,17 @@ func TestTrimWorkloadKeepsWhatWaveReads(t *testing.T) {
 	}}
 	out, err := trimWorkload(d)
 	assert.NoError(t, err)
-	got := out.(*workload.Cached)
-	assert.Nil(t, got.ManagedFields)
-	assert.Equal(t, map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}, got.Annotations)
+	require.IsType(t, &workload.Cached{}, out)
+	got, ok := workload.Of(out)
+	require.True(t, ok)
+	assert.Nil(t, got.Meta.ManagedFields)
+	assert.Equal(t, map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}, got.Meta.Annotations)
 
 	plain := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{"a": "1"}}}
 	out, _ = trimWorkload(plain)
-	assert.Equal(t, map[string]string{"a": "1"}, out.(*workload.Cached).Annotations)
+	got, ok = workload.Of(out)
+	require.True(t, ok)
+	assert.Equal(t, map[string]string{"a": "1"}, got.Meta.Annotations)
 
 	tomb := cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: d}
 	out, _ = trimWorkload(tomb)

@@ -3,29 +3,27 @@ package workload
 import (
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Cached is what the informers keep of a Deployment, StatefulSet or DaemonSet: its metadata,
-// its Progress as its status gave it when it arrived, and of its spec the selector and the
-// slim pod template (slimTemplate), protobuf-encoded. Of decodes them when read.
+// Cached is what the informers keep of a Deployment, StatefulSet or DaemonSet: who it is, its
+// Progress as its status gave it when it arrived, and the object of its kind reduced to its
+// metadata, selector and slim pod template (slimTemplate), protobuf-encoded. Of decodes it
+// when read.
 //
 // It is its own type rather than a slim apps/v1 object because with 10,000 workloads the
-// decoded spec is most of wave's heap: the apps/v1 struct alone is 1.2 KB, and the template's
-// containers, volumes and maps as much again. A Deployment as the benchmark makes it takes
-// about 1.3 KB this way, 4 KB slim. wave reads a workload's spec once per reconcile, and
-// decoding its few hundred bytes costs microseconds there.
+// decoded objects are most of wave's heap: the apps/v1 struct alone is 1.2 KB, and its maps
+// (annotations, selector, template annotations) about 300 bytes each. A Deployment as the
+// benchmark makes it takes about 4 KB slim and decoded, about 0.7 KB this way. wave reads a
+// workload once per reconcile and per index, and decoding its few hundred bytes costs
+// microseconds there.
 type Cached struct {
-	metav1.ObjectMeta
-	Kind     Kind
-	Progress Progress
-	// spec holds the fields Selector and Template of a DeploymentSpec, the same in the three
-	// kinds: one encoding for all.
-	spec []byte
+	Namespace, Name string
+	ResourceVersion string
+	Kind            Kind
+	Progress        Progress
+	encoded         []byte
 }
 
 // Compact returns what the informers keep of obj: a *Cached for a Deployment, StatefulSet or
@@ -48,32 +46,42 @@ type compacter interface {
 	compact(obj any) (any, bool)
 }
 
-// newCached makes the Cached of an object of kind; it slims template in place.
-func newCached(kind Kind, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec, selector *metav1.LabelSelector, p Progress) (*Cached, error) {
-	slimTemplate(template)
-	spec := appsv1.DeploymentSpec{Selector: selector, Template: *template}
-	b, err := spec.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("encode the pod template of %s %s/%s for the cache: %w", kind, meta.Namespace, meta.Name, err)
+// The generated protobuf code of every built-in kind has these.
+type (
+	marshaler   interface{ Marshal() ([]byte, error) }
+	unmarshaler interface{ Unmarshal([]byte) error }
+)
+
+// encode makes the Cached of reduced, an object of kind.
+func encode(kind Kind, reduced runtime.Object, namespace, name, resourceVersion string, p Progress) (*Cached, error) {
+	m, ok := reduced.(marshaler)
+	if !ok {
+		return nil, fmt.Errorf("%s %s/%s: the kind has no protobuf encoding", kind, namespace, name)
 	}
-	return &Cached{ObjectMeta: *meta, Kind: kind, Progress: p, spec: b}, nil
+	b, err := m.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("encode %s %s/%s for the cache: %w", kind, namespace, name, err)
+	}
+	return &Cached{Namespace: namespace, Name: name, ResourceVersion: resourceVersion, Kind: kind, Progress: p, encoded: b}, nil
 }
 
-// decode returns the selector and pod template.
-func (c *Cached) decode() (*appsv1.DeploymentSpec, error) {
-	var spec appsv1.DeploymentSpec
-	if err := spec.Unmarshal(c.spec); err != nil {
-		return nil, fmt.Errorf("decode the cached pod template of %s %s/%s: %w", c.Kind, c.Namespace, c.Name, err)
+// decodeInto decodes the cached object into empty, an object of its kind.
+func (c *Cached) decodeInto(empty runtime.Object) error {
+	u, ok := empty.(unmarshaler)
+	if !ok {
+		return fmt.Errorf("%s %s/%s: the kind has no protobuf encoding", c.Kind, c.Namespace, c.Name)
 	}
-	return &spec, nil
+	if err := u.Unmarshal(c.encoded); err != nil {
+		return fmt.Errorf("decode the cached %s %s/%s: %w", c.Kind, c.Namespace, c.Name, err)
+	}
+	return nil
 }
 
 // GetObjectKind is empty, as of the objects the informers decode: the kind is the informer's.
 func (c *Cached) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject copies the metadata; the encoded spec is never written, so it is shared.
+// DeepCopyObject copies the struct; the encoded object is never written, so it is shared.
 func (c *Cached) DeepCopyObject() runtime.Object {
 	out := *c
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }

@@ -26,5 +26,9 @@ var daemonSets = typed[*appsv1.DaemonSet, *appsv1.DaemonSetList]{
 	selector: func(o *appsv1.DaemonSet) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: daemonSetProgress,
 	items:    func(l *appsv1.DaemonSetList) ([]*appsv1.DaemonSet, string) { return pointers(l.Items), l.Continue },
-	shell:    func(m metav1.ObjectMeta) *appsv1.DaemonSet { return &appsv1.DaemonSet{ObjectMeta: m} },
+	reduce: func(o *appsv1.DaemonSet) {
+		o.Spec = appsv1.DaemonSetSpec{Selector: o.Spec.Selector, Template: o.Spec.Template}
+		o.Status = appsv1.DaemonSetStatus{}
+	},
+	fresh: func() *appsv1.DaemonSet { return &appsv1.DaemonSet{} },
 }

@@ -26,5 +26,9 @@ var deployments = typed[*appsv1.Deployment, *appsv1.DeploymentList]{
 	selector: func(o *appsv1.Deployment) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: deploymentProgress,
 	items:    func(l *appsv1.DeploymentList) ([]*appsv1.Deployment, string) { return pointers(l.Items), l.Continue },
-	shell:    func(m metav1.ObjectMeta) *appsv1.Deployment { return &appsv1.Deployment{ObjectMeta: m} },
+	reduce: func(o *appsv1.Deployment) {
+		o.Spec = appsv1.DeploymentSpec{Selector: o.Spec.Selector, Template: o.Spec.Template}
+		o.Status = appsv1.DeploymentStatus{}
+	},
+	fresh: func() *appsv1.Deployment { return &appsv1.Deployment{} },
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/refs"
 )
@@ -108,25 +109,34 @@ func TestCompactKeepsWhatWaveReads(t *testing.T) {
 	}
 }
 
-// A Cached object is of one kind only, its copies are its own, and a spec that does not
-// decode leaves the workload alone rather than failing the process.
+// A Cached object is of one kind only, it is keyed and versioned like the object it stands
+// for, its copies are its own, and an encoding that does not decode leaves the workload alone
+// rather than failing the process.
 func TestCachedOfItsKindOnly(t *testing.T) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: map[string]string{"a": "1"}},
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: "7", Annotations: map[string]string{"a": "1"}},
 		Spec: appsv1.DeploymentSpec{Template: richTemplate()}}
 	c := Compact(d).(*Cached)
 	_, ok := statefulSets.Of(c)
 	assert.False(t, ok, "a Deployment is no StatefulSet")
 
-	cp := c.DeepCopyObject().(*Cached)
-	cp.Annotations["a"] = "2"
-	assert.Equal(t, "1", c.Annotations["a"])
+	key, err := cache.MetaNamespaceKeyFunc(c)
+	require.NoError(t, err)
+	assert.Equal(t, "ns/web", key)
+	assert.Equal(t, "7", c.GetResourceVersion())
+	w, ok := Of(c)
+	require.True(t, ok)
+	assert.Equal(t, map[string]string{"a": "1"}, w.Meta.Annotations)
 
-	c.spec = []byte{0xff, 0xff}
+	cp := c.DeepCopyObject().(*Cached)
+	cp.ResourceVersion = "8"
+	assert.Equal(t, "7", c.ResourceVersion)
+
+	c.encoded = []byte{0xff, 0xff}
 	_, ok = Of(c)
 	assert.False(t, ok)
-	key, ok := KeyOf(c)
-	assert.True(t, ok, "the key needs no spec")
-	assert.Equal(t, "Deployment/ns/web", key)
+	qkey, ok := KeyOf(c)
+	assert.True(t, ok, "the key needs no decoding")
+	assert.Equal(t, "Deployment/ns/web", qkey)
 }
 
 // A CronJob's template becomes a Job's whole: the cache keeps it as it is.

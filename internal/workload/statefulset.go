@@ -26,5 +26,9 @@ var statefulSets = typed[*appsv1.StatefulSet, *appsv1.StatefulSetList]{
 	selector: func(o *appsv1.StatefulSet) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: statefulSetProgress,
 	items:    func(l *appsv1.StatefulSetList) ([]*appsv1.StatefulSet, string) { return pointers(l.Items), l.Continue },
-	shell:    func(m metav1.ObjectMeta) *appsv1.StatefulSet { return &appsv1.StatefulSet{ObjectMeta: m} },
+	reduce: func(o *appsv1.StatefulSet) {
+		o.Spec = appsv1.StatefulSetSpec{Selector: o.Spec.Selector, Template: o.Spec.Template}
+		o.Status = appsv1.StatefulSetStatus{}
+	},
+	fresh: func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} },
 }

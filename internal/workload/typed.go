@@ -30,9 +30,11 @@ type typed[T runtime.Object, L any] struct {
 	selector func(T) *metav1.LabelSelector
 	progress func(T) Progress
 	items    func(L) (objs []T, continueToken string)
-	// shell is an object of the kind that holds only meta: what Events about a Cached one
-	// refer to. nil for a kind the informers keep whole.
-	shell func(metav1.ObjectMeta) T
+	// reduce keeps of an object its metadata, selector and pod template: with the template
+	// slim, what the informers keep of it (Cached). nil for a kind they keep whole.
+	reduce func(T)
+	// fresh is an empty object of the kind, for a Cached one to decode into.
+	fresh func() T
 }
 
 func (t typed[T, L]) Kind() Kind { return t.kind }
@@ -46,14 +48,15 @@ func (t typed[T, L]) Of(obj any) (Workload, bool) {
 		if c.Kind != t.kind {
 			return Workload{}, false
 		}
-		spec, err := c.decode()
-		if err != nil {
+		o := t.fresh()
+		if err := c.decodeInto(o); err != nil {
 			// wave encoded it itself, so this is a bug: the workload is left alone rather
 			// than rolled on a guess.
 			klog.ErrorS(err, "Workload skipped")
 			return Workload{}, false
 		}
-		return Workload{Kind: t.kind, Object: t.shell(c.ObjectMeta), Meta: &c.ObjectMeta, Template: &spec.Template, Selector: spec.Selector, Progress: c.Progress}, true
+		meta, tmpl := t.view(o)
+		return Workload{Kind: t.kind, Object: o, Meta: meta, Template: tmpl, Selector: t.selector(o), Progress: c.Progress}, true
 	}
 	o, ok := obj.(T)
 	if !ok {
@@ -68,13 +71,16 @@ func (t typed[T, L]) compact(obj any) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	if t.shell == nil {
+	if t.reduce == nil {
 		return obj, true
 	}
+	p := t.progress(o) // before reduce drops the status
 	meta, template := t.view(o)
-	c, err := newCached(t.kind, meta, template, t.selector(o), t.progress(o))
+	slimTemplate(template)
+	t.reduce(o)
+	c, err := encode(t.kind, o, meta.Namespace, meta.Name, meta.ResourceVersion, p)
 	if err != nil {
-		// Never seen: the object as decoded, slim, is what Of reads then.
+		// Never seen: the object as reduced is what Of reads then, Progress aside.
 		klog.ErrorS(err, "Workload cached whole")
 		return obj, true
 	}
