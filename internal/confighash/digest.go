@@ -85,16 +85,20 @@ func (dg Digester) Transform(obj any) (any, error) {
 
 func (dg Digester) slim(m metav1.ObjectMeta, keys int) *Digested {
 	out := &Digested{Name: m.Name, Namespace: intern(m.Namespace), ResourceVersion: m.ResourceVersion, Keys: make([]KeyDigest, 0, keys)}
-	if dg.KeepLabels {
-		out.Labels = m.Labels
+	if dg.KeepLabels && m.Labels != nil {
+		out.SetLabels(m.Labels)
 	}
+	var kept map[string]string
 	for _, k := range keptAnnotations {
 		if v, ok := m.Annotations[k]; ok {
-			if out.Annotations == nil {
-				out.Annotations = make(map[string]string, len(keptAnnotations))
+			if kept == nil {
+				kept = make(map[string]string, len(keptAnnotations))
 			}
-			out.Annotations[k] = v
+			kept[k] = v
 		}
+	}
+	if kept != nil {
+		out.SetAnnotations(kept)
 	}
 	return out
 }

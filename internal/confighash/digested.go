@@ -20,9 +20,15 @@ import (
 type Digested struct {
 	Namespace, Name string
 	ResourceVersion string
-	Labels          map[string]string // only with Digester.KeepLabels
-	Annotations     map[string]string // only the keptAnnotations the object has; usually nil
-	Keys            []KeyDigest       // sorted by Key
+	Keys            []KeyDigest // sorted by Key
+	// meta is nil for most objects: at 100,000 objects two map fields cost 1.6 MB more.
+	meta *digestedMeta
+}
+
+// digestedMeta is the metadata a Digested keeps beside who it is.
+type digestedMeta struct {
+	labels      map[string]string // only with Digester.KeepLabels
+	annotations map[string]string // only the keptAnnotations the object has
 }
 
 // KeyDigest is one key's digest.
@@ -63,8 +69,9 @@ func (d *Digested) GetObjectKind() schema.ObjectKind { return schema.EmptyObject
 // DeepCopyObject copies the maps and keys; the strings are immutable.
 func (d *Digested) DeepCopyObject() runtime.Object {
 	out := *d
-	out.Labels = cloneMap(d.Labels)
-	out.Annotations = cloneMap(d.Annotations)
+	if d.meta != nil {
+		out.meta = &digestedMeta{labels: cloneMap(d.meta.labels), annotations: cloneMap(d.meta.annotations)}
+	}
 	out.Keys = append([]KeyDigest(nil), d.Keys...)
 	return &out
 }

@@ -29,13 +29,37 @@ func (d *Digested) GetDeletionTimestamp() *metav1.Time            { return nil }
 func (d *Digested) SetDeletionTimestamp(*metav1.Time)             {}
 func (d *Digested) GetDeletionGracePeriodSeconds() *int64         { return nil }
 func (d *Digested) SetDeletionGracePeriodSeconds(*int64)          {}
-func (d *Digested) GetLabels() map[string]string                  { return d.Labels }
-func (d *Digested) SetLabels(v map[string]string)                 { d.Labels = v }
-func (d *Digested) GetAnnotations() map[string]string             { return d.Annotations }
-func (d *Digested) SetAnnotations(v map[string]string)            { d.Annotations = v }
 func (d *Digested) GetFinalizers() []string                       { return nil }
 func (d *Digested) SetFinalizers([]string)                        {}
 func (d *Digested) GetOwnerReferences() []metav1.OwnerReference   { return nil }
 func (d *Digested) SetOwnerReferences([]metav1.OwnerReference)    {}
 func (d *Digested) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
 func (d *Digested) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
+
+func (d *Digested) GetLabels() map[string]string {
+	if d.meta == nil {
+		return nil
+	}
+	return d.meta.labels
+}
+
+func (d *Digested) SetLabels(v map[string]string) {
+	if d.meta == nil {
+		d.meta = &digestedMeta{}
+	}
+	d.meta.labels = v
+}
+
+func (d *Digested) GetAnnotations() map[string]string {
+	if d.meta == nil {
+		return nil
+	}
+	return d.meta.annotations
+}
+
+func (d *Digested) SetAnnotations(v map[string]string) {
+	if d.meta == nil {
+		d.meta = &digestedMeta{}
+	}
+	d.meta.annotations = v
+}

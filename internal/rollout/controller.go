@@ -182,7 +182,7 @@ func NewController(cfg Config) (*Controller, error) {
 					o, ok1 := old.(*confighash.Digested)
 					n, ok2 := obj.(*confighash.Digested)
 					if !ok1 || !ok2 || !o.SameKeys(n) ||
-						!maps.Equal(o.Annotations, n.Annotations) || !maps.Equal(o.Labels, n.Labels) {
+						!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || !maps.Equal(o.GetLabels(), n.GetLabels()) {
 						c.enqueueUsers(kind, obj)
 					}
 				},
