@@ -26,9 +26,8 @@ var daemonSets = typed[*appsv1.DaemonSet, *appsv1.DaemonSetList]{
 	selector: func(o *appsv1.DaemonSet) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: daemonSetProgress,
 	items:    func(l *appsv1.DaemonSetList) ([]*appsv1.DaemonSet, string) { return pointers(l.Items), l.Continue },
-	reduce: func(o *appsv1.DaemonSet) {
-		o.Spec = appsv1.DaemonSetSpec{Selector: o.Spec.Selector, Template: o.Spec.Template}
-		o.Status = appsv1.DaemonSetStatus{}
+	reduced: func(o *appsv1.DaemonSet) *appsv1.DaemonSet {
+		return &appsv1.DaemonSet{ObjectMeta: o.ObjectMeta, Spec: appsv1.DaemonSetSpec{Selector: o.Spec.Selector, Template: o.Spec.Template}}
 	},
 	fresh: func() *appsv1.DaemonSet { return &appsv1.DaemonSet{} },
 }

@@ -26,9 +26,8 @@ var deployments = typed[*appsv1.Deployment, *appsv1.DeploymentList]{
 	selector: func(o *appsv1.Deployment) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: deploymentProgress,
 	items:    func(l *appsv1.DeploymentList) ([]*appsv1.Deployment, string) { return pointers(l.Items), l.Continue },
-	reduce: func(o *appsv1.Deployment) {
-		o.Spec = appsv1.DeploymentSpec{Selector: o.Spec.Selector, Template: o.Spec.Template}
-		o.Status = appsv1.DeploymentStatus{}
+	reduced: func(o *appsv1.Deployment) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: o.ObjectMeta, Spec: appsv1.DeploymentSpec{Selector: o.Spec.Selector, Template: o.Spec.Template}}
 	},
 	fresh: func() *appsv1.Deployment { return &appsv1.Deployment{} },
 }

@@ -86,6 +86,8 @@ func TestCompactKeepsWhatWaveReads(t *testing.T) {
 			require.True(t, ok)
 			cached := Compact(obj)
 			require.IsType(t, &Cached{}, cached)
+			itself, _ := Of(obj)
+			assert.Equal(t, before.Progress, itself.Progress, "the object itself keeps its status: it is what the cache keeps if encoding fails")
 			after, ok := Of(cached)
 			require.True(t, ok)
 			key, ok := KeyOf(cached)

@@ -26,9 +26,8 @@ var statefulSets = typed[*appsv1.StatefulSet, *appsv1.StatefulSetList]{
 	selector: func(o *appsv1.StatefulSet) *metav1.LabelSelector { return o.Spec.Selector },
 	progress: statefulSetProgress,
 	items:    func(l *appsv1.StatefulSetList) ([]*appsv1.StatefulSet, string) { return pointers(l.Items), l.Continue },
-	reduce: func(o *appsv1.StatefulSet) {
-		o.Spec = appsv1.StatefulSetSpec{Selector: o.Spec.Selector, Template: o.Spec.Template}
-		o.Status = appsv1.StatefulSetStatus{}
+	reduced: func(o *appsv1.StatefulSet) *appsv1.StatefulSet {
+		return &appsv1.StatefulSet{ObjectMeta: o.ObjectMeta, Spec: appsv1.StatefulSetSpec{Selector: o.Spec.Selector, Template: o.Spec.Template}}
 	},
 	fresh: func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} },
 }

@@ -30,9 +30,10 @@ type typed[T runtime.Object, L any] struct {
 	selector func(T) *metav1.LabelSelector
 	progress func(T) Progress
 	items    func(L) (objs []T, continueToken string)
-	// reduce keeps of an object its metadata, selector and pod template: with the template
-	// slim, what the informers keep of it (Cached). nil for a kind they keep whole.
-	reduce func(T)
+	// reduced is a new object of the kind with only o's metadata, selector and pod template:
+	// with the template slim, what the informers keep of it (Cached). nil for a kind they keep
+	// whole.
+	reduced func(o T) T
 	// fresh is an empty object of the kind, for a Cached one to decode into.
 	fresh func() T
 }
@@ -52,7 +53,7 @@ func (t typed[T, L]) Of(obj any) (Workload, bool) {
 		if err := c.decodeInto(o); err != nil {
 			// wave encoded it itself, so this is a bug: the workload is left alone rather
 			// than rolled on a guess.
-			klog.ErrorS(err, "Workload skipped")
+			klog.ErrorS(err, "Workload not reconciled: wave cannot read back its own cache entry; please report this as a bug")
 			return Workload{}, false
 		}
 		meta, tmpl := t.view(o)
@@ -71,16 +72,15 @@ func (t typed[T, L]) compact(obj any) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	if t.reduce == nil {
+	if t.reduced == nil {
 		return obj, true
 	}
-	p := t.progress(o) // before reduce drops the status
 	meta, template := t.view(o)
 	slimTemplate(template)
-	t.reduce(o)
-	c, err := encode(t.kind, o, meta.Namespace, meta.Name, meta.ResourceVersion, p)
+	c, err := encode(t.kind, t.reduced(o), meta.Namespace, meta.Name, meta.ResourceVersion, t.progress(o))
 	if err != nil {
-		// Never seen: the object as reduced is what Of reads then, Progress aside.
+		// Never seen. The cache then keeps the object as decoded, its template slim, and
+		// wave works as it did before Cached, with more memory.
 		klog.ErrorS(err, "Workload cached whole")
 		return obj, true
 	}
