@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/configwave/configwave/internal/cacheentry"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -84,7 +85,7 @@ func (dg Digester) Transform(obj any) (any, error) {
 }
 
 func (dg Digester) slim(m metav1.ObjectMeta, keys int) *Digested {
-	out := &Digested{Name: m.Name, Namespace: intern(m.Namespace), ResourceVersion: m.ResourceVersion, Keys: make([]KeyDigest, 0, keys)}
+	out := &Digested{Identity: cacheentry.Identity{Name: m.Name, Namespace: intern(m.Namespace), ResourceVersion: m.ResourceVersion}, Keys: make([]KeyDigest, 0, keys)}
 	if dg.KeepLabels && m.Labels != nil {
 		out.SetLabels(m.Labels)
 	}

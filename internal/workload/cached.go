@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/configwave/configwave/internal/cacheentry"
 )
 
 // Cached is what the informers keep of a Deployment, StatefulSet or DaemonSet: who it is, its
@@ -19,11 +21,11 @@ import (
 // workload once per reconcile and per index, and decoding its few hundred bytes takes 5 to
 // 10 µs.
 type Cached struct {
-	Namespace, Name string
-	ResourceVersion string
-	Kind            Kind
-	Progress        Progress
-	encoded         []byte
+	// Identity is all of metav1.Object that reads as set here; Of gives the whole metadata.
+	cacheentry.Identity
+	Kind     Kind
+	Progress Progress
+	encoded  []byte
 }
 
 // Compact returns what the informers keep of obj: a *Cached for a Deployment, StatefulSet or
@@ -62,7 +64,7 @@ func encode(kind Kind, reduced runtime.Object, namespace, name, resourceVersion 
 	if err != nil {
 		return nil, fmt.Errorf("encode %s %s/%s for the cache: %w", kind, namespace, name, err)
 	}
-	return &Cached{Namespace: namespace, Name: name, ResourceVersion: resourceVersion, Kind: kind, Progress: p, encoded: b}, nil
+	return &Cached{Identity: cacheentry.Identity{Namespace: namespace, Name: name, ResourceVersion: resourceVersion}, Kind: kind, Progress: p, encoded: b}, nil
 }
 
 // decodeInto decodes the cached object into empty, an object of its kind.
