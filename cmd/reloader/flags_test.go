@@ -166,12 +166,14 @@ func secretsIn(o options) []string {
 			out = append(out, strings.TrimSpace(v))
 		}
 	}
+	shown := "" // the URL as errors may show it, the password redacted: the user name is no secret
 	if u, err := url.Parse(o.reloadHTTP); err == nil {
 		if p, ok := u.User.Password(); ok {
 			out = append(out, p)
 		}
+		shown = u.Redacted()
 	}
-	others := strings.Join(append(append([]string{o.configRoot, o.reloadMethod, o.selector}, o.configMaps...), o.secrets...), " ")
+	others := strings.Join(append(append([]string{o.configRoot, o.reloadMethod, o.selector, shown}, o.configMaps...), o.secrets...), " ")
 	kept := out[:0]
 	for _, s := range out {
 		if len(s) >= 6 && !strings.Contains(others, s) && !strings.Contains("--reload-http-header --reload-http configmap secret", s) {
