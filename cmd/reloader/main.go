@@ -87,7 +87,7 @@ func run1(cfg *config) error {
 	}
 	reg := serve.NewRegistry()
 	metrics := reload.NewMetrics(reg)
-	watcher := source.New(client, cfg.refs, cfg.selector, source.Options{
+	watcher := source.NewAPI(client, cfg.refs, cfg.selector, source.APIOptions{
 		OnWatchRestart: func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
 	})
 	r := &reload.Reloader{

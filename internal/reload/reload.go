@@ -30,11 +30,27 @@ import (
 	"github.com/configwave/configwave/internal/unpack"
 )
 
-// Source is what the loop needs from a source.Watcher.
+// Source is what the loop needs from a source (package source: the API, or mounted folders).
 type Source interface {
 	WaitForSync(ctx context.Context) bool
 	Changed() <-chan struct{}
 	Snapshot() source.Snapshot
+}
+
+// FileSet turns a snapshot into the files the app reads: Layout lays ConfigMaps' and Secrets'
+// keys out under the config root; Mounted takes folders that are already on disk as they are.
+type FileSet interface {
+	Files(objects []source.Object) (map[string]unpack.File, error)
+}
+
+// Target is where a file set goes live. An unpack.Writer writes it under the config root with a
+// ..data swap; InPlace accepts folders the app already reads where they are.
+type Target interface {
+	// WriteChecked makes files live once check (which may be nil) accepted them in dir, and
+	// reports whether what the app reads changed.
+	WriteChecked(files map[string]unpack.File, check func(dir string) error) (changed bool, err error)
+	// HasLiveSet reports whether a set that an earlier run made live is there at start.
+	HasLiveSet() bool
 }
 
 // EventRecorder publishes a Kubernetes Event about the reloader's pod.
@@ -45,8 +61,8 @@ type EventRecorder interface {
 // Reloader keeps the files under one root equal to its sources and tells the app.
 type Reloader struct {
 	Source Source
-	Writer *unpack.Writer
-	Layout Layout
+	Writer Target
+	Layout FileSet
 	// Check, when set, runs against the new folder before the swap (--validate-command).
 	Check func(ctx context.Context, dir string) error
 	// Notifier tells the app (sidecar mode). In subprocess mode it is nil and OnFirstUnpack
@@ -294,7 +310,9 @@ func (r *Reloader) write(ctx context.Context, o *outcome) {
 		o.result, o.reason, o.err = ResultInvalidConfig, "InvalidConfig", err
 		return
 	}
-	o.unusedItems = strings.Join(r.Layout.UnusedItems(snap.Objects), ", ")
+	if l, ok := r.Layout.(interface{ UnusedItems([]source.Object) []string }); ok {
+		o.unusedItems = strings.Join(l.UnusedItems(snap.Objects), ", ")
+	}
 	o.sources = sourceList(snap.Objects)
 	o.hash = KeyedHash(r.HashKey, files)
 	if o.hash == r.st.rejected {

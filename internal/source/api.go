@@ -1,0 +1,210 @@
+package source
+
+// The API source. Each named object has its own informer whose list and watch carry the field
+// selector metadata.name=NAME, so the RBAC it needs can be limited with resourceNames. The
+// informers' reflectors reconnect after a dropped watch and relist after 410 Gone.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/configwave/configwave/internal/coreclient"
+)
+
+// APIOptions tunes an API source.
+type APIOptions struct {
+	// OnWatchRestart is called whenever a source's watch is opened again after the first one:
+	// after a dropped connection, a 410 Gone relist, an API server restart, or the server's
+	// routine watch timeout.
+	OnWatchRestart func(source string)
+}
+
+// API is the source of ConfigMaps and Secrets read from the Kubernetes API: one informer per
+// named object and per selected kind.
+type API struct {
+	refs      []Ref
+	informers []cache.SharedIndexInformer
+	selected  []cache.SharedIndexInformer // subset of informers fed by a Selector
+	named     map[Ref]cache.SharedIndexInformer
+	changed   chan struct{}
+	opts      APIOptions
+}
+
+// NewAPI prepares informers for the named objects and the selector (which may be nil). client is
+// a REST client for core/v1 (coreclient.New, or a clientset's CoreV1().RESTClient()). Nothing
+// talks to the API server before Run.
+func NewAPI(client cache.Getter, refs []Ref, sel *Selector, opts APIOptions) *API {
+	w := &API{
+		refs:    refs,
+		named:   map[Ref]cache.SharedIndexInformer{},
+		changed: make(chan struct{}, 1),
+		opts:    opts,
+	}
+	for _, r := range refs {
+		if _, dup := w.named[r]; dup {
+			continue
+		}
+		name := r.Name
+		lw := cache.NewFilteredListWatchFromClient(client, r.Kind.resource(), r.Namespace, func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		})
+		inf := w.newInformer(w.counted(lw, r.String()), r.Kind)
+		w.named[r] = inf
+	}
+	if sel != nil {
+		for _, k := range sel.Kinds {
+			labelSel := sel.Labels.String()
+			lw := cache.NewFilteredListWatchFromClient(client, k.resource(), sel.Namespace, func(o *metav1.ListOptions) {
+				o.LabelSelector = labelSel
+			})
+			ns := sel.Namespace
+			if ns == "" {
+				ns = "all namespaces"
+			}
+			desc := fmt.Sprintf("%ss matching %q in %s", lowerKind(k), labelSel, ns)
+			w.selected = append(w.selected, w.newInformer(w.counted(lw, desc), k))
+		}
+	}
+	return w
+}
+
+// counted reports every watch of lw after the first to OnWatchRestart.
+func (w *API) counted(lw *cache.ListWatch, desc string) *cache.ListWatch {
+	if w.opts.OnWatchRestart == nil {
+		return lw
+	}
+	var watches atomic.Int64
+	next := lw.WatchFuncWithContext
+	// Only the context variants are set, so that both Watch and WatchWithContext go through
+	// the count.
+	return &cache.ListWatch{
+		ListWithContextFunc: lw.ListWithContextFunc,
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			if watches.Add(1) > 1 {
+				w.opts.OnWatchRestart(desc)
+			}
+			return next(ctx, o)
+		},
+	}
+}
+
+func (w *API) newInformer(lw cache.ListerWatcher, k Kind) cache.SharedIndexInformer {
+	var example runtime.Object = &coreclient.ConfigMap{}
+	if k == Secret {
+		example = &coreclient.Secret{}
+	}
+	inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
+	// Only the fact that something changed matters; Snapshot reads the stores.
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.notify() },
+		UpdateFunc: func(any, any) { w.notify() },
+		DeleteFunc: func(any) { w.notify() },
+	})
+	w.informers = append(w.informers, inf)
+	return inf
+}
+
+func (w *API) notify() {
+	select {
+	case w.changed <- struct{}{}:
+	default: // a signal is already pending; the consumer will read the newest state anyway
+	}
+}
+
+// Changed receives a value after any source changed. Signals are merged: one value may stand
+// for many changes.
+func (w *API) Changed() <-chan struct{} { return w.changed }
+
+// Run runs the informers until ctx ends.
+func (w *API) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, inf := range w.informers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inf.RunWithContext(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+// WaitForSync blocks until every informer has listed once, or ctx ends (then it returns false).
+func (w *API) WaitForSync(ctx context.Context) bool {
+	synced := make([]cache.InformerSynced, 0, len(w.informers))
+	for _, inf := range w.informers {
+		synced = append(synced, inf.HasSynced)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
+}
+
+// Snapshot returns the current content of every source from the informers' caches.
+func (w *API) Snapshot() Snapshot {
+	var s Snapshot
+	seen := map[Ref]bool{}
+	add := func(obj any) {
+		o, ok := toObject(obj)
+		if ok && !seen[o.Ref] {
+			seen[o.Ref] = true
+			s.Objects = append(s.Objects, o)
+		}
+	}
+	for _, r := range w.refs {
+		inf := w.named[r]
+		obj, exists, _ := inf.GetStore().GetByKey(r.Namespace + "/" + r.Name)
+		if !exists {
+			if !seen[r] {
+				s.Missing = append(s.Missing, r)
+				seen[r] = true
+			}
+			continue
+		}
+		add(obj)
+	}
+	for _, inf := range w.selected {
+		for _, obj := range inf.GetStore().List() {
+			add(obj)
+		}
+	}
+	sort.Slice(s.Objects, func(i, j int) bool { return lessRef(s.Objects[i].Ref, s.Objects[j].Ref) })
+	return s
+}
+
+func lessRef(a, b Ref) bool {
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}
+
+func toObject(obj any) (Object, bool) {
+	switch o := obj.(type) {
+	case *coreclient.ConfigMap:
+		data := make(map[string][]byte, len(o.Data)+len(o.BinaryData))
+		for k, v := range o.Data {
+			data[k] = []byte(v)
+		}
+		for k, v := range o.BinaryData {
+			data[k] = v
+		}
+		return Object{Ref: Ref{Kind: ConfigMap, Namespace: o.Namespace, Name: o.Name}, Data: data}, true
+	case *coreclient.Secret:
+		data := make(map[string][]byte, len(o.Data))
+		for k, v := range o.Data {
+			data[k] = v
+		}
+		return Object{Ref: Ref{Kind: Secret, Namespace: o.Namespace, Name: o.Name}, Data: data}, true
+	}
+	return Object{}, false
+}
