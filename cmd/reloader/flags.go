@@ -36,7 +36,14 @@ type options struct {
 	items               []string
 	fileMode            string
 	secretFileMode      string
-	reloadHTTP          string
+	reloadHTTP          []string
+	folders             []string
+	watchIgnore         []string
+	watchInterval       time.Duration
+	webhookStatusCode   int
+	webhookRetries      int
+	metricsPath         string
+	changed             func(name string) bool // whether a flag was given
 	reloadMethod        string
 	reloadHeaders       []string
 	bearerTokenFile     string
@@ -80,10 +87,13 @@ Flags:
 	fs.BoolVar(&o.allNamespaces, "all-namespaces", false, "let --selector match in every namespace.")
 	fs.StringVar(&o.layout, "layout", "flat", "flat: every key directly under --configroot; per-object: each object's keys in a folder named after the object.")
 	fs.StringVar(&o.configRoot, "configroot", "/config", "folder the keys are unpacked into; it must exist. Files the reloader did not write are never touched.")
+	fs.StringArrayVar(&o.folders, "volume-dir", nil, "instead of reading the API, watch this folder that kubelet, a CSI driver or cert-manager mounts (or any folder) and tell the app when what it holds changes; repeatable. Needs no API access: no kubeconfig, no service-account token.")
+	fs.StringArrayVar(&o.watchIgnore, "watch-ignore", nil, "with --volume-dir: a glob of files whose changes are not config changes, matched against the path in the folder and the base name (e.g. token, for a projected service-account token); repeatable.")
+	fs.DurationVar(&o.watchInterval, "watch-interval", 3*time.Minute, "with --volume-dir: read every folder again this often even without a file event, so that no change is ever lost; 0 never.")
 	fs.StringArrayVar(&o.items, "items", nil, "place a key at a relative path instead of its own name, as KEY=REL/PATH; repeatable.")
 	fs.StringVar(&o.fileMode, "file-mode", "0644", "permission bits of files from ConfigMaps, in octal.")
 	fs.StringVar(&o.secretFileMode, "secret-file-mode", "0600", "permission bits of files from Secrets, in octal.")
-	fs.StringVar(&o.reloadHTTP, "reload-http", "", "sidecar mode: URL requested after the files changed, e.g. http://127.0.0.1:9090/-/reload.")
+	fs.StringArrayVar(&o.reloadHTTP, "reload-http", nil, "sidecar mode: URL requested after the files changed, e.g. http://127.0.0.1:9090/-/reload; repeatable: each URL is told, each with its own retries. A user:password@ in it is sent as basic auth and never shown.")
 	fs.StringVar(&o.reloadMethod, "reload-http-method", "POST", "HTTP method of the reload request.")
 	fs.StringArrayVar(&o.reloadHeaders, "reload-http-header", nil, "header sent with the reload request, as \"Name: value\", or \"Name: @/path/to/file\" to read the value from a file (a mounted Secret) on every request; repeatable.")
 	fs.StringVar(&o.bearerTokenFile, "reload-http-bearer-token-file", "", "file holding a bearer token for the reload request (a mounted Secret), read again on every request so a rotated token is used at once.")
@@ -102,10 +112,13 @@ Flags:
 	fs.DurationVar(&o.startupGrace, "startup-grace", 2*time.Second, "subprocess mode: no reload signal is sent sooner than this after the app starts; a change in the meantime is signalled when it runs out (an app that gets SIGHUP before it installs its handler dies of it).")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 25*time.Second, "subprocess mode: after forwarding SIGTERM, SIGINT or SIGQUIT, how long the app may take to exit before it is killed (keep it below the pod's terminationGracePeriodSeconds).")
 	fs.StringVar(&o.listenAddress, "listen-address", ":9533", "address of /healthz, /readyz, /status and /metrics; empty disables them.")
+	fs.StringVar(&o.metricsPath, "metrics-path", "/metrics", "path of the metrics on --listen-address.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
 
+	addConfigmapReloadFlags(fs, o)
 	logflags.Add(fs, "log verbosity: 2 logs each change and request, 4 each watch event.")
+	o.changed = func(name string) bool { return fs.Changed(name) }
 	return fs
 }
 
@@ -115,7 +128,12 @@ type config struct {
 	selector     *source.Selector
 	layout       reload.Layout
 	root         string
-	http         *notify.HTTP
+	http         notify.Notifier // nil, one *notify.HTTP, or notify.All of them
+	httpURLs     []*notify.HTTP
+	folders      []string
+	folderOpts   source.FolderOptions
+	peerMetrics  bool // configmap-reload's series too
+	metricsPath  string
 	process      *notify.NamedProcess
 	reloadSig    syscall.Signal
 	app          []string // after --
@@ -139,7 +157,11 @@ func (o *options) check(app []string) (*config, error) {
 		ns = source.DefaultNamespace()
 	}
 	c := &config{root: o.configRoot, app: app, validate: o.validateCommand, valTimeout: o.validateTimeout,
-		debounce: o.debounce, retry: o.retryInterval, unhealthy: o.unhealthyAfter, once: o.once, subreaper: o.subreaper, grace: o.shutdownGrace, startupGrace: o.startupGrace, listen: o.listenAddress, kubeconfig: o.kubeconfig}
+		debounce: o.debounce, retry: o.retryInterval, unhealthy: o.unhealthyAfter, once: o.once, subreaper: o.subreaper, grace: o.shutdownGrace, startupGrace: o.startupGrace, listen: o.listenAddress, kubeconfig: o.kubeconfig,
+		metricsPath: o.metricsPath}
+	if err := o.checkFolders(c); err != nil {
+		return nil, err
+	}
 	for _, s := range o.configMaps {
 		r, err := source.ParseRef(source.ConfigMap, s, ns)
 		if err != nil {
@@ -173,8 +195,11 @@ func (o *options) check(app []string) (*config, error) {
 	} else if o.allNamespaces {
 		return nil, fmt.Errorf("--all-namespaces applies to --selector only; add --selector or drop it")
 	}
-	if len(c.refs) == 0 && c.selector == nil {
-		return nil, fmt.Errorf("nothing to watch: pass --configmap, --secret or --selector")
+	if len(c.refs) == 0 && c.selector == nil && len(c.folders) == 0 {
+		return nil, fmt.Errorf("nothing to watch: pass --configmap, --secret or --selector, or --volume-dir for a mounted folder")
+	}
+	if len(c.folders) > 0 && (len(c.refs) > 0 || c.selector != nil) {
+		return nil, fmt.Errorf("--volume-dir watches mounted folders and --configmap, --secret and --selector read the API: one reloader takes one kind of source; run two")
 	}
 
 	switch o.layout {
@@ -204,15 +229,17 @@ func (o *options) check(app []string) (*config, error) {
 			c.layout.Items[key] = p
 		}
 	}
-	if st, err := os.Stat(c.root); err != nil || !st.IsDir() {
+	if len(c.folders) > 0 {
+		c.root = ""
+	} else if st, err := os.Stat(c.root); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("--configroot=%q is not an existing folder: create it (an emptyDir volume in a pod)", c.root)
 	}
 
 	if c.reloadSig, err = notify.ParseSignal(o.reloadSignal); err != nil {
 		return nil, fmt.Errorf("--reload-signal: %w", err)
 	}
-	if o.reloadHTTP != "" {
-		if c.http, err = o.httpNotifier(); err != nil {
+	if len(o.reloadHTTP) > 0 {
+		if err := o.httpNotifiers(c); err != nil {
 			return nil, err
 		}
 	} else if len(o.reloadHeaders) > 0 || o.bearerTokenFile != "" {
@@ -222,14 +249,14 @@ func (o *options) check(app []string) (*config, error) {
 		switch {
 		case len(app) > 0:
 			return nil, fmt.Errorf("--reload-process=%q signals an app in another container; with a command after -- the reloader signals its own child: drop one", o.reloadProcess)
-		case o.reloadHTTP != "":
+		case len(o.reloadHTTP) > 0:
 			return nil, fmt.Errorf("--reload-process and --reload-http both tell the app; keep one")
 		case strings.ContainsAny(o.reloadProcess, "/\x00") || len(o.reloadProcess) > 255:
 			return nil, fmt.Errorf("--reload-process=%q: give the command name (e.g. nginx), not a path", o.reloadProcess)
 		}
 		c.process = &notify.NamedProcess{Name: o.reloadProcess, Sig: c.reloadSig}
 	}
-	if o.once && (len(app) > 0 || o.reloadHTTP != "" || o.reloadProcess != "") {
+	if o.once && (len(app) > 0 || len(o.reloadHTTP) > 0 || o.reloadProcess != "") {
 		return nil, fmt.Errorf("--once unpacks and exits; it takes no --reload-http, --reload-process or command after --")
 	}
 	if o.startupGrace < 0 {
@@ -244,23 +271,59 @@ func (o *options) check(app []string) (*config, error) {
 	if o.unhealthyAfter < 0 {
 		return nil, fmt.Errorf("--unhealthy-after=%s: must be 0 (off) or more", o.unhealthyAfter)
 	}
-	if o.unhealthyAfter > 0 && o.reloadHTTP == "" && o.reloadProcess == "" && len(app) == 0 {
+	if o.unhealthyAfter > 0 && len(o.reloadHTTP) == 0 && o.reloadProcess == "" && len(app) == 0 {
 		return nil, fmt.Errorf("--unhealthy-after=%s counts failed reloads, and nothing is told to reload: add --reload-http, --reload-process or the app's command after --", o.unhealthyAfter)
 	}
 	if o.debounce < 0 {
 		return nil, fmt.Errorf("--debounce=%s: must be 0 or more", o.debounce)
 	}
+	if len(c.folders) > 0 && len(o.reloadHTTP) == 0 && o.reloadProcess == "" && len(app) == 0 {
+		return nil, fmt.Errorf("--volume-dir: nothing is told when the folder changes: add --reload-http (or --webhook-url), --reload-process, or the app's command after --")
+	}
+	if !strings.HasPrefix(o.metricsPath, "/") || strings.ContainsAny(o.metricsPath, " \t\r\n?#") {
+		return nil, fmt.Errorf("--metrics-path=%q: give a path such as /metrics", o.metricsPath)
+	}
+	switch o.metricsPath {
+	case "/healthz", "/readyz", "/status":
+		return nil, fmt.Errorf("--metrics-path=%q is taken by the probes: pick another path", o.metricsPath)
+	}
 	return c, nil
 }
 
-func (o *options) httpNotifier() (*notify.HTTP, error) {
+// httpNotifiers makes one reload request per --reload-http URL, all with the same settings.
+func (o *options) httpNotifiers(c *config) error {
+	success, err := notify.ParseCodeSet(o.reloadSuccess)
+	if err != nil {
+		return fmt.Errorf("--reload-http-success-codes: %w", err)
+	}
+	tries := o.reloadTries
+	if err := o.webhookSettings(&success, &tries); err != nil {
+		return err
+	}
+	var all notify.All
+	for _, raw := range o.reloadHTTP {
+		h, err := o.httpNotifier(raw, success, tries)
+		if err != nil {
+			return err
+		}
+		c.httpURLs = append(c.httpURLs, h)
+		all = append(all, h)
+	}
+	c.http = all
+	if len(all) == 1 {
+		c.http = all[0]
+	}
+	return nil
+}
+
+func (o *options) httpNotifier(raw string, success notify.CodeSet, tries int) (*notify.HTTP, error) {
 	// The URL may carry a password (http://user:pass@host/): it is shown redacted, or not at all.
-	u, err := url.Parse(o.reloadHTTP)
+	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("--reload-http does not parse as a URL (not shown: it may hold a password); give a full http:// or https:// URL, e.g. http://127.0.0.1:9090/-/reload")
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--reload-http=%q: give a full http:// or https:// URL, e.g. http://127.0.0.1:9090/-/reload", u.Redacted())
+		return nil, fmt.Errorf("--reload-http=%q: give a full http:// or https:// URL, e.g. http://127.0.0.1:9090/-/reload", notify.RedactURL(raw))
 	}
 	method := strings.ToUpper(o.reloadMethod)
 	if method == "" || strings.ContainsAny(method, " \t\r\n") {
@@ -290,19 +353,15 @@ func (o *options) httpNotifier() (*notify.HTTP, error) {
 			return nil, err
 		}
 	}
-	success, err := notify.ParseCodeSet(o.reloadSuccess)
-	if err != nil {
-		return nil, fmt.Errorf("--reload-http-success-codes: %w", err)
-	}
-	if o.reloadTries < 1 {
-		return nil, fmt.Errorf("--reload-http-tries=%d: must be at least 1", o.reloadTries)
+	if tries < 1 {
+		return nil, fmt.Errorf("--reload-http-tries=%d: must be at least 1", tries)
 	}
 	if o.reloadTimeout <= 0 {
 		return nil, fmt.Errorf("--reload-http-timeout=%s: must be more than 0", o.reloadTimeout)
 	}
 	backoff := notify.DefaultBackoff
-	backoff.Steps = o.reloadTries
-	return &notify.HTTP{URL: o.reloadHTTP, Method: method, Header: header, HeaderFiles: headerFiles, BearerTokenFile: o.bearerTokenFile,
+	backoff.Steps = tries
+	return &notify.HTTP{URL: raw, Method: method, Header: header, HeaderFiles: headerFiles, BearerTokenFile: o.bearerTokenFile,
 		Timeout: o.reloadTimeout, Success: success, Backoff: backoff}, nil
 }
 

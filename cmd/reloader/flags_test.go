@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,11 +39,62 @@ func TestFlags(t *testing.T) {
 			}},
 		{name: "sidecar defaults", args: []string{"--configmap=app", "--reload-http=http://127.0.0.1:9090/-/reload", "--reload-http-header=Authorization: Bearer x"},
 			check: func(t *testing.T, c *config) {
-				require.NotNil(t, c.http)
-				assert.Equal(t, "POST", c.http.Method)
-				assert.Equal(t, "Bearer x", c.http.Header.Get("Authorization"))
-				assert.Equal(t, 8, c.http.Backoff.Steps)
+				require.Len(t, c.httpURLs, 1)
+				assert.Same(t, c.httpURLs[0], c.http)
+				assert.Equal(t, "POST", c.httpURLs[0].Method)
+				assert.Equal(t, "Bearer x", c.httpURLs[0].Header.Get("Authorization"))
+				assert.Equal(t, 8, c.httpURLs[0].Backoff.Steps)
+				assert.False(t, c.peerMetrics)
 			}},
+		{name: "configmap-reload's arguments as the Prometheus chart renders them",
+			args: []string{"--volume-dir=/etc/config", "--webhook-url=http://127.0.0.1:9090/-/reload"},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, []string{"/etc/config"}, c.folders)
+				assert.Empty(t, c.root, "nothing is unpacked")
+				require.Len(t, c.httpURLs, 1)
+				assert.Equal(t, "http://127.0.0.1:9090/-/reload", c.httpURLs[0].URL)
+				assert.Equal(t, "POST", c.httpURLs[0].Method)
+				assert.True(t, c.peerMetrics, "configmap-reload's series are exported")
+				assert.Equal(t, 3*time.Minute, c.folderOpts.Interval)
+			}},
+		{name: "every webhook URL is told; configmap-reload's status code, retries, method and web flags",
+			args: []string{"--volume-dir=/a", "--volume-dir=/b", "--volume-dir=/a", "--webhook-url=http://127.0.0.1:1/x", "--webhook-url=http://127.0.0.1:2/y",
+				"--webhook-status-code=202", "--webhook-retries=3", "--webhook-method=PUT", "--web.listen-address=127.0.0.1:9999", "--web.telemetry-path=/m",
+				"--watch-ignore=token", "--watch-interval=10s"},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, []string{"/a", "/b"}, c.folders)
+				require.Len(t, c.httpURLs, 2)
+				assert.Len(t, c.http, 2)
+				for _, h := range c.httpURLs {
+					assert.True(t, h.Success.Contains(202))
+					assert.False(t, h.Success.Contains(200), "only the code configmap-reload was given")
+					assert.Equal(t, 3, h.Backoff.Steps)
+					assert.Equal(t, "PUT", h.Method)
+				}
+				assert.Equal(t, "127.0.0.1:9999", c.listen)
+				assert.Equal(t, "/m", c.metricsPath)
+				assert.Equal(t, []string{"token"}, c.folderOpts.Ignore)
+				assert.Equal(t, 10*time.Second, c.folderOpts.Interval)
+			}},
+		{name: "prometheus-config-reloader's --watched-dir", args: []string{"--watched-dir=/etc/rules", "--reload-process=prometheus"},
+			check: func(t *testing.T, c *config) { assert.Equal(t, []string{"/etc/rules"}, c.folders) }},
+		{name: "a folder in subprocess mode", args: []string{"--volume-dir=/etc/nginx", "--", "nginx"},
+			check: func(t *testing.T, c *config) { assert.Equal(t, []string{"nginx"}, c.app) }},
+		{name: "folders and API sources", args: []string{"--volume-dir=/x", "--configmap=a", "--reload-http=http://x/"}, wantErr: "one reloader takes one kind of source"},
+		{name: "a folder with --configroot", args: []string{"--volume-dir=/x", "--configroot=/y", "--reload-http=http://x/"}, wantErr: "drop --configroot"},
+		{name: "a folder with --once", args: []string{"--volume-dir=/x", "--once"}, wantErr: "drop --once"},
+		{name: "a folder and nothing to tell", args: []string{"--volume-dir=/x"}, wantErr: "nothing is told when the folder changes"},
+		{name: "an empty folder name", args: []string{"--volume-dir=", "--reload-http=http://x/"}, wantErr: "--volume-dir is empty"},
+		{name: "a bad ignore glob", args: []string{"--volume-dir=/x", "--reload-http=http://x/", "--watch-ignore=[a-"}, wantErr: `--watch-ignore: ignore glob "[a-"`},
+		{name: "an ignore glob without a folder", args: []string{"--configmap=a", "--watch-ignore=token"}, wantErr: "--watch-ignore applies to --volume-dir"},
+		{name: "a negative watch interval", args: []string{"--volume-dir=/x", "--reload-http=http://x/", "--watch-interval=-1s"}, wantErr: "--watch-interval=-1s"},
+		{name: "status code twice", args: []string{"--volume-dir=/x", "--webhook-url=http://x/", "--webhook-status-code=200", "--reload-http-success-codes=200-299"}, wantErr: "keep one"},
+		{name: "retries twice", args: []string{"--volume-dir=/x", "--webhook-url=http://x/", "--webhook-retries=2", "--reload-http-tries=3"}, wantErr: "keep one"},
+		{name: "no retries", args: []string{"--volume-dir=/x", "--webhook-url=http://x/", "--webhook-retries=0"}, wantErr: "--webhook-retries=0: must be at least 1"},
+		{name: "a bad webhook status code", args: []string{"--volume-dir=/x", "--webhook-url=http://x/", "--webhook-status-code=2000"}, wantErr: "--webhook-status-code"},
+		{name: "a metrics path that is not a path", args: []string{"--configmap=a", "--metrics-path=metrics"}, wantErr: `--metrics-path="metrics"`},
+		{name: "a metrics path taken by a probe", args: []string{"--configmap=a", "--metrics-path=/healthz"}, wantErr: "taken by the probes"},
+		{name: "a query value is never shown", args: []string{"--configmap=a", "--reload-http=ftp://x/?token=s3cr3tvalue"}, wantErr: "token=xxxxx"},
 		{name: "selector across namespaces", args: []string{"--selector=grafana_dashboard=1", "--all-namespaces", "--selector-kind=both", "--layout=per-object"},
 			check: func(t *testing.T, c *config) {
 				require.NotNil(t, c.selector)
@@ -57,7 +109,7 @@ func TestFlags(t *testing.T) {
 			}},
 		{name: "items", args: []string{"--configmap=app", "--items=nginx.conf=conf/nginx.conf"},
 			check: func(t *testing.T, c *config) { assert.Equal(t, "conf/nginx.conf", c.layout.Items["nginx.conf"]) }},
-		{name: "nothing to watch", args: []string{}, wantErr: "nothing to watch: pass --configmap, --secret or --selector"},
+		{name: "nothing to watch", args: []string{}, wantErr: "nothing to watch: pass --configmap, --secret or --selector, or --volume-dir"},
 		{name: "bad name", args: []string{"--configmap=Bad_Name"}, wantErr: `--configmap="Bad_Name"`},
 		{name: "bad layout", args: []string{"--configmap=a", "--layout=tree"}, wantErr: `--layout="tree": use flat or per-object`},
 		{name: "bad mode", args: []string{"--configmap=a", "--file-mode=rw"}, wantErr: `--file-mode="rw"`},
@@ -87,7 +139,7 @@ func TestFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := tt.args
-			if !strings.HasPrefix(strings.Join(args, " "), "--configroot") && !containsPrefix(args, "--configroot") {
+			if !containsPrefix(args, "--configroot") && !containsPrefix(args, "--volume-dir") && !containsPrefix(args, "--watched-dir") {
 				args = append([]string{"--configroot=" + root}, args...)
 			}
 			c, err := parse(t, args...)
@@ -166,14 +218,19 @@ func secretsIn(o options) []string {
 			out = append(out, strings.TrimSpace(v))
 		}
 	}
-	shown := "" // the URL as errors may show it, the password redacted: the user name is no secret
-	if u, err := url.Parse(o.reloadHTTP); err == nil {
-		if p, ok := u.User.Password(); ok {
-			out = append(out, p)
+	var shown []string // the URLs as errors may show them, the password redacted: the user name is no secret
+	for _, raw := range o.reloadHTTP {
+		if u, err := url.Parse(raw); err == nil {
+			if p, ok := u.User.Password(); ok {
+				out = append(out, p)
+			}
+			for _, vs := range u.Query() {
+				out = append(out, vs...)
+			}
+			shown = append(shown, u.Redacted())
 		}
-		shown = u.Redacted()
 	}
-	others := strings.Join(append(append([]string{o.configRoot, o.reloadMethod, o.selector, shown}, o.configMaps...), o.secrets...), " ")
+	others := strings.Join(append(append(append([]string{o.configRoot, o.reloadMethod, o.selector}, shown...), o.configMaps...), o.secrets...), " ")
 	kept := out[:0]
 	for _, s := range out {
 		if len(s) >= 6 && !strings.Contains(others, s) && !strings.Contains("--reload-http-header --reload-http configmap secret", s) {

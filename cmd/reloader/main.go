@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/cli"
+	"github.com/configwave/configwave/internal/compat"
 	"github.com/configwave/configwave/internal/coreclient"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/notify"
@@ -77,36 +78,68 @@ func runMain(args []string) int {
 
 // run1 wires the parts and runs them until one of them stops.
 func run1(cfg *config) error {
-	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+cli.Version(version), 0, 0)
-	if err != nil {
-		return err
-	}
-	client, err := coreclient.New(restCfg)
-	if err != nil {
-		return err
-	}
 	reg := serve.NewRegistry()
 	metrics := reload.NewMetrics(reg)
-	watcher := source.NewAPI(client, cfg.refs, cfg.selector, source.APIOptions{
-		OnWatchRestart: func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
-	})
 	r := &reload.Reloader{
-		Source:         watcher,
-		Writer:         unpack.New(cfg.root),
-		Layout:         cfg.layout,
 		Debounce:       cfg.debounce,
 		RetryInterval:  cfg.retry,
 		UnhealthyAfter: cfg.unhealthy,
 		Metrics:        metrics,
 	}
-	events := podEvents(client)
-	if events != nil {
-		r.Events = events
+	var peer *compat.ConfigmapReload
+	if cfg.peerMetrics {
+		peer = compat.NewConfigmapReload(reg)
+		for _, h := range cfg.httpURLs {
+			h.OnTry, h.OnDone = peer.Try, peer.Done
+		}
 	}
-	switch {
-	case cfg.http != nil:
+	var src interface {
+		reload.Source
+		Run(context.Context)
+	}
+	var events *podevents.Recorder
+	if len(cfg.folders) > 0 {
+		// Mounted folders: no API client at all, so the pod needs no token.
+		opts := cfg.folderOpts
+		opts.OnEvent = metrics.FolderEvents.Inc
+		opts.OnError = func(error) {
+			metrics.FolderWatchErrors.Inc()
+			if peer != nil {
+				peer.WatcherError()
+			}
+		}
+		opts.OnWatches = func(n int) { metrics.FolderWatches.Set(float64(n)) }
+		folders, err := source.NewFolders(cfg.folders, opts)
+		if err != nil {
+			return fmt.Errorf("--volume-dir: %w", err)
+		}
+		src = folders
+		r.Layout = reload.Mounted{}
+		r.Writer = &reload.InPlace{Dir: cfg.folders[0], Reread: func() (map[string]unpack.File, error) {
+			return reload.Mounted{}.Files(folders.ReadNow().Objects)
+		}}
+	} else {
+		restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+cli.Version(version), 0, 0)
+		if err != nil {
+			return err
+		}
+		client, err := coreclient.New(restCfg)
+		if err != nil {
+			return err
+		}
+		src = source.NewAPI(client, cfg.refs, cfg.selector, source.APIOptions{
+			OnWatchRestart: func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
+		})
+		r.Layout = cfg.layout
+		r.Writer = unpack.New(cfg.root)
+		if events = podEvents(client); events != nil {
+			r.Events = events
+		}
+	}
+	r.Source = src
+	if cfg.http != nil {
 		r.Notifier = cfg.http
-	case cfg.process != nil:
+	} else if cfg.process != nil {
 		r.Notifier = cfg.process
 	}
 	if hasSecrets(cfg) {
@@ -134,6 +167,7 @@ func run1(cfg *config) error {
 		return func() error { defer reaperUsers.Done(); return execute() }
 	}
 	if len(cfg.app) > 0 || cfg.validate != "" {
+		var err error
 		if reaper, err = supervise.NewReaper(cfg.subreaper && len(cfg.app) > 0); err != nil {
 			return err
 		}
@@ -145,9 +179,9 @@ func run1(cfg *config) error {
 		r.Check = check.Check
 	}
 
-	{ // informers
+	{ // the source: informers, or the folder watch
 		wctx, wcancel := context.WithCancel(ctx)
-		g.Add(func() error { watcher.Run(wctx); return nil }, func(error) { wcancel() })
+		g.Add(func() error { src.Run(wctx); return nil }, func(error) { wcancel() })
 	}
 	if events != nil {
 		ectx, ecancel := context.WithCancel(ctx)
@@ -163,11 +197,12 @@ func run1(cfg *config) error {
 		return nil
 	}
 	if cfg.listen != "" {
-		srv, err := serve.Listen(cfg.listen, reg, serve.Checks{Ready: r.Ready, Healthy: r.Healthy, Status: func() any { return r.CurrentStatus() }})
+		srv, err := serve.Listen(cfg.listen, reg, serve.Checks{Ready: r.Ready, Healthy: r.Healthy, Status: func() any { return r.CurrentStatus() },
+			MetricsPath: cfg.metricsPath})
 		if err != nil {
 			return err
 		}
-		klog.InfoS("serving /healthz, /readyz, /status and /metrics", "address", srv.Addr())
+		klog.InfoS("serving /healthz, /readyz, /status and metrics", "address", srv.Addr(), "metricsPath", cfg.metricsPath)
 		g.Add(srv.Run, srv.Stop)
 	}
 	if len(cfg.app) > 0 {
@@ -194,12 +229,17 @@ func run1(cfg *config) error {
 			return nil
 		}), func(error) { lcancel() })
 	}
-	klog.InfoS("reloader started", "version", cli.Version(version), "sources", len(cfg.refs), "selector", cfg.selector != nil,
+	klog.InfoS("reloader started", "version", cli.Version(version), "sources", len(cfg.refs), "selector", cfg.selector != nil, "folders", cfg.folders,
 		"configroot", cfg.root, "subprocess", len(cfg.app) > 0, "reloadHTTP", cfg.http != nil, "reloadProcess", cfg.process != nil)
 	return g.Run()
 }
 
+// hasSecrets reports whether a Secret's value may be among the files: then the content hash
+// shown in logs, Events and a metric is keyed. A mounted folder may hold anything.
 func hasSecrets(cfg *config) bool {
+	if len(cfg.folders) > 0 {
+		return true
+	}
 	for _, r := range cfg.refs {
 		if r.Kind == source.Secret {
 			return true

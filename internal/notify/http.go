@@ -34,6 +34,11 @@ type HTTP struct {
 	Success         CodeSet       // default 2xx
 	Backoff         wait.Backoff  // default DefaultBackoff
 	Client          *http.Client  // default NewClient()
+	// OnTry and OnDone, when set, see each try and the end of each Notify, for metrics such as
+	// configmap-reload's. url is the URL as shown (password and query values hidden); code is
+	// 0 when no answer came.
+	OnTry  func(url string, code int, err error)
+	OnDone func(url string, err error, took time.Duration)
 }
 
 // NewClient is the reload client: no redirects followed (a 302 to a login page is not a
@@ -58,6 +63,16 @@ func (h *HTTP) Notify(ctx context.Context) error {
 	if backoff.Steps == 0 {
 		backoff = DefaultBackoff
 	}
+	begun := time.Now()
+	err := h.tries(ctx, method, backoff)
+	if h.OnDone != nil {
+		h.OnDone(h.shownURL(), err, time.Since(begun))
+	}
+	return err
+}
+
+// tries sends the request until it succeeds, the backoff's tries run out, or ctx ends.
+func (h *HTTP) tries(ctx context.Context, method string, backoff wait.Backoff) error {
 	var last error
 	tries := 0
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
@@ -98,7 +113,7 @@ func RedactURL(raw string) string {
 	return u.Redacted()
 }
 
-func (h *HTTP) try(ctx context.Context, method string) error {
+func (h *HTTP) try(ctx context.Context, method string) (err error) {
 	timeout := h.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -138,9 +153,15 @@ func (h *HTTP) try(ctx context.Context, method string) error {
 		if errors.As(err, &ue) {
 			ue.URL = h.shownURL() // net/http's error repeats the URL, query string included
 		}
+		if h.OnTry != nil {
+			h.OnTry(h.shownURL(), 0, err)
+		}
 		return err
 	}
 	defer resp.Body.Close()
+	if h.OnTry != nil {
+		defer func() { h.OnTry(h.shownURL(), resp.StatusCode, err) }()
+	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	if !h.Success.Contains(resp.StatusCode) {
 		return &StatusError{Code: resp.StatusCode, Status: resp.Status}

@@ -15,6 +15,10 @@ type Metrics struct {
 	// LastReloadSuccessful is for alerts, as Thanos' reloader_last_reload_successful: 0 while
 	// the newest config is rejected, invalid, not written or not taken by the app.
 	LastReloadSuccessful prometheus.Gauge
+	// Of the folder source (--volume-dir).
+	FolderEvents      prometheus.Counter
+	FolderWatchErrors prometheus.Counter
+	FolderWatches     prometheus.Gauge
 }
 
 // Reload results, the values of the "result" label.
@@ -53,11 +57,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "configwave_reloader_last_reload_successful",
 			Help: "1 when the newest config from the sources is live and the app took it; 0 while it is rejected, invalid, not written or not taken. Alert on this, not on readiness.",
 		}),
+		FolderEvents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "configwave_reloader_file_events_total",
+			Help: "Events from the file system watcher of --volume-dir folders.",
+		}),
+		FolderWatchErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "configwave_reloader_file_watch_errors_total",
+			Help: "Errors of the file system watcher of --volume-dir folders (inotify queue overflows among them); each one makes every folder be read again at once.",
+		}),
+		FolderWatches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "configwave_reloader_file_watches",
+			Help: "Folders the file system watcher watches: each --volume-dir, its subfolders and its parent.",
+		}),
 	}
 	for _, r := range []string{ResultSuccess, ResultValidationFailed, ResultNotifyFailed, ResultInvalidConfig, ResultWriteFailed} {
 		m.Reloads.WithLabelValues(r)
 	}
 	m.LastReloadSuccessful.Set(1)
-	reg.MustRegister(m.Reloads, m.LastSuccess, m.ConfigInfo, m.WatchRestarts, m.Ready, m.LastReloadSuccessful)
+	reg.MustRegister(m.Reloads, m.LastSuccess, m.ConfigInfo, m.WatchRestarts, m.Ready, m.LastReloadSuccessful,
+		m.FolderEvents, m.FolderWatchErrors, m.FolderWatches)
 	return m
 }

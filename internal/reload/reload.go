@@ -43,6 +43,11 @@ type FileSet interface {
 	Files(objects []source.Object) (map[string]unpack.File, error)
 }
 
+// unusedItemser is a FileSet that can name the --items keys no source has (Layout).
+type unusedItemser interface {
+	UnusedItems(objects []source.Object) []string
+}
+
 // Target is where a file set goes live. An unpack.Writer writes it under the config root with a
 // ..data swap; InPlace accepts folders the app already reads where they are.
 type Target interface {
@@ -310,7 +315,7 @@ func (r *Reloader) write(ctx context.Context, o *outcome) {
 		o.result, o.reason, o.err = ResultInvalidConfig, "InvalidConfig", err
 		return
 	}
-	if l, ok := r.Layout.(interface{ UnusedItems([]source.Object) []string }); ok {
+	if l, ok := r.Layout.(unusedItemser); ok {
 		o.unusedItems = strings.Join(l.UnusedItems(snap.Objects), ", ")
 	}
 	o.sources = sourceList(snap.Objects)

@@ -30,6 +30,8 @@ type Checks struct {
 	Ready   func() bool  // /readyz
 	Healthy func() error // /healthz; the error's text is the answer's body
 	Status  func() any   // /status, served as JSON; it must hold no secret value
+	// MetricsPath is where the metrics are served; default /metrics.
+	MetricsPath string
 }
 
 // Listen binds addr (":0" picks a free port) and prepares the handlers.
@@ -63,7 +65,11 @@ func Listen(addr string, gatherer prometheus.Gatherer, c Checks) (*Server, error
 			_ = enc.Encode(c.Status())
 		})
 	}
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	metricsPath := c.MetricsPath
+	if metricsPath == "" {
+		metricsPath = "/metrics"
+	}
+	mux.Handle(metricsPath, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return New(ln, mux), nil
 }
 

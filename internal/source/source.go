@@ -41,12 +41,18 @@ type Ref struct {
 
 // String is how the object is named in logs and errors: "configmap web/nginx".
 func (r Ref) String() string {
+	if r.Kind == Folder {
+		return "folder " + r.Name
+	}
 	return fmt.Sprintf("%s %s/%s", lowerKind(r.Kind), r.Namespace, r.Name)
 }
 
 func lowerKind(k Kind) string {
-	if k == Secret {
+	switch k {
+	case Secret:
 		return "secret"
+	case Folder:
+		return "folder"
 	}
 	return "configmap"
 }

@@ -1,0 +1,451 @@
+package source
+
+// The folder source: config that is already on disk, in folders that kubelet, a CSI driver or
+// cert-manager mounts, or plain folders. It needs no API access.
+//
+// Why folders and not files: a watch on a file follows the link it was given when it was set
+// up, and dies silently when kubelet removes the folder behind that link. So each folder is
+// watched (its real subfolders too, and its parent, to see the folder itself removed and made
+// again), any event leads to a fresh read of the whole folder, and only a read whose content
+// differs from the last one published is a change.
+//
+// A kubelet volume is read as kubelet's atomic writer makes it consistent: ..data is resolved
+// once, every file is read through the folder it names, and ..data is checked again after; a
+// swap in between, or a file that vanished mid-read, means a swap is under way: read again.
+// Names that start with ".." are kubelet's own and never files of the set.
+//
+// Nothing is lost when inotify is: on a queue overflow or a watcher error every folder is read
+// again at once, and again every Interval whatever happened.
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"k8s.io/klog/v2"
+)
+
+// Folder is the kind of a Ref that names a folder on disk; its Name is the folder's path.
+const Folder Kind = "Folder"
+
+// kubeletDataLink is the link kubelet's atomic writer renames over to swap a volume's content.
+const kubeletDataLink = "..data"
+
+// maxFolderBytes bounds what one folder may hold: the whole set is kept in memory to compare.
+const maxFolderBytes = 64 << 20
+
+// FolderOptions tunes a Folders source.
+type FolderOptions struct {
+	// Ignore lists globs (path.Match) of files whose changes are not changes of the config,
+	// matched against a file's path relative to its folder and against its base name, e.g. a
+	// projected service-account token, which kubelet rotates every hour with a real ..data swap.
+	Ignore []string
+	// Interval is how often every folder is read again even without an event (the
+	// --watch-interval of prometheus-config-reloader); 0 never.
+	Interval time.Duration
+	// Settle is how long after an event the folder is read, so that the writes of one editor
+	// or tool land in one read. A kubelet swap (..data renamed) is read at once: it is complete.
+	Settle time.Duration
+	// OnEvent is called for each event from the file system watcher (metrics).
+	OnEvent func()
+	// OnError is called for each watcher error, overflows included (metrics).
+	OnError func(error)
+	// OnWatches is called with the number of folders watched whenever it may have changed.
+	OnWatches func(n int)
+}
+
+// Folders watches folders on disk and hands out snapshots of their files.
+type Folders struct {
+	dirs    []string
+	opts    FolderOptions
+	watcher *fsnotify.Watcher
+	changed chan struct{}
+	synced  chan struct{} // closed after the first read
+
+	mu        sync.Mutex
+	snap      Snapshot
+	published [sha256.Size]byte
+	read1     bool              // a read was published
+	failing   map[string]string // folder → read error last logged
+}
+
+// NewFolders prepares a watch of dirs. The watcher is made here so that a system out of inotify
+// instances fails the start with a clear error; Run closes it.
+func NewFolders(dirs []string, opts FolderOptions) (*Folders, error) {
+	if err := CheckIgnore(opts.Ignore); err != nil {
+		return nil, err
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w (the node may be out of inotify instances: fs.inotify.max_user_instances)", strings.Join(dirs, ", "), err)
+	}
+	clean := make([]string, len(dirs))
+	for i, d := range dirs {
+		clean[i] = filepath.Clean(d)
+	}
+	if opts.Settle <= 0 {
+		opts.Settle = 50 * time.Millisecond
+	}
+	return &Folders{dirs: clean, opts: opts, watcher: w, changed: make(chan struct{}, 1),
+		synced: make(chan struct{}), failing: map[string]string{}}, nil
+}
+
+// CheckIgnore checks ignore globs.
+func CheckIgnore(globs []string) error {
+	for _, g := range globs {
+		if _, err := path.Match(g, ""); err != nil {
+			return fmt.Errorf("ignore glob %q: %w", g, err)
+		}
+	}
+	return nil
+}
+
+// ReadNow reads every folder now, without publishing what it read: to see that a set is still
+// the one on disk.
+func (f *Folders) ReadNow() Snapshot { return f.readAll(false) }
+
+func (f *Folders) readAll(logErrors bool) Snapshot {
+	var s Snapshot
+	for _, d := range f.dirs {
+		ref := Ref{Kind: Folder, Name: d}
+		files, err := ReadFolder(d, f.opts.Ignore)
+		if logErrors {
+			f.logReadError(d, err)
+		}
+		if err != nil {
+			s.Missing = append(s.Missing, ref)
+			continue
+		}
+		s.Objects = append(s.Objects, Object{Ref: ref, Data: files})
+	}
+	return s
+}
+
+// Changed receives a value after the content of a folder changed. Signals are merged.
+func (f *Folders) Changed() <-chan struct{} { return f.changed }
+
+// WaitForSync blocks until every folder was read once, or ctx ends (then it returns false).
+func (f *Folders) WaitForSync(ctx context.Context) bool {
+	select {
+	case <-f.synced:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Snapshot returns the files of every folder as last read. A folder that does not exist, or
+// cannot be read, is Missing; the reloader keeps its last set until it is back.
+func (f *Folders) Snapshot() Snapshot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.snap
+}
+
+// Run watches until ctx ends, then closes the watcher.
+func (f *Folders) Run(ctx context.Context) {
+	defer f.watcher.Close()
+	f.arm()
+	f.read()
+	close(f.synced)
+
+	var tick <-chan time.Time
+	if f.opts.Interval > 0 {
+		t := time.NewTicker(f.opts.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-f.watcher.Events:
+			if !ok {
+				return
+			}
+			if f.opts.OnEvent != nil {
+				f.opts.OnEvent()
+			}
+			klog.V(4).InfoS("file event", "path", ev.Name, "op", ev.Op.String())
+			switch f.classify(ev) {
+			case eventSwap:
+				settle.Stop()
+				f.read()
+			case eventFolder:
+				f.arm()
+				settle.Stop()
+				f.read()
+			case eventContent:
+				if ev.Has(fsnotify.Create) {
+					f.arm() // a new subfolder needs a watch of its own
+				}
+				settle.Reset(f.opts.Settle)
+			}
+		case err, ok := <-f.watcher.Errors:
+			if !ok {
+				return
+			}
+			if f.opts.OnError != nil {
+				f.opts.OnError(err)
+			}
+			klog.ErrorS(err, "file watcher error; reading every folder again", "folders", strings.Join(f.dirs, ", "))
+			f.arm()
+			f.read()
+		case <-settle.C:
+			f.read()
+		case <-tick:
+			f.arm()
+			f.read()
+		}
+	}
+}
+
+type eventKind int
+
+const (
+	eventNone    eventKind = iota
+	eventSwap              // kubelet renamed ..data: the new set is complete, read it now
+	eventFolder            // a watched folder itself appeared or went
+	eventContent           // something in a folder changed: read once things settle
+)
+
+// classify says what an event means for the folders.
+func (f *Folders) classify(ev fsnotify.Event) eventKind {
+	name := filepath.Clean(ev.Name)
+	for _, d := range f.dirs {
+		if name == d {
+			return eventFolder
+		}
+		rel, err := filepath.Rel(d, name)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if rel == kubeletDataLink {
+			return eventSwap
+		}
+		if ev.Op == fsnotify.Chmod || hasKubeletName(rel) {
+			return eventNone // kubelet's timestamped folders and ..data_tmp; modes are not content
+		}
+		return eventContent
+	}
+	return eventNone // another entry of a watched folder's parent
+}
+
+// arm makes sure every folder, its real subfolders and its parent are watched. Adding a watch
+// that exists is harmless, so this runs after anything that may have removed one.
+func (f *Folders) arm() {
+	for _, d := range f.dirs {
+		if parent := filepath.Dir(d); parent != d {
+			_ = f.watcher.Add(parent) // best effort: only to see d removed and made again
+		}
+		_ = filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return nil // gone meanwhile, or unreadable: the read reports it
+			}
+			if !e.IsDir() {
+				return nil
+			}
+			if p != d && hasKubeletName(e.Name()) {
+				return filepath.SkipDir // kubelet's timestamped folders are reached through ..data
+			}
+			if err := f.watcher.Add(p); err != nil {
+				klog.ErrorS(err, "cannot watch folder; changes in it are seen only by the periodic read", "folder", p)
+			}
+			return nil
+		})
+	}
+	if f.opts.OnWatches != nil {
+		f.opts.OnWatches(len(f.watcher.WatchList()))
+	}
+}
+
+// read reads every folder, and publishes and signals the result when its content changed.
+func (f *Folders) read() { f.publish(f.readAll(true)) }
+
+// publish makes s the snapshot and signals a change when its content differs from the last.
+func (f *Folders) publish(s Snapshot) {
+	sum := digest(s)
+	f.mu.Lock()
+	same := f.read1 && sum == f.published
+	if !same {
+		f.snap, f.published, f.read1 = s, sum, true
+	}
+	f.mu.Unlock()
+	if !same {
+		select {
+		case f.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// logReadError logs a folder's read error once, and once more when it is gone.
+func (f *Folders) logReadError(dir string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if f.failing[dir] == msg {
+		return
+	}
+	if err != nil {
+		klog.ErrorS(err, "cannot read folder; keeping its last content until it can be read", "folder", dir)
+		f.failing[dir] = msg
+	} else {
+		klog.InfoS("folder readable again", "folder", dir)
+		delete(f.failing, dir)
+	}
+}
+
+// digest identifies a snapshot's content: which folders are missing, and every file's path and
+// bytes. Only a change of it is a change.
+func digest(s Snapshot) [sha256.Size]byte {
+	h := sha256.New()
+	for _, m := range s.Missing {
+		fmt.Fprintf(h, "missing:%d:%s\n", len(m.Name), m.Name)
+	}
+	for _, o := range s.Objects {
+		keys := make([]string, 0, len(o.Data))
+		for k := range o.Data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintf(h, "folder:%d:%s:%d\n", len(o.Name), o.Name, len(keys))
+		for _, k := range keys {
+			fmt.Fprintf(h, "%d:%s:%d:", len(k), k, len(o.Data[k]))
+			h.Write(o.Data[k])
+		}
+	}
+	var sum [sha256.Size]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+// errSwapped means the folder changed while it was read: a kubelet swap or a rename was under way.
+var errSwapped = errors.New("the folder changed while it was read")
+
+// ReadFolder returns the files under dir by path relative to it, read as one consistent set.
+// A folder of kubelet's atomic writer is read through ..data, resolved once and checked again
+// after; a swap in between is waited out by reading again. Files whose relative path or base
+// name matches an ignore glob, names that start with "..", and links to folders are left out.
+func ReadFolder(dir string, ignore []string) (map[string][]byte, error) {
+	var err error
+	for try := 0; try < 20; try++ {
+		var files map[string][]byte
+		files, err = readFolderOnce(dir, ignore)
+		if !errors.Is(err, errSwapped) {
+			return files, err
+		}
+		time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("read %s: %w, again and again for a second", dir, err)
+}
+
+func readFolderOnce(dir string, ignore []string) (map[string][]byte, error) {
+	if st, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("read %s: not a folder; name the folder that holds the files", dir)
+	}
+	link := filepath.Join(dir, kubeletDataLink)
+	target, err := os.Readlink(link)
+	if err != nil {
+		// A plain folder (a hostPath, a CSI driver's files, an editor's rename): read it as it is.
+		files, err := readTree(dir, ignore)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errSwapped
+		}
+		return files, err
+	}
+	data := target
+	if !filepath.IsAbs(data) {
+		data = filepath.Join(dir, target)
+	}
+	files, err := readTree(data, ignore)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errSwapped // the folder ..data named was removed after a swap
+	}
+	if err != nil {
+		return nil, err
+	}
+	if again, err := os.Readlink(link); err != nil || again != target {
+		return nil, errSwapped
+	}
+	return files, nil
+}
+
+// readTree reads every regular file under root (following links to files) by slash path.
+func readTree(root string, ignore []string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	var total int64
+	var walk func(dir, rel string) error
+	walk = func(dir, rel string) error {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if hasKubeletName(e.Name()) {
+				continue
+			}
+			p, r := filepath.Join(dir, e.Name()), path.Join(rel, e.Name())
+			if ignored(r, ignore) {
+				continue
+			}
+			st, err := os.Stat(p) // through a link
+			if err != nil {
+				return err
+			}
+			switch {
+			case st.IsDir() && e.Type()&fs.ModeSymlink == 0:
+				if err := walk(p, r); err != nil {
+					return err
+				}
+			case st.Mode().IsRegular():
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				if total += int64(len(b)); total > maxFolderBytes {
+					return fmt.Errorf("read %s: it holds more than %d MiB; leave the large files out with an ignore glob", root, maxFolderBytes>>20)
+				}
+				files[r] = b
+			}
+		}
+		return nil
+	}
+	if err := walk(root, ""); err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+func hasKubeletName(rel string) bool { return strings.HasPrefix(rel, "..") }
+
+func ignored(rel string, globs []string) bool {
+	base := path.Base(rel)
+	for _, g := range globs {
+		if ok, _ := path.Match(g, rel); ok {
+			return true
+		}
+		if ok, _ := path.Match(g, base); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,284 @@
+package source
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/testvolume"
+)
+
+func bytesMap(m map[string]string) map[string][]byte {
+	b := make(map[string][]byte, len(m))
+	for k, v := range m {
+		b[k] = []byte(v)
+	}
+	return b
+}
+
+func TestReadFolder(t *testing.T) {
+	kubelet := func(t *testing.T) string {
+		d := t.TempDir()
+		require.NoError(t, testvolume.New(d).Write(map[string]string{"a.yml": "A", "rules/r.yml": "R", "token": "T"}))
+		return d
+	}
+	plain := func(t *testing.T) string {
+		d := t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(d, "rules"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "a.yml"), []byte("A"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "rules", "r.yml"), []byte("R"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "..hidden"), []byte("H"), 0o644))
+		other := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(other, "linked"), []byte("L"), 0o644))
+		require.NoError(t, os.Symlink(filepath.Join(other, "linked"), filepath.Join(d, "linked")))
+		require.NoError(t, os.Symlink(other, filepath.Join(d, "linked-folder")))
+		return d
+	}
+	for _, tc := range []struct {
+		name   string
+		dir    func(t *testing.T) string
+		ignore []string
+		want   map[string]string
+	}{
+		{"a kubelet volume is read through ..data, its own names left out", kubelet, nil,
+			map[string]string{"a.yml": "A", "rules/r.yml": "R", "token": "T"}},
+		{"an ignore glob matches a base name", kubelet, []string{"tok*"},
+			map[string]string{"a.yml": "A", "rules/r.yml": "R"}},
+		{"an ignore glob matches a relative path", kubelet, []string{"rules/*"},
+			map[string]string{"a.yml": "A", "token": "T"}},
+		{"a plain folder: files, subfolders and links to files; no links to folders, no .. names", plain, nil,
+			map[string]string{"a.yml": "A", "rules/r.yml": "R", "linked": "L"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadFolder(tc.dir(t), tc.ignore)
+			require.NoError(t, err)
+			assert.Equal(t, bytesMap(tc.want), got)
+		})
+	}
+}
+
+func TestReadFolderErrorsNameTheFolder(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope")
+	_, err := ReadFolder(missing, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), missing)
+
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	_, err = ReadFolder(file, nil)
+	require.ErrorContains(t, err, "not a folder")
+}
+
+// A read at any point of kubelet's swap sees the old set or the new one, never a mix.
+func TestReadFolderBetweenEveryStepOfASwap(t *testing.T) {
+	oldSet := map[string]string{"a": "old-a", "b": "old-b", "gone": "x"}
+	newSet := map[string]string{"a": "new-a", "b": "new-b", "added": "y"}
+	steps := testvolume.New(t.TempDir()).Steps(nil)
+	for stop := 0; stop <= len(steps); stop++ {
+		d := t.TempDir()
+		v := testvolume.New(d)
+		require.NoError(t, v.Write(oldSet))
+		steps := v.Steps(newSet)
+		for _, s := range steps[:stop] {
+			require.NoError(t, s.Do(), s.Name)
+		}
+		got, err := ReadFolder(d, nil)
+		require.NoError(t, err, "after %d steps", stop)
+		if stop < 3 { // ..data is renamed in the third step
+			assert.Equal(t, bytesMap(oldSet), got, "after %d steps", stop)
+		} else {
+			assert.Equal(t, bytesMap(newSet), got, "after %d steps", stop)
+		}
+		for _, s := range steps[stop:] {
+			require.NoError(t, s.Do(), s.Name)
+		}
+	}
+}
+
+// Reads racing a writer that swaps as fast as it can: each read is one whole set.
+func TestReadFolderDuringSwaps(t *testing.T) {
+	d := t.TempDir()
+	v := testvolume.New(d)
+	sets := []map[string]string{{"a": "1", "b": "1"}, {"a": "2", "b": "2", "c": "2"}}
+	require.NoError(t, v.Write(sets[0]))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := v.Write(sets[i%2]); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for i := 0; i < 300; i++ {
+		got, err := ReadFolder(d, nil)
+		require.NoError(t, err)
+		if !assert.Contains(t, []map[string][]byte{bytesMap(sets[0]), bytesMap(sets[1])}, got) {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// folders runs a Folders source on dirs until the test ends.
+func folders(t *testing.T, opts FolderOptions, dirs ...string) *Folders {
+	t.Helper()
+	f, err := NewFolders(dirs, opts)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.True(t, f.WaitForSync(ctx))
+	<-f.Changed() // the first read
+	return f
+}
+
+func waitChange(t *testing.T, f *Folders, why string) {
+	t.Helper()
+	select {
+	case <-f.Changed():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no change signalled: %s", why)
+	}
+}
+
+func noChange(t *testing.T, f *Folders, why string) {
+	t.Helper()
+	select {
+	case <-f.Changed():
+		t.Fatalf("a change was signalled: %s", why)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+func folderFiles(f *Folders, dir string) map[string][]byte {
+	for _, o := range f.Snapshot().Objects {
+		if o.Name == dir {
+			return o.Data
+		}
+	}
+	return nil
+}
+
+func TestFoldersSignalsOnlyChangesOfContent(t *testing.T) {
+	d := t.TempDir()
+	v := testvolume.New(d)
+	require.NoError(t, v.Write(map[string]string{"app.yml": "v1", "token": "t1"}))
+	f := folders(t, FolderOptions{Ignore: []string{"token"}}, d)
+	assert.Equal(t, bytesMap(map[string]string{"app.yml": "v1"}), folderFiles(f, d))
+
+	require.NoError(t, v.Write(map[string]string{"app.yml": "v2", "token": "t1"}))
+	waitChange(t, f, "a swap with new content")
+	assert.Equal(t, bytesMap(map[string]string{"app.yml": "v2"}), folderFiles(f, d))
+
+	require.NoError(t, v.Write(map[string]string{"app.yml": "v2", "token": "t1"}))
+	noChange(t, f, "a swap with the same content")
+	require.NoError(t, v.Write(map[string]string{"app.yml": "v2", "token": "t2"}))
+	noChange(t, f, "a rotation of an ignored token")
+
+	for i := 0; i < 20; i++ {
+		require.NoError(t, v.Write(map[string]string{"app.yml": "burst-" + string(rune('a'+i))}))
+	}
+	require.Eventually(t, func() bool {
+		return string(folderFiles(f, d)["app.yml"]) == "burst-t"
+	}, 10*time.Second, 10*time.Millisecond, "the last of a burst of swaps")
+}
+
+func TestFoldersPlainFolderAndEditorRename(t *testing.T) {
+	d := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(d, "nginx.conf"), []byte("v1"), 0o644))
+	f := folders(t, FolderOptions{}, d)
+
+	// An editor writes a temporary file and renames it into place.
+	tmp := filepath.Join(d, ".nginx.conf.swp")
+	require.NoError(t, os.WriteFile(tmp, []byte("v2"), 0o644))
+	require.NoError(t, os.Rename(tmp, filepath.Join(d, "nginx.conf")))
+	waitChange(t, f, "a file renamed into place")
+	assert.Equal(t, bytesMap(map[string]string{"nginx.conf": "v2"}), folderFiles(f, d))
+
+	// A new subfolder is watched too.
+	require.NoError(t, os.Mkdir(filepath.Join(d, "conf.d"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "conf.d", "a.conf"), []byte("a"), 0o644))
+	waitChange(t, f, "a file in a new subfolder")
+	require.Eventually(t, func() bool { return string(folderFiles(f, d)["conf.d/a.conf"]) == "a" }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, os.WriteFile(filepath.Join(d, "conf.d", "a.conf"), []byte("b"), 0o644))
+	require.Eventually(t, func() bool { return string(folderFiles(f, d)["conf.d/a.conf"]) == "b" }, 10*time.Second, 10*time.Millisecond,
+		"a write inside the new subfolder")
+}
+
+func TestFoldersFolderRemovedAndMadeAgain(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, os.Mkdir(d, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "a"), []byte("v1"), 0o644))
+	f := folders(t, FolderOptions{}, d)
+
+	require.NoError(t, os.RemoveAll(d))
+	waitChange(t, f, "the folder removed")
+	assert.Equal(t, []Ref{{Kind: Folder, Name: d}}, f.Snapshot().Missing)
+
+	require.NoError(t, os.Mkdir(d, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "a"), []byte("v2"), 0o644))
+	require.Eventually(t, func() bool { return string(folderFiles(f, d)["a"]) == "v2" }, 10*time.Second, 10*time.Millisecond,
+		"the folder made again")
+	// The new folder is watched: a later write is seen without waiting for a periodic read.
+	require.NoError(t, os.WriteFile(filepath.Join(d, "a"), []byte("v3"), 0o644))
+	require.Eventually(t, func() bool { return string(folderFiles(f, d)["a"]) == "v3" }, 10*time.Second, 10*time.Millisecond,
+		"a write in the folder made again")
+}
+
+// With its watch gone (as after an inotify overflow), a change is still found: at once when the
+// watcher reports the error, and by the periodic read when nothing reports anything.
+func TestFoldersNeverLoseAChange(t *testing.T) {
+	t.Run("watcher error", func(t *testing.T) {
+		d := t.TempDir()
+		v := testvolume.New(d)
+		require.NoError(t, v.Write(map[string]string{"a": "v1"}))
+		var errs []error
+		var mu sync.Mutex
+		f := folders(t, FolderOptions{OnError: func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }}, d)
+		require.NoError(t, f.watcher.Remove(d))
+		require.NoError(t, v.Write(map[string]string{"a": "v2"}))
+		noChange(t, f, "no watch, no error yet")
+		f.watcher.Errors <- fsnotify.ErrEventOverflow
+		waitChange(t, f, "after an overflow")
+		assert.Equal(t, "v2", string(folderFiles(f, d)["a"]))
+		mu.Lock()
+		assert.Equal(t, []error{fsnotify.ErrEventOverflow}, errs)
+		mu.Unlock()
+		// The watch is armed again.
+		require.NoError(t, v.Write(map[string]string{"a": "v3"}))
+		waitChange(t, f, "a swap after the overflow")
+	})
+	t.Run("periodic read", func(t *testing.T) {
+		d := t.TempDir()
+		v := testvolume.New(d)
+		require.NoError(t, v.Write(map[string]string{"a": "v1"}))
+		f := folders(t, FolderOptions{Interval: 200 * time.Millisecond}, d)
+		require.NoError(t, f.watcher.Remove(d))
+		require.NoError(t, v.Write(map[string]string{"a": "v2"}))
+		waitChange(t, f, "the periodic read")
+		assert.Equal(t, "v2", string(folderFiles(f, d)["a"]))
+	})
+}
+
+func TestNewFoldersRefusesABadGlob(t *testing.T) {
+	_, err := NewFolders([]string{t.TempDir()}, FolderOptions{Ignore: []string{"[a-"}})
+	require.ErrorContains(t, err, `ignore glob "[a-"`)
+}
