@@ -1,0 +1,128 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/testvolume"
+)
+
+// Prometheus with its config and its rules in two mounted volumes, told as configmap-reload
+// tells it, with promtool as the check: a rule changed by a ..data swap is live in Prometheus;
+// a rule promtool rejects never reaches it, and the reloader stays ready.
+func TestRealPrometheusOnMountedVolumes(t *testing.T) {
+	prometheus := testcluster.NeedProgram(t, "prometheus", "prometheus")
+	promtool := testcluster.NeedProgram(t, "promtool", "prometheus")
+	configDir, rulesDir := t.TempDir(), t.TempDir()
+	config, rules := testvolume.New(configDir), testvolume.New(rulesDir)
+	require.NoError(t, config.Write(map[string]string{"prometheus.yml": "global:\n  scrape_interval: 1m\nrule_files: [" + rulesDir + "/*.yml]\n"}))
+	rule := func(alert, expr string) map[string]string {
+		return map[string]string{"alerts.yml": fmt.Sprintf("groups:\n- name: g\n  rules:\n  - alert: %s\n    expr: %s\n", alert, expr)}
+	}
+	require.NoError(t, rules.Write(rule("First", "vector(1)")))
+
+	promAddr := testcluster.FreeAddr(t)
+	p := startFolderReloader(t, nil, "--volume-dir="+configDir, "--volume-dir="+rulesDir, "--webhook-url=http://"+promAddr+"/-/reload",
+		"--validate-command="+promtool+" check config "+filepath.Join(configDir, "prometheus.yml"))
+	prom := testcluster.StartProcess(t, prometheus, nil, "--config.file="+filepath.Join(configDir, "prometheus.yml"),
+		"--web.listen-address="+promAddr, "--web.enable-lifecycle", "--storage.tsdb.path="+t.TempDir(), "--log.level=warn")
+	prom.Addr = promAddr
+	require.Eventually(t, func() bool { code, _ := prom.Get("/-/ready"); return code == 200 }, eventually, tick, "Prometheus did not start: %s", prom.Log())
+	alerts := func() []string {
+		_, body := prom.Get("/api/v1/rules")
+		var resp struct {
+			Data struct {
+				Groups []struct {
+					Rules []struct {
+						Name string `json:"name"`
+					} `json:"rules"`
+				} `json:"groups"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal([]byte(body), &resp)
+		var names []string
+		for _, g := range resp.Data.Groups {
+			for _, r := range g.Rules {
+				names = append(names, r.Name)
+			}
+		}
+		return names
+	}
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]string{"First"}, alerts()) }, eventually, tick)
+
+	require.NoError(t, rules.Write(rule("Second", "vector(2)")))
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]string{"Second"}, alerts()) }, eventually, tick,
+		"the new rule is live in Prometheus: %v\n%s", alerts(), p.Log())
+	assert.EqualValues(t, 1, prom.Metric("prometheus_config_last_reload_successful"))
+
+	require.NoError(t, rules.Write(rule("Broken", "vector(")))
+	require.Eventually(t, func() bool { return p.Metric(`configwave_reloader_reloads_total{result="validation_failed"}`) == 1 }, eventually, tick)
+	assert.True(t, failingButReady(p))
+	assert.Equal(t, []string{"Second"}, alerts(), "Prometheus was not told of a rule promtool rejects")
+	assert.EqualValues(t, 1, prom.Metric("prometheus_config_last_reload_successful"))
+}
+
+// nginx serving TLS from a Secret volume, in subprocess mode with `nginx -t` as the check: a
+// certificate rotated by a ..data swap is the one nginx serves next.
+func TestRealNginxTLSRotation(t *testing.T) {
+	nginx := testcluster.NeedProgram(t, "nginx", "nginx-light")
+	tlsDir, prefix := t.TempDir(), t.TempDir()
+	secret := testvolume.New(tlsDir)
+	require.NoError(t, secret.Write(certPair(t, "first.example")))
+	addr := testcluster.FreeAddr(t)
+	conf := filepath.Join(prefix, "nginx.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(strings.Replace(nginxConfig(prefix, addr, "tls"), "listen "+addr+";",
+		"listen "+addr+" ssl;\n    ssl_certificate "+tlsDir+"/tls.crt;\n    ssl_certificate_key "+tlsDir+"/tls.key;", 1)), 0o644))
+
+	p := startFolderReloader(t, nil, "--volume-dir="+tlsDir, "--startup-grace=500ms",
+		"--validate-command="+nginx+" -t -q -p "+prefix+" -e stderr -c "+conf,
+		"--", nginx, "-p", prefix, "-e", "stderr", "-c", conf, "-g", "daemon off;")
+	served := func() string {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test reads which certificate is served
+		if err != nil {
+			return "<" + err.Error() + ">"
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	require.Eventually(t, func() bool { return served() == "first.example" }, eventually, tick, "nginx serves the first certificate: %s", p.Log())
+
+	require.NoError(t, secret.Write(certPair(t, "second.example")))
+	require.Eventually(t, func() bool { return served() == "second.example" }, eventually, tick, "nginx serves the rotated certificate: %s", p.Log())
+	assert.EqualValues(t, 1, p.Metric(`configwave_reloader_reloads_total{result="success"}`))
+	assert.NotContains(t, p.Log(), "PRIVATE KEY", "no key material in the log")
+}
+
+// certPair is a Secret of type kubernetes.io/tls as a volume holds it: tls.crt and tls.key.
+func certPair(t *testing.T, cn string) map[string]string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{cn}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	return map[string]string{
+		"tls.crt": string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		"tls.key": string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})),
+	}
+}
