@@ -18,7 +18,8 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/sourc
 	FuzzReloaderFlags:./cmd/reloader FuzzParseItem:./cmd/reloader FuzzParseHeader:./cmd/reloader \
 	FuzzWaveFlags:./cmd/wave FuzzLayoutFiles:./internal/reload \
 	FuzzParseExtra:./internal/refs FuzzParseInputs:./internal/confighash \
-	FuzzParseRecord:./internal/outcome FuzzParseStakater:./internal/refs
+	FuzzParseRecord:./internal/outcome FuzzParseStakater:./internal/refs \
+	FuzzExpand:./internal/render
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE   ?= configwave:$(VERSION)

@@ -43,6 +43,7 @@ type options struct {
 	webhookStatusCode   int
 	webhookRetries      int
 	metricsPath         string
+	prom                promOptions
 	changed             func(name string) bool // whether a flag was given
 	reloadMethod        string
 	reloadHeaders       []string
@@ -117,6 +118,7 @@ Flags:
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
 
 	addConfigmapReloadFlags(fs, o)
+	addPromConfigReloaderFlags(fs, o)
 	logflags.Add(fs, "log verbosity: 2 logs each change and request, 4 each watch event.")
 	o.changed = func(name string) bool { return fs.Changed(name) }
 	return fs
@@ -132,8 +134,14 @@ type config struct {
 	httpURLs     []*notify.HTTP
 	folders      []string
 	folderOpts   source.FolderOptions
-	peerMetrics  bool // configmap-reload's series too
+	peer         string // whose series are exported beside ours: peerConfigmapReload, peerPrometheusConfigReloader
 	metricsPath  string
+	// prometheus-config-reloader's --config-file and --config-envsubst-file
+	renderIn, renderOut string
+	tellOnStart         bool
+	runtimeInfoURL      string        // with --reload-method=signal
+	settle              time.Duration // --delay-interval
+	verbosity           int           // from --log-level, when --v is not given
 	process      *notify.NamedProcess
 	reloadSig    syscall.Signal
 	app          []string // after --
@@ -277,7 +285,7 @@ func (o *options) check(app []string) (*config, error) {
 	if o.debounce < 0 {
 		return nil, fmt.Errorf("--debounce=%s: must be 0 or more", o.debounce)
 	}
-	if len(c.folders) > 0 && len(o.reloadHTTP) == 0 && o.reloadProcess == "" && len(app) == 0 {
+	if len(c.folders) > 0 && !c.once && len(o.reloadHTTP) == 0 && o.reloadProcess == "" && len(app) == 0 {
 		return nil, fmt.Errorf("--volume-dir: nothing is told when the folder changes: add --reload-http (or --webhook-url), --reload-process, or the app's command after --")
 	}
 	if !strings.HasPrefix(o.metricsPath, "/") || strings.ContainsAny(o.metricsPath, " \t\r\n?#") {

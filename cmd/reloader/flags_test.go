@@ -44,7 +44,7 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, "POST", c.httpURLs[0].Method)
 				assert.Equal(t, "Bearer x", c.httpURLs[0].Header.Get("Authorization"))
 				assert.Equal(t, 8, c.httpURLs[0].Backoff.Steps)
-				assert.False(t, c.peerMetrics)
+				assert.Empty(t, c.peer)
 			}},
 		{name: "configmap-reload's arguments as the Prometheus chart renders them",
 			args: []string{"--volume-dir=/etc/config", "--webhook-url=http://127.0.0.1:9090/-/reload"},
@@ -54,7 +54,7 @@ func TestFlags(t *testing.T) {
 				require.Len(t, c.httpURLs, 1)
 				assert.Equal(t, "http://127.0.0.1:9090/-/reload", c.httpURLs[0].URL)
 				assert.Equal(t, "POST", c.httpURLs[0].Method)
-				assert.True(t, c.peerMetrics, "configmap-reload's series are exported")
+				assert.Equal(t, peerConfigmapReload, c.peer, "configmap-reload's series are exported")
 				assert.Equal(t, 3*time.Minute, c.folderOpts.Interval)
 			}},
 		{name: "every webhook URL is told; configmap-reload's status code, retries, method and web flags",
@@ -77,7 +77,57 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, 10*time.Second, c.folderOpts.Interval)
 			}},
 		{name: "prometheus-config-reloader's --watched-dir", args: []string{"--watched-dir=/etc/rules", "--reload-process=prometheus"},
-			check: func(t *testing.T, c *config) { assert.Equal(t, []string{"/etc/rules"}, c.folders) }},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, []string{"/etc/rules"}, c.folders)
+				assert.Nil(t, c.http, "--reload-process tells the app: no default URL")
+			}},
+		{name: "prometheus-config-reloader's arguments as the Prometheus Operator renders them",
+			args: []string{"--listen-address=:8080", "--reload-url=http://127.0.0.1:9090/-/reload", "--config-file=/etc/prometheus/config/prometheus.yaml.gz",
+				"--config-envsubst-file=/etc/prometheus/config_out/prometheus.env.yaml", "--watched-dir=/etc/prometheus/rules/prometheus-k8s-rulefiles-0",
+				"--watched-dir=/etc/prometheus/config"},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, []string{"/etc/prometheus/rules/prometheus-k8s-rulefiles-0", "/etc/prometheus/config"}, c.folders)
+				assert.Equal(t, "/etc/prometheus/config/prometheus.yaml.gz", c.renderIn)
+				assert.Equal(t, "/etc/prometheus/config_out/prometheus.env.yaml", c.renderOut)
+				assert.True(t, c.tellOnStart, "one reload at start with --config-file")
+				require.Len(t, c.httpURLs, 1)
+				assert.Equal(t, "http://127.0.0.1:9090/-/reload", c.httpURLs[0].URL)
+				assert.Equal(t, 30*time.Second, c.httpURLs[0].Timeout)
+				assert.Equal(t, 5*time.Second, c.retry)
+				assert.Equal(t, peerPrometheusConfigReloader, c.peer)
+				assert.False(t, c.once)
+			}},
+		{name: "the operator's init container writes the output once and tells nobody",
+			args: []string{"--watch-interval=0", "--listen-address=:8081", "--config-file=/etc/prometheus/config/prometheus.yaml.gz",
+				"--config-envsubst-file=/etc/prometheus/config_out/prometheus.env.yaml", "--watched-dir=/etc/prometheus/config"},
+			check: func(t *testing.T, c *config) {
+				assert.True(t, c.once)
+				assert.False(t, c.tellOnStart)
+				assert.Nil(t, c.http)
+				assert.Nil(t, c.process)
+			}},
+		{name: "prometheus-config-reloader's signal method, confirmed through the runtime info",
+			args: []string{"--reload-method=signal", "--config-file=/etc/p/prometheus.yaml", "--log-level=debug"},
+			check: func(t *testing.T, c *config) {
+				require.NotNil(t, c.process)
+				assert.Equal(t, "prometheus", c.process.Name)
+				assert.EqualValues(t, 1, c.process.Sig, "SIGHUP")
+				assert.Equal(t, "http://127.0.0.1:9090/api/v1/status/runtimeinfo", c.runtimeInfoURL)
+				assert.Nil(t, c.http)
+				assert.Equal(t, 4, c.verbosity)
+			}},
+		{name: "prometheus-config-reloader's default reload URL", args: []string{"--watched-dir=/etc/rules", "--delay-interval=2s"},
+			check: func(t *testing.T, c *config) {
+				require.Len(t, c.httpURLs, 1)
+				assert.Equal(t, "http://127.0.0.1:9090/-/reload", c.httpURLs[0].URL)
+				assert.Equal(t, 2*time.Second, c.folderOpts.Settle)
+			}},
+		{name: "--web-config-file is refused with what to do", args: []string{"--watched-dir=/x", "--web-config-file=/w.yml"}, wantErr: "--web-config-file (TLS and authentication on --listen-address) is not supported"},
+		{name: "an output without an input", args: []string{"--watched-dir=/x", "--config-envsubst-file=/o"}, wantErr: "add --config-file"},
+		{name: "a bad reload method", args: []string{"--watched-dir=/x", "--reload-method=grpc"}, wantErr: `--reload-method="grpc": use http or signal`},
+		{name: "a reload URL with the signal method", args: []string{"--watched-dir=/x", "--reload-method=signal", "--reload-url=http://x/"}, wantErr: "drop one"},
+		{name: "a bad log level", args: []string{"--watched-dir=/x", "--log-level=loud"}, wantErr: `--log-level="loud"`},
+		{name: "a bad memory limit ratio", args: []string{"--watched-dir=/x", "--auto-gomemlimit-ratio=2"}, wantErr: "between 0 and 1"},
 		{name: "a folder in subprocess mode", args: []string{"--volume-dir=/etc/nginx", "--", "nginx"},
 			check: func(t *testing.T, c *config) { assert.Equal(t, []string{"nginx"}, c.app) }},
 		{name: "folders and API sources", args: []string{"--volume-dir=/x", "--configmap=a", "--reload-http=http://x/"}, wantErr: "one reloader takes one kind of source"},
@@ -139,7 +189,7 @@ func TestFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := tt.args
-			if !containsPrefix(args, "--configroot") && !containsPrefix(args, "--volume-dir") && !containsPrefix(args, "--watched-dir") {
+			if !containsPrefix(args, "--configroot") && !containsPrefix(args, "--volume-dir") && !containsPrefix(args, "--watched-dir") && !containsPrefix(args, "--config-file") {
 				args = append([]string{"--configroot=" + root}, args...)
 			}
 			c, err := parse(t, args...)

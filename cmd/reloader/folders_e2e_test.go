@@ -26,11 +26,17 @@ var noAPI = []string{"KUBECONFIG=/does/not/exist", "KUBERNETES_SERVICE_HOST=", "
 // loopback address under configmap-reload's flag name.
 func startFolderReloader(t testing.TB, env []string, args ...string) *testcluster.Process {
 	t.Helper()
+	return startFolderReloaderAt(t, env, "--web.listen-address", args...)
+}
+
+// startFolderReloaderAt is startFolderReloader with the listen address under listenFlag.
+func startFolderReloaderAt(t testing.TB, env []string, listenFlag string, args ...string) *testcluster.Process {
+	t.Helper()
 	if reloaderBin == "" {
 		t.Skip("needs the reloader binary; skipped in -short mode")
 	}
 	addr := testcluster.FreeAddr(t)
-	p := testcluster.StartProcess(t, reloaderBin, append(append([]string{}, noAPI...), env...), append([]string{"--web.listen-address=" + addr, "--v=2"}, args...)...)
+	p := testcluster.StartProcess(t, reloaderBin, append(append([]string{}, noAPI...), env...), append([]string{listenFlag + "=" + addr, "--v=2"}, args...)...)
 	p.Addr = addr
 	p.WaitReady(t)
 	return p

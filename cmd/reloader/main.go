@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -59,6 +60,9 @@ func runMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "reloader: %v\n", err)
 		return 2
 	}
+	if cfg.verbosity > 0 {
+		_ = fs.Set("v", strconv.Itoa(cfg.verbosity))
+	}
 	defer klog.Flush()
 	if err := run1(cfg); err != nil {
 		var exit supervise.ExitError
@@ -86,12 +90,21 @@ func run1(cfg *config) error {
 		UnhealthyAfter: cfg.unhealthy,
 		Metrics:        metrics,
 	}
-	var peer *compat.ConfigmapReload
-	if cfg.peerMetrics {
-		peer = compat.NewConfigmapReload(reg)
+	var cmr *compat.ConfigmapReload
+	var pcr *compat.PrometheusConfigReloader
+	switch cfg.peer {
+	case peerConfigmapReload:
+		cmr = compat.NewConfigmapReload(reg)
 		for _, h := range cfg.httpURLs {
-			h.OnTry, h.OnDone = peer.Try, peer.Done
+			h.OnTry, h.OnDone = cmr.Try, cmr.Done
 		}
+	case peerPrometheusConfigReloader:
+		method := "http"
+		if cfg.process != nil {
+			method = "signal"
+		}
+		pcr = compat.NewPrometheusConfigReloader(reg, method)
+		r.Observer = pcr
 	}
 	var src interface {
 		reload.Source
@@ -101,23 +114,45 @@ func run1(cfg *config) error {
 	if len(cfg.folders) > 0 {
 		// Mounted folders: no API client at all, so the pod needs no token.
 		opts := cfg.folderOpts
-		opts.OnEvent = metrics.FolderEvents.Inc
-		opts.OnError = func(error) {
-			metrics.FolderWatchErrors.Inc()
-			if peer != nil {
-				peer.WatcherError()
+		opts.OnEvent = func() {
+			metrics.FolderEvents.Inc()
+			if pcr != nil {
+				pcr.WatchEvent()
 			}
 		}
-		opts.OnWatches = func(n int) { metrics.FolderWatches.Set(float64(n)) }
+		opts.OnError = func(error) {
+			metrics.FolderWatchErrors.Inc()
+			if cmr != nil {
+				cmr.WatcherError()
+			}
+			if pcr != nil {
+				pcr.WatchError()
+			}
+		}
+		opts.OnWatches = func(n int) {
+			metrics.FolderWatches.Set(float64(n))
+			if pcr != nil {
+				pcr.Watches(n)
+			}
+		}
 		folders, err := source.NewFolders(cfg.folders, opts)
 		if err != nil {
 			return fmt.Errorf("--volume-dir: %w", err)
 		}
 		src = folders
 		r.Layout = reload.Mounted{}
-		r.Writer = &reload.InPlace{Dir: cfg.folders[0], Reread: func() (map[string]unpack.File, error) {
+		inPlace := reload.InPlace{Dir: cfg.folders[0], Reread: func() (map[string]unpack.File, error) {
 			return reload.Mounted{}.Files(folders.ReadNow().Objects)
 		}}
+		r.Writer = &inPlace
+		if cfg.renderIn != "" {
+			rendered := &reload.Rendered{InPlace: inPlace, Input: cfg.renderIn, Output: cfg.renderOut}
+			if pcr != nil {
+				rendered.OnRender = pcr.Rendered
+			}
+			r.Writer = rendered
+		}
+		r.TellOnStart = cfg.tellOnStart
 	} else {
 		restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+cli.Version(version), 0, 0)
 		if err != nil {
@@ -141,6 +176,9 @@ func run1(cfg *config) error {
 		r.Notifier = cfg.http
 	} else if cfg.process != nil {
 		r.Notifier = cfg.process
+		if cfg.runtimeInfoURL != "" {
+			r.Notifier = &notify.RuntimeInfoConfirmed{Notifier: cfg.process, URL: cfg.runtimeInfoURL}
+		}
 	}
 	if hasSecrets(cfg) {
 		r.HashKey = make([]byte, 32)

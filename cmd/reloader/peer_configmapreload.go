@@ -13,7 +13,6 @@ import (
 // sidecar of it keeps its arguments and changes only its image. Each is a second name for one
 // of ours; the README's migration table says where we differ.
 func addConfigmapReloadFlags(fs *flag.FlagSet, o *options) {
-	fs.StringArrayVar(&o.folders, "watched-dir", nil, "prometheus-config-reloader's name for --volume-dir.")
 	fs.StringArrayVar(&o.reloadHTTP, "webhook-url", nil, "configmap-reload's name for --reload-http; repeatable.")
 	fs.StringVar(&o.reloadMethod, "webhook-method", "POST", "configmap-reload's name for --reload-http-method.")
 	fs.IntVar(&o.webhookStatusCode, "webhook-status-code", 0, "configmap-reload's: the one status code that means the app reloaded (default: --reload-http-success-codes, 200-299).")
@@ -48,19 +47,27 @@ func (o *options) webhookSettings(success *notify.CodeSet, tries *int) error {
 
 // checkFolders checks the folder source's flags into c.
 func (o *options) checkFolders(c *config) error {
+	if err := o.promConfigReloader(c); err != nil {
+		return err
+	}
 	if len(o.folders) == 0 {
 		for _, f := range []string{"watch-ignore", "watch-interval"} {
 			if o.changed(f) {
 				return fmt.Errorf("--%s applies to --volume-dir; add it, or drop --%s", f, f)
 			}
 		}
-		c.peerMetrics = len(o.reloadHTTP) > 0 && o.changed("webhook-url")
+		if o.changed("webhook-url") {
+			c.peer = peerConfigmapReload
+		}
 		return nil
 	}
 	for _, f := range []string{"configroot", "items", "layout", "file-mode", "secret-file-mode", "once"} {
 		if o.changed(f) {
 			return fmt.Errorf("--%s applies to --configmap, --secret and --selector, which the reloader unpacks; a --volume-dir is read where it is: drop --%s", f, f)
 		}
+	}
+	if len(c.refs) > 0 || c.selector != nil || len(o.configMaps)+len(o.secrets) > 0 || o.selector != "" {
+		return fmt.Errorf("--volume-dir watches mounted folders and --configmap, --secret and --selector read the API: one reloader takes one kind of source; run two")
 	}
 	if o.watchInterval < 0 {
 		return fmt.Errorf("--watch-interval=%s: must be 0 (never) or more", o.watchInterval)
@@ -75,10 +82,12 @@ func (o *options) checkFolders(c *config) error {
 			c.folders = append(c.folders, d)
 		}
 	}
-	c.folderOpts = source.FolderOptions{Ignore: o.watchIgnore, Interval: o.watchInterval}
+	c.folderOpts = source.FolderOptions{Ignore: o.watchIgnore, Interval: o.watchInterval, Settle: c.settle}
 	if err := source.CheckIgnore(o.watchIgnore); err != nil {
 		return fmt.Errorf("--watch-ignore: %w", err)
 	}
-	c.peerMetrics = true
+	if c.peer == "" {
+		c.peer = peerConfigmapReload
+	}
 	return nil
 }

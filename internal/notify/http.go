@@ -149,10 +149,7 @@ func (h *HTTP) try(ctx context.Context, method string) (err error) {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			ue.URL = h.shownURL() // net/http's error repeats the URL, query string included
-		}
+		err = redactURLError(err, h.URL)
 		if h.OnTry != nil {
 			h.OnTry(h.shownURL(), 0, err)
 		}
@@ -167,6 +164,15 @@ func (h *HTTP) try(ctx context.Context, method string) (err error) {
 		return &StatusError{Code: resp.StatusCode, Status: resp.Status}
 	}
 	return nil
+}
+
+// redactURLError hides the URL net/http repeats in its errors, query string included.
+func redactURLError(err error, raw string) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = RedactURL(raw)
+	}
+	return err
 }
 
 // readCredential reads a token or header value from a file, trimmed of surrounding white space

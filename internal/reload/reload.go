@@ -37,6 +37,20 @@ type Source interface {
 	Snapshot() source.Snapshot
 }
 
+// Observer sees what each pass did, for the series a peer's users alert on (package compat).
+type Observer interface {
+	Pass(p PassReport)
+}
+
+// PassReport is what one pass did, as an Observer sees it.
+type PassReport struct {
+	Applied  bool  // the sources' set was looked at: every pass whose sources all exist
+	ApplyErr error // that set could not go live: invalid, rejected or not written
+	Told     bool  // the app was told in this pass
+	TellErr  error // the app was due and could not be told
+	UpToDate bool  // what configwave_reloader_last_reload_successful says after the pass
+}
+
 // FileSet turns a snapshot into the files the app reads: Layout lays ConfigMaps' and Secrets'
 // keys out under the config root; Mounted takes folders that are already on disk as they are.
 type FileSet interface {
@@ -85,6 +99,11 @@ type Reloader struct {
 	UnhealthyAfter time.Duration
 	Metrics        *Metrics
 	Events         EventRecorder // optional
+	// TellOnStart tells the app once the first set is live (prometheus-config-reloader's start
+	// with --config-file: the app may have read its config before the rendered file was there).
+	TellOnStart bool
+	// Observer, when set, sees what each pass did: the series of a peer (package compat).
+	Observer Observer
 	// HashKey keys the content hash shown in logs, Events and the config_info metric. The
 	// reloader sets a random one per process when a Secret is among the sources: the hash then
 	// still tells changes apart within the process, and tells nothing about the values.
@@ -184,7 +203,7 @@ func (r *Reloader) Once(ctx context.Context) error {
 	}
 	snap := r.Source.Snapshot()
 	if len(snap.Missing) > 0 {
-		return fmt.Errorf("%s not found: create it, or fix --configmap/--secret", joinRefs(snap.Missing))
+		return fmt.Errorf("%s not found: create it, or fix the flag that names it", joinRefs(snap.Missing))
 	}
 	files, err := r.Layout.Files(snap.Objects)
 	if err != nil {
@@ -346,7 +365,7 @@ func (r *Reloader) write(ctx context.Context, o *outcome) {
 	}
 	o.swapped = changed
 	o.first = !r.st.unpacked
-	o.tellOnStart = o.first && changed && leftBehind
+	o.tellOnStart = o.first && changed && (leftBehind || r.TellOnStart)
 }
 
 // next is the loop's state after a pass with outcome o, at time now.
@@ -448,14 +467,20 @@ func (r *Reloader) report(prev state, o outcome) {
 			r.Metrics.LastSuccess.SetToCurrentTime()
 		}
 		why := fmt.Sprintf("config from %s changed", o.sources)
-		if o.tellOnStart {
+		if o.tellOnStart && r.TellOnStart {
+			why = fmt.Sprintf("the reloader started with config from %s", o.sources)
+		} else if o.tellOnStart {
 			why = fmt.Sprintf("the reloader restarted and found an older config of %s on disk", o.sources)
 		}
 		klog.InfoS("app reloaded", "why", why, "hash", now.liveHash)
 		r.event("Normal", "ConfigReloaded", fmt.Sprintf("%s (hash %s); app reloaded", why, shortHash(now.liveHash)))
 	}
+	upToDate := now.result == ResultSuccess || now.result == ""
 	if r.Metrics != nil {
-		r.Metrics.LastReloadSuccessful.Set(boolGauge(now.result == ResultSuccess || now.result == ""))
+		r.Metrics.LastReloadSuccessful.Set(boolGauge(upToDate))
+	}
+	if r.Observer != nil {
+		r.Observer.Pass(PassReport{Applied: o.missing == "", ApplyErr: o.err, Told: o.notified, TellErr: o.notifyErr, UpToDate: upToDate})
 	}
 }
 

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/testvolume"
+)
+
+func gzipped(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	_, err := w.Write([]byte(s))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	return b.String()
+}
+
+// operatorSetUp is what the Prometheus Operator mounts: its gzipped config in a Secret volume,
+// a rules volume, and an emptyDir for the rendered config.
+type operatorSetUp struct {
+	configDir, rulesDir, outDir string
+	config, rules               *testvolume.Volume
+}
+
+func newOperatorSetUp(t *testing.T) *operatorSetUp {
+	s := &operatorSetUp{configDir: t.TempDir(), rulesDir: t.TempDir(), outDir: t.TempDir()}
+	s.config, s.rules = testvolume.New(s.configDir), testvolume.New(s.rulesDir)
+	s.writeConfig(t, "v1")
+	s.writeRule(t, "First")
+	return s
+}
+
+func (s *operatorSetUp) writeConfig(t *testing.T, label string) {
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1m\n  external_labels:\n    replica: $(POD_NAME)\n    version: %s\n    region: $(NOT_SET)\nrule_files: [%s/*.yaml]\n", label, s.rulesDir)
+	require.NoError(t, s.config.Write(map[string]string{"prometheus.yaml.gz": gzipped(t, cfg)}))
+}
+
+func (s *operatorSetUp) writeRule(t *testing.T, alert string) {
+	require.NoError(t, s.rules.Write(map[string]string{"rules.yaml": fmt.Sprintf("groups:\n- name: g\n  rules:\n  - alert: %s\n    expr: vector(1)\n", alert)}))
+}
+
+func (s *operatorSetUp) out() string { return filepath.Join(s.outDir, "prometheus.env.yaml") }
+
+// args are the operator's arguments for its prometheus-config-reloader container.
+func (s *operatorSetUp) args(extra ...string) []string {
+	return append([]string{"--config-file=" + filepath.Join(s.configDir, "prometheus.yaml.gz"), "--config-envsubst-file=" + s.out(),
+		"--watched-dir=" + s.rulesDir, "--watched-dir=" + s.configDir}, extra...)
+}
+
+// runInit runs the operator's init container: the output is written once, then it exits 0.
+func (s *operatorSetUp) runInit(t *testing.T) {
+	if reloaderBin == "" {
+		t.Skip("needs the reloader binary; skipped in -short mode")
+	}
+	p := testcluster.StartProcess(t, reloaderBin, append([]string{"POD_NAME=prometheus-k8s-0"}, noAPI...),
+		s.args("--watch-interval=0", "--listen-address="+testcluster.FreeAddr(t))...)
+	require.Equal(t, 0, p.Wait(t, eventually), p.Log())
+}
+
+func startPrometheus(t *testing.T, config string) (*testcluster.Process, func() string, func() []string) {
+	prometheus := testcluster.NeedProgram(t, "prometheus", "prometheus")
+	addr := testcluster.FreeAddr(t)
+	prom := testcluster.StartProcess(t, prometheus, nil, "--config.file="+config, "--web.listen-address="+addr, "--web.enable-lifecycle",
+		"--storage.tsdb.path="+t.TempDir(), "--log.level=warn")
+	prom.Addr = addr
+	require.Eventually(t, func() bool { code, _ := prom.Get("/-/ready"); return code == 200 }, eventually, tick, "Prometheus did not start: %s", prom.Log())
+	running := func() string {
+		_, body := prom.Get("/api/v1/status/config")
+		var resp struct {
+			Data struct {
+				YAML string `json:"yaml"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal([]byte(body), &resp)
+		return resp.Data.YAML
+	}
+	alerts := func() []string {
+		_, body := prom.Get("/api/v1/rules")
+		var resp struct {
+			Data struct {
+				Groups []struct {
+					Rules []struct {
+						Name string `json:"name"`
+					} `json:"rules"`
+				} `json:"groups"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal([]byte(body), &resp)
+		var names []string
+		for _, g := range resp.Data.Groups {
+			for _, r := range g.Rules {
+				names = append(names, r.Name)
+			}
+		}
+		return names
+	}
+	return prom, running, alerts
+}
+
+// prometheus-config-reloader's arguments as the Prometheus Operator renders them, against real
+// Prometheus, with only the image changed: the init container writes the gunzipped config with
+// $(POD_NAME) expanded; the sidecar reloads once at start, then on a config change and on a
+// rule change, and reloader_* series say so.
+func TestPrometheusConfigReloaderDropIn(t *testing.T) {
+	s := newOperatorSetUp(t)
+	s.runInit(t)
+	out, err := os.ReadFile(s.out())
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "replica: prometheus-k8s-0")
+	assert.Contains(t, string(out), "region: $(NOT_SET)", "an unset variable is left as written")
+
+	prom, running, alerts := startPrometheus(t, s.out())
+	p := startFolderReloaderAt(t, []string{"POD_NAME=prometheus-k8s-0"}, "--listen-address",
+		s.args("--reload-url=http://"+prom.Addr+"/-/reload")...)
+	require.Eventually(t, func() bool { return p.Metric("reloader_reloads_total") == 1 }, eventually, tick, "one reload at start: %s", p.Log())
+	assert.EqualValues(t, 1, p.Metric("reloader_last_reload_successful"))
+	assert.EqualValues(t, 1, p.Metric(`reloader_info{method="http"}`))
+	assert.EqualValues(t, 1, p.Metric("reloader_config_environment_variable_expansion_errors"))
+	assert.Contains(t, running(), "replica: prometheus-k8s-0")
+	assert.Equal(t, []string{"First"}, alerts())
+
+	s.writeConfig(t, "v2")
+	require.Eventually(t, func() bool { return strings.Contains(running(), "version: v2") }, eventually, tick, "the new config is live: %s", p.Log())
+	s.writeRule(t, "Second")
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]string{"Second"}, alerts()) }, eventually, tick, "the new rule is live")
+	require.Eventually(t, func() bool { return p.Metric("reloader_reloads_total") == 3 }, eventually, tick)
+	assert.EqualValues(t, 0, p.Metric("reloader_reloads_failed_total"))
+	assert.Greater(t, p.Metric("reloader_last_reload_success_timestamp_seconds"), float64(time.Now().Add(-time.Minute).Unix()))
+	assert.GreaterOrEqual(t, p.Metric("reloader_config_apply_operations_total"), 2.0)
+	assert.EqualValues(t, 0, p.Metric("reloader_config_apply_operations_failed_total"))
+	assert.Greater(t, p.Metric("reloader_watch_events_total"), 0.0)
+	assert.GreaterOrEqual(t, p.Metric("reloader_watches"), 2.0)
+	code, body := p.Get("/healthz")
+	assert.Equal(t, 200, code, body)
+}
+
+// --reload-method=signal: SIGHUP to the process named prometheus, and the reload confirmed
+// through Prometheus' runtime info, so a config Prometheus rejects is a failed reload.
+func TestPrometheusConfigReloaderSignal(t *testing.T) {
+	s := newOperatorSetUp(t)
+	s.runInit(t)
+	prom, running, _ := startPrometheus(t, s.out())
+	p := startFolderReloaderAt(t, []string{"POD_NAME=prometheus-k8s-0"}, "--listen-address",
+		s.args("--reload-method=signal", "--runtimeinfo-url=http://"+prom.Addr+"/api/v1/status/runtimeinfo")...)
+	require.Eventually(t, func() bool { return p.Metric("reloader_reloads_total") == 1 }, eventually, tick, "one reload at start: %s", p.Log())
+	assert.EqualValues(t, 1, p.Metric(`reloader_info{method="signal"}`))
+
+	s.writeConfig(t, "v2")
+	require.Eventually(t, func() bool { return strings.Contains(running(), "version: v2") }, eventually, tick, "SIGHUP reloaded it: %s", p.Log())
+	require.Eventually(t, func() bool { return p.Metric("reloader_reloads_total") == 2 }, eventually, tick)
+	assert.EqualValues(t, 1, p.Metric("reloader_last_reload_successful"))
+
+	require.NoError(t, s.config.Write(map[string]string{"prometheus.yaml.gz": gzipped(t, "global:\n  scrape_interval: banana\n")}))
+	require.Eventually(t, func() bool { return p.Metric("reloader_last_reload_successful") == 0 }, eventually, tick,
+		"Prometheus rejected it, and the runtime info says so: %s", p.Log())
+	assert.GreaterOrEqual(t, p.Metric("reloader_reloads_failed_total"), 1.0)
+	assert.Contains(t, running(), "version: v2", "Prometheus keeps its last good config")
+	assert.True(t, p.Ready())
+}
