@@ -126,36 +126,36 @@ Flags:
 
 // config is a checked command line.
 type config struct {
-	refs         []source.Ref
-	selector     *source.Selector
-	layout       reload.Layout
-	root         string
-	http         notify.Notifier // nil, one *notify.HTTP, or notify.All of them
-	httpURLs     []*notify.HTTP
-	folders      []string
-	folderOpts   source.FolderOptions
-	peer         string // whose series are exported beside ours: peerConfigmapReload, peerPrometheusConfigReloader
-	metricsPath  string
+	refs        []source.Ref
+	selector    *source.Selector
+	layout      reload.Layout
+	root        string
+	http        notify.Notifier // nil, one *notify.HTTP, or notify.All of them
+	httpURLs    []*notify.HTTP
+	folders     []string
+	folderOpts  source.FolderOptions
+	peer        string // whose series are exported beside ours: peerConfigmapReload, peerPrometheusConfigReloader
+	metricsPath string
 	// prometheus-config-reloader's --config-file and --config-envsubst-file
 	renderIn, renderOut string
 	tellOnStart         bool
 	runtimeInfoURL      string        // with --reload-method=signal
 	settle              time.Duration // --delay-interval
 	verbosity           int           // from --log-level, when --v is not given
-	process      *notify.NamedProcess
-	reloadSig    syscall.Signal
-	app          []string // after --
-	validate     string
-	valTimeout   time.Duration
-	debounce     time.Duration
-	retry        time.Duration
-	unhealthy    time.Duration
-	once         bool
-	subreaper    bool
-	grace        time.Duration
-	startupGrace time.Duration
-	listen       string
-	kubeconfig   string
+	process             *notify.NamedProcess
+	reloadSig           syscall.Signal
+	app                 []string // after --
+	validate            string
+	valTimeout          time.Duration
+	debounce            time.Duration
+	retry               time.Duration
+	unhealthy           time.Duration
+	once                bool
+	subreaper           bool
+	grace               time.Duration
+	startupGrace        time.Duration
+	listen              string
+	kubeconfig          string
 }
 
 // check turns options into a config; every error names the flag and what to do.
