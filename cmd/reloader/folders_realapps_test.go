@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -28,7 +27,6 @@ import (
 // tells it, with promtool as the check: a rule changed by a ..data swap is live in Prometheus;
 // a rule promtool rejects never reaches it, and the reloader stays ready.
 func TestRealPrometheusOnMountedVolumes(t *testing.T) {
-	prometheus := testcluster.NeedProgram(t, "prometheus", "prometheus")
 	promtool := testcluster.NeedProgram(t, "promtool", "prometheus")
 	configDir, rulesDir := t.TempDir(), t.TempDir()
 	config, rules := testvolume.New(configDir), testvolume.New(rulesDir)
@@ -38,33 +36,9 @@ func TestRealPrometheusOnMountedVolumes(t *testing.T) {
 	}
 	require.NoError(t, rules.Write(rule("First", "vector(1)")))
 
-	promAddr := testcluster.FreeAddr(t)
-	p := startFolderReloader(t, nil, "--volume-dir="+configDir, "--volume-dir="+rulesDir, "--webhook-url=http://"+promAddr+"/-/reload",
+	prom, _, alerts := startPrometheus(t, filepath.Join(configDir, "prometheus.yml"))
+	p := startFolderReloader(t, nil, "--volume-dir="+configDir, "--volume-dir="+rulesDir, "--webhook-url=http://"+prom.Addr+"/-/reload",
 		"--validate-command="+promtool+" check config "+filepath.Join(configDir, "prometheus.yml"))
-	prom := testcluster.StartProcess(t, prometheus, nil, "--config.file="+filepath.Join(configDir, "prometheus.yml"),
-		"--web.listen-address="+promAddr, "--web.enable-lifecycle", "--storage.tsdb.path="+t.TempDir(), "--log.level=warn")
-	prom.Addr = promAddr
-	require.Eventually(t, func() bool { code, _ := prom.Get("/-/ready"); return code == 200 }, eventually, tick, "Prometheus did not start: %s", prom.Log())
-	alerts := func() []string {
-		_, body := prom.Get("/api/v1/rules")
-		var resp struct {
-			Data struct {
-				Groups []struct {
-					Rules []struct {
-						Name string `json:"name"`
-					} `json:"rules"`
-				} `json:"groups"`
-			} `json:"data"`
-		}
-		_ = json.Unmarshal([]byte(body), &resp)
-		var names []string
-		for _, g := range resp.Data.Groups {
-			for _, r := range g.Rules {
-				names = append(names, r.Name)
-			}
-		}
-		return names
-	}
 	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]string{"First"}, alerts()) }, eventually, tick)
 
 	require.NoError(t, rules.Write(rule("Second", "vector(2)")))

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,36 +76,8 @@ func startPrometheus(t *testing.T, config string) (*testcluster.Process, func() 
 		"--storage.tsdb.path="+t.TempDir(), "--log.level=warn")
 	prom.Addr = addr
 	require.Eventually(t, func() bool { code, _ := prom.Get("/-/ready"); return code == 200 }, eventually, tick, "Prometheus did not start: %s", prom.Log())
-	running := func() string {
-		_, body := prom.Get("/api/v1/status/config")
-		var resp struct {
-			Data struct {
-				YAML string `json:"yaml"`
-			} `json:"data"`
-		}
-		_ = json.Unmarshal([]byte(body), &resp)
-		return resp.Data.YAML
-	}
-	alerts := func() []string {
-		_, body := prom.Get("/api/v1/rules")
-		var resp struct {
-			Data struct {
-				Groups []struct {
-					Rules []struct {
-						Name string `json:"name"`
-					} `json:"rules"`
-				} `json:"groups"`
-			} `json:"data"`
-		}
-		_ = json.Unmarshal([]byte(body), &resp)
-		var names []string
-		for _, g := range resp.Data.Groups {
-			for _, r := range g.Rules {
-				names = append(names, r.Name)
-			}
-		}
-		return names
-	}
+	running := func() string { return prometheusConfig(prom) }
+	alerts := func() []string { return prometheusRules(prom) }
 	return prom, running, alerts
 }
 

@@ -45,16 +45,7 @@ func TestRealPrometheusSidecar(t *testing.T) {
 		"--web.listen-address="+promAddr, "--web.enable-lifecycle", "--storage.tsdb.path="+t.TempDir(), "--log.level=warn")
 	prom.Addr = promAddr
 	require.Eventually(t, func() bool { code, _ := prom.Get("/-/ready"); return code == 200 }, eventually, tick, "Prometheus did not start: %s", prom.Log())
-	running := func() string {
-		_, body := prom.Get("/api/v1/status/config")
-		var resp struct {
-			Data struct {
-				YAML string `json:"yaml"`
-			} `json:"data"`
-		}
-		_ = json.Unmarshal([]byte(body), &resp)
-		return resp.Data.YAML
-	}
+	running := func() string { return prometheusConfig(prom) }
 	assert.Contains(t, running(), "configwave_test: v1")
 
 	patchData(t, client, ns, "prometheus", `{"data":{"prometheus.yml":`+jsonString(promConfig("v2"))+`}}`)
@@ -128,6 +119,40 @@ http {
 func pageAnswers(addr string) bool {
 	code, _ := (&testcluster.Process{Addr: addr}).Get("/")
 	return code != 0
+}
+
+// prometheusConfig is the config Prometheus runs, read back from its own API.
+func prometheusConfig(prom *testcluster.Process) string {
+	_, body := prom.Get("/api/v1/status/config")
+	var resp struct {
+		Data struct {
+			YAML string `json:"yaml"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal([]byte(body), &resp)
+	return resp.Data.YAML
+}
+
+// prometheusRules names the rules Prometheus has loaded, from its own API.
+func prometheusRules(prom *testcluster.Process) []string {
+	_, body := prom.Get("/api/v1/rules")
+	var resp struct {
+		Data struct {
+			Groups []struct {
+				Rules []struct {
+					Name string `json:"name"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal([]byte(body), &resp)
+	var names []string
+	for _, g := range resp.Data.Groups {
+		for _, r := range g.Rules {
+			names = append(names, r.Name)
+		}
+	}
+	return names
 }
 
 func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }

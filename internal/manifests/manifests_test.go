@@ -266,7 +266,7 @@ func TestExamplesApply(t *testing.T) {
 	testcluster.Need(t, cluster)
 	files, err := filepath.Glob(filepath.Join(root, "examples", "*", "manifest.yaml"))
 	require.NoError(t, err)
-	require.Len(t, files, 5)
+	require.Len(t, files, 6)
 	for _, f := range files {
 		t.Run(filepath.Base(filepath.Dir(f)), func(t *testing.T) {
 			b, err := os.ReadFile(f)
@@ -274,6 +274,13 @@ func TestExamplesApply(t *testing.T) {
 			_, err = os.Stat(filepath.Join(filepath.Dir(f), "README.md"))
 			require.NoError(t, err, "every example has a README")
 			applyDryRun(t, decode(t, b), "default")
+			if filepath.Base(filepath.Dir(f)) == "prometheus-volume" {
+				// The file-mode example reads no API: no RBAC, no token in the pod.
+				assert.Contains(t, string(b), "automountServiceAccountToken: false")
+				assert.NotRegexp(t, `kind: (Role|ClusterRole|RoleBinding|ServiceAccount)\b`, string(b))
+				assert.Contains(t, string(b), "- --volume-dir=/etc/config\n            - --webhook-url=http://127.0.0.1:9090/-/reload\n",
+					"configmap-reload's own arguments")
+			}
 		})
 	}
 }

@@ -203,7 +203,11 @@ func (r *Reloader) Once(ctx context.Context) error {
 	}
 	snap := r.Source.Snapshot()
 	if len(snap.Missing) > 0 {
-		return fmt.Errorf("%s not found: create it, or fix the flag that names it", joinRefs(snap.Missing))
+		fix := "--configmap/--secret"
+		if snap.Missing[0].Kind == source.Folder {
+			fix = "--volume-dir or --config-file"
+		}
+		return fmt.Errorf("%s not found: create it, or fix %s", joinRefs(snap.Missing), fix)
 	}
 	files, err := r.Layout.Files(snap.Objects)
 	if err != nil {
