@@ -142,6 +142,9 @@ type config struct {
 	runtimeInfoURL      string        // with --reload-method=signal
 	settle              time.Duration // --delay-interval
 	verbosity           int           // from --log-level, when --v is not given
+	jsonLogsAsked       bool          // --log-format=json
+	ordinalFrom         string        // --statefulset-ordinal-from-envvar
+	memlimitRatio       float64       // --auto-gomemlimit-ratio
 	process             *notify.NamedProcess
 	reloadSig           syscall.Signal
 	app                 []string // after --

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -338,4 +339,13 @@ func TestInvalidFlagsExit2(t *testing.T) {
 	}
 	assert.Equal(t, 0, runMain([]string{"--version"}))
 	assert.Equal(t, 0, runMain([]string{"--help"}))
+}
+
+func TestStatefulSetOrdinalFromEnv(t *testing.T) {
+	for in, want := range map[string]string{"prometheus-k8s-12": "12", "prometheus-k8s-0": "0", "no-digits": "", "": ""} {
+		t.Setenv("POD_NAME", in)
+		t.Setenv("STATEFULSET_ORDINAL_NUMBER", "stale")
+		require.NoError(t, setOrdinal("POD_NAME"))
+		assert.Equal(t, want, os.Getenv("STATEFULSET_ORDINAL_NUMBER"), in)
+	}
 }

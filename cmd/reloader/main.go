@@ -63,6 +63,7 @@ func runMain(args []string) int {
 	if cfg.verbosity > 0 {
 		_ = fs.Set("v", strconv.Itoa(cfg.verbosity))
 	}
+	applyPromProcessSettings(cfg)
 	defer klog.Flush()
 	if err := run1(cfg); err != nil {
 		var exit supervise.ExitError

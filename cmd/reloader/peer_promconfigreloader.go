@@ -100,7 +100,7 @@ func (o *options) promConfigReloader(c *config) error {
 	switch p.logFormat {
 	case "logfmt":
 	case "json":
-		klog.InfoS("--log-format=json: JSON logs are not available yet; logging as text")
+		c.jsonLogsAsked = true
 	default:
 		return fmt.Errorf("--log-format=%q: use logfmt or json", p.logFormat)
 	}
@@ -113,12 +113,10 @@ func (o *options) promConfigReloader(c *config) error {
 	default:
 		return fmt.Errorf("--log-level=%q: use debug, info, warn or error", p.logLevel)
 	}
-	if err := setOrdinal(p.ordinalFrom); err != nil {
-		klog.InfoS("warning: $STATEFULSET_ORDINAL_NUMBER not set", "err", err.Error())
+	if p.memlimitRatio < 0 || p.memlimitRatio > 1 {
+		return fmt.Errorf("--auto-gomemlimit-ratio=%v: give a share between 0 and 1", p.memlimitRatio)
 	}
-	if err := setMemoryLimit(p.memlimitRatio); err != nil {
-		return err
-	}
+	c.ordinalFrom, c.memlimitRatio = p.ordinalFrom, p.memlimitRatio
 	if o.watchInterval == 0 {
 		// The operator's init container: write the output once and exit, telling nobody.
 		c.once, c.tellOnStart = true, false
@@ -158,25 +156,36 @@ func (o *options) promConfigReloader(c *config) error {
 
 var trailingDigits = regexp.MustCompile(`\d+$`)
 
+// applyPromProcessSettings does what prometheus-config-reloader's flags ask of the process
+// itself, once the command line is checked.
+func applyPromProcessSettings(c *config) {
+	if c.peer != peerPrometheusConfigReloader {
+		return
+	}
+	if c.jsonLogsAsked {
+		klog.InfoS("--log-format=json: JSON logs are not available yet; logging as text")
+	}
+	if err := setOrdinal(c.ordinalFrom); err != nil {
+		klog.InfoS("warning: $STATEFULSET_ORDINAL_NUMBER not set", "err", err.Error())
+	}
+	setMemoryLimit(c.memlimitRatio)
+}
+
 // setOrdinal sets STATEFULSET_ORDINAL_NUMBER from the digits that end $from (prometheus-k8s-1 → 1).
 func setOrdinal(from string) error {
 	return os.Setenv("STATEFULSET_ORDINAL_NUMBER", trailingDigits.FindString(os.Getenv(from)))
 }
 
 // setMemoryLimit sets Go's soft memory limit to ratio of the container's cgroup limit.
-func setMemoryLimit(ratio float64) error {
-	if ratio == 0 {
-		return nil
-	}
-	if ratio < 0 || ratio > 1 {
-		return fmt.Errorf("--auto-gomemlimit-ratio=%v: give a share between 0 and 1", ratio)
+func setMemoryLimit(ratio float64) {
+	if ratio <= 0 {
+		return
 	}
 	b, err := os.ReadFile("/sys/fs/cgroup/memory.max")
 	limit, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil || perr != nil {
 		klog.InfoS("warning: --auto-gomemlimit-ratio: no container memory limit found; Go's memory limit is left as it is")
-		return nil
+		return
 	}
 	debug.SetMemoryLimit(int64(ratio * float64(limit)))
-	return nil
 }
