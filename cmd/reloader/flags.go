@@ -209,9 +209,6 @@ func (o *options) check(app []string) (*config, error) {
 	if len(c.refs) == 0 && c.selector == nil && len(c.folders) == 0 {
 		return nil, fmt.Errorf("nothing to watch: pass --configmap, --secret or --selector, or --volume-dir for a mounted folder")
 	}
-	if len(c.folders) > 0 && (len(c.refs) > 0 || c.selector != nil) {
-		return nil, fmt.Errorf("--volume-dir watches mounted folders and --configmap, --secret and --selector read the API: one reloader takes one kind of source; run two")
-	}
 
 	switch o.layout {
 	case "flat":

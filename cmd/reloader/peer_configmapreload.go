@@ -66,7 +66,7 @@ func (o *options) checkFolders(c *config) error {
 			return fmt.Errorf("--%s applies to --configmap, --secret and --selector, which the reloader unpacks; a --volume-dir is read where it is: drop --%s", f, f)
 		}
 	}
-	if len(c.refs) > 0 || c.selector != nil || len(o.configMaps)+len(o.secrets) > 0 || o.selector != "" {
+	if len(o.configMaps)+len(o.secrets) > 0 || o.selector != "" { // checked before they are parsed
 		return fmt.Errorf("--volume-dir watches mounted folders and --configmap, --secret and --selector read the API: one reloader takes one kind of source; run two")
 	}
 	if o.watchInterval < 0 {
