@@ -48,6 +48,7 @@ type options struct {
 	reloadMethod        string
 	reloadHeaders       []string
 	bearerTokenFile     string
+	tls                 notify.TLSFiles
 	reloadTimeout       time.Duration
 	reloadSuccess       string
 	reloadTries         int
@@ -98,6 +99,10 @@ Flags:
 	fs.StringVar(&o.reloadMethod, "reload-http-method", "POST", "HTTP method of the reload request.")
 	fs.StringArrayVar(&o.reloadHeaders, "reload-http-header", nil, "header sent with the reload request, as \"Name: value\", or \"Name: @/path/to/file\" to read the value from a file (a mounted Secret) on every request; repeatable.")
 	fs.StringVar(&o.bearerTokenFile, "reload-http-bearer-token-file", "", "file holding a bearer token for the reload request (a mounted Secret), read again on every request so a rotated token is used at once.")
+	fs.StringVar(&o.tls.CAFile, "reload-http-ca-file", "", "https reload URL: PEM file of the CA that signed the app's certificate (default: the system's roots); read again for every request, so a rotated one is used at once.")
+	fs.StringVar(&o.tls.CertFile, "reload-http-cert-file", "", "https reload URL: PEM client certificate, for an app that asks for one (with --reload-http-key-file); read again for every request.")
+	fs.StringVar(&o.tls.KeyFile, "reload-http-key-file", "", "https reload URL: PEM key of --reload-http-cert-file.")
+	fs.BoolVar(&o.tls.InsecureSkipVerify, "reload-http-insecure-skip-verify", false, "https reload URL: accept any certificate the app shows. Off by default; prefer --reload-http-ca-file.")
 	fs.DurationVar(&o.reloadTimeout, "reload-http-timeout", 10*time.Second, "time limit of one reload request.")
 	fs.StringVar(&o.reloadSuccess, "reload-http-success-codes", "200-299", "status codes that mean the app reloaded, e.g. 200-299,304.")
 	fs.IntVar(&o.reloadTries, "reload-http-tries", 8, "tries of one reload request (exponential backoff from 0.2 s to 10 s with jitter) before giving up until --reload-retry-interval.")
@@ -126,16 +131,20 @@ Flags:
 
 // config is a checked command line.
 type config struct {
-	refs        []source.Ref
-	selector    *source.Selector
-	layout      reload.Layout
-	root        string
-	http        notify.Notifier // nil, one *notify.HTTP, or notify.All of them
-	httpURLs    []*notify.HTTP
-	folders     []string
-	folderOpts  source.FolderOptions
-	peer        string // whose series are exported beside ours: peerConfigmapReload, peerPrometheusConfigReloader
-	metricsPath string
+	refs     []source.Ref
+	selector *source.Selector
+	layout   reload.Layout
+	root     string
+	http     notify.Notifier // nil, one *notify.HTTP, or notify.All of them
+	httpURLs []*notify.HTTP
+	tls      *notify.TLSFiles // for https reload and runtime-info URLs
+	// tlsLoopbackUnverified: prometheus-config-reloader's https loopback URL, not verified as it
+	// never verifies; said once at start.
+	tlsLoopbackUnverified bool
+	folders               []string
+	folderOpts            source.FolderOptions
+	peer                  string // whose series are exported beside ours: peerConfigmapReload, peerPrometheusConfigReloader
+	metricsPath           string
 	// prometheus-config-reloader's --config-file and --config-envsubst-file
 	renderIn, renderOut string
 	tellOnStart         bool
@@ -252,6 +261,9 @@ func (o *options) check(app []string) (*config, error) {
 		}
 	} else if len(o.reloadHeaders) > 0 || o.bearerTokenFile != "" {
 		return nil, fmt.Errorf("--reload-http-header and --reload-http-bearer-token-file go with the reload request: add --reload-http, or drop them")
+	}
+	if err := o.checkTLS(c); err != nil {
+		return nil, err
 	}
 	if o.reloadProcess != "" {
 		switch {
@@ -371,6 +383,34 @@ func (o *options) httpNotifier(raw string, success notify.CodeSet, tries int) (*
 	backoff.Steps = tries
 	return &notify.HTTP{URL: raw, Method: method, Header: header, HeaderFiles: headerFiles, BearerTokenFile: o.bearerTokenFile,
 		Timeout: o.reloadTimeout, Success: success, Backoff: backoff}, nil
+}
+
+// checkTLS reads the TLS files once at start, so that a wrong path or a file that holds no
+// certificate fails the start with a clear line rather than every reload later.
+func (o *options) checkTLS(c *config) error {
+	t := o.tls
+	if t == (notify.TLSFiles{}) {
+		return nil
+	}
+	if len(c.httpURLs) == 0 && c.runtimeInfoURL == "" {
+		return fmt.Errorf("--reload-http-ca-file, --reload-http-cert-file, --reload-http-key-file and --reload-http-insecure-skip-verify go with an https reload URL: add --reload-http, or drop them")
+	}
+	if t.InsecureSkipVerify && t.CAFile != "" {
+		return fmt.Errorf("--reload-http-insecure-skip-verify accepts any certificate, so --reload-http-ca-file would not be used: keep one (prefer the CA file)")
+	}
+	for _, f := range []struct{ flag, path string }{{"--reload-http-ca-file", t.CAFile}, {"--reload-http-cert-file", t.CertFile}, {"--reload-http-key-file", t.KeyFile}} {
+		if f.path != "" && !filepath.IsAbs(f.path) {
+			return fmt.Errorf("%s=%q: give the absolute path of the mounted file, e.g. /etc/reload-tls/ca.crt", f.flag, f.path)
+		}
+	}
+	if _, err := t.Config(); err != nil {
+		return err
+	}
+	for _, h := range c.httpURLs {
+		h.TLS = &t
+	}
+	c.tls = &t
+	return nil
 }
 
 // credentialFile checks at start that a credential file can be read, so a wrong path fails the

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -347,5 +348,75 @@ func TestStatefulSetOrdinalFromEnv(t *testing.T) {
 		t.Setenv("STATEFULSET_ORDINAL_NUMBER", "stale")
 		require.NoError(t, setOrdinal("POD_NAME"))
 		assert.Equal(t, want, os.Getenv("STATEFULSET_ORDINAL_NUMBER"), in)
+	}
+}
+
+func TestTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	pair := certPair(t, "localhost")
+	ca, key, junk := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "junk.crt")
+	require.NoError(t, os.WriteFile(ca, []byte(pair["tls.crt"]), 0o600))
+	require.NoError(t, os.WriteFile(key, []byte(pair["tls.key"]), 0o600))
+	require.NoError(t, os.WriteFile(junk, []byte("s3cr3t"), 0o600))
+	url := "--reload-http=https://127.0.0.1:9090/-/reload"
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(t *testing.T, c *config)
+	}{
+		{name: "verified by default, with the system's roots", args: []string{url},
+			check: func(t *testing.T, c *config) { assert.Nil(t, c.httpURLs[0].TLS) }},
+		{name: "CA file and client certificate, for every URL", args: []string{url, "--reload-http=https://127.0.0.1:8080/reload",
+			"--reload-http-ca-file=" + ca, "--reload-http-cert-file=" + ca, "--reload-http-key-file=" + key},
+			check: func(t *testing.T, c *config) {
+				for _, h := range c.httpURLs {
+					require.NotNil(t, h.TLS)
+					assert.Equal(t, ca, h.TLS.CAFile)
+					assert.False(t, h.TLS.InsecureSkipVerify)
+				}
+			}},
+		{name: "skip-verify only when asked", args: []string{url, "--reload-http-insecure-skip-verify"},
+			check: func(t *testing.T, c *config) { assert.True(t, c.httpURLs[0].TLS.InsecureSkipVerify) }},
+		{name: "the operator's https URL on loopback is not verified, as prometheus-config-reloader does not",
+			args: []string{"--watched-dir=/etc/rules", "--reload-url=https://localhost:9090/-/reload"},
+			check: func(t *testing.T, c *config) {
+				assert.True(t, c.httpURLs[0].TLS.InsecureSkipVerify)
+				assert.True(t, c.tlsLoopbackUnverified)
+			}},
+		{name: "the operator's runtime-info URL on loopback, likewise",
+			args:  []string{"--watched-dir=/etc/rules", "--reload-method=signal", "--runtimeinfo-url=https://127.0.0.1:9090/api/v1/status/runtimeinfo"},
+			check: func(t *testing.T, c *config) { assert.True(t, c.tls.InsecureSkipVerify) }},
+		{name: "a peer's https URL elsewhere is verified", args: []string{"--watched-dir=/etc/rules", "--reload-url=https://prometheus.monitoring:9090/-/reload"},
+			check: func(t *testing.T, c *config) { assert.Nil(t, c.httpURLs[0].TLS) }},
+		{name: "a peer's loopback URL with a CA file is verified", args: []string{"--watched-dir=/etc/rules", "--reload-url=https://localhost:9090/-/reload", "--reload-http-ca-file=" + ca},
+			check: func(t *testing.T, c *config) {
+				assert.False(t, c.httpURLs[0].TLS.InsecureSkipVerify)
+				assert.False(t, c.tlsLoopbackUnverified)
+			}},
+		{name: "TLS flags without a reload URL", args: []string{"--reload-process=nginx", "--reload-http-ca-file=" + ca}, wantErr: "go with an https reload URL: add --reload-http"},
+		{name: "skip-verify and a CA file", args: []string{url, "--reload-http-insecure-skip-verify", "--reload-http-ca-file=" + ca}, wantErr: "keep one"},
+		{name: "a relative path", args: []string{url, "--reload-http-ca-file=ca.crt"}, wantErr: `--reload-http-ca-file="ca.crt": give the absolute path`},
+		{name: "a CA file that holds no certificate", args: []string{url, "--reload-http-ca-file=" + junk}, wantErr: "junk.crt holds no PEM certificate"},
+		{name: "a missing CA file", args: []string{url, "--reload-http-ca-file=" + filepath.Join(dir, "nope")}, wantErr: "(is the Secret mounted there?)"},
+		{name: "a certificate without its key", args: []string{url, "--reload-http-cert-file=" + ca}, wantErr: "go together"},
+		{name: "a key file that holds no key", args: []string{url, "--reload-http-cert-file=" + ca, "--reload-http-key-file=" + junk}, wantErr: "no PEM private key in the key file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if !containsPrefix(args, "--watched-dir") {
+				args = append([]string{"--configmap=app", "--configroot=" + dir}, args...)
+			}
+			c, err := parse(t, args...)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.NotContains(t, err.Error(), "s3cr3t")
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
 	}
 }

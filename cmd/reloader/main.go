@@ -178,7 +178,7 @@ func run1(cfg *config) error {
 	} else if cfg.process != nil {
 		r.Notifier = cfg.process
 		if cfg.runtimeInfoURL != "" {
-			r.Notifier = &notify.RuntimeInfoConfirmed{Notifier: cfg.process, URL: cfg.runtimeInfoURL}
+			r.Notifier = &notify.RuntimeInfoConfirmed{Notifier: cfg.process, URL: cfg.runtimeInfoURL, TLS: cfg.tls}
 		}
 	}
 	if hasSecrets(cfg) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +14,8 @@ import (
 
 	flag "github.com/spf13/pflag"
 	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/notify"
 )
 
 // The peers whose series the reloader exports beside its own.
@@ -151,7 +155,30 @@ func (o *options) promConfigReloader(c *config) error {
 	default:
 		return fmt.Errorf("--reload-method=%q: use http or signal", p.reloadMethod)
 	}
+	o.keepPromLoopbackTLS(c)
 	return nil
+}
+
+// keepPromLoopbackTLS keeps what prometheus-config-reloader does with the https URL the operator
+// gives it when Prometheus serves TLS (https://localhost:9090/...): it never checks the
+// certificate, and the operator passes no CA. Only for a loopback host, only when no TLS flag of
+// ours is given, and said once at start: the request never leaves the pod's network namespace.
+// Anything else is verified, as everywhere in the reloader.
+func (o *options) keepPromLoopbackTLS(c *config) {
+	if o.tls != (notify.TLSFiles{}) || o.changed("reload-http-insecure-skip-verify") {
+		return
+	}
+	raw := c.runtimeInfoURL // --reload-method=signal
+	if o.prom.reloadMethod == "http" {
+		raw = o.prom.reloadURL
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "https" {
+		return
+	}
+	if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || (ip != nil && ip.IsLoopback()) {
+		o.tls.InsecureSkipVerify, c.tlsLoopbackUnverified = true, true
+	}
 }
 
 var trailingDigits = regexp.MustCompile(`\d+$`)
@@ -161,6 +188,9 @@ var trailingDigits = regexp.MustCompile(`\d+$`)
 func applyPromProcessSettings(c *config) {
 	if c.peer != peerPrometheusConfigReloader {
 		return
+	}
+	if c.tlsLoopbackUnverified {
+		klog.InfoS("https reload URL on the loopback interface: its certificate is not verified, as prometheus-config-reloader never verifies it; pass --reload-http-ca-file to verify it")
 	}
 	if c.jsonLogsAsked {
 		klog.InfoS("--log-format=json: JSON logs are not available yet; logging as text")

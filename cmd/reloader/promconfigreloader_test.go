@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/tls"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,11 +73,17 @@ func (s *operatorSetUp) runInit(t *testing.T) {
 }
 
 func startPrometheus(t *testing.T, config string) (*testcluster.Process, func() string, func() []string) {
+	return startPrometheusWith(t, config, nil)
+}
+
+// startPrometheusWith starts Prometheus; with https set, it serves TLS as web says and is read
+// with that client.
+func startPrometheusWith(t *testing.T, config string, https *http.Client, extra ...string) (*testcluster.Process, func() string, func() []string) {
 	prometheus := testcluster.NeedProgram(t, "prometheus", "prometheus")
 	addr := testcluster.FreeAddr(t)
-	prom := testcluster.StartProcess(t, prometheus, nil, "--config.file="+config, "--web.listen-address="+addr, "--web.enable-lifecycle",
-		"--storage.tsdb.path="+t.TempDir(), "--log.level=warn")
-	prom.Addr = addr
+	prom := testcluster.StartProcess(t, prometheus, nil, append([]string{"--config.file=" + config, "--web.listen-address=" + addr, "--web.enable-lifecycle",
+		"--storage.tsdb.path=" + t.TempDir(), "--log.level=warn"}, extra...)...)
+	prom.Addr, prom.HTTPS = addr, https
 	require.Eventually(t, func() bool { code, _ := prom.Get("/-/ready"); return code == 200 }, eventually, tick, "Prometheus did not start: %s", prom.Log())
 	running := func() string { return prometheusConfig(prom) }
 	alerts := func() []string { return prometheusRules(prom) }
@@ -140,4 +149,47 @@ func TestPrometheusConfigReloaderSignal(t *testing.T) {
 	assert.GreaterOrEqual(t, p.Metric("reloader_reloads_failed_total"), 1.0)
 	assert.Contains(t, running(), "version: v2", "Prometheus keeps its last good config")
 	assert.True(t, p.Ready())
+}
+
+// Prometheus serving TLS and asking for a client certificate, told over https by the operator's
+// arguments. Without our TLS flags the certificate of https://localhost is not checked, as
+// prometheus-config-reloader never checks it: the request gets as far as Prometheus asking for
+// a client certificate, and the error says which flags to add. With them, the reloader checks
+// Prometheus' certificate against the CA file and shows its own: the reload and a rule change
+// go through.
+func TestPrometheusConfigReloaderOverTLS(t *testing.T) {
+	s := newOperatorSetUp(t)
+	s.runInit(t)
+	dir := t.TempDir()
+	server, client := certPair(t, "localhost"), certPair(t, "reloader")
+	files := map[string]string{"server.crt": server["tls.crt"], "server.key": server["tls.key"], "client.crt": client["tls.crt"], "client.key": client["tls.key"]}
+	for name, content := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
+	}
+	at := func(name string) string { return filepath.Join(dir, name) }
+	web := fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: %s\n",
+		at("server.crt"), at("server.key"), at("client.crt"))
+	require.NoError(t, os.WriteFile(at("web.yml"), []byte(web), 0o600))
+	pair, err := tls.X509KeyPair([]byte(client["tls.crt"]), []byte(client["tls.key"]))
+	require.NoError(t, err)
+	https := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{pair}}}} //nolint:gosec // the test reads its own Prometheus
+	prom, _, alerts := startPrometheusWith(t, s.out(), https, "--web.config.file="+at("web.yml"))
+	_, port, err := net.SplitHostPort(prom.Addr)
+	require.NoError(t, err)
+	reloadURL := "--reload-url=https://localhost:" + port + "/-/reload"
+
+	bare := startFolderReloaderAt(t, []string{"POD_NAME=prometheus-k8s-0"}, "--listen-address", s.args(reloadURL, "--reload-http-tries=1")...)
+	require.Eventually(t, func() bool { return bare.Metric("reloader_reloads_failed_total") >= 1 }, eventually, tick, "Prometheus wants a client certificate: %s", bare.Log())
+	assert.EqualValues(t, 0, bare.Metric("reloader_last_reload_successful"))
+	assert.Contains(t, bare.Log(), "its certificate is not verified, as prometheus-config-reloader never verifies it", "said once at start")
+	assert.Contains(t, bare.Log(), "pass --reload-http-cert-file and --reload-http-key-file", "the server's certificate was accepted; the error says what to add")
+	bare.Stop(5 * time.Second)
+
+	p := startFolderReloaderAt(t, []string{"POD_NAME=prometheus-k8s-0"}, "--listen-address", s.args(reloadURL,
+		"--reload-http-ca-file="+at("server.crt"), "--reload-http-cert-file="+at("client.crt"), "--reload-http-key-file="+at("client.key"))...)
+	require.Eventually(t, func() bool { return p.Metric("reloader_reloads_total") == 1 }, eventually, tick, "one reload at start: %s", p.Log())
+	assert.EqualValues(t, 1, p.Metric("reloader_last_reload_successful"))
+	assert.NotContains(t, p.Log(), "not verified")
+	s.writeRule(t, "OverTLS")
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]string{"OverTLS"}, alerts()) }, eventually, tick, "the new rule is live: %s", p.Log())
 }

@@ -33,7 +33,9 @@ type HTTP struct {
 	Timeout         time.Duration // per try; default 10 s
 	Success         CodeSet       // default 2xx
 	Backoff         wait.Backoff  // default DefaultBackoff
-	Client          *http.Client  // default NewClient()
+	Client          *http.Client  // default NewClient(), or one with TLS
+	// TLS, when set, is used for an https URL (and ignored with Client set).
+	TLS *TLSFiles
 	// OnTry and OnDone, when set, see each try and the end of each Notify, for metrics such as
 	// configmap-reload's. url is the URL as shown (password and query values hidden); code is
 	// 0 when no answer came.
@@ -143,9 +145,9 @@ func (h *HTTP) try(ctx context.Context, method string) (err error) {
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	client := h.Client
-	if client == nil {
-		client = defaultClient
+	client, err := h.TLS.clientFor(h.Client, req)
+	if err != nil {
+		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -217,7 +219,7 @@ func hint(err error) string {
 	if strings.Contains(err.Error(), "connection refused") {
 		return " (is the app listening on that address, in the same pod?)"
 	}
-	return ""
+	return tlsHint(err)
 }
 
 // CodeSet is a set of HTTP status codes; the zero value means 200–299.

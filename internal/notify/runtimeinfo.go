@@ -16,7 +16,8 @@ import (
 type RuntimeInfoConfirmed struct {
 	Notifier
 	URL     string
-	Client  *http.Client  // default NewClient()
+	Client  *http.Client  // default NewClient(), or one with TLS
+	TLS     *TLSFiles     // for an https URL, as HTTP.TLS
 	Poll    time.Duration // default 1 s
 	Timeout time.Duration // how long to wait for the reload; default 30 s
 }
@@ -79,9 +80,9 @@ func (c *RuntimeInfoConfirmed) get(ctx context.Context) (runtimeInfo, error) {
 	if err != nil {
 		return runtimeInfo{}, fmt.Errorf("--runtimeinfo-url %s: %w", RedactURL(c.URL), err)
 	}
-	client := c.Client
-	if client == nil {
-		client = defaultClient
+	client, err := c.TLS.clientFor(c.Client, req)
+	if err != nil {
+		return runtimeInfo{}, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {

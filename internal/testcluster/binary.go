@@ -69,9 +69,11 @@ func FreeAddr(t testing.TB) string {
 type Process struct {
 	Cmd  *exec.Cmd
 	Addr string
-	log  string
-	done chan struct{}
-	code int
+	// HTTPS, when set, is the client Get uses, over https (an app that serves TLS).
+	HTTPS *http.Client
+	log   string
+	done  chan struct{}
+	code  int
 }
 
 // StartProcess runs bin with args and the extra environment.
@@ -177,7 +179,11 @@ func (p *Process) Log() string { b, _ := os.ReadFile(p.log); return string(b) }
 
 // Get requests a path on Addr and returns the status code and body.
 func (p *Process) Get(path string) (int, string) {
-	resp, err := http.Get("http://" + p.Addr + path)
+	client, scheme := http.DefaultClient, "http://"
+	if p.HTTPS != nil {
+		client, scheme = p.HTTPS, "https://"
+	}
+	resp, err := client.Get(scheme + p.Addr + path)
 	if err != nil {
 		return 0, err.Error()
 	}
