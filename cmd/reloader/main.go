@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -152,6 +153,10 @@ func run1(cfg *config) error {
 				rendered.OnRender = pcr.Rendered
 			}
 			r.Writer = rendered
+			if cfg.renderOut != "" {
+				// The output folder is the one writable place beside the config (an emptyDir).
+				r.Told = &reload.ToldRecord{Path: filepath.Join(filepath.Dir(cfg.renderOut), reload.ToldRecordName)}
+			}
 		}
 		r.TellOnStart = cfg.tellOnStart
 	} else {
@@ -168,6 +173,7 @@ func run1(cfg *config) error {
 		})
 		r.Layout = cfg.layout
 		r.Writer = unpack.New(cfg.root)
+		r.Told = &reload.ToldRecord{Path: filepath.Join(cfg.root, reload.ToldRecordName)}
 		if events = podEvents(client); events != nil {
 			r.Events = events
 		}

@@ -100,3 +100,45 @@ func TestUnhealthyAfterAnAppKeepsFailingToReload(t *testing.T) {
 	require.Eventually(t, func() bool { code, _ := p.Get("/healthz"); return code == http.StatusOK }, eventually, tick)
 	assert.Equal(t, "v2", app.reloads()[len(app.reloads())-1])
 }
+
+// The app refused a set, and kubelet restarted the sidecar (what --unhealthy-after asks for).
+// The files on disk already equal the ConfigMap, but the record beside them says the app never
+// took them: the restarted reloader tells it again. Once it has, a further restart tells nobody.
+func TestRestartAfterAFailedReloadTellsTheAppAgain(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := newFakeApp(t, root+"/app.conf")
+	var refuse atomic.Bool
+	app.status = func(int) int {
+		if refuse.Load() {
+			return 500
+		}
+		return 200
+	}
+	start := func() *testcluster.Process {
+		p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url(), "--reload-http-tries=1")
+		p.WaitReady(t)
+		return p
+	}
+	p := start()
+	refuse.Store(true)
+	patchData(t, client, ns, "app", `{"data":{"app.conf":"v2"}}`)
+	require.Eventually(t, func() bool { return status(t, p).ReloadError != "" }, eventually, tick, "the app refused v2: %s", p.Log())
+	p.Kill()
+
+	refuse.Store(false)
+	told := len(app.reloads())
+	p = start()
+	require.Eventually(t, func() bool { return len(app.reloads()) == told+1 }, eventually, tick, "the app is told again: %s", p.Log())
+	assert.Equal(t, "v2", app.reloads()[told])
+	assert.Contains(t, p.Log(), "the app had not taken the config")
+	p.Kill()
+
+	p = start()
+	time.Sleep(300 * time.Millisecond)
+	assert.Len(t, app.reloads(), told+1, "the app has v2: a restart tells nobody")
+	p.Kill()
+}

@@ -104,6 +104,9 @@ type Reloader struct {
 	TellOnStart bool
 	// Observer, when set, sees what each pass did: the series of a peer (package compat).
 	Observer Observer
+	// Told, when set, remembers beside the config which set the app last took, so that a
+	// restarted reloader tells the app again when that is not the set on disk (sidecar mode).
+	Told *ToldRecord
 	// HashKey keys the content hash shown in logs, Events and the config_info metric. The
 	// reloader sets a random one per process when a Secret is among the sources: the hash then
 	// still tells changes apart within the process, and tells nothing about the values.
@@ -118,6 +121,7 @@ type Reloader struct {
 type state struct {
 	unpacked    bool   // the first complete set is in place
 	liveHash    string // hash of the set under the root
+	liveSum     []byte // its ToldRecord sum, when there is a record
 	notifyDue   bool   // a set went live and the app has not been told yet
 	rejected    string // last set the check rejected; not checked again until it changes
 	waitingFor  string // missing sources last reported
@@ -137,8 +141,10 @@ type outcome struct {
 	sources     string // the sources, for the log and Events
 	unusedItems string
 	hash        string // hash of the wanted set; "" when it could not be laid out
+	sum         []byte // its ToldRecord sum, when there is a record
 	swapped     bool   // the wanted set went live in this pass
 	tellOnStart bool   // first pass over a set a previous reloader left: the app runs that one
+	untold      bool   // first pass, and the record says the app never took the set on disk
 	first       bool   // this pass made the first unpack
 	result      string // what became of the wanted set: a failing ResultX, or ""
 	err         error  // with a failing result
@@ -227,6 +233,13 @@ func (r *Reloader) Run(ctx context.Context) error {
 		r.RetryInterval = 30 * time.Second
 	}
 	r.publish()
+	if r.Told != nil && r.OnFirstUnpack == nil {
+		if err := r.Told.Load(); err != nil {
+			klog.InfoS("warning: "+err.Error(), "file", r.Told.Path)
+		}
+	} else {
+		r.Told = nil // a child the reloader starts reads the set as it starts
+	}
 	if !r.Source.WaitForSync(ctx) {
 		return nil // ctx ended
 	}
@@ -311,6 +324,11 @@ func (r *Reloader) pass(ctx context.Context) (outcome, error) {
 	}
 	due := r.st.notifyDue || (o.swapped && r.st.unpacked) || o.tellOnStart
 	if !due {
+		if o.first && r.Told != nil && !r.Told.Recorded() {
+			// A first start on an empty volume (the app reads this set as it starts), or a
+			// reloader that kept no record before: the set on disk is the one the app runs.
+			r.saveTold(o)
+		}
 		return o, nil
 	}
 	if err := r.Notifier.Notify(ctx); err != nil {
@@ -321,7 +339,23 @@ func (r *Reloader) pass(ctx context.Context) (outcome, error) {
 		return o, nil
 	}
 	o.notified = true
+	r.saveTold(o)
 	return o, nil
+}
+
+// saveTold records the set the app was just told of: the one that went live in this pass, or
+// the live one an earlier pass left due.
+func (r *Reloader) saveTold(o outcome) {
+	if r.Told == nil {
+		return
+	}
+	sum := r.st.liveSum
+	if o.swapped || o.first {
+		sum = o.sum
+	}
+	if err := r.Told.Save(sum); err != nil {
+		klog.InfoS("warning: a restarted reloader may tell the app once more than needed", "err", err.Error())
+	}
 }
 
 // write lays the snapshot out and swaps it in, recording in o what happened.
@@ -343,6 +377,9 @@ func (r *Reloader) write(ctx context.Context, o *outcome) {
 	}
 	o.sources = sourceList(snap.Objects)
 	o.hash = KeyedHash(r.HashKey, files)
+	if r.Told != nil {
+		o.sum = r.Told.Sum(files)
+	}
 	if o.hash == r.st.rejected {
 		return // already rejected and reported; checked again once the sources change
 	}
@@ -369,7 +406,10 @@ func (r *Reloader) write(ctx context.Context, o *outcome) {
 	}
 	o.swapped = changed
 	o.first = !r.st.unpacked
-	o.tellOnStart = o.first && changed && (leftBehind || r.TellOnStart)
+	// The record, when there is one, knows better: the set its predecessor last got to the app.
+	untold := r.Told != nil && r.Told.Untold(o.sum)
+	o.tellOnStart = o.first && (changed && (leftBehind || r.TellOnStart) || untold)
+	o.untold = o.first && untold && !changed
 }
 
 // next is the loop's state after a pass with outcome o, at time now.
@@ -383,7 +423,7 @@ func (s state) next(o outcome, now time.Time) state {
 		n.unpacked = true
 	}
 	if o.swapped || o.first {
-		n.liveHash = o.hash
+		n.liveHash, n.liveSum = o.hash, o.sum
 	}
 	switch {
 	case o.notified, o.nobody:
@@ -471,7 +511,9 @@ func (r *Reloader) report(prev state, o outcome) {
 			r.Metrics.LastSuccess.SetToCurrentTime()
 		}
 		why := fmt.Sprintf("config from %s changed", o.sources)
-		if o.tellOnStart && r.TellOnStart {
+		if o.untold {
+			why = fmt.Sprintf("the reloader restarted, and the app had not taken the config of %s on disk", o.sources)
+		} else if o.tellOnStart && r.TellOnStart {
 			why = fmt.Sprintf("the reloader started with config from %s", o.sources)
 		} else if o.tellOnStart {
 			why = fmt.Sprintf("the reloader restarted and found an older config of %s on disk", o.sources)

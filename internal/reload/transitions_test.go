@@ -195,3 +195,47 @@ func TestReloaderWithNobodyToTell(t *testing.T) {
 	assert.False(t, r.CurrentStatus().NotifyDue)
 	assert.EqualValues(t, 1, testutil.ToFloat64(r.Metrics.LastReloadSuccessful))
 }
+
+// The record beside the config: a restarted reloader tells the app again when the app never
+// took the set on disk (its last reload failed, and kubelet restarted the sidecar for it), and
+// not when it did. A garbled record counts as none.
+func TestReloaderRestartRemembersWhatTheAppTook(t *testing.T) {
+	root := t.TempDir()
+	record := filepath.Join(root, ToldRecordName)
+	for i, tt := range []struct {
+		data    string
+		appFail bool
+		before  func()
+		calls   int32
+	}{
+		{data: "one", calls: 0},                // an empty volume: the app reads one as it starts
+		{data: "two", appFail: true, calls: 1}, // two came while no reloader ran; the app refuses it
+		{data: "two", calls: 1},                // two on disk, and the record says the app never took it
+		{data: "two", calls: 0},                // now it has
+		{data: "two", before: func() { require.NoError(t, os.WriteFile(record, []byte("garbage"), 0o600)) }, calls: 0},
+		{data: "three", calls: 1},
+		{data: "three", calls: 0},
+	} {
+		if tt.before != nil {
+			tt.before()
+		}
+		n := &countingNotifier{}
+		n.fail.Store(tt.appFail)
+		r := &Reloader{Source: newFakeSource(cm("web", "app", "app.yaml", tt.data)), Writer: unpack.New(root),
+			Layout: Layout{ConfigMapMode: 0o644, SecretMode: 0o600}, Notifier: n, Told: &ToldRecord{Path: record}, RetryInterval: time.Hour}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		require.Eventually(t, r.Ready, wait, tick)
+		if tt.calls > 0 {
+			require.Eventually(t, func() bool { return n.calls.Load() >= tt.calls }, wait, tick)
+		}
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+		require.NoError(t, <-done)
+		assert.Equal(t, tt.calls, n.calls.Load(), "run %d with %s on disk", i, tt.data)
+		b, err := os.ReadFile(record)
+		require.NoError(t, err, "run %d", i)
+		assert.NotContains(t, string(b), tt.data, "the record holds no value")
+	}
+}
