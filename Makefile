@@ -87,7 +87,7 @@ demo: controlplane
 # docs/benchmarks.md, bench/results.json and docs/plots/. BENCH_MODE=full for every scale.
 BENCH_MODE ?= quick
 bench: controlplane
-	cd bench && $(GO) run . -mode=$(BENCH_MODE)
+	cd bench && $(GO) run . -mode=$(BENCH_MODE) $(BENCH_ARGS)
 
 # Flag references in docs/ from the binaries' own --help (a test fails when they are stale).
 docs:

@@ -44,9 +44,14 @@ func main() {
 		childApp()
 		return
 	}
+	if spec := os.Getenv("CONFIGWAVE_BENCH_WATCHER"); spec != "" {
+		bareWatcher(spec)
+		return
+	}
 	mode := flag.String("mode", "quick", "quick (under 3 minutes) or full")
 	flag.StringVar(&only, "only", "", "run only the steps whose name starts with this (e.g. reloader); prints the figures as JSON and writes no report")
 	flag.StringVar(&reloaderBin, "reloader-bin", "", "measure this reloader binary instead of building cmd/reloader (e.g. an older build, for a before/after)")
+	flag.StringVar(&configmapReloadFrom, "configmap-reload", "", "configmap-reload to compare the folder mode with: a built binary or a checkout of its repository (default: built from its module through the module proxy)")
 	flag.StringVar(&waveBin, "wave-bin", "", "measure this wave binary instead of building cmd/wave (for a before/after)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -103,6 +108,7 @@ func run(ctx context.Context, full bool) error {
 		{"reloader propagation", reloaderPropagation},
 		{"reloader burst", reloaderBurst},
 		{"sidecar footprint", sidecarFootprint},
+		{"reloader folders", reloaderFolders},
 		{"wave trigger latency", waveLatency},
 		{"wave runaway writer", waveRunaway}, // before the shared step leaves kube-controller-manager busy
 		{"wave shared ConfigMap", waveShared},
@@ -137,7 +143,7 @@ func run(ctx context.Context, full bool) error {
 
 // only, reloaderBin and waveBin are for before/after comparisons, which must not overwrite the
 // report.
-var only, reloaderBin, waveBin string
+var only, reloaderBin, waveBin, configmapReloadFrom string
 
 // namespace creates a fresh namespace for one scenario.
 func (e *env) namespace(prefix string) (string, error) {

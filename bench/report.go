@@ -77,6 +77,7 @@ type report struct {
 	Propagation *Propagation  `json:"reloader_propagation"`
 	Burst       *Burst        `json:"reloader_burst"`
 	Footprint   *Footprint    `json:"sidecar_footprint"`
+	Folders     *Folders      `json:"reloader_folders"`
 	WaveLatency []WaveLatency `json:"wave_latency"`
 	Shared      *Shared       `json:"wave_shared_configmap"`
 	Coalescing  *Coalescing   `json:"wave_coalescing"`
@@ -177,6 +178,9 @@ func (r *report) markdown() string {
 	if f := r.Footprint; f != nil {
 		fmt.Fprintf(&b, "\n### Sidecar footprint\n\nAn idle reloader watching one ConfigMap for %.0f s: RSS %.1f MiB, CPU %.2f %% of one core. Binaries built as the Dockerfile builds them (static, `-trimpath -ldflags=\"-s -w\"`): reloader %.1f MiB, wave %.1f MiB. Most of an idle sidecar's RSS is its own binary's pages, so its size is what to watch.\n",
 			f.Window, f.RSSMiB, f.CPUPercent, f.BinaryMiB["reloader"], f.BinaryMiB["wave"])
+	}
+	if f := r.Folders; f != nil {
+		b.WriteString(f.markdown())
 	}
 	if len(r.WaveLatency) > 0 {
 		b.WriteString("\n### Wave trigger latency\n\nConfigMap PATCH sent → the Deployment's template annotation changed (seen on a watch). Each Deployment reads its own ConfigMap; 0 replicas. Floor: the watch event on the ConfigMap plus one PATCH round trip.\n\n")
