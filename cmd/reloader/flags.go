@@ -150,8 +150,6 @@ type config struct {
 	tellOnStart         bool
 	runtimeInfoURL      string        // with --reload-method=signal
 	settle              time.Duration // --delay-interval
-	verbosity           int           // from --log-level, when --v is not given
-	jsonLogsAsked       bool          // --log-format=json
 	ordinalFrom         string        // --statefulset-ordinal-from-envvar
 	memlimitRatio       float64       // --auto-gomemlimit-ratio
 	process             *notify.NamedProcess

@@ -116,7 +116,6 @@ func TestFlags(t *testing.T) {
 				assert.EqualValues(t, 1, c.process.Sig, "SIGHUP")
 				assert.Equal(t, "http://127.0.0.1:9090/api/v1/status/runtimeinfo", c.runtimeInfoURL)
 				assert.Nil(t, c.http)
-				assert.Equal(t, 4, c.verbosity)
 			}},
 		{name: "prometheus-config-reloader's default reload URL", args: []string{"--watched-dir=/etc/rules", "--delay-interval=2s"},
 			check: func(t *testing.T, c *config) {
@@ -128,7 +127,6 @@ func TestFlags(t *testing.T) {
 		{name: "an output without an input", args: []string{"--watched-dir=/x", "--config-envsubst-file=/o"}, wantErr: "add --config-file"},
 		{name: "a bad reload method", args: []string{"--watched-dir=/x", "--reload-method=grpc"}, wantErr: `--reload-method="grpc": use http or signal`},
 		{name: "a reload URL with the signal method", args: []string{"--watched-dir=/x", "--reload-method=signal", "--reload-url=http://x/"}, wantErr: "drop one"},
-		{name: "a bad log level", args: []string{"--watched-dir=/x", "--log-level=loud"}, wantErr: `--log-level="loud"`},
 		{name: "a bad memory limit ratio", args: []string{"--watched-dir=/x", "--auto-gomemlimit-ratio=2"}, wantErr: "between 0 and 1"},
 		{name: "a folder in subprocess mode", args: []string{"--volume-dir=/etc/nginx", "--", "nginx"},
 			check: func(t *testing.T, c *config) { assert.Equal(t, []string{"nginx"}, c.app) }},

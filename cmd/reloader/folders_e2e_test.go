@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -153,4 +154,26 @@ func TestFolderSubprocessWithCheck(t *testing.T) {
 	require.NoError(t, vol.Write(map[string]string{"app.conf": "good-2"}))
 	require.Eventually(t, func() bool { return appLog() == "start:good-1\nhup:good-2\n" }, eventually, tick)
 	require.Eventually(t, func() bool { return upToDate(p) }, eventually, tick)
+}
+
+// --log-format=json, as prometheus-config-reloader and Stakater Reloader take it: every line the
+// reloader writes is one JSON object with its time, level and message, --v included.
+func TestJSONLogs(t *testing.T) {
+	dir := t.TempDir()
+	vol := testvolume.New(dir)
+	require.NoError(t, vol.Write(map[string]string{"a": "1"}))
+	app := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(app.Close)
+	p := startFolderReloader(t, nil, "--volume-dir="+dir, "--webhook-url="+app.URL, "--log-format=json")
+	require.NoError(t, vol.Write(map[string]string{"a": "2"}))
+	require.Eventually(t, func() bool { return strings.Contains(p.Log(), `"msg":"app reloaded"`) }, eventually, tick, p.Log())
+	lines := strings.Split(strings.TrimSpace(p.Log()), "\n")
+	require.GreaterOrEqual(t, len(lines), 3)
+	for _, line := range lines {
+		var entry map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &entry), "not one JSON object: %q", line)
+		assert.NotEmpty(t, entry["time"], line)
+		assert.NotEmpty(t, entry["level"], line)
+		assert.NotEmpty(t, entry["msg"], line)
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -60,9 +59,6 @@ func runMain(args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "reloader: %v\n", err)
 		return 2
-	}
-	if cfg.verbosity > 0 {
-		_ = fs.Set("v", strconv.Itoa(cfg.verbosity))
 	}
 	applyPromProcessSettings(cfg)
 	defer klog.Flush()
@@ -153,10 +149,6 @@ func run1(cfg *config) error {
 				rendered.OnRender = pcr.Rendered
 			}
 			r.Writer = rendered
-			if cfg.renderOut != "" {
-				// The output folder is the one writable place beside the config (an emptyDir).
-				r.Told = &reload.ToldRecord{Path: filepath.Join(filepath.Dir(cfg.renderOut), reload.ToldRecordName)}
-			}
 		}
 		r.TellOnStart = cfg.tellOnStart
 	} else {

@@ -42,7 +42,6 @@ type promOptions struct {
 	delayInterval            time.Duration
 	retryInterval            time.Duration
 	reloadTimeout            time.Duration
-	logFormat, logLevel      string
 	ordinalFrom              string
 	webConfigFile            string
 	memlimitRatio            float64
@@ -63,8 +62,6 @@ func addPromConfigReloaderFlags(fs *flag.FlagSet, o *options) {
 	fs.DurationVar(&p.delayInterval, "delay-interval", 0, "prometheus-config-reloader's: how long after a file event the folders are read (default 50ms; a kubelet ..data swap is read at once).")
 	fs.DurationVar(&p.retryInterval, "retry-interval", promRetryInterval, "prometheus-config-reloader's name for --reload-retry-interval, with its default.")
 	fs.DurationVar(&p.reloadTimeout, "reload-timeout", promReloadTimeout, "prometheus-config-reloader's name for --reload-http-timeout, with its default.")
-	fs.StringVar(&p.logFormat, "log-format", "logfmt", "prometheus-config-reloader's: logfmt or json; both log as klog's text for now (one line says so for json).")
-	fs.StringVar(&p.logLevel, "log-level", "info", "prometheus-config-reloader's: debug, info, warn or error; debug is --v=4.")
 	fs.StringVar(&p.ordinalFrom, "statefulset-ordinal-from-envvar", "POD_NAME", "prometheus-config-reloader's: set $STATEFULSET_ORDINAL_NUMBER, for $(STATEFULSET_ORDINAL_NUMBER) in the config, from the digits that end this variable.")
 	fs.StringVar(&p.webConfigFile, "web-config-file", "", "prometheus-config-reloader's TLS and authentication for --listen-address: not supported; the reloader refuses to start with it.")
 	fs.Float64Var(&p.memlimitRatio, "auto-gomemlimit-ratio", 0, "prometheus-config-reloader's: set Go's memory limit to this share (0 to 1) of the container's memory limit; 0 off.")
@@ -72,7 +69,7 @@ func addPromConfigReloaderFlags(fs *flag.FlagSet, o *options) {
 
 // promFlags are the flags that make the reloader behave as prometheus-config-reloader.
 var promFlags = []string{"watched-dir", "config-file", "config-envsubst-file", "reload-url", "reload-method", "process-executable-name",
-	"runtimeinfo-url", "delay-interval", "retry-interval", "reload-timeout", "statefulset-ordinal-from-envvar", "log-format", "log-level",
+	"runtimeinfo-url", "delay-interval", "retry-interval", "reload-timeout", "statefulset-ordinal-from-envvar",
 	"web-config-file", "auto-gomemlimit-ratio"}
 
 // promConfigReloader turns prometheus-config-reloader's flags into the reloader's, when any is given.
@@ -100,22 +97,6 @@ func (o *options) promConfigReloader(c *config) error {
 	}
 	if len(o.folders) == 0 {
 		return fmt.Errorf("nothing to watch: pass --config-file or --watched-dir")
-	}
-	switch p.logFormat {
-	case "logfmt":
-	case "json":
-		c.jsonLogsAsked = true
-	default:
-		return fmt.Errorf("--log-format=%q: use logfmt or json", p.logFormat)
-	}
-	switch p.logLevel {
-	case "debug":
-		if !o.changed("v") {
-			c.verbosity = 4
-		}
-	case "info", "warn", "error":
-	default:
-		return fmt.Errorf("--log-level=%q: use debug, info, warn or error", p.logLevel)
 	}
 	if p.memlimitRatio < 0 || p.memlimitRatio > 1 {
 		return fmt.Errorf("--auto-gomemlimit-ratio=%v: give a share between 0 and 1", p.memlimitRatio)
@@ -191,9 +172,6 @@ func applyPromProcessSettings(c *config) {
 	}
 	if c.tlsLoopbackUnverified {
 		klog.InfoS("https reload URL on the loopback interface: its certificate is not verified, as prometheus-config-reloader never verifies it; pass --reload-http-ca-file to verify it")
-	}
-	if c.jsonLogsAsked {
-		klog.InfoS("--log-format=json: JSON logs are not available yet; logging as text")
 	}
 	if err := setOrdinal(c.ordinalFrom); err != nil {
 		klog.InfoS("warning: $STATEFULSET_ORDINAL_NUMBER not set", "err", err.Error())

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
 )
 
@@ -52,7 +53,7 @@ func TestFlags(t *testing.T) {
 		{name: "no dialect", args: []string{"--annotations="}, wantErr: `--annotations="": name at least one dialect`},
 		{name: "Stakater Reloader's flags that mean something here", args: []string{"--namespaces-to-ignore=kube-system, monitoring", "--resources-to-ignore=secrets",
 			"--ignored-workload-types=jobs,cronjobs", "--reload-on-create", "--reload-on-delete=false"}, check: func(t *testing.T, c *config) {
-			assert.Equal(t, rollout.ReloaderOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true, IgnoreCronJobs: true}, c.reloaderOpts)
+			assert.Equal(t, rollout.ReloaderOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true, IgnoreCronJobs: true, Dialect: refs.StakaterDialect{Names: refs.DefaultStakaterNames}}, c.reloaderOpts)
 		}},
 		{name: "Stakater Reloader's profiles flags", args: []string{"--enable-pprof", "--pprof-addr=127.0.0.1:6061"}, check: func(t *testing.T, c *config) {
 			assert.True(t, c.reloader.enablePprof)
@@ -86,9 +87,37 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, "reloader=enabled", c.reloaderOpts.ResourceSelector.String())
 			}},
 		{name: "a bad selector", args: []string{"--namespace-selector=team:a b"}, wantErr: `--namespace-selector="team:a b"`},
-		{name: "Reloader's --enable-ha", args: []string{"--enable-ha"}, wantErr: "--enable-ha is Stakater Reloader's and means nothing to wave: use --leader-election"},
-		{name: "Reloader's --log-level", args: []string{"--log-level=debug"}, wantErr: "--log-level is Stakater Reloader's and means nothing to wave: use --v"},
-		{name: "Reloader's --auto-reload-all", args: []string{"--auto-reload-all=true"}, wantErr: "annotate them with reloader.stakater.com/auto"},
+		{name: "Reloader's --enable-ha elects on Reloader's Lease", args: []string{"--enable-ha=true"},
+			check: func(t *testing.T, c *config) {
+				assert.True(t, c.leaderElection)
+				assert.Equal(t, "stakater-reloader-lock", c.leaderID)
+			}},
+		{name: "--enable-ha with a Lease of our own", args: []string{"--enable-ha", "--leader-election-id=wave"},
+			check: func(t *testing.T, c *config) {
+				assert.True(t, c.leaderElection)
+				assert.Equal(t, "wave", c.leaderID)
+			}},
+		{name: "a bad --enable-ha", args: []string{"--enable-ha=yes please"}, wantErr: `--enable-ha="yes please": use true or false`},
+		{name: "Reloader's chart arguments by default: --log-level=info",
+			args:  []string{"--log-level=info"},
+			check: func(t *testing.T, c *config) { assert.False(t, c.leaderElection) }},
+		{name: "Reloader's --auto-reload-all", args: []string{"--auto-reload-all"},
+			check: func(t *testing.T, c *config) { assert.True(t, c.reloaderOpts.Dialect.AutoReloadAll) }},
+		{name: "Reloader's annotation names, as its chart renders them (flag, then value)",
+			args: []string{"--configmap-annotation", "example.com/configmaps", "--auto-annotation", "example.com/auto", "--pause-deployment-annotation", "example.com/pause",
+				"--pause-deployment-time-annotation", "example.com/paused-at", "--reload-strategy=annotations", "--sync-after-restart"},
+			check: func(t *testing.T, c *config) {
+				n := c.reloaderOpts.Dialect.Names
+				assert.Equal(t, "example.com/configmaps", n.ConfigMapReload)
+				assert.Equal(t, "example.com/auto", n.Auto)
+				assert.Equal(t, "example.com/pause", n.PausePeriod)
+				assert.Equal(t, refs.StakaterSecretReload, n.SecretReload, "the others keep Reloader's defaults")
+				assert.False(t, c.reloaderOpts.Dialect.AutoReloadAll)
+				assert.Len(t, c.reloader.notes(), 3, "one line each for the flags that change nothing")
+			}},
+		{name: "a bad annotation name", args: []string{"--ignore-annotation=not a name"}, wantErr: `--ignore-annotation="not a name" is not an annotation name`},
+		{name: "a bad --auto-reload-all", args: []string{"--auto-reload-all=sometimes"}, wantErr: `--auto-reload-all="sometimes": use true or false`},
+		{name: "Reloader's --webhook-url, as its chart renders it, is refused with what to use", args: []string{"--webhook-url", "https://hooks.example.com/x"}, wantErr: "--webhook-url is Stakater Reloader's and means nothing to wave: wave rolls workloads itself"},
 		{name: "a bad resource to ignore", args: []string{"--resources-to-ignore=pods"}, wantErr: `--resources-to-ignore: "pods" is not configmaps or secrets`},
 		{name: "a bad workload type", args: []string{"--ignored-workload-types=deployments"}, wantErr: `--ignored-workload-types: "deployments" is not jobs or cronjobs`},
 		{name: "a bad boolean", args: []string{"--reload-on-create=maybe"}, wantErr: `--reload-on-create="maybe": use true or false`},

@@ -71,6 +71,9 @@ func runMain(args []string) int {
 		return 2
 	}
 	defer klog.Flush()
+	for _, note := range o.reloader.notes() {
+		klog.InfoS(note)
+	}
 	if err := runWave(cfg); err != nil && !errors.Is(err, run.ErrSignal) {
 		klog.ErrorS(err, "wave stopped")
 		return 1
@@ -109,7 +112,8 @@ type options struct {
 	version         bool
 	reloader        reloaderFlags
 	waveOnly        waveFlags
-	metricsAddr     string // Wave's --metrics-addr: --listen-address
+	metricsAddr     string                 // Wave's --metrics-addr: --listen-address
+	changed         func(name string) bool // whether a flag was given
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
@@ -158,6 +162,7 @@ Flags:
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "Wave's name of --listen-address (deprecated).")
 	_ = fs.MarkHidden("metrics-addr")
 	logflags.Add(fs, "log verbosity: 2 logs every decision, 4 every event.")
+	o.changed = fs.Changed
 	return fs
 }
 
@@ -175,8 +180,17 @@ type config struct {
 }
 
 func (o *options) check() (*config, error) {
+	ha, err := o.reloader.highAvailability()
+	if err != nil {
+		return nil, err
+	}
+	if ha {
+		o.leaderElection = true
+		if !o.changed("leader-election-id") {
+			o.leaderID = stakaterLease
+		}
+	}
 	c := &config{options: *o, selector: labels.Everything()}
-	var err error
 	if c.namespaceList, err = parseNamespaces(o.namespaces); err != nil {
 		return nil, err
 	}
@@ -356,7 +370,8 @@ func runWave(cfg *config) error {
 		digestKey = key
 	}
 	inf := rollout.NewInformers(clients, kinds, cfg.namespaceList, cfg.selector, cfg.syncPeriod,
-		confighash.Digester{Key: digestKey, KeepLabels: cfg.reloaderOpts.ResourceSelector != nil})
+		confighash.Digester{Key: digestKey, KeepLabels: cfg.reloaderOpts.ResourceSelector != nil,
+			KeepAnnotations: []string{cfg.reloaderOpts.Dialect.Names.Match, cfg.reloaderOpts.Dialect.Names.Ignore}})
 	if cfg.reloaderOpts.NamespaceSelector != nil {
 		inf.WatchNamespaces(client)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
 )
 
@@ -27,30 +30,61 @@ type reloaderFlags struct {
 	// isArgoRollouts is accepted and needs no value: wave finds Argo Rollouts by discovery.
 	isArgoRollouts string
 	enablePprof    bool
-	pprofAddr      string
-	refused        map[string]*string
+	names          refs.StakaterNames
+	autoReloadAll  string
+	// enableHA is --enable-ha: wave's leader election, on Reloader's own Lease unless
+	// --leader-election-id names another.
+	enableHA  string
+	pprofAddr string
+	refused   map[string]*string
 }
 
 // refusedReloaderFlags maps each Reloader flag wave does not take to what to use instead.
 var refusedReloaderFlags = map[string]string{
-	"auto-reload-all":                  "wave rolls only workloads that opt in: annotate them with reloader.stakater.com/auto: \"true\"",
-	"reload-strategy":                  "wave always writes an annotation on the pod template, which needs no strategy; remove the flag",
-	"enable-ha":                        "use --leader-election",
-	"log-format":                       "wave logs with klog; remove the flag",
-	"log-level":                        "use --v (2 logs every decision)",
-	"webhook-url":                      "wave rolls workloads itself; --notify-webhook reports rollouts that failed",
-	"sync-after-restart":               "wave compares every workload with its config at start anyway; remove the flag",
-	"enable-csi-integration":           "wave does not follow SecretProviderClasses; remove the flag",
-	"configmap-annotation":             "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
-	"secret-annotation":                "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
-	"auto-annotation":                  "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
-	"configmap-auto-annotation":        "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
-	"secret-auto-annotation":           "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
-	"auto-search-annotation":           "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
-	"search-match-annotation":          "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
-	"ignore-annotation":                "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
-	"pause-deployment-annotation":      "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
-	"pause-deployment-time-annotation": "wave reads Reloader's default annotation names only; rename the annotations in your manifests to those",
+	"webhook-url":            "wave rolls workloads itself; --notify-webhook reports rollouts that failed",
+	"enable-csi-integration": "wave does not follow SecretProviderClasses yet; remove the flag",
+}
+
+// booleanReloaderFlags are the refused and noted flags that Reloader declares as booleans:
+// given without a value they mean true. The others take a value, given after "=" or as the next
+// argument, as Reloader's chart renders some of them.
+var booleanReloaderFlags = map[string]bool{"enable-csi-integration": true, "sync-after-restart": true}
+
+// stakaterNameFlags are Reloader's flags that rename its annotations, with the field each sets.
+var stakaterNameFlags = []struct {
+	flag  string
+	field func(*refs.StakaterNames) *string
+}{
+	{"auto-annotation", func(n *refs.StakaterNames) *string { return &n.Auto }},
+	{"configmap-auto-annotation", func(n *refs.StakaterNames) *string { return &n.ConfigMapAuto }},
+	{"secret-auto-annotation", func(n *refs.StakaterNames) *string { return &n.SecretAuto }},
+	{"configmap-annotation", func(n *refs.StakaterNames) *string { return &n.ConfigMapReload }},
+	{"secret-annotation", func(n *refs.StakaterNames) *string { return &n.SecretReload }},
+	{"auto-search-annotation", func(n *refs.StakaterNames) *string { return &n.Search }},
+	{"search-match-annotation", func(n *refs.StakaterNames) *string { return &n.Match }},
+	{"ignore-annotation", func(n *refs.StakaterNames) *string { return &n.Ignore }},
+	{"pause-deployment-annotation", func(n *refs.StakaterNames) *string { return &n.PausePeriod }},
+}
+
+// notedReloaderFlags are Reloader flags wave takes and does not need: each given one is said in
+// one line at start, and the switch goes on.
+var notedReloaderFlags = map[string]string{
+	"reload-strategy":    "wave always writes an annotation on the pod template (Reloader's annotations strategy, with no env var to add); the flag changes nothing",
+	"sync-after-restart": "wave compares every workload with its config at start anyway; the flag changes nothing",
+	// Reloader writes it when it pauses a Deployment for its pause-period; wave never pauses one.
+	"pause-deployment-time-annotation": "wave holds a rollout for the pause-period instead of pausing the Deployment, so it writes no paused-at time; the flag changes nothing",
+}
+
+// notes are the lines to log at start for the noted flags given, in a stable order.
+func (r *reloaderFlags) notes() []string {
+	var out []string
+	for name, why := range notedReloaderFlags {
+		if *r.refused[name] != "" {
+			out = append(out, fmt.Sprintf("--%s is Stakater Reloader's: %s", name, why))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (r *reloaderFlags) add(fs *flag.FlagSet) {
@@ -63,17 +97,41 @@ func (r *reloaderFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&r.reloadOnDelete, "reload-on-delete", "false", "Stakater Reloader's: the deletion of an object Reloader's annotations follow (an optional one) rolls the workload.")
 	fs.BoolVar(&r.enablePprof, "enable-pprof", false, "Stakater Reloader's: serve Go's profiles (/debug/pprof/, without the command line) on --pprof-addr.")
 	fs.StringVar(&r.pprofAddr, "pprof-addr", ":6060", "Stakater Reloader's: address of the profiles of --enable-pprof.")
+	fs.StringVar(&r.enableHA, "enable-ha", "false", "Stakater Reloader's: --leader-election, on Reloader's Lease "+stakaterLease+" unless --leader-election-id is given, so that a Reloader replica still running during the switch and wave never both act.")
+	fs.Lookup("enable-ha").NoOptDefVal = "true"
 	fs.StringVar(&r.isArgoRollouts, "is-Argo-Rollouts", "", "")
 	_ = fs.MarkHidden("is-Argo-Rollouts")
 	fs.Lookup("is-Argo-Rollouts").NoOptDefVal = "true"
 	fs.Lookup("reload-on-create").NoOptDefVal = "true"
 	fs.Lookup("reload-on-delete").NoOptDefVal = "true"
+	r.names = refs.DefaultStakaterNames
+	for _, f := range stakaterNameFlags {
+		p := f.field(&r.names)
+		fs.StringVar(p, f.flag, *p, "Stakater Reloader's: read this annotation under this name instead.")
+	}
+	fs.StringVar(&r.autoReloadAll, "auto-reload-all", "false", `Stakater Reloader's: every workload follows the ConfigMaps and Secrets its pods use, as with reloader.stakater.com/auto: "true", unless it says otherwise in an auto annotation ("false").`)
+	fs.Lookup("auto-reload-all").NoOptDefVal = "true"
 	r.refused = map[string]*string{}
-	for name := range refusedReloaderFlags {
+	names := slices.Concat(slices.Collect(maps.Keys(refusedReloaderFlags)), slices.Collect(maps.Keys(notedReloaderFlags)))
+	for _, name := range names {
 		r.refused[name] = fs.String(name, "", "")
-		fs.Lookup(name).NoOptDefVal = "true" // Reloader's booleans may be given without a value
+		if booleanReloaderFlags[name] {
+			fs.Lookup(name).NoOptDefVal = "true"
+		}
 		_ = fs.MarkHidden(name)
 	}
+}
+
+// stakaterLease is the Lease Stakater Reloader elects its leader on (its constants.LockName).
+const stakaterLease = "stakater-reloader-lock"
+
+// highAvailability reads --enable-ha.
+func (r *reloaderFlags) highAvailability() (bool, error) {
+	b, err := strconv.ParseBool(r.enableHA)
+	if err != nil {
+		return false, fmt.Errorf("--enable-ha=%q: use true or false", r.enableHA)
+	}
+	return b, nil
 }
 
 // check returns the first refused flag that was given, or a bad value, as one line.
@@ -84,10 +142,20 @@ func (r *reloaderFlags) check(c *rollout.ReloaderOptions) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if *r.refused[name] != "" {
+		if _, noted := notedReloaderFlags[name]; !noted && *r.refused[name] != "" {
 			return fmt.Errorf("--%s is Stakater Reloader's and means nothing to wave: %s", name, refusedReloaderFlags[name])
 		}
 	}
+	for _, f := range stakaterNameFlags {
+		if v := *f.field(&r.names); len(validation.IsQualifiedName(v)) > 0 {
+			return fmt.Errorf("--%s=%q is not an annotation name; give one such as example.com/reload", f.flag, v)
+		}
+	}
+	autoAll, err := strconv.ParseBool(r.autoReloadAll)
+	if err != nil {
+		return fmt.Errorf("--auto-reload-all=%q: use true or false", r.autoReloadAll)
+	}
+	c.Dialect = refs.StakaterDialect{Names: r.names, AutoReloadAll: autoAll}
 	c.Namespaces = map[string]bool{}
 	for _, ns := range r.namespacesToIgnore {
 		if ns = strings.TrimSpace(ns); ns == "" {
@@ -119,7 +187,6 @@ func (r *reloaderFlags) check(c *rollout.ReloaderOptions) error {
 			return fmt.Errorf("--ignored-workload-types: %q is not jobs or cronjobs", t)
 		}
 	}
-	var err error
 	if c.NamespaceSelector, err = reloaderSelector("namespace-selector", r.namespaceSelector); err != nil {
 		return err
 	}

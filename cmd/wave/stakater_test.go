@@ -1,17 +1,22 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
 )
 
@@ -153,4 +158,77 @@ func TestSwitchingFromStakaterReloaderRollsNothing(t *testing.T) {
 	waitTemplateHashChange(t, client, ns, "current", "")
 	settle(t, p)
 	assert.Equal(t, map[string]int{"current": 2, "behind": 3, "annotated": 2, "never-reloaded": 2}, count(), "the next change rolls each once")
+}
+
+// Stakater Reloader's chart renders --log-level=info by default; with enableHA (or two
+// replicas) --enable-ha=true and POD_NAME, POD_NAMESPACE; with logFormat: json, --log-format=json;
+// with syncAfterRestart, --sync-after-restart=true. wave runs with them unchanged. It elects on
+// Reloader's own Lease, so while a Reloader replica still holds it (a rolling switch) wave
+// writes nothing, and takes over once Reloader stops renewing it. It logs one JSON object per
+// line, says in one line that --sync-after-restart changes nothing, and rolls a Deployment
+// written for Reloader.
+func TestReloaderChartArguments(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
+	createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{refs.StakaterAuto: "true"}, withEnvFrom("app-config")))
+	reloader, now := "reloader-5c8b-old", metav1.NewMicroTime(time.Now())
+	_, err := client.CoordinationV1().Leases(ns).Create(ctx(t), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "stakater-reloader-lock"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &reloader, LeaseDurationSeconds: ptr[int32](2), AcquireTime: &now, RenewTime: &now}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	addr := testcluster.FreeAddr(t)
+	p := testcluster.StartProcess(t, waveBin, []string{"POD_NAME=reloader-7d9f-x2k", "POD_NAMESPACE=" + ns},
+		"--listen-address="+addr, "--namespaces="+ns, "--kubeconfig="+cluster.Kubeconfig(),
+		"--log-level=info", "--log-format=json", "--enable-ha=true", "--sync-after-restart=true",
+		"--leader-election-lease-duration=2s", "--leader-election-renew-deadline=1s", "--leader-election-retry-period=200ms")
+	p.Addr = addr
+	p.WaitReady(t)
+	holder := func() string {
+		l, err := client.CoordinationV1().Leases(ns).Get(ctx(t), "stakater-reloader-lock", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	time.Sleep(time.Second)
+	assert.Equal(t, reloader, holder(), "Reloader's replica still holds its Lease")
+	assert.Empty(t, getDeployment(t, client, ns, "app").Annotations[rollout.InputsAnnotation], "and wave has written nothing")
+	require.Eventually(t, func() bool { h := holder(); return h != "" && h != reloader }, eventually, tick, "wave leads once Reloader stops renewing: %s", p.Log())
+
+	before := inputsHash(waitRecorded(t, client, ns, "app"))
+	patchCM(t, client, ns, "app-config", `{"data":{"a":"2"}}`)
+	waitTemplateHashChange(t, client, ns, "app", before)
+	lines := strings.Split(strings.TrimSpace(p.Log()), "\n")
+	for _, line := range lines {
+		var entry map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &entry), "not one JSON object: %q", line)
+		assert.NotEmpty(t, entry["msg"], line)
+	}
+	assert.Contains(t, p.Log(), "--sync-after-restart is Stakater Reloader's: wave compares every workload with its config at start anyway")
+	assert.Contains(t, p.Log(), "became the leader")
+}
+
+// Reloader run with renamed annotations (its chart's custom_annotations render
+// "--auto-annotation" "NAME", flag then value) and --auto-reload-all: wave reads the renamed
+// names, a workload with no auto annotation follows the config its pods use, one whose renamed
+// auto annotation says "false" does not, and a renamed reload list still names what it names.
+func TestReloaderCustomAnnotationsAndAutoReloadAll(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
+	createCM(t, client, ns, "other", map[string]string{"a": "1"})
+	createDeployment(t, client, reloaderDeployment(ns, "plain", nil, withEnvFrom("app-config")))
+	createDeployment(t, client, reloaderDeployment(ns, "opted-out", map[string]string{"example.com/auto": "false"}, withEnvFrom("app-config")))
+	createDeployment(t, client, reloaderDeployment(ns, "named", map[string]string{"example.com/auto": "false", "example.com/configmaps": "other"}, withEnvFrom("app-config")))
+	p := startWave(t, ns, "--auto-reload-all=true", "--auto-annotation", "example.com/auto", "--configmap-annotation", "example.com/configmaps")
+
+	plain, named := inputsHash(waitRecorded(t, client, ns, "plain")), inputsHash(waitRecorded(t, client, ns, "named"))
+	patchCM(t, client, ns, "app-config", `{"data":{"a":"2"}}`)
+	waitTemplateHashChange(t, client, ns, "plain", plain)
+	settle(t, p)
+	assert.Empty(t, getDeployment(t, client, ns, "opted-out").Annotations[rollout.InputsAnnotation], "auto false opts out of --auto-reload-all")
+	assert.Equal(t, named, inputsHash(getDeployment(t, client, ns, "named")), "its reload list names other, and its auto is false")
+
+	patchCM(t, client, ns, "other", `{"data":{"a":"2"}}`)
+	waitTemplateHashChange(t, client, ns, "named", named)
 }

@@ -131,7 +131,7 @@ func collectStatus(ctx context.Context, clients workload.Clients, kinds []worklo
 					return nil, fmt.Errorf("list %ss %s: %w (wave status needs list access to them)", strings.ToLower(string(t.Kind())), where, err)
 				}
 				for _, w := range ws {
-					if wave, stakater := rollout.Select(rollout.Dialects{}, w); wave || stakater != nil {
+					if wave, stakater := rollout.Select(rollout.Dialects{}, refs.StakaterDialect{}, w); wave || stakater != nil {
 						rows = append(rows, statusOf(w, now, deadline))
 					}
 				}

@@ -36,6 +36,7 @@ func Parse(name string, fs *flag.FlagSet, args []string, showVersion *bool, stam
 		fmt.Fprintf(os.Stderr, "%s: %v (see %s --help)\n", name, err, name)
 		return 2, true
 	}
+	logflags.Apply(fs) // first: the verbosity --log-level sets is capped too, and JSON from the first line
 	logflags.Cap(fs)
 	if *showVersion {
 		fmt.Println(name, Version(stamped))

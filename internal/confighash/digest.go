@@ -24,6 +24,9 @@ type Digester struct {
 	// KeepLabels keeps the objects' labels, for Stakater Reloader's --resource-label-selector;
 	// without it they are dropped like the rest of the metadata.
 	KeepLabels bool
+	// KeepAnnotations are annotations kept besides keptAnnotations: Reloader's match and
+	// ignore under the names its --search-match-annotation and --ignore-annotation give.
+	KeepAnnotations []string
 	// Whole, when set, is shown each whole object before it is reduced, so that the caller
 	// may keep the data of the few objects it will need whole (Wave's hash), without a read
 	// from the API. It must not change the object.
@@ -90,12 +93,14 @@ func (dg Digester) slim(m metav1.ObjectMeta, keys int) *Digested {
 		out.SetLabels(m.Labels)
 	}
 	var kept map[string]string
-	for _, k := range keptAnnotations {
-		if v, ok := m.Annotations[k]; ok {
-			if kept == nil {
-				kept = make(map[string]string, len(keptAnnotations))
+	for _, list := range [][]string{keptAnnotations, dg.KeepAnnotations} {
+		for _, k := range list {
+			if v, ok := m.Annotations[k]; ok {
+				if kept == nil {
+					kept = make(map[string]string, len(keptAnnotations))
+				}
+				kept[k] = v
 			}
-			kept[k] = v
 		}
 	}
 	if kept != nil {

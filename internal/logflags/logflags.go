@@ -1,5 +1,6 @@
-// Package logflags gives both binaries klog's --v and --vmodule, and keeps the verbosity below
-// the level where client-go logs API response bodies, which carry Secret values.
+// Package logflags gives both binaries klog's --v and --vmodule, the peers' --log-format (text
+// or JSON) and --log-level, and keeps the verbosity below the level where client-go logs API
+// response bodies, which carry Secret values.
 package logflags
 
 import (
@@ -15,7 +16,8 @@ import (
 // headers at 7 and response bodies (whole Secrets) from 8.
 const MaxVerbosity = 5
 
-// Add registers --v and --vmodule on fs; usage describes what each level logs.
+// Add registers --v, --vmodule, --log-format and --log-level on fs; usage describes what each
+// level of --v logs.
 func Add(fs *flag.FlagSet, usage string) {
 	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -29,6 +31,7 @@ func Add(fs *flag.FlagSet, usage string) {
 		}
 		fs.AddFlag(f)
 	}
+	addFormat(fs)
 }
 
 // Cap lowers the verbosity to MaxVerbosity after parsing, --v and every --vmodule entry

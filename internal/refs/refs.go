@@ -35,9 +35,9 @@ const (
 const IgnoreAnnotation = "configwave.io/ignore"
 
 // Ignored reports whether a ConfigMap's or Secret's annotations take it out of every hash and
-// record (IgnoreAnnotation, or Reloader's ignore).
-func Ignored(annotations map[string]string) bool {
-	return isTrue(annotations[IgnoreAnnotation]) || isTrue(annotations[StakaterIgnore])
+// record (IgnoreAnnotation, or Reloader's ignore under the dialect's name).
+func Ignored(annotations map[string]string, st StakaterDialect) bool {
+	return isTrue(annotations[IgnoreAnnotation]) || st.Ignored(annotations)
 }
 
 // DropIgnored removes every object that ignored reports, and returns them.

@@ -205,8 +205,12 @@ func TestIgnored(t *testing.T) {
 		{map[string]string{IgnoreAnnotation: "false", StakaterIgnore: "no"}, false},
 		{map[string]string{IgnoreAnnotation: " True "}, true},
 	} {
-		assert.Equal(t, tc.want, Ignored(tc.annotations), "%v", tc.annotations)
+		assert.Equal(t, tc.want, Ignored(tc.annotations, StakaterDialect{}), "%v", tc.annotations)
 	}
+	renamed := StakaterDialect{Names: DefaultStakaterNames}
+	renamed.Names.Ignore = "example.com/skip"
+	assert.True(t, Ignored(map[string]string{"example.com/skip": "true"}, renamed), "Reloader's --ignore-annotation")
+	assert.False(t, Ignored(map[string]string{StakaterIgnore: "true"}, renamed), "the default name no longer counts once renamed, as in Reloader")
 
 	r := References{Visible: Uses{}, Wave: Uses{}}
 	a, b, c := ObjectRef{Kind: ConfigMap, Namespace: "ns", Name: "a"}, ObjectRef{Kind: Secret, Namespace: "ns", Name: "b"}, ObjectRef{Kind: ConfigMap, Namespace: "ns", Name: "c"}

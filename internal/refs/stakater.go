@@ -22,6 +22,8 @@ const (
 	StakaterIgnore            = "reloader.stakater.com/ignore" // on a ConfigMap or Secret: never reloads anything
 	StakaterConfigMapsExclude = "configmaps.exclude.reloader.stakater.com/reload"
 	StakaterSecretsExclude    = "secrets.exclude.reloader.stakater.com/reload"
+	// StakaterPausePeriod (workload): after a rollout, further changes wait this long.
+	StakaterPausePeriod = "deployment.reloader.stakater.com/pause-period"
 	// StakaterLastReloadedFrom is the pod template annotation of Reloader's annotations
 	// strategy: JSON naming the last object that rolled the workload, and its hash.
 	StakaterLastReloadedFrom = "reloader.stakater.com/last-reloaded-from"
@@ -30,8 +32,51 @@ const (
 	StakaterEnvPrefix = "STAKATER_"
 )
 
+// StakaterNames are the names of Reloader's annotations. Its --*-annotation flags rename them;
+// the exclusion lists keep their names, as in Reloader.
+type StakaterNames struct {
+	Auto, ConfigMapAuto, SecretAuto string // --auto-annotation, --configmap-auto-annotation, --secret-auto-annotation
+	ConfigMapReload, SecretReload   string // --configmap-annotation, --secret-annotation
+	Search, Match                   string // --auto-search-annotation, --search-match-annotation
+	Ignore                          string // --ignore-annotation
+	PausePeriod                     string // --pause-deployment-annotation
+}
+
+// DefaultStakaterNames are Reloader's defaults.
+var DefaultStakaterNames = StakaterNames{
+	Auto: StakaterAuto, ConfigMapAuto: StakaterConfigMapAuto, SecretAuto: StakaterSecretAuto,
+	ConfigMapReload: StakaterConfigMapReload, SecretReload: StakaterSecretReload,
+	Search: StakaterSearch, Match: StakaterMatch, Ignore: StakaterIgnore,
+	PausePeriod: StakaterPausePeriod,
+}
+
+// StakaterDialect is how this wave reads Reloader's annotations: under which names, and
+// whether --auto-reload-all makes every workload follow the config its pods use unless its
+// auto annotation says "false".
+type StakaterDialect struct {
+	Names         StakaterNames
+	AutoReloadAll bool
+}
+
+// names is d's names, Reloader's defaults for the zero value.
+func (d StakaterDialect) names() StakaterNames {
+	if d.Names == (StakaterNames{}) {
+		return DefaultStakaterNames
+	}
+	return d.Names
+}
+
+// PausePeriod is the name of Reloader's pause-period annotation in d.
+func (d StakaterDialect) PausePeriod() string { return d.names().PausePeriod }
+
+// Ignored reports whether an object's annotations say Reloader's ignore (under d's name).
+func (d StakaterDialect) Ignored(annotations map[string]string) bool {
+	return isTrue(annotations[d.names().Ignore])
+}
+
 // StakaterRules is what Stakater Reloader's annotations on one workload ask for.
 type StakaterRules struct {
+	names StakaterNames // for Follows: the match and ignore annotations of objects
 	// Auto: every ConfigMap (Secret) the pods use.
 	AutoConfigMaps, AutoSecrets bool
 	// Named: ConfigMaps (Secrets) whose names match, used by the pods or not. Reloader reads
@@ -45,23 +90,32 @@ type StakaterRules struct {
 	Problems []string
 }
 
-// ParseStakater reads Reloader's annotations: from the workload's metadata, or, when none of
-// them is there, from the pod template's (Reloader's rule). nil when there are none.
+// ParseStakater reads Reloader's annotations under their default names.
 func ParseStakater(workload, template map[string]string) *StakaterRules {
+	return StakaterDialect{}.Parse(workload, template)
+}
+
+// Parse reads Reloader's annotations: from the workload's metadata, or, when none of them is
+// there, from the pod template's (Reloader's rule). nil when they ask for nothing.
+func (d StakaterDialect) Parse(workload, template map[string]string) *StakaterRules {
+	n := d.names()
 	a := workload
-	if !hasStakaterTrigger(a) {
+	if !n.hasTrigger(a) {
 		a = template
-		if !hasStakaterTrigger(a) {
+		if !n.hasTrigger(a) && !d.AutoReloadAll {
 			return nil
 		}
 	}
-	r := &StakaterRules{}
-	auto := isTrue(a[StakaterAuto])
-	r.AutoConfigMaps = auto || isTrue(a[StakaterConfigMapAuto])
-	r.AutoSecrets = auto || isTrue(a[StakaterSecretAuto])
-	r.Search = isTrue(a[StakaterSearch])
-	r.ConfigMapNames = r.patterns(StakaterConfigMapReload, a[StakaterConfigMapReload])
-	r.SecretNames = r.patterns(StakaterSecretReload, a[StakaterSecretReload])
+	r := &StakaterRules{names: n}
+	auto := isTrue(a[n.Auto])
+	// --auto-reload-all: a kind follows its config unless an auto annotation for it is given
+	// at all (Reloader's rule: "false", or any other value, opts out).
+	all := d.AutoReloadAll && a[n.Auto] == ""
+	r.AutoConfigMaps = auto || isTrue(a[n.ConfigMapAuto]) || all && a[n.ConfigMapAuto] == ""
+	r.AutoSecrets = auto || isTrue(a[n.SecretAuto]) || all && a[n.SecretAuto] == ""
+	r.Search = isTrue(a[n.Search])
+	r.ConfigMapNames = r.patterns(n.ConfigMapReload, a[n.ConfigMapReload])
+	r.SecretNames = r.patterns(n.SecretReload, a[n.SecretReload])
 	// The exclusions are read from the workload's own metadata, as Reloader does.
 	r.ExcludedConfigMaps = names(workload[StakaterConfigMapsExclude])
 	r.ExcludedSecrets = names(workload[StakaterSecretsExclude])
@@ -71,8 +125,8 @@ func ParseStakater(workload, template map[string]string) *StakaterRules {
 	return r
 }
 
-func hasStakaterTrigger(a map[string]string) bool {
-	for _, k := range []string{StakaterAuto, StakaterConfigMapAuto, StakaterSecretAuto, StakaterConfigMapReload, StakaterSecretReload, StakaterSearch} {
+func (n StakaterNames) hasTrigger(a map[string]string) bool {
+	for _, k := range []string{n.Auto, n.ConfigMapAuto, n.SecretAuto, n.ConfigMapReload, n.SecretReload, n.Search} {
 		if _, ok := a[k]; ok {
 			return true
 		}
@@ -166,12 +220,12 @@ func (r *StakaterRules) Follows(kind ConfigKind, name string, used bool, annotat
 		excluded, auto = r.ExcludedSecrets[name], r.AutoSecrets
 	}
 	switch {
-	case isTrue(annotations[StakaterIgnore]) || excluded: // Reloader checks these first
+	case isTrue(annotations[r.names.Ignore]) || excluded: // Reloader checks these first
 		return false
 	case r.Named(kind, name):
 		return true
 	}
-	return used && (auto || r.Search && isTrue(annotations[StakaterMatch]))
+	return used && (auto || r.Search && isTrue(annotations[r.names.Match]))
 }
 
 // StakaterEnvName is the env var Reloader's env-vars strategy writes for an object:

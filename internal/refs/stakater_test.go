@@ -96,3 +96,48 @@ func FuzzParseStakater(f *testing.F) {
 		_ = r.Follows(ConfigMap, "x", true, nil)
 	})
 }
+
+// Reloader's --*-annotation flags rename its annotations, and --auto-reload-all makes every
+// workload follow the config its pods use unless an auto annotation says otherwise.
+func TestStakaterDialect(t *testing.T) {
+	renamed := DefaultStakaterNames
+	renamed.Auto, renamed.ConfigMapReload, renamed.Match = "example.com/auto", "example.com/configmaps", "example.com/match"
+	tests := []struct {
+		name          string
+		dialect       StakaterDialect
+		workload      map[string]string
+		template      map[string]string
+		nilRules      bool
+		autoCM, autoS bool
+		named         string // a ConfigMap name the reload list must match
+	}{
+		{name: "defaults, no annotation", nilRules: true},
+		{name: "renamed auto", dialect: StakaterDialect{Names: renamed}, workload: map[string]string{"example.com/auto": "true"}, autoCM: true, autoS: true},
+		{name: "the default name is not read once renamed", dialect: StakaterDialect{Names: renamed}, workload: map[string]string{StakaterAuto: "true"}, nilRules: true},
+		{name: "renamed reload list", dialect: StakaterDialect{Names: renamed}, workload: map[string]string{"example.com/configmaps": "app-config"}, named: "app-config"},
+		{name: "auto-reload-all: no annotation at all", dialect: StakaterDialect{AutoReloadAll: true}, autoCM: true, autoS: true},
+		{name: "auto-reload-all: auto false opts out", dialect: StakaterDialect{AutoReloadAll: true}, workload: map[string]string{StakaterAuto: "false"}, nilRules: true},
+		{name: "auto-reload-all: configmap auto false opts out of ConfigMaps only", dialect: StakaterDialect{AutoReloadAll: true}, workload: map[string]string{StakaterConfigMapAuto: "false"}, autoS: true},
+		{name: "auto-reload-all with a reload list: both", dialect: StakaterDialect{AutoReloadAll: true}, workload: map[string]string{StakaterConfigMapReload: "other"}, autoCM: true, autoS: true, named: "other"},
+		{name: "auto-reload-all reads the template's auto false", dialect: StakaterDialect{AutoReloadAll: true}, template: map[string]string{StakaterAuto: "false"}, nilRules: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.dialect.Parse(tt.workload, tt.template)
+			if tt.nilRules {
+				assert.Nil(t, r)
+				return
+			}
+			require.NotNil(t, r)
+			assert.Equal(t, tt.autoCM, r.AutoConfigMaps, "ConfigMaps")
+			assert.Equal(t, tt.autoS, r.AutoSecrets, "Secrets")
+			if tt.named != "" {
+				assert.True(t, r.Named(ConfigMap, tt.named))
+			}
+		})
+	}
+	r := StakaterDialect{Names: renamed}.Parse(map[string]string{renamed.Search: "true"}, nil)
+	require.NotNil(t, r)
+	assert.True(t, r.Follows(ConfigMap, "shared", true, map[string]string{"example.com/match": "true"}), "search matches under the renamed match annotation")
+	assert.False(t, r.Follows(ConfigMap, "shared", true, map[string]string{StakaterMatch: "true"}))
+}

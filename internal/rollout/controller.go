@@ -130,6 +130,7 @@ func NewController(cfg Config) (*Controller, error) {
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
 	c.follow = newFollower()
 	c.pace = newPacer(cfg.Coalesce, cfg.MinRolloutInterval)
+	c.pace.pausePeriod = cfg.Reloader.Dialect.PausePeriod()
 	c.pace.limitRate(cfg.UpdateRate, cfg.UpdateBurst)
 	if cfg.PodClient != nil {
 		c.crash = newCrashLoops(cfg.PodClient, cfg.Informers, func(key string) { c.queue.Add(key) })
@@ -453,7 +454,7 @@ func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, e
 			c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", p+"; the entry is skipped")
 		}
 	}
-	for _, a := range []string{MinRolloutIntervalAnnotation, StakaterPausePeriod} {
+	for _, a := range []string{MinRolloutIntervalAnnotation, c.pace.pausePeriod} {
 		if _, err := ParseInterval(w.Meta.Annotations[a]); err != nil {
 			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", "annotation %s: %v; it is not applied: use a duration such as 30s or 5m", a, err)
 		}

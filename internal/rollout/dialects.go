@@ -62,6 +62,9 @@ type ReloaderOptions struct {
 	// --resource-label-selector: only ConfigMaps and Secrets with matching labels roll anything
 	// (the Digester must keep labels).
 	ResourceSelector labels.Selector
+	// Dialect: Reloader's annotation names (its --*-annotation flags) and --auto-reload-all.
+	// The Digester must keep the match and ignore annotations under these names.
+	Dialect refs.StakaterDialect
 }
 
 func (o ReloaderOptions) ignores(kind refs.ConfigKind) bool {
@@ -77,14 +80,14 @@ type selection struct {
 
 func (s selection) optedIn() bool { return s.wave || s.stakater != nil }
 
-// Select reads a workload's annotations in the dialects d.
-func Select(d Dialects, w workload.Workload) (wave bool, stakater *refs.StakaterRules) {
+// Select reads a workload's annotations in the dialects d, Reloader's as st reads them.
+func Select(d Dialects, st refs.StakaterDialect, w workload.Workload) (wave bool, stakater *refs.StakaterRules) {
 	d = d.orDefault()
 	if d.Wave {
 		wave = w.OptedIn()
 	}
 	if d.Stakater {
-		stakater = refs.ParseStakater(w.Meta.Annotations, w.Template.Annotations)
+		stakater = st.Parse(w.Meta.Annotations, w.Template.Annotations)
 	}
 	return wave, stakater
 }
@@ -96,7 +99,7 @@ func (c *Controller) selectionOf(w workload.Workload) selection {
 	if sel := c.Reloader.NamespaceSelector; sel != nil && !sel.Matches(labels.Set(c.Informers.namespaceLabels(w.Meta.Namespace))) {
 		return selection{}
 	}
-	wave, st := Select(c.Dialects, w)
+	wave, st := Select(c.Dialects, c.Reloader.Dialect, w)
 	return selection{wave: wave, stakater: st}
 }
 
@@ -159,7 +162,7 @@ func (c *Controller) follows(ns string, used refs.References, sel selection, ref
 // ignored reports whether a ConfigMap or Secret is out of every hash and record
 // (configwave.io/ignore, or Reloader's ignore).
 func (c *Controller) ignored(ref refs.ObjectRef) bool {
-	return refs.Ignored(c.Informers.configAnnotations(ref))
+	return refs.Ignored(c.Informers.configAnnotations(ref), c.Reloader.Dialect)
 }
 
 // stakaterBehind reports whether Stakater Reloader left a mark on the template (its

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
 
@@ -17,9 +18,10 @@ const (
 	// MinRolloutIntervalAnnotation (workload metadata): at least this long between two
 	// rollouts wave causes; changes in the meantime roll together when it ends.
 	MinRolloutIntervalAnnotation = "configwave.io/min-rollout-interval"
-	// StakaterPausePeriod is Stakater Reloader's: after a rollout, further changes wait this
-	// long (Reloader pauses the Deployment; wave holds the next rollout, same effect).
-	StakaterPausePeriod = "deployment.reloader.stakater.com/pause-period"
+	// StakaterPausePeriod is Stakater Reloader's, under its default name: after a rollout,
+	// further changes wait this long (Reloader pauses the Deployment; wave holds the next
+	// rollout, same effect). --pause-deployment-annotation renames it (pacer.pausePeriod).
+	StakaterPausePeriod = refs.StakaterPausePeriod
 )
 
 // pacer holds rollouts back: for --coalesce after the first change of a quiet workload, so
@@ -33,6 +35,7 @@ const (
 type pacer struct {
 	coalesce, floor time.Duration
 	limit           *rate.Limiter // nil: no cluster-wide limit
+	pausePeriod     string        // Reloader's pause-period annotation, under its configured name
 
 	mu      sync.Mutex
 	pending map[string]time.Time // workload key -> when a rollout was first wanted
@@ -42,7 +45,7 @@ type pacer struct {
 }
 
 func newPacer(coalesce, floor time.Duration) *pacer {
-	return &pacer{coalesce: coalesce, floor: floor, pending: map[string]time.Time{}, turns: map[string]time.Time{}}
+	return &pacer{coalesce: coalesce, floor: floor, pausePeriod: StakaterPausePeriod, pending: map[string]time.Time{}, turns: map[string]time.Time{}}
 }
 
 // limitRate caps rollouts across all workloads at perSecond, with bursts of burst; perSecond 0
@@ -112,7 +115,7 @@ func (p *pacer) Held() float64 {
 // its own annotation and Reloader's pause-period.
 func (p *pacer) floorOf(w workload.Workload) (time.Duration, string) {
 	floor, source := p.floor, "--min-rollout-interval"
-	for _, a := range []string{MinRolloutIntervalAnnotation, StakaterPausePeriod} {
+	for _, a := range []string{MinRolloutIntervalAnnotation, p.pausePeriod} {
 		if d, err := ParseInterval(w.Meta.Annotations[a]); err == nil && d > floor {
 			floor, source = d, a
 		}
