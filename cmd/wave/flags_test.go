@@ -113,7 +113,8 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, "example.com/pause", n.PausePeriod)
 				assert.Equal(t, refs.StakaterSecretReload, n.SecretReload, "the others keep Reloader's defaults")
 				assert.False(t, c.reloaderOpts.Dialect.AutoReloadAll)
-				assert.Len(t, c.reloader.notes(), 3, "one line each for the flags that change nothing")
+				assert.Equal(t, "example.com/paused-at", n.PausedAt)
+				assert.Len(t, c.reloader.notes(), 2, "one line each for the flags that change nothing")
 			}},
 		{name: "a bad annotation name", args: []string{"--ignore-annotation=not a name"}, wantErr: `--ignore-annotation="not a name" is not an annotation name`},
 		{name: "a bad --auto-reload-all", args: []string{"--auto-reload-all=sometimes"}, wantErr: `--auto-reload-all="sometimes": use true or false`},
@@ -202,4 +203,37 @@ func FuzzWaveFlags(f *testing.F) {
 			assert.Contains(t, err.Error(), "--")
 		}
 	})
+}
+
+// Stakater Reloader's chart sets its container's environment; wave reads it as Reloader does.
+func TestReloaderChartEnv(t *testing.T) {
+	tests := []struct {
+		name           string
+		env            map[string]string
+		args           []string
+		wantNamespaces []string
+		wantListen     string
+		wantByNS       bool
+	}{
+		{name: "not started by the chart", wantListen: ""},
+		{name: "the chart, watching globally", env: map[string]string{"RELOADER_DEPLOYMENT_NAME": "reloader-reloader", "RELOADER_NAMESPACE": "tools"}, wantListen: ":9090"},
+		{name: "watchGlobally: false scopes wave to the namespace", env: map[string]string{"RELOADER_DEPLOYMENT_NAME": "r", "KUBERNETES_NAMESPACE": "tools"},
+			wantNamespaces: []string{"tools"}, wantListen: ":9090"},
+		{name: "--namespaces wins", env: map[string]string{"KUBERNETES_NAMESPACE": "tools"}, args: []string{"--namespaces=a,b"}, wantNamespaces: []string{"a", "b"}},
+		{name: "one listener when both addresses are the same", env: map[string]string{"RELOADER_DEPLOYMENT_NAME": "r"}, args: []string{"--listen-address=:9090"}},
+		{name: "enableMetricsByNamespace", env: map[string]string{"RELOADER_DEPLOYMENT_NAME": "r", "METRICS_COUNT_BY_NAMESPACE": "enabled"}, wantListen: ":9090", wantByNS: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o options
+			fs := newFlagSet(&o)
+			o.getenv = func(k string) string { return tt.env[k] }
+			require.NoError(t, fs.Parse(tt.args))
+			c, err := o.check()
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantNamespaces, c.namespaceList)
+			assert.Equal(t, tt.wantListen, c.reloaderListen)
+			assert.Equal(t, tt.wantByNS, c.countByNamespace)
+		})
+	}
 }

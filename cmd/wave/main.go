@@ -35,6 +35,7 @@ import (
 
 	"github.com/configwave/configwave/internal/alert"
 	"github.com/configwave/configwave/internal/cli"
+	"github.com/configwave/configwave/internal/compat"
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/installkey"
 	"github.com/configwave/configwave/internal/kubeclient"
@@ -114,6 +115,8 @@ type options struct {
 	waveOnly        waveFlags
 	metricsAddr     string                 // Wave's --metrics-addr: --listen-address
 	changed         func(name string) bool // whether a flag was given
+	reloaderListen  string                 // --reloader-listen-address
+	getenv          func(string) string    // os.Getenv; tests give their own
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
@@ -162,21 +165,24 @@ Flags:
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "Wave's name of --listen-address (deprecated).")
 	_ = fs.MarkHidden("metrics-addr")
 	logflags.Add(fs, "log verbosity: 2 logs every decision, 4 every event.")
+	addReloaderEnvFlags(fs, o)
 	o.changed = fs.Changed
+	o.getenv = os.Getenv
 	return fs
 }
 
 type config struct {
 	options
-	namespaceList  []string
-	selector       labels.Selector
-	dialects       rollout.Dialects
-	reloaderOpts   rollout.ReloaderOptions
-	format         confighash.HashFormat
-	hashKey        []byte
-	webhook        *alert.Webhook
-	installKeyNS   string // the install key Secret; "" name: none
-	installKeyName string
+	countByNamespace bool // METRICS_COUNT_BY_NAMESPACE=enabled
+	namespaceList    []string
+	selector         labels.Selector
+	dialects         rollout.Dialects
+	reloaderOpts     rollout.ReloaderOptions
+	format           confighash.HashFormat
+	hashKey          []byte
+	webhook          *alert.Webhook
+	installKeyNS     string // the install key Secret; "" name: none
+	installKeyName   string
 }
 
 func (o *options) check() (*config, error) {
@@ -190,7 +196,18 @@ func (o *options) check() (*config, error) {
 			o.leaderID = stakaterLease
 		}
 	}
-	c := &config{options: *o, selector: labels.Everything()}
+	getenv := o.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	env := readReloaderEnv(getenv)
+	if env.namespace != "" && !o.changed("namespaces") {
+		o.namespaces = env.namespace
+	}
+	if !env.chart || o.reloaderListen == o.listenAddress {
+		o.reloaderListen = ""
+	}
+	c := &config{options: *o, selector: labels.Everything(), countByNamespace: env.countByNamespace}
 	if c.namespaceList, err = parseNamespaces(o.namespaces); err != nil {
 		return nil, err
 	}
@@ -377,6 +394,7 @@ func runWave(cfg *config) error {
 	}
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
+	metrics.OnRolloutWrite = compat.NewStakaterReloader(reg, cfg.countByNamespace).Rollout
 	rc := rollout.Config{Client: client, Dynamic: clients.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
 		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.reloaderOpts}
@@ -402,6 +420,14 @@ func runWave(cfg *config) error {
 			return err
 		}
 		klog.InfoS("serving /healthz, /readyz, /metrics and /status", "address", srv.Addr())
+		g.Add(srv.Run, srv.Stop)
+	}
+	if cfg.reloaderListen != "" {
+		srv, err := serve.Listen(cfg.reloaderListen, reg, serve.Checks{Ready: inf.HasSynced, HealthPaths: []string{"/live"}, Flag: "--reloader-listen-address"})
+		if err != nil {
+			return err
+		}
+		klog.InfoS("started by Stakater Reloader's chart: serving its /live and /metrics", "address", srv.Addr())
 		g.Add(srv.Run, srv.Stop)
 	}
 	if cfg.reloader.enablePprof {

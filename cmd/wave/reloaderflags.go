@@ -64,6 +64,7 @@ var stakaterNameFlags = []struct {
 	{"search-match-annotation", func(n *refs.StakaterNames) *string { return &n.Match }},
 	{"ignore-annotation", func(n *refs.StakaterNames) *string { return &n.Ignore }},
 	{"pause-deployment-annotation", func(n *refs.StakaterNames) *string { return &n.PausePeriod }},
+	{"pause-deployment-time-annotation", func(n *refs.StakaterNames) *string { return &n.PausedAt }},
 }
 
 // notedReloaderFlags are Reloader flags wave takes and does not need: each given one is said in
@@ -71,8 +72,6 @@ var stakaterNameFlags = []struct {
 var notedReloaderFlags = map[string]string{
 	"reload-strategy":    "wave always writes an annotation on the pod template (Reloader's annotations strategy, with no env var to add); the flag changes nothing",
 	"sync-after-restart": "wave compares every workload with its config at start anyway; the flag changes nothing",
-	// Reloader writes it when it pauses a Deployment for its pause-period; wave never pauses one.
-	"pause-deployment-time-annotation": "wave holds a rollout for the pause-period instead of pausing the Deployment, so it writes no paused-at time; the flag changes nothing",
 }
 
 // notes are the lines to log at start for the noted flags given, in a stable order.

@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/refs"
@@ -176,13 +177,22 @@ func TestReloaderChartArguments(t *testing.T) {
 	_, err := client.CoordinationV1().Leases(ns).Create(ctx(t), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "stakater-reloader-lock"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &reloader, LeaseDurationSeconds: ptr[int32](2), AcquireTime: &now, RenewTime: &now}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	addr := testcluster.FreeAddr(t)
-	p := testcluster.StartProcess(t, waveBin, []string{"POD_NAME=reloader-7d9f-x2k", "POD_NAMESPACE=" + ns},
-		"--listen-address="+addr, "--namespaces="+ns, "--kubeconfig="+cluster.Kubeconfig(),
+	addr, chartAddr := testcluster.FreeAddr(t), testcluster.FreeAddr(t)
+	// The chart's environment: watchGlobally: false (KUBERNETES_NAMESPACE), enableHA,
+	// enableMetricsByNamespace. No --namespaces: KUBERNETES_NAMESPACE scopes wave as it scopes
+	// Reloader. Reloader's fixed :9090 is moved to a free port for the test.
+	env := []string{"POD_NAME=reloader-7d9f-x2k", "POD_NAMESPACE=" + ns, "KUBERNETES_NAMESPACE=" + ns, "RELOADER_NAMESPACE=" + ns,
+		"RELOADER_DEPLOYMENT_NAME=reloader-reloader", "METRICS_COUNT_BY_NAMESPACE=enabled"}
+	p := testcluster.StartProcess(t, waveBin, env, "--listen-address="+addr, "--reloader-listen-address="+chartAddr, "--kubeconfig="+cluster.Kubeconfig(),
 		"--log-level=info", "--log-format=json", "--enable-ha=true", "--sync-after-restart=true",
 		"--leader-election-lease-duration=2s", "--leader-election-renew-deadline=1s", "--leader-election-retry-period=200ms")
 	p.Addr = addr
 	p.WaitReady(t)
+	chart := &testcluster.Process{Addr: chartAddr}
+	code, _ := chart.Get("/live")
+	assert.Equal(t, http.StatusOK, code, "the chart's liveness probe")
+	code, _ = chart.Get("/metrics")
+	assert.Equal(t, http.StatusOK, code, "the chart's readiness probe")
 	holder := func() string {
 		l, err := client.CoordinationV1().Leases(ns).Get(ctx(t), "stakater-reloader-lock", metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
@@ -198,6 +208,9 @@ func TestReloaderChartArguments(t *testing.T) {
 	before := inputsHash(waitRecorded(t, client, ns, "app"))
 	patchCM(t, client, ns, "app-config", `{"data":{"a":"2"}}`)
 	waitTemplateHashChange(t, client, ns, "app", before)
+	assert.EqualValues(t, 1, chart.Metric(`reloader_reload_executed_total{success="true"}`), "Reloader's series, where its ServiceMonitor scrapes")
+	assert.EqualValues(t, 0, chart.Metric(`reloader_reload_executed_total{success="false"}`))
+	assert.EqualValues(t, 1, chart.Metric(`reloader_reload_executed_total_by_namespace{namespace="`+ns+`",success="true"}`))
 	lines := strings.Split(strings.TrimSpace(p.Log()), "\n")
 	for _, line := range lines {
 		var entry map[string]any
@@ -231,4 +244,41 @@ func TestReloaderCustomAnnotationsAndAutoReloadAll(t *testing.T) {
 
 	patchCM(t, client, ns, "other", `{"data":{"a":"2"}}`)
 	waitTemplateHashChange(t, client, ns, "named", named)
+}
+
+// A switch while Stakater Reloader has a Deployment paused for its pause-period (spec.paused and
+// its paused-at annotation, as Reloader writes them): Reloader's timer is gone with Reloader,
+// so wave resumes it once the period is over, and the change made meanwhile rolls: a second
+// ReplicaSet from kube-controller-manager. A Deployment the user paused is left paused.
+func TestReloaderPausedDeploymentIsResumed(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
+	auto := map[string]string{refs.StakaterAuto: "true", refs.StakaterPausePeriod: "3s"}
+	createDeployment(t, client, reloaderDeployment(ns, "stranded", auto, withEnvFrom("app-config")))
+	createDeployment(t, client, reloaderDeployment(ns, "users-own", map[string]string{refs.StakaterAuto: "true"}, withEnvFrom("app-config")))
+	require.Len(t, replicaSets(t, client, ns, "stranded"), 1)
+	pausedAt := time.Now().UTC().Format(time.RFC3339)
+	for name, patch := range map[string]string{
+		"stranded":  `{"spec":{"paused":true},"metadata":{"annotations":{"` + refs.StakaterPausedAt + `":"` + pausedAt + `"}}}`,
+		"users-own": `{"spec":{"paused":true}}`,
+	} {
+		_, err := client.AppsV1().Deployments(ns).Patch(ctx(t), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
+
+	p := startWave(t, ns)
+	before := inputsHash(waitRecorded(t, client, ns, "stranded"))
+	patchCM(t, client, ns, "app-config", `{"data":{"a":"2"}}`)
+	waitTemplateHashChange(t, client, ns, "stranded", before)
+	assert.True(t, getDeployment(t, client, ns, "stranded").Spec.Paused, "still within Reloader's pause-period")
+
+	require.Eventually(t, func() bool { return !getDeployment(t, client, ns, "stranded").Spec.Paused }, eventually, tick, "resumed once the period is over: %s", p.Log())
+	d := getDeployment(t, client, ns, "stranded")
+	assert.NotContains(t, d.Annotations, refs.StakaterPausedAt, "Reloader's mark is removed, as its own resume does")
+	assert.Len(t, replicaSets(t, client, ns, "stranded"), 2, "the change held while paused rolls")
+	assert.NotEmpty(t, events(t, client, ns, "stranded", "Resumed"))
+
+	settle(t, p)
+	assert.True(t, getDeployment(t, client, ns, "users-own").Spec.Paused, "a pause with no Reloader mark is the user's")
 }

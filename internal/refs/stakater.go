@@ -24,6 +24,9 @@ const (
 	StakaterSecretsExclude    = "secrets.exclude.reloader.stakater.com/reload"
 	// StakaterPausePeriod (workload): after a rollout, further changes wait this long.
 	StakaterPausePeriod = "deployment.reloader.stakater.com/pause-period"
+	// StakaterPausedAt (Deployment): when Reloader paused it (spec.paused) for its
+	// pause-period, RFC 3339; Reloader's own timer resumed it.
+	StakaterPausedAt = "deployment.reloader.stakater.com/paused-at"
 	// StakaterLastReloadedFrom is the pod template annotation of Reloader's annotations
 	// strategy: JSON naming the last object that rolled the workload, and its hash.
 	StakaterLastReloadedFrom = "reloader.stakater.com/last-reloaded-from"
@@ -40,6 +43,7 @@ type StakaterNames struct {
 	Search, Match                   string // --auto-search-annotation, --search-match-annotation
 	Ignore                          string // --ignore-annotation
 	PausePeriod                     string // --pause-deployment-annotation
+	PausedAt                        string // --pause-deployment-time-annotation: when Reloader paused a Deployment
 }
 
 // DefaultStakaterNames are Reloader's defaults.
@@ -47,7 +51,7 @@ var DefaultStakaterNames = StakaterNames{
 	Auto: StakaterAuto, ConfigMapAuto: StakaterConfigMapAuto, SecretAuto: StakaterSecretAuto,
 	ConfigMapReload: StakaterConfigMapReload, SecretReload: StakaterSecretReload,
 	Search: StakaterSearch, Match: StakaterMatch, Ignore: StakaterIgnore,
-	PausePeriod: StakaterPausePeriod,
+	PausePeriod: StakaterPausePeriod, PausedAt: StakaterPausedAt,
 }
 
 // StakaterDialect is how this wave reads Reloader's annotations: under which names, and
@@ -68,6 +72,9 @@ func (d StakaterDialect) names() StakaterNames {
 
 // PausePeriod is the name of Reloader's pause-period annotation in d.
 func (d StakaterDialect) PausePeriod() string { return d.names().PausePeriod }
+
+// PausedAt is the name of Reloader's paused-at annotation in d.
+func (d StakaterDialect) PausedAt() string { return d.names().PausedAt }
 
 // Ignored reports whether an object's annotations say Reloader's ignore (under d's name).
 func (d StakaterDialect) Ignored(annotations map[string]string) bool {

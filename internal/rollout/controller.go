@@ -426,6 +426,16 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		return ResultIgnored, nil // a bad key can never succeed
 	}
 	w, ok := c.Informers.Workload(kind, ns, name)
+	if ok && kind == workload.Deployment {
+		// Whether or not it still opts in: a Deployment Reloader paused must not stay paused.
+		if wait, reloaders := reloaderResume(w.Progress.Paused, w.Meta.Annotations, c.Reloader.Dialect, time.Now()); reloaders {
+			if wait > 0 {
+				c.queue.AddAfter(key, wait)
+			} else {
+				return ResultResumed, c.resumeReloaderPause(ctx, w)
+			}
+		}
+	}
 	if !ok || !c.selectionOf(w).optedIn() {
 		c.pace.rolled(key)
 		c.follow.forget(key)
@@ -684,10 +694,14 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, what string
 	if c.DryRun {
 		return nil
 	}
-	if err := workload.Patch(ctx, c.clients(), w.Kind, w.Meta.Namespace, w.Meta.Name, b); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil // deleted meanwhile; the delete event cleans the index
-		}
+	err = workload.Patch(ctx, c.clients(), w.Kind, w.Meta.Namespace, w.Meta.Name, b)
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile; the delete event cleans the index
+	}
+	if what == "rollout" && c.Metrics.OnRolloutWrite != nil && !apierrors.IsConflict(err) {
+		c.Metrics.OnRolloutWrite(w.Meta.Namespace, err == nil) // a 409 is decided again, not a failed reload
+	}
+	if err != nil {
 		return fmt.Errorf("%s: patch (%s): %w", w, what, err)
 	}
 	c.Metrics.Patches.WithLabelValues(string(w.Kind), what).Inc()

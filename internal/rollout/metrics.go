@@ -8,6 +8,9 @@ type Metrics struct {
 	Patches    *prometheus.CounterVec
 	Errors     prometheus.Counter
 	Rollouts   *prometheus.CounterVec
+	// OnRolloutWrite, when set, sees every rollout patch: written (ok) or refused by the API
+	// server, for a peer's series (Stakater Reloader's reloader_reload_executed_total).
+	OnRolloutWrite func(namespace string, ok bool)
 }
 
 // Outcomes of config rollouts, the values of the rollouts metric's "result" label.
@@ -26,6 +29,7 @@ const (
 	ResultRetry     = "retry"     // decided on a cache a moment behind (409 Conflict); tried again
 	ResultIgnored   = "ignored"   // gone or not opted in
 	ResultHeld      = "held"      // a rollout waits for --coalesce or the floor between rollouts
+	ResultResumed   = "resumed"   // a Deployment Stakater Reloader paused for its pause-period, resumed
 )
 
 // NewMetrics registers wave's series; queueDepth and tracked are read at scrape time.
@@ -33,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64) *
 	m := &Metrics{
 		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "configwave_wave_reconciles_total",
-			Help: "Workload reconciles by result: unchanged, baseline, rolled, missing, held, error, retry, ignored.",
+			Help: "Workload reconciles by result: unchanged, baseline, rolled, missing, held, error, retry, ignored, resumed.",
 		}, []string{"result"}),
 		Patches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "configwave_wave_patches_total",
@@ -50,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64) *
 	}
 	m.Rollouts.WithLabelValues(RolloutSucceeded)
 	m.Rollouts.WithLabelValues(RolloutFailed)
-	for _, r := range []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored} {
+	for _, r := range []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed} {
 		m.Reconciles.WithLabelValues(r)
 	}
 	reg.MustRegister(m.Reconciles, m.Patches, m.Errors, m.Rollouts,

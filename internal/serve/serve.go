@@ -32,16 +32,24 @@ type Checks struct {
 	Status  func() any   // /status, served as JSON; it must hold no secret value
 	// MetricsPath is where the metrics are served; default /metrics.
 	MetricsPath string
+	// HealthPaths are more paths that answer as /healthz does (Stakater Reloader's /live).
+	HealthPaths []string
+	// Flag names the address in errors; default --listen-address.
+	Flag string
 }
 
 // Listen binds addr (":0" picks a free port) and prepares the handlers.
 func Listen(addr string, gatherer prometheus.Gatherer, c Checks) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on --listen-address=%s: %w (pick a free port, or pass an empty value to disable)", addr, err)
+		flag := c.Flag
+		if flag == "" {
+			flag = "--listen-address"
+		}
+		return nil, fmt.Errorf("listen on %s=%s: %w (pick a free port, or pass an empty value to disable)", flag, addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	healthz := func(w http.ResponseWriter, _ *http.Request) {
 		if c.Healthy != nil {
 			if err := c.Healthy(); err != nil {
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -49,7 +57,10 @@ func Listen(addr string, gatherer prometheus.Gatherer, c Checks) (*Server, error
 			}
 		}
 		_, _ = w.Write([]byte("ok\n"))
-	})
+	}
+	for _, p := range append([]string{"/healthz"}, c.HealthPaths...) {
+		mux.HandleFunc(p, healthz)
+	}
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if c.Ready != nil && !c.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)

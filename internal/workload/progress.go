@@ -14,6 +14,8 @@ type Progress struct {
 	// the current template. A Deployment's generation moves with its annotations too, so
 	// metadata writes make it false for a moment.
 	Observed bool
+	// Paused: a Deployment's spec.paused; its controller rolls nothing until it is resumed.
+	Paused bool
 	// Done: the controller has seen the current generation, and every pod it wants runs the
 	// current template and is available.
 	Done bool
@@ -32,7 +34,7 @@ type Progress struct {
 
 func deploymentProgress(d *appsv1.Deployment) Progress {
 	observed := d.Status.ObservedGeneration >= d.Generation
-	p := Progress{Observed: observed, OwnDeadline: d.Spec.ProgressDeadlineSeconds != nil}
+	p := Progress{Observed: observed, OwnDeadline: d.Spec.ProgressDeadlineSeconds != nil, Paused: d.Spec.Paused}
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" && observed {
 			p.Failed, p.FailedAt = c.Message, c.LastUpdateTime.Time

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"strings"
+
+	flag "github.com/spf13/pflag"
+)
+
+// reloaderEnv is what Stakater Reloader's chart sets in its container's environment, read as
+// Reloader reads it, so that the chart keeps working once its image is swapped for wave's.
+type reloaderEnv struct {
+	// chart: RELOADER_DEPLOYMENT_NAME is set, which Reloader's chart always does. Its probes
+	// then ask for /live and /metrics on Reloader's fixed :9090 (--reloader-listen-address).
+	chart bool
+	// namespace: KUBERNETES_NAMESPACE, set by the chart with watchGlobally: false and no
+	// namespaces list; Reloader then watches only that namespace, and so does wave unless
+	// --namespaces is given.
+	namespace string
+	// countByNamespace: METRICS_COUNT_BY_NAMESPACE=enabled (the chart's
+	// enableMetricsByNamespace) adds reloader_reload_executed_total_by_namespace.
+	countByNamespace bool
+}
+
+func readReloaderEnv(getenv func(string) string) reloaderEnv {
+	return reloaderEnv{
+		chart:            getenv("RELOADER_DEPLOYMENT_NAME") != "",
+		namespace:        strings.TrimSpace(getenv("KUBERNETES_NAMESPACE")),
+		countByNamespace: getenv("METRICS_COUNT_BY_NAMESPACE") == "enabled",
+	}
+}
+
+// stakaterListenAddress is Reloader's fixed address (its constants.DefaultHttpListenAddr).
+const stakaterListenAddress = ":9090"
+
+func addReloaderEnvFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.reloaderListen, "reloader-listen-address", stakaterListenAddress, "when started by Stakater Reloader's chart ($RELOADER_DEPLOYMENT_NAME set): where its probes and ServiceMonitor look, serving /live, /metrics (with Reloader's series) and /healthz; empty disables it.")
+}
