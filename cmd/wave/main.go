@@ -181,7 +181,9 @@ type config struct {
 	format           confighash.HashFormat
 	hashKey          []byte
 	webhook          *alert.Webhook
-	installKeyNS     string // the install key Secret; "" name: none
+	reloadAlerts     *alert.Webhook    // Stakater Reloader's ALERT_ON_RELOAD; nil when off
+	reloadAlertEnv   alert.StakaterEnv // its message
+	installKeyNS     string            // the install key Secret; "" name: none
 	installKeyName   string
 }
 
@@ -208,6 +210,10 @@ func (o *options) check() (*config, error) {
 		o.reloaderListen = ""
 	}
 	c := &config{options: *o, selector: labels.Everything(), countByNamespace: env.countByNamespace}
+	c.reloadAlertEnv = alert.ReadStakaterEnv(getenv)
+	if c.reloadAlerts, err = c.reloadAlertEnv.Webhook(); err != nil {
+		return nil, err
+	}
 	if c.namespaceList, err = parseNamespaces(o.namespaces); err != nil {
 		return nil, err
 	}
@@ -395,6 +401,11 @@ func runWave(cfg *config) error {
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
 	metrics.OnRolloutWrite = compat.NewStakaterReloader(reg, cfg.countByNamespace).Rollout
+	if hook := cfg.reloadAlerts; hook != nil {
+		metrics.OnRolled = func(kind, namespace, name, changed string) {
+			hook.Send(cfg.reloadAlertEnv.Message(changed, kind, namespace, name))
+		}
+	}
 	rc := rollout.Config{Client: client, Dynamic: clients.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
 		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.reloaderOpts}
@@ -410,6 +421,11 @@ func runWave(cfg *config) error {
 
 	var g run.Group
 	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	if cfg.reloadAlerts != nil {
+		actx, acancel := context.WithCancel(ctx)
+		g.Add(func() error { return cfg.reloadAlerts.Run(actx) }, func(error) { acancel() })
+		klog.InfoS("alerting on every rollout, as Stakater Reloader's ALERT_ON_RELOAD asks", "webhook", cfg.reloadAlerts.Host(), "sink", cfg.reloadAlertEnv.Sink)
+	}
 	if cfg.webhook != nil {
 		hctx, hcancel := context.WithCancel(ctx)
 		g.Add(func() error { return cfg.webhook.Run(hctx) }, func(error) { hcancel() })

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -181,8 +183,16 @@ func TestReloaderChartArguments(t *testing.T) {
 	// The chart's environment: watchGlobally: false (KUBERNETES_NAMESPACE), enableHA,
 	// enableMetricsByNamespace. No --namespaces: KUBERNETES_NAMESPACE scopes wave as it scopes
 	// Reloader. Reloader's fixed :9090 is moved to a free port for the test.
+	// Its alerts on every reload (ALERT_*), to a chat webhook taking Slack's attachments.
+	alerts := make(chan string, 10)
+	chat := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		alerts <- string(b)
+	}))
+	t.Cleanup(chat.Close)
 	env := []string{"POD_NAME=reloader-7d9f-x2k", "POD_NAMESPACE=" + ns, "KUBERNETES_NAMESPACE=" + ns, "RELOADER_NAMESPACE=" + ns,
-		"RELOADER_DEPLOYMENT_NAME=reloader-reloader", "METRICS_COUNT_BY_NAMESPACE=enabled"}
+		"RELOADER_DEPLOYMENT_NAME=reloader-reloader", "METRICS_COUNT_BY_NAMESPACE=enabled",
+		"ALERT_ON_RELOAD=true", "ALERT_SINK=slack", "ALERT_WEBHOOK_URL=" + chat.URL + "/services/T000/B000/s3cr3t", "ALERT_ADDITIONAL_INFO=cluster-eu-1"}
 	p := testcluster.StartProcess(t, waveBin, env, "--listen-address="+addr, "--reloader-listen-address="+chartAddr, "--kubeconfig="+cluster.Kubeconfig(),
 		"--log-level=info", "--log-format=json", "--enable-ha=true", "--sync-after-restart=true",
 		"--leader-election-lease-duration=2s", "--leader-election-renew-deadline=1s", "--leader-election-retry-period=200ms")
@@ -211,6 +221,20 @@ func TestReloaderChartArguments(t *testing.T) {
 	assert.EqualValues(t, 1, chart.Metric(`reloader_reload_executed_total{success="true"}`), "Reloader's series, where its ServiceMonitor scrapes")
 	assert.EqualValues(t, 0, chart.Metric(`reloader_reload_executed_total{success="false"}`))
 	assert.EqualValues(t, 1, chart.Metric(`reloader_reload_executed_total_by_namespace{namespace="`+ns+`",success="true"}`))
+	select {
+	case body := <-alerts:
+		var msg struct {
+			Attachments []struct {
+				Text string `json:"text"`
+			} `json:"attachments"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &msg), body)
+		require.Len(t, msg.Attachments, 1)
+		assert.Equal(t, "cluster-eu-1 : wave detected changes in *configmap/app-config* in namespace *"+ns+"*. Hence rolled out *app* of type *Deployment* in namespace *"+ns+"*", msg.Attachments[0].Text)
+	case <-time.After(eventually):
+		t.Fatalf("no alert for the rollout: %s", p.Log())
+	}
+	assert.NotContains(t, p.Log(), "s3cr3t", "the webhook URL's path is a credential")
 	lines := strings.Split(strings.TrimSpace(p.Log()), "\n")
 	for _, line := range lines {
 		var entry map[string]any

@@ -1,7 +1,8 @@
-// Package alert posts one line of text to a chat webhook, with the body Slack's incoming
-// webhooks take ({"text": "..."}), which Mattermost, Rocket.Chat, Google Chat and Discord's
-// /slack endpoint accept too. wave uses it to tell a team that a config rollout failed, so
-// that someone reverts the change.
+// Package alert posts one line of text to a chat webhook, by default with the body Slack's
+// incoming webhooks take ({"text": "..."}), which Mattermost, Rocket.Chat, Google Chat and
+// Discord's /slack endpoint accept too, or in one of Stakater Reloader's sink formats. wave uses
+// it to tell a team that a config rollout failed, so that someone reverts the change, and,
+// with Reloader's ALERT_ON_RELOAD, of every rollout.
 //
 //	hook, err := alert.New(url)
 //	g.Add(hook.Run, ...); hook.Send("configwave: the rollout of deployment ns/app failed ...")
@@ -17,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +34,24 @@ type Webhook struct {
 	queue  chan string
 	tries  int
 	pause  time.Duration
+	opts   Options
 }
+
+// Options shape the request: the body's format, a proxy, and the setting errors name.
+type Options struct {
+	// Format is the body: "" is {"text": ...} (Slack's incoming webhooks and the many that
+	// take their format); Stakater Reloader's sinks "slack" (an attachment), "teams",
+	// "gchat" and "raw" (the text as text/plain, without its * marks).
+	Format string
+	// Proxy, when set, is the proxy to reach the webhook through; otherwise HTTPS_PROXY and
+	// the others from the environment.
+	Proxy string
+	// Setting names where the URL came from in errors; default --notify-webhook.
+	Setting string
+}
+
+// Formats Options.Format takes.
+var Formats = []string{"", "slack", "teams", "gchat", "raw"}
 
 const (
 	queueSize   = 100
@@ -42,7 +61,24 @@ const (
 
 // New checks the URL; "@/path" reads it from a file (mount it from a Secret: a webhook URL is a
 // credential). Errors never repeat the URL.
-func New(raw string) (*Webhook, error) {
+func New(raw string) (*Webhook, error) { return NewWith(raw, Options{}) }
+
+// NewWith is New with options.
+func NewWith(raw string, o Options) (*Webhook, error) {
+	if o.Setting == "" {
+		o.Setting = "--notify-webhook"
+	}
+	if !slices.Contains(Formats, o.Format) {
+		return nil, fmt.Errorf("format %q: use slack, teams, gchat or raw", o.Format)
+	}
+	proxy := http.ProxyFromEnvironment // chat services are outside the cluster
+	if o.Proxy != "" {
+		p, err := url.Parse(o.Proxy)
+		if err != nil || p.Host == "" {
+			return nil, errors.New("the proxy is not a URL with a host (not shown: it may hold a password); give one such as http://proxy.example:3128")
+		}
+		proxy = http.ProxyURL(p)
+	}
 	if path, ok := strings.CutPrefix(raw, "@"); ok {
 		b, err := readSmall(path)
 		if err != nil {
@@ -59,12 +95,13 @@ func New(raw string) (*Webhook, error) {
 		host: u.Scheme + "://" + u.Host,
 		client: &http.Client{
 			Timeout:       sendTimeout,
-			Transport:     &http.Transport{Proxy: http.ProxyFromEnvironment}, // chat services are outside the cluster
+			Transport:     &http.Transport{Proxy: proxy},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		queue: make(chan string, queueSize),
 		tries: 3,
 		pause: 2 * time.Second,
+		opts:  o,
 	}, nil
 }
 
@@ -112,10 +149,10 @@ func (w *Webhook) Run(ctx context.Context) error {
 
 // post tries a few times: a chat service's hiccup should not lose the news of a failed rollout.
 func (w *Webhook) post(ctx context.Context, text string) error {
-	body, _ := json.Marshal(map[string]string{"text": text})
+	body, contentType := w.body(text)
 	var err error
 	for try := 1; try <= w.tries; try++ {
-		if err = w.once(ctx, body); err == nil || errors.Is(err, errPermanent) {
+		if err = w.once(ctx, body, contentType); err == nil || errors.Is(err, errPermanent) {
 			return err
 		}
 		select {
@@ -129,12 +166,27 @@ func (w *Webhook) post(ctx context.Context, text string) error {
 
 var errPermanent = errors.New("the webhook refused the alert")
 
-func (w *Webhook) once(ctx context.Context, body []byte) error {
+// body is text in the webhook's format.
+func (w *Webhook) body(text string) ([]byte, string) {
+	var v any
+	switch w.opts.Format {
+	case "slack":
+		v = map[string]any{"attachments": []map[string]string{{"text": text, "color": "good", "author_name": "configwave"}}}
+	case "raw":
+		return []byte(strings.ReplaceAll(text, "*", "")), "text/plain"
+	default: // "", teams, gchat: each takes {"text": ...}
+		v = map[string]string{"text": text}
+	}
+	b, _ := json.Marshal(v)
+	return b, "application/json"
+}
+
+func (w *Webhook) once(ctx context.Context, body []byte, contentType string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
 		return errors.New("build the request") // never the URL
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	resp, err := w.client.Do(req)
 	if err != nil {
 		var uerr *url.Error
@@ -151,5 +203,5 @@ func (w *Webhook) once(ctx context.Context, body []byte) error {
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		return fmt.Errorf("the webhook answered %s", resp.Status)
 	}
-	return fmt.Errorf("%w: it answered %s; check the URL (--notify-webhook)", errPermanent, resp.Status)
+	return fmt.Errorf("%w: it answered %s; check the URL (%s)", errPermanent, resp.Status, w.opts.Setting)
 }

@@ -3,6 +3,7 @@ package alert
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -114,4 +115,61 @@ func TestSendNeverBlocks(t *testing.T) {
 		hook.Send("x")
 	}
 	assert.Len(t, hook.queue, queueSize)
+}
+
+// Stakater Reloader's alert environment and its four sinks: the body each chat service takes,
+// Reloader's additional-info prefix, and its proxy.
+func TestStakaterAlerts(t *testing.T) {
+	type got struct{ contentType, body string }
+	tests := []struct {
+		sink, wantType, wantBody string
+	}{
+		{"slack", "application/json", `{"attachments":[{"author_name":"configwave","color":"good","text":"prod : wave detected changes in *configmap/app* in namespace *web*. Hence rolled out *api* of type *Deployment* in namespace *web*"}]}`},
+		{"teams", "application/json", `{"text":"prod : wave detected changes in *configmap/app* in namespace *web*. Hence rolled out *api* of type *Deployment* in namespace *web*"}`},
+		{"gchat", "application/json", `{"text":"prod : wave detected changes in *configmap/app* in namespace *web*. Hence rolled out *api* of type *Deployment* in namespace *web*"}`},
+		{"raw", "text/plain", `prod : wave detected changes in configmap/app in namespace web. Hence rolled out api of type Deployment in namespace web`},
+		{"Something-Else", "text/plain", `prod : wave detected changes in configmap/app in namespace web. Hence rolled out api of type Deployment in namespace web`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.sink, func(t *testing.T) {
+			seen := make(chan got, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				seen <- got{r.Header.Get("Content-Type"), string(b)}
+			}))
+			defer srv.Close()
+			env := map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_SINK": " " + tt.sink + " ", "ALERT_WEBHOOK_URL": srv.URL + "/hook/s3cr3t", "ALERT_ADDITIONAL_INFO": " prod "}
+			e := ReadStakaterEnv(func(k string) string { return env[k] })
+			w, err := e.Webhook()
+			require.NoError(t, err)
+			require.NoError(t, w.post(context.Background(), e.Message("configmap/app", "Deployment", "web", "api")))
+			g := <-seen
+			assert.Equal(t, tt.wantType, g.contentType)
+			if tt.wantType == "application/json" {
+				assert.JSONEq(t, tt.wantBody, g.body)
+			} else {
+				assert.Equal(t, tt.wantBody, g.body)
+			}
+		})
+	}
+
+	t.Run("off unless ALERT_ON_RELOAD is true", func(t *testing.T) {
+		w, err := ReadStakaterEnv(func(k string) string { return map[string]string{"ALERT_WEBHOOK_URL": "https://x/"}[k] }).Webhook()
+		require.NoError(t, err)
+		assert.Nil(t, w)
+	})
+	t.Run("on without a URL", func(t *testing.T) {
+		_, err := ReadStakaterEnv(func(k string) string { return map[string]string{"ALERT_ON_RELOAD": "true"}[k] }).Webhook()
+		require.ErrorContains(t, err, "ALERT_WEBHOOK_URL is empty")
+	})
+	t.Run("through ALERT_WEBHOOK_PROXY", func(t *testing.T) {
+		proxied := make(chan string, 1)
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { proxied <- r.URL.String() }))
+		defer proxy.Close()
+		env := map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_WEBHOOK_URL": "http://chat.example/hook", "ALERT_WEBHOOK_PROXY": proxy.URL}
+		w, err := ReadStakaterEnv(func(k string) string { return env[k] }).Webhook()
+		require.NoError(t, err)
+		require.NoError(t, w.post(context.Background(), "x"))
+		assert.Equal(t, "http://chat.example/hook", <-proxied, "the request went to the proxy")
+	})
 }

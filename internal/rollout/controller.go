@@ -705,6 +705,9 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, what string
 		return fmt.Errorf("%s: patch (%s): %w", w, what, err)
 	}
 	c.Metrics.Patches.WithLabelValues(string(w.Kind), what).Inc()
+	if what == "rollout" && c.Metrics.OnRolled != nil {
+		c.Metrics.OnRolled(string(w.Kind), w.Meta.Namespace, w.Meta.Name, rec.Change)
+	}
 	return nil
 }
 

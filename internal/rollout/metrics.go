@@ -11,6 +11,9 @@ type Metrics struct {
 	// OnRolloutWrite, when set, sees every rollout patch: written (ok) or refused by the API
 	// server, for a peer's series (Stakater Reloader's reloader_reload_executed_total).
 	OnRolloutWrite func(namespace string, ok bool)
+	// OnRolled, when set, sees every rollout written, with what changed (configmap/NAME, ...),
+	// for Stakater Reloader's alert on every reload.
+	OnRolled func(kind, namespace, name, changed string)
 }
 
 // Outcomes of config rollouts, the values of the rollouts metric's "result" label.
