@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,10 +176,26 @@ func TestReloaderChartArguments(t *testing.T) {
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
 	createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{refs.StakaterAuto: "true"}, withEnvFrom("app-config")))
+	// A Reloader replica leads, renewing its Lease every 200 ms until it stops.
 	reloader, now := "reloader-5c8b-old", metav1.NewMicroTime(time.Now())
 	_, err := client.CoordinationV1().Leases(ns).Create(ctx(t), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "stakater-reloader-lock"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &reloader, LeaseDurationSeconds: ptr[int32](2), AcquireTime: &now, RenewTime: &now}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	stopRenewing, renewed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(renewed)
+		for {
+			select {
+			case <-stopRenewing:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			body, _ := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": metav1.NewMicroTime(time.Now())}})
+			_, _ = client.CoordinationV1().Leases(ns).Patch(ctx(t), "stakater-reloader-lock", types.MergePatchType, body, metav1.PatchOptions{})
+		}
+	}()
+	stop := sync.OnceFunc(func() { close(stopRenewing); <-renewed })
+	t.Cleanup(stop)
 	addr, chartAddr := testcluster.FreeAddr(t), testcluster.FreeAddr(t)
 	// The chart's environment: watchGlobally: false (KUBERNETES_NAMESPACE), enableHA,
 	// enableMetricsByNamespace. No --namespaces: KUBERNETES_NAMESPACE scopes wave as it scopes
@@ -210,9 +227,10 @@ func TestReloaderChartArguments(t *testing.T) {
 		}
 		return *l.Spec.HolderIdentity
 	}
-	time.Sleep(time.Second)
+	time.Sleep(3 * time.Second) // longer than the Lease lasts: only the renewals keep it Reloader's
 	assert.Equal(t, reloader, holder(), "Reloader's replica still holds its Lease")
 	assert.Empty(t, getDeployment(t, client, ns, "app").Annotations[rollout.InputsAnnotation], "and wave has written nothing")
+	stop() // Reloader's pod goes
 	require.Eventually(t, func() bool { h := holder(); return h != "" && h != reloader }, eventually, tick, "wave leads once Reloader stops renewing: %s", p.Log())
 
 	before := inputsHash(waitRecorded(t, client, ns, "app"))
@@ -278,7 +296,7 @@ func TestReloaderPausedDeploymentIsResumed(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
-	auto := map[string]string{refs.StakaterAuto: "true", refs.StakaterPausePeriod: "3s"}
+	auto := map[string]string{refs.StakaterAuto: "true", refs.StakaterPausePeriod: "1h"}
 	createDeployment(t, client, reloaderDeployment(ns, "stranded", auto, withEnvFrom("app-config")))
 	createDeployment(t, client, reloaderDeployment(ns, "users-own", map[string]string{refs.StakaterAuto: "true"}, withEnvFrom("app-config")))
 	require.Len(t, replicaSets(t, client, ns, "stranded"), 1)
@@ -295,8 +313,17 @@ func TestReloaderPausedDeploymentIsResumed(t *testing.T) {
 	before := inputsHash(waitRecorded(t, client, ns, "stranded"))
 	patchCM(t, client, ns, "app-config", `{"data":{"a":"2"}}`)
 	waitTemplateHashChange(t, client, ns, "stranded", before)
-	assert.True(t, getDeployment(t, client, ns, "stranded").Spec.Paused, "still within Reloader's pause-period")
+	settle(t, p)
+	assert.True(t, getDeployment(t, client, ns, "stranded").Spec.Paused, "within Reloader's pause-period (1h): still paused")
+	rss, err := testcluster.ReplicaSets(ctx(t), client, getDeployment(t, client, ns, "stranded"))
+	require.NoError(t, err)
+	require.Len(t, rss, 1, "paused: the new template waits")
 
+	// The hour goes by (the paused-at time moved back, as the clock would have).
+	hourAgo := time.Now().Add(-time.Hour - time.Second).UTC().Format(time.RFC3339)
+	_, err = client.AppsV1().Deployments(ns).Patch(ctx(t), "stranded", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+refs.StakaterPausedAt+`":"`+hourAgo+`"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
 	require.Eventually(t, func() bool { return !getDeployment(t, client, ns, "stranded").Spec.Paused }, eventually, tick, "resumed once the period is over: %s", p.Log())
 	d := getDeployment(t, client, ns, "stranded")
 	assert.NotContains(t, d.Annotations, refs.StakaterPausedAt, "Reloader's mark is removed, as its own resume does")

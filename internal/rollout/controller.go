@@ -426,7 +426,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		return ResultIgnored, nil // a bad key can never succeed
 	}
 	w, ok := c.Informers.Workload(kind, ns, name)
-	if ok && kind == workload.Deployment {
+	if ok && kind == workload.Deployment && c.Dialects.orDefault().Stakater && !c.Reloader.Namespaces[ns] {
 		// Whether or not it still opts in: a Deployment Reloader paused must not stay paused.
 		if wait, reloaders := reloaderResume(w.Progress.Paused, w.Meta.Annotations, c.Reloader.Dialect, time.Now()); reloaders {
 			if wait > 0 {
