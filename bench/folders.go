@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -242,19 +241,34 @@ func (s *folderSet) stop() {
 	s.app.srv.Close()
 }
 
-func folderLatency(e *env, f *Folders, ours, theirs, peerBin string) error {
-	sets := []*folderSet{}
+// startFolderSets starts the reloader on ours and, when it could be built, configmap-reload on
+// theirs; stop stops both.
+func startFolderSets(e *env, ours, theirs, peerBin string) (sets []*folderSet, stop func(), err error) {
+	stop = func() {
+		for _, s := range sets {
+			s.stop()
+		}
+	}
 	for i, dir := range []string{ours, theirs} {
 		if i == 1 && peerBin == "" {
 			break
 		}
 		s, err := startFolderSet(e, dir, peerBin, i == 1)
 		if err != nil {
-			return err
+			stop()
+			return nil, nil, err
 		}
-		defer s.stop()
 		sets = append(sets, s)
 	}
+	return sets, stop, nil
+}
+
+func folderLatency(e *env, f *Folders, ours, theirs, peerBin string) error {
+	sets, stop, err := startFolderSets(e, ours, theirs, peerBin)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	floorApp, err := newToldApp(filepath.Join(ours, "n"))
 	if err != nil {
 		return err
@@ -273,19 +287,7 @@ func folderLatency(e *env, f *Folders, ours, theirs, peerBin string) error {
 	}
 	pw.Close()
 	defer func() { _ = watcher.Process.Kill(); _ = watcher.Wait() }()
-	created, started := make(chan time.Time, 64), make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if sc.Text() == "start" {
-				close(started)
-			}
-			if v, ok := strings.CutPrefix(sc.Text(), "event "); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				created <- time.Unix(0, n)
-			}
-		}
-	}()
+	created, started := readStamps(pr, "event ")
 	select {
 	case <-started:
 	case <-time.After(30 * time.Second):
@@ -337,18 +339,11 @@ func folderLatency(e *env, f *Folders, ours, theirs, peerBin string) error {
 
 // folderBurst: 100 swaps, 10 ms apart, with default settings.
 func folderBurst(e *env, f *Folders, ours, theirs, peerBin string) error {
-	sets := []*folderSet{}
-	for i, dir := range []string{ours, theirs} {
-		if i == 1 && peerBin == "" {
-			break
-		}
-		s, err := startFolderSet(e, dir, peerBin, i == 1)
-		if err != nil {
-			return err
-		}
-		defer s.stop()
-		sets = append(sets, s)
+	sets, stop, err := startFolderSets(e, ours, theirs, peerBin)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	const swaps = 100
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -364,7 +359,7 @@ func folderBurst(e *env, f *Folders, ours, theirs, peerBin string) error {
 	last := time.Now()
 	final := strconv.Itoa(swaps)
 	var finalAt time.Time
-	err := waitFor(e.ctx, 30*time.Second, func() bool {
+	err = waitFor(e.ctx, 30*time.Second, func() bool {
 		a := sets[0].app
 		a.mu.Lock()
 		defer a.mu.Unlock()

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -35,6 +36,25 @@ func childApp() {
 		fmt.Fprintf(w, "hup %d\n", time.Now().UnixNano())
 		w.Flush()
 	}
+}
+
+// readStamps reads what a child of this binary prints (childApp, bareWatcher): started closes
+// at its "start" line, and each "PREFIX<unix nanoseconds>" line is sent on stamps.
+func readStamps(r io.Reader, prefix string) (stamps <-chan time.Time, started <-chan struct{}) {
+	out, begun := make(chan time.Time, 1024), make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if sc.Text() == "start" {
+				close(begun)
+			}
+			if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				out <- time.Unix(0, n)
+			}
+		}
+	}()
+	return out, begun
 }
 
 // fakeApp is a reload endpoint that reports when each request arrived.
@@ -124,20 +144,7 @@ func reloaderPropagation(e *env, r *report) error {
 		return err
 	}
 	defer sub.stop()
-	hups := make(chan time.Time, 1024)
-	started := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if sc.Text() == "start" {
-				close(started)
-			}
-			if v, ok := strings.CutPrefix(sc.Text(), "hup "); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				hups <- time.Unix(0, n)
-			}
-		}
-	}()
+	hups, started := readStamps(pr, "hup ")
 	for _, p := range []*proc{sidecar, sub, defSidecar} {
 		if err := p.waitReady(30 * time.Second); err != nil {
 			return err
@@ -181,7 +188,7 @@ func reloaderPropagation(e *env, r *report) error {
 		wg.Wait()
 		file = append(file, fileAt.Sub(t0))
 		for _, c := range []struct {
-			ch  chan time.Time
+			ch  <-chan time.Time
 			out *[]time.Duration
 		}{{app.arrived, &req}, {hups, &hup}, {defApp.arrived, &def}} {
 			select {
@@ -289,13 +296,8 @@ func sidecarFootprint(e *env, r *report) error {
 	before, t := cpuTicks(p.cmd.Process.Pid), time.Now()
 	time.Sleep(window)
 	ticks := cpuTicks(p.cmd.Process.Pid) - before
-	sizes := map[string]float64{}
-	for name, path := range map[string]string{"reloader": e.reloader, "wave": e.wave} {
-		if st, err := os.Stat(path); err == nil {
-			sizes[name] = float64(st.Size()) / (1 << 20)
-		}
-	}
-	r.Footprint = &Footprint{Window: window.Seconds(), RSSMiB: float64(rssKiB(p.cmd.Process.Pid)) / 1024,
+	sizes := map[string]float64{"reloader": fileMiB(e.reloader), "wave": fileMiB(e.wave)}
+	r.Footprint = &Footprint{Window: window.Seconds(), RSSMiB: mib(rssKiB(p.cmd.Process.Pid)),
 		CPUPercent: float64(ticks) / 100 / time.Since(t).Seconds() * 100, BinaryMiB: sizes}
 	return nil
 }

@@ -192,17 +192,24 @@ func TestFlags(t *testing.T) {
 			if !containsPrefix(args, "--configroot") && !containsPrefix(args, "--volume-dir") && !containsPrefix(args, "--watched-dir") && !containsPrefix(args, "--config-file") {
 				args = append([]string{"--configroot=" + root}, args...)
 			}
-			c, err := parse(t, args...)
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
-				assert.NotContains(t, err.Error(), "s3cr3t")
-				return
-			}
-			require.NoError(t, err)
-			tt.check(t, c)
+			checkFlags(t, args, tt.wantErr, tt.check)
 		})
 	}
+}
+
+// checkFlags parses args: an error must contain wantErr and no secret; without one, check
+// looks at the config.
+func checkFlags(t *testing.T, args []string, wantErr string, check func(*testing.T, *config)) {
+	t.Helper()
+	c, err := parse(t, args...)
+	if wantErr != "" {
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), wantErr)
+		assert.NotContains(t, err.Error(), "s3cr3t")
+		return
+	}
+	require.NoError(t, err)
+	check(t, c)
 }
 
 func containsPrefix(args []string, p string) bool {
@@ -406,15 +413,7 @@ func TestTLSFlags(t *testing.T) {
 			if !containsPrefix(args, "--watched-dir") {
 				args = append([]string{"--configmap=app", "--configroot=" + dir}, args...)
 			}
-			c, err := parse(t, args...)
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
-				assert.NotContains(t, err.Error(), "s3cr3t")
-				return
-			}
-			require.NoError(t, err)
-			tt.check(t, c)
+			checkFlags(t, args, tt.wantErr, tt.check)
 		})
 	}
 }

@@ -1,24 +1,17 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/configwave/configwave/internal/testcerts"
 	"github.com/configwave/configwave/internal/testcluster"
 	"github.com/configwave/configwave/internal/testvolume"
 )
@@ -84,19 +77,9 @@ func TestRealNginxTLSRotation(t *testing.T) {
 	assert.NotContains(t, p.Log(), "PRIVATE KEY", "no key material in the log")
 }
 
-// certPair is a Secret of type kubernetes.io/tls as a volume holds it: tls.crt and tls.key.
+// certPair is a Secret of type kubernetes.io/tls as a volume holds it: tls.crt and tls.key,
+// self-signed for the DNS name cn.
 func certPair(t *testing.T, cn string) map[string]string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{cn}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	return map[string]string{
-		"tls.crt": string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		"tls.key": string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})),
-	}
+	cert, key := testcerts.SelfSigned(t, cn)
+	return map[string]string{"tls.crt": string(cert), "tls.key": string(key)}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/testcluster"
 )
@@ -69,19 +70,8 @@ func hiddenFolders(t *testing.T, root string) []string {
 // --unhealthy-after: an app that keeps failing to reload fails /healthz after that long, so
 // kubelet restarts the pod; /status says why; it passes again once the app takes the config.
 func TestUnhealthyAfterAnAppKeepsFailingToReload(t *testing.T) {
-	client := adminClient(t)
-	ns := testcluster.Namespace(t, client)
-	root := t.TempDir()
-	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
-	require.NoError(t, err)
-	app := newFakeApp(t, root+"/app.conf")
-	var fixed atomic.Bool
-	app.status = func(int) int {
-		if fixed.Load() {
-			return 200
-		}
-		return 500
-	}
+	client, ns, root, app, refuse := refusingAppSetUp(t)
+	refuse.Store(true)
 	p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url(),
 		"--reload-http-tries=1", "--reload-retry-interval=200ms", "--unhealthy-after=1s")
 	p.WaitReady(t)
@@ -96,7 +86,7 @@ func TestUnhealthyAfterAnAppKeepsFailingToReload(t *testing.T) {
 	assert.True(t, p.Ready(), "readiness is not what restarts a pod")
 	assert.Contains(t, status(t, p).ReloadError, "500 Internal Server Error")
 
-	fixed.Store(true)
+	refuse.Store(false)
 	require.Eventually(t, func() bool { code, _ := p.Get("/healthz"); return code == http.StatusOK }, eventually, tick)
 	assert.Equal(t, "v2", app.reloads()[len(app.reloads())-1])
 }
@@ -105,19 +95,7 @@ func TestUnhealthyAfterAnAppKeepsFailingToReload(t *testing.T) {
 // The files on disk already equal the ConfigMap, but the record beside them says the app never
 // took them: the restarted reloader tells it again. Once it has, a further restart tells nobody.
 func TestRestartAfterAFailedReloadTellsTheAppAgain(t *testing.T) {
-	client := adminClient(t)
-	ns := testcluster.Namespace(t, client)
-	root := t.TempDir()
-	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
-	require.NoError(t, err)
-	app := newFakeApp(t, root+"/app.conf")
-	var refuse atomic.Bool
-	app.status = func(int) int {
-		if refuse.Load() {
-			return 500
-		}
-		return 200
-	}
+	client, ns, root, app, refuse := refusingAppSetUp(t)
 	start := func() *testcluster.Process {
 		p := startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url(), "--reload-http-tries=1")
 		p.WaitReady(t)
@@ -141,4 +119,23 @@ func TestRestartAfterAFailedReloadTellsTheAppAgain(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	assert.Len(t, app.reloads(), told+1, "the app has v2: a restart tells nobody")
 	p.Kill()
+}
+
+// refusingAppSetUp makes a namespace with ConfigMap app (app.conf: v1), a config root, and an
+// app that answers its reload requests with 500 while refuse is set.
+func refusingAppSetUp(t *testing.T) (client kubernetes.Interface, ns, root string, app *fakeApp, refuse *atomic.Bool) {
+	client = adminClient(t)
+	ns = testcluster.Namespace(t, client)
+	root = t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app = newFakeApp(t, root+"/app.conf")
+	refuse = &atomic.Bool{}
+	app.status = func(int) int {
+		if refuse.Load() {
+			return 500
+		}
+		return 200
+	}
+	return client, ns, root, app, refuse
 }

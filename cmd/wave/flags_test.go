@@ -237,3 +237,13 @@ func TestReloaderChartEnv(t *testing.T) {
 		})
 	}
 }
+
+// ALERT_ON_RELOAD=true with no ALERT_WEBHOOK_URL stops the start with one line naming both.
+func TestReloaderAlertEnvWithoutURL(t *testing.T) {
+	var o options
+	fs := newFlagSet(&o)
+	o.getenv = func(k string) string { return map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_SINK": "slack"}[k] }
+	require.NoError(t, fs.Parse(nil))
+	_, err := o.check()
+	require.ErrorContains(t, err, "ALERT_ON_RELOAD is true but ALERT_WEBHOOK_URL is empty")
+}

@@ -400,10 +400,11 @@ func runWave(cfg *config) error {
 	}
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
-	metrics.OnRolloutWrite = compat.NewStakaterReloader(reg, cfg.countByNamespace).Rollout
-	if hook := cfg.reloadAlerts; hook != nil {
-		metrics.OnRolled = func(kind, namespace, name, changed string) {
-			hook.Send(cfg.reloadAlertEnv.Message(changed, kind, namespace, name))
+	stakater := compat.NewStakaterReloader(reg, cfg.countByNamespace)
+	metrics.OnRolloutWrite = func(rw rollout.RolloutWrite) {
+		stakater.Rollout(rw.Namespace, rw.OK)
+		if rw.OK && cfg.reloadAlerts != nil {
+			cfg.reloadAlerts.Send(cfg.reloadAlertEnv.Message(rw.Changed, rw.Kind, rw.Namespace, rw.Name))
 		}
 	}
 	rc := rollout.Config{Client: client, Dynamic: clients.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,

@@ -2,69 +2,25 @@ package notify
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/testcerts"
 )
-
-// testCA signs certificates for the tests.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a PEM certificate and key for 127.0.0.1 (server) or a client named cn.
-func (ca *testCA) issue(t *testing.T, cn string, client bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	if client {
-		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	kder, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
 
 // tlsApp is an https reload endpoint with a certificate from ca; with clients set, it asks for
 // a client certificate signed by clients. It records the client's name.
-func tlsApp(t *testing.T, ca, clients *testCA) (srv *httptest.Server, clientName chan string) {
+func tlsApp(t *testing.T, ca, clients *testcerts.CA) (srv *httptest.Server, clientName chan string) {
 	t.Helper()
-	certPEM, keyPEM := ca.issue(t, "app", false)
+	certPEM, keyPEM := ca.Server(t, "app")
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	require.NoError(t, err)
 	clientName = make(chan string, 10)
@@ -78,7 +34,7 @@ func tlsApp(t *testing.T, ca, clients *testCA) (srv *httptest.Server, clientName
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	if clients != nil {
 		pool := x509.NewCertPool()
-		pool.AddCert(clients.cert)
+		pool.AddCert(clients.Cert)
 		srv.TLS.ClientCAs, srv.TLS.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	srv.StartTLS()
@@ -94,10 +50,10 @@ func writeFile(t *testing.T, dir, name string, b []byte) string {
 }
 
 func TestReloadOverTLS(t *testing.T) {
-	ca, clients, other := newTestCA(t, "app-ca"), newTestCA(t, "client-ca"), newTestCA(t, "other-ca")
+	ca, clients, other := testcerts.NewCA(t, "app-ca"), testcerts.NewCA(t, "client-ca"), testcerts.NewCA(t, "other-ca")
 	dir := t.TempDir()
-	caFile, otherCAFile := writeFile(t, dir, "ca.crt", ca.pem), writeFile(t, dir, "other.crt", other.pem)
-	certPEM, keyPEM := clients.issue(t, "reloader", true)
+	caFile, otherCAFile := writeFile(t, dir, "ca.crt", ca.PEM), writeFile(t, dir, "other.crt", other.PEM)
+	certPEM, keyPEM := clients.Client(t, "reloader")
 	certFile, keyFile := writeFile(t, dir, "tls.crt", certPEM), writeFile(t, dir, "tls.key", keyPEM)
 	const secret = "not-a-key-s3cr3t"
 	junkKey := writeFile(t, dir, "junk.key", []byte(secret))
@@ -123,7 +79,7 @@ func TestReloadOverTLS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var want *testCA
+			var want *testcerts.CA
 			if tt.clientAuth {
 				want = clients
 			}
@@ -145,13 +101,13 @@ func TestReloadOverTLS(t *testing.T) {
 
 // A CA bundle cert-manager rotates is read again for the next request: no restart.
 func TestReloadOverTLSReadsFilesEachTime(t *testing.T) {
-	ca, other := newTestCA(t, "app-ca"), newTestCA(t, "other-ca")
-	caFile := writeFile(t, t.TempDir(), "ca.crt", other.pem)
+	ca, other := testcerts.NewCA(t, "app-ca"), testcerts.NewCA(t, "other-ca")
+	caFile := writeFile(t, t.TempDir(), "ca.crt", other.PEM)
 	srv, _ := tlsApp(t, ca, nil)
 	h := &HTTP{URL: srv.URL, TLS: &TLSFiles{CAFile: caFile}, Backoff: fastBackoff}
 	h.Backoff.Steps = 1
 	require.Error(t, h.Notify(context.Background()), "the app's CA is not trusted yet")
-	require.NoError(t, os.WriteFile(caFile, ca.pem, 0o600))
+	require.NoError(t, os.WriteFile(caFile, ca.PEM, 0o600))
 	require.NoError(t, h.Notify(context.Background()), "the rotated CA file is read for the next request")
 }
 

@@ -377,9 +377,6 @@ func (r *Reloader) write(ctx context.Context, o *outcome) {
 	}
 	o.sources = sourceList(snap.Objects)
 	o.hash = KeyedHash(r.HashKey, files)
-	if r.Told != nil {
-		o.sum = r.Told.Sum(files)
-	}
 	if o.hash == r.st.rejected {
 		return // already rejected and reported; checked again once the sources change
 	}
@@ -406,8 +403,11 @@ func (r *Reloader) write(ctx context.Context, o *outcome) {
 	}
 	o.swapped = changed
 	o.first = !r.st.unpacked
+	if r.Told != nil && (o.swapped || o.first) {
+		o.sum = r.Told.Sum(files) // only a set that goes live can be recorded as told
+	}
 	// The record, when there is one, knows better: the set its predecessor last got to the app.
-	untold := r.Told != nil && r.Told.Untold(o.sum)
+	untold := r.Told != nil && o.first && r.Told.Untold(o.sum)
 	o.tellOnStart = o.first && (changed && (leftBehind || r.TellOnStart) || untold)
 	o.untold = o.first && untold && !changed
 }

@@ -129,8 +129,7 @@ func NewController(cfg Config) (*Controller, error) {
 	c.keyID = confighash.KeyID(c.DigestKey)
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
 	c.follow = newFollower()
-	c.pace = newPacer(cfg.Coalesce, cfg.MinRolloutInterval)
-	c.pace.pausePeriod = cfg.Reloader.Dialect.PausePeriod()
+	c.pace = newPacer(cfg.Coalesce, cfg.MinRolloutInterval, cfg.Reloader.Dialect.PausePeriod())
 	c.pace.limitRate(cfg.UpdateRate, cfg.UpdateBurst)
 	if cfg.PodClient != nil {
 		c.crash = newCrashLoops(cfg.PodClient, cfg.Informers, func(key string) { c.queue.Add(key) })
@@ -699,15 +698,12 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, what string
 		return nil // deleted meanwhile; the delete event cleans the index
 	}
 	if what == "rollout" && c.Metrics.OnRolloutWrite != nil && !apierrors.IsConflict(err) {
-		c.Metrics.OnRolloutWrite(w.Meta.Namespace, err == nil) // a 409 is decided again, not a failed reload
+		c.Metrics.OnRolloutWrite(RolloutWrite{Kind: string(w.Kind), Namespace: w.Meta.Namespace, Name: w.Meta.Name, Changed: rec.Change, OK: err == nil})
 	}
 	if err != nil {
 		return fmt.Errorf("%s: patch (%s): %w", w, what, err)
 	}
 	c.Metrics.Patches.WithLabelValues(string(w.Kind), what).Inc()
-	if what == "rollout" && c.Metrics.OnRolled != nil {
-		c.Metrics.OnRolled(string(w.Kind), w.Meta.Namespace, w.Meta.Name, rec.Change)
-	}
 	return nil
 }
 

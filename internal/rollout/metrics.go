@@ -8,12 +8,17 @@ type Metrics struct {
 	Patches    *prometheus.CounterVec
 	Errors     prometheus.Counter
 	Rollouts   *prometheus.CounterVec
-	// OnRolloutWrite, when set, sees every rollout patch: written (ok) or refused by the API
-	// server, for a peer's series (Stakater Reloader's reloader_reload_executed_total).
-	OnRolloutWrite func(namespace string, ok bool)
-	// OnRolled, when set, sees every rollout written, with what changed (configmap/NAME, ...),
-	// for Stakater Reloader's alert on every reload.
-	OnRolled func(kind, namespace, name, changed string)
+	// OnRolloutWrite, when set, sees every rollout patch, written or refused by the API server
+	// (a 409 aside: that is decided again), for Stakater Reloader's series and its alert on
+	// every reload.
+	OnRolloutWrite func(RolloutWrite)
+}
+
+// RolloutWrite is one rollout patch as OnRolloutWrite sees it.
+type RolloutWrite struct {
+	Kind, Namespace, Name string
+	Changed               string // what changed: configmap/NAME, ...
+	OK                    bool   // written; false: the API server refused it
 }
 
 // Outcomes of config rollouts, the values of the rollouts metric's "result" label.

@@ -44,8 +44,10 @@ type pacer struct {
 	turns map[string]time.Time
 }
 
-func newPacer(coalesce, floor time.Duration) *pacer {
-	return &pacer{coalesce: coalesce, floor: floor, pausePeriod: StakaterPausePeriod, pending: map[string]time.Time{}, turns: map[string]time.Time{}}
+// newPacer paces with --coalesce, --min-rollout-interval and Reloader's pause-period under the
+// name pausePeriod.
+func newPacer(coalesce, floor time.Duration, pausePeriod string) *pacer {
+	return &pacer{coalesce: coalesce, floor: floor, pausePeriod: pausePeriod, pending: map[string]time.Time{}, turns: map[string]time.Time{}}
 }
 
 // limitRate caps rollouts across all workloads at perSecond, with bursts of burst; perSecond 0

@@ -21,7 +21,7 @@ func TestPacerHolds(t *testing.T) {
 	}
 	rolledAt := func(at time.Time) outcome.Record { return outcome.Record{Change: "configmap/a", Started: at} }
 
-	p := newPacer(200*time.Millisecond, 0)
+	p := newPacer(200*time.Millisecond, 0, StakaterPausePeriod)
 	d, why := p.hold(w(nil), outcome.Record{}, t0)
 	assert.Equal(t, 200*time.Millisecond, d, "the first change of a quiet workload waits for the others")
 	assert.Contains(t, why, "--coalesce")
@@ -33,7 +33,7 @@ func TestPacerHolds(t *testing.T) {
 	p.rolled("Deployment/ns/app")
 	assert.Zero(t, p.Held())
 
-	p = newPacer(0, time.Minute)
+	p = newPacer(0, time.Minute, StakaterPausePeriod)
 	d, why = p.hold(w(nil), rolledAt(t0), t0.Add(20*time.Second))
 	assert.Equal(t, 40*time.Second, d, "the floor from the last rollout")
 	assert.Contains(t, why, "--min-rollout-interval")
@@ -68,7 +68,7 @@ func TestPacerClusterWideRate(t *testing.T) {
 		v, _ := workload.Of(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}})
 		return v
 	}
-	p := newPacer(0, 0)
+	p := newPacer(0, 0, StakaterPausePeriod)
 	p.limitRate(2, 1) // one rollout every 500 ms
 	var waits []time.Duration
 	for _, name := range []string{"a", "b", "c"} {
@@ -86,7 +86,7 @@ func TestPacerClusterWideRate(t *testing.T) {
 	p.rolled("Deployment/ns/b")
 	assert.Equal(t, 2.0, p.Held(), "a and c still wait to be marked rolled")
 
-	p = newPacer(0, 0)
+	p = newPacer(0, 0, StakaterPausePeriod)
 	p.limitRate(0, 1)
 	for i := range 100 {
 		d, _ := p.hold(w(string(rune('a'+i%26))+"x"), outcome.Record{}, t0)
