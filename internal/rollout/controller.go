@@ -17,7 +17,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -27,7 +26,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -36,12 +34,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/confighash"
-	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -110,6 +106,7 @@ type Controller struct {
 	follow  *follower
 	crash   *crashLoops // nil without a PodClient
 	pace    *pacer
+	warned  warnedOf
 	leading atomic.Bool // Run is running: this replica decides
 }
 
@@ -407,304 +404,36 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	return true
 }
 
-// sync decides, for one workload, from the caches alone:
-//
-//   - not opted in, or gone: forget it; never write to it.
-//   - required config missing: an Event names it; no rollout (new pods could not start);
-//     a workload seen for the first time gets its inputs recorded, absent parts included, so
-//     that the config's creation rolls it.
-//   - inputs equal to the recorded ones (resync, restart, metadata-only change): nothing.
-//   - no inputs recorded yet (a new workload, or one adopted from Wave): when its template
-//     hash is absent or equals Wave's formula on the current data, its pods run the current
-//     config: record the inputs, which rolls nothing. Otherwise roll.
-//   - inputs differ from the recorded ones: the pods run old config: roll, with one patch that
-//     writes Wave's hash and our inputs hash into the template and the inputs into metadata.
+// sync is one look at one workload, in the shape of sample-controller's syncHandler: read it
+// from the cache, gather what the decision needs, plan, apply. The rule itself is plan's.
 func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 	kind, ns, name, err := workload.SplitKey(key)
 	if err != nil {
 		return ResultIgnored, nil // a bad key can never succeed
 	}
 	w, ok := c.Informers.Workload(kind, ns, name)
-	if ok && kind == workload.Deployment && c.Dialects.orDefault().Stakater && !c.Reloader.Namespaces[ns] {
-		// Whether or not it still opts in: a Deployment Reloader paused must not stay paused.
-		if wait, reloaders := reloaderResume(w.Progress.Paused, w.Meta.Annotations, c.Reloader.Dialect, time.Now()); reloaders {
-			if wait > 0 {
-				c.queue.AddAfter(key, wait)
-			} else {
-				return ResultResumed, c.resumeReloaderPause(ctx, w)
-			}
-		}
-	}
-	if !ok || !c.selectionOf(w).optedIn() {
-		c.pace.rolled(key)
-		c.follow.forget(key)
-		if c.crash != nil {
-			c.crash.forget(key)
-		}
+	if !ok {
+		c.forget(key)
 		return ResultIgnored, nil
 	}
-	result, err := c.decide(ctx, w)
-	if err == nil && result != ResultHeld {
-		c.pace.rolled(key) // rolled, or nothing to roll any more
+	if resumed, err := c.finishReloaderPause(ctx, w); resumed || err != nil {
+		return ResultResumed, err
 	}
-	if err == nil && result != ResultRolled {
-		c.followUp(ctx, w)
+	d, err := plan(c.gather(ctx, w))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", w, err)
 	}
-	return result, err
+	return c.apply(ctx, w, d)
 }
 
-// decide is sync for an opted-in workload in the cache.
-func (c *Controller) decide(ctx context.Context, w workload.Workload) (string, error) {
-	ns := w.Meta.Namespace
-	rec, _ := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation]) // followUp reports a bad one
-	sel := c.selectionOf(w)
-	if sel.stakater != nil {
-		for _, p := range sel.stakater.Problems {
-			c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", p+"; the entry is skipped")
-		}
+// forget drops what this replica keeps of a workload it no longer looks after.
+func (c *Controller) forget(key string) {
+	c.pace.rolled(key)
+	c.follow.forget(key)
+	c.warned.set(key, "")
+	if c.crash != nil {
+		c.crash.forget(key)
 	}
-	for _, a := range []string{MinRolloutIntervalAnnotation, c.pace.pausePeriod} {
-		if _, err := ParseInterval(w.Meta.Annotations[a]); err != nil {
-			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", "annotation %s: %v; it is not applied: use a duration such as 30s or 5m", a, err)
-		}
-	}
-	used := refs.Extract(ns, w.Meta.Annotations, &w.Template.Spec)
-	if !c.AllowCrossNamespaceRefs {
-		for r, where := range used.DropOtherNamespaces(ns) {
-			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "InvalidAnnotation",
-				"%s names %s in another namespace; wave reads only the workload's own namespace, so the entry is skipped: move the object here, or start wave with --allow-cross-namespace-refs",
-				where, r)
-		}
-	}
-	ignored := used.DropIgnored(c.ignored)
-	all := union(used.Visible.Refs(), used.Wave.Refs())
-	for _, p := range used.Problems {
-		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", p+"; the entry is skipped")
-	}
-	for _, r := range all {
-		if !c.Informers.Watches(r.Namespace) { // only an extra-* entry can name another namespace
-			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "InvalidAnnotation",
-				"%s %s/%s is in a namespace wave does not watch, so it always counts as absent: add %s to wave's --namespaces, or drop the entry",
-				strings.ToLower(string(r.Kind)), r.Namespace, r.Name, r.Namespace)
-		}
-	}
-
-	uses := c.recorded(ns, used, sel)
-	for r := range uses { // a Reloader reload list may name an ignored object too
-		if c.ignored(r) {
-			ignored[r] = true
-			delete(uses, r)
-		}
-	}
-	in := confighash.InputsOf(ns, uses, c.Informers.Digests)
-	value := confighash.WithKeyID(c.keyID, in.Value) // the record to write
-	recorded, hasRecord := w.Meta.Annotations[InputsAnnotation]
-	recID, recInputs := confighash.SplitKeyID(recorded)
-	if len(in.Missing) > 0 {
-		msg := missingMessage(in.Missing)
-		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "ConfigMissing", msg)
-		klog.V(2).InfoS("required config missing; waiting for it", "workload", w.String(), "missing", msg)
-		waiting := rec
-		if names := missingNames(in.Missing); rec.Missing != names {
-			waiting.Missing, waiting.MissingSince = names, time.Now().UTC().Truncate(time.Second)
-		}
-		switch {
-		case !hasRecord:
-			return ResultMissing, c.patch(ctx, w, "baseline", &value, waiting, "", "")
-		case waiting != rec:
-			return ResultMissing, c.patch(ctx, w, "missing", nil, waiting, "", "")
-		}
-		return ResultMissing, nil
-	}
-	if original, disabled := w.Meta.Annotations[refs.SchedulingDisabledAnnotation]; disabled {
-		return ResultRolled, c.restoreScheduling(ctx, w, original)
-	}
-	present := rec
-	present.Missing, present.MissingSince = "", time.Time{}
-	if hasRecord && recID == c.keyID && recInputs == in.Value {
-		if present != rec { // the config is back as it was: nothing to roll
-			return ResultUnchanged, c.patch(ctx, w, "missing", nil, present, "", "")
-		}
-		return ResultUnchanged, nil
-	}
-	// What the pods run, entry by entry, to name what changed.
-	ran, now := confighash.ParseInputs(recInputs), in.Objects
-	if hasRecord && recID != c.keyID {
-		switch {
-		case recID == "" && recInputs == in.Value:
-			// Written under this key before records named their key (--hash-key-file).
-			return ResultBaseline, c.patch(ctx, w, "baseline", &value, present, "", "")
-		case recID == "":
-			// Unkeyed digests, written before the install key: make the same from the whole
-			// objects, once, to tell whether the pods run the current config.
-			old, err := c.unkeyedInputs(ctx, ns, uses)
-			if err != nil {
-				return "", fmt.Errorf("%s: read the config to adopt its inputs record: %w", w, err)
-			}
-			if old.Value == recInputs {
-				klog.V(2).InfoS("inputs record keyed; nothing to roll", "workload", w.String())
-				return ResultBaseline, c.patch(ctx, w, "baseline", &value, present, "", "")
-			}
-			now = old.Objects
-		default:
-			// Digests under a key wave no longer has: judge by Wave's hash, as for a
-			// workload without a record.
-			hasRecord = false
-		}
-	}
-
-	changed := confighash.Changed(ran, now)
-	if hasRecord {
-		// Only a change of what the workload follows rolls it: the record covers every object
-		// the pods use, but a Reloader workload follows only what its annotations name.
-		entries := map[string]refs.ObjectRef{}
-		for r := range uses {
-			entries[confighash.EntryName(ns, r)] = r
-		}
-		for r := range ignored {
-			entries[confighash.EntryName(ns, r)] = r
-		}
-		var rolling []string
-		for _, e := range changed {
-			before, was := ran[e]
-			if !was && now[e] == "absent" {
-				continue // newly named, and not there: nothing the pods see changed
-			}
-			created, deleted := !was || before == "absent", now[e] == "absent"
-			if !sel.wave && (created && !c.Reloader.RollOnCreate || deleted && !c.Reloader.RollOnDelete) {
-				continue // Reloader rolls on an object's creation or deletion only when told to (--reload-on-create, --reload-on-delete)
-			}
-			if r, ok := entries[e]; ok && ignored[r] {
-				continue // just ignored: it leaves the record, and rolls nothing
-			}
-			if r, ok := entries[e]; ok && c.follows(ns, used, sel, r) || !ok && sel.wave {
-				rolling = append(rolling, e)
-			}
-		}
-		if len(rolling) == 0 {
-			klog.V(2).InfoS("config the workload does not follow changed; recorded, nothing to roll", "workload", w.String())
-			return ResultBaseline, c.patch(ctx, w, "baseline", &value, present, "", "")
-		}
-		changed = rolling
-	}
-
-	current := w.Template.Annotations[refs.ConfigHashAnnotation]
-	hash := ""
-	if sel.wave {
-		var err error
-		hash, err = confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
-		var missing *refs.MissingError
-		switch {
-		case errors.As(err, &missing):
-			hash = current // Wave leaves its hash as it is when its view misses something
-		case err != nil:
-			return "", fmt.Errorf("%s: compute the config hash: %w", w, err)
-		}
-	}
-	what := confighash.DescribeChanged(changed)
-	if !hasRecord {
-		// Adopted: from Wave, its hash must be Wave's of the current data; from Reloader, its
-		// marks must be Reloader's hashes of the current data. Then the pods run the current
-		// config and nothing rolls.
-		waveBehind := sel.wave && current != "" && current != hash
-		stBehind, why := false, ""
-		if sel.stakater != nil {
-			var err error
-			if stBehind, why, err = c.stakaterBehind(ctx, w, ns, used, sel, uses); err != nil {
-				return "", fmt.Errorf("%s: read the config to compare Reloader's marks: %w", w, err)
-			}
-		}
-		if !waveBehind && !stBehind {
-			klog.V(2).InfoS("recorded the config the pods run; nothing to roll", "workload", w.String(), "hash", current)
-			return ResultBaseline, c.patch(ctx, w, "baseline", &value, present, "", "")
-		}
-		what = "config-hash annotation differs from the current config"
-		if !waveBehind {
-			what = why
-		}
-	}
-	if d, why := c.pace.hold(w, rec, time.Now()); d > 0 {
-		klog.V(2).InfoS("rollout held", "workload", w.String(), "changed", what, "for", d.Round(time.Millisecond), "why", why)
-		c.queue.AddAfter(w.Key(), d)
-		return ResultHeld, nil
-	}
-	shown := hash
-	if !sel.wave {
-		shown = inputsHash(value)
-	}
-	msg := fmt.Sprintf("%s changed; rolling out (config hash %s)", what, short(shown))
-	if c.DryRun {
-		msg = "dry run: would roll: " + msg
-	}
-	c.Recorder.Event(w.Object, corev1.EventTypeNormal, "ConfigChanged", msg)
-	klog.InfoS("config changed; rolling out", "workload", w.String(), "changed", what, "hash", hash, "dryRun", c.DryRun)
-	next := outcome.Record{Change: what, Started: time.Now().UTC().Truncate(time.Millisecond)}
-	if v := outcome.Evaluate(rec, w.Progress, time.Now(), c.RolloutDeadline); v.State == outcome.Rolling && rec.Change != what {
-		next.Change = rec.Change + "; " + what // the pods that come up carry the earlier change too
-	}
-	if err := c.patch(ctx, w, "rollout", &value, next, hash, inputsHash(value)); err != nil {
-		return "", err
-	}
-	if !c.DryRun {
-		// What the write does not do by itself (a CronJob: one Job now). Tried a few times: the
-		// record already says rolled, so a later look would not try again.
-		err := retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.clients(), w) })
-		if err != nil {
-			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "RestartFailed", "%v; its next scheduled run uses the new config", err)
-		}
-	}
-	if !w.Progress.Untracked {
-		c.follow.started(w.Key(), next)
-	}
-	return ResultRolled, nil
-}
-
-// patch writes the inputs record (unless inputs is nil), the rollout record and, for a rollout,
-// the template annotations, in one merge patch carrying the resourceVersion the decision was
-// made on: if the workload changed in between, the API server answers 409 and the workload is
-// reconciled again.
-func (c *Controller) patch(ctx context.Context, w workload.Workload, what string, inputs *string, rec outcome.Record, hash, inHash string) error {
-	type meta struct {
-		Annotations     map[string]any `json:"annotations"`
-		ResourceVersion string         `json:"resourceVersion,omitempty"`
-	}
-	annotations := map[string]any{}
-	if inputs != nil {
-		annotations[InputsAnnotation] = *inputs
-	}
-	switch {
-	case rec != (outcome.Record{}):
-		annotations[outcome.Annotation] = rec.String()
-	case w.Meta.Annotations[outcome.Annotation] != "":
-		annotations[outcome.Annotation] = nil // nothing left to say: a merge patch's null deletes it
-	}
-	body := map[string]any{"metadata": meta{Annotations: annotations, ResourceVersion: w.Meta.ResourceVersion}}
-	if inHash != "" {
-		tmpl := map[string]string{InputsHashAnnotation: inHash}
-		if hash != "" {
-			tmpl[refs.ConfigHashAnnotation] = hash
-		}
-		body["spec"] = map[string]any{"template": map[string]any{"metadata": map[string]any{"annotations": tmpl}}}
-	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	if c.DryRun {
-		return nil
-	}
-	err = workload.Patch(ctx, c.clients(), w.Kind, w.Meta.Namespace, w.Meta.Name, b)
-	if apierrors.IsNotFound(err) {
-		return nil // deleted meanwhile; the delete event cleans the index
-	}
-	if what == "rollout" && c.Metrics.OnRolloutWrite != nil && !apierrors.IsConflict(err) {
-		c.Metrics.OnRolloutWrite(RolloutWrite{Kind: string(w.Kind), Namespace: w.Meta.Namespace, Name: w.Meta.Name, Changed: rec.Change, OK: err == nil})
-	}
-	if err != nil {
-		return fmt.Errorf("%s: patch (%s): %w", w, what, err)
-	}
-	c.Metrics.Patches.WithLabelValues(string(w.Kind), what).Inc()
-	return nil
 }
 
 func missingMessage(ms []*refs.MissingError) string {
@@ -713,60 +442,6 @@ func missingMessage(ms []*refs.MissingError) string {
 		parts[i] = m.Error()
 	}
 	return strings.Join(parts, "; ") + "; the workload rolls once it exists"
-}
-
-// restoreScheduling undoes what Wave 0.7 and later did to a workload whose config was
-// missing (see refs.SchedulingDisabledAnnotation), now that the config exists: the original
-// scheduler back, the annotation gone, in one patch conditional on the version read. The pods
-// waiting for a scheduler that does not exist are replaced; the next look decides as usual.
-func (c *Controller) restoreScheduling(ctx context.Context, w workload.Workload, original string) error {
-	var scheduler any // null: the API server's default scheduler
-	if original != "" {
-		scheduler = original
-	}
-	body, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{refs.SchedulingDisabledAnnotation: nil}, "resourceVersion": w.Meta.ResourceVersion},
-		"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{"schedulerName": scheduler}}},
-	})
-	if err != nil {
-		return err
-	}
-	msg := fmt.Sprintf("Wave had disabled scheduling (schedulerName %q) while config was missing; the config exists: scheduler restored", w.Template.Spec.SchedulerName)
-	if c.DryRun {
-		c.Recorder.Event(w.Object, corev1.EventTypeNormal, "SchedulingRestored", "dry run: would do: "+msg)
-		return nil
-	}
-	if err := workload.Patch(ctx, c.clients(), w.Kind, w.Meta.Namespace, w.Meta.Name, body); err != nil {
-		return fmt.Errorf("%s: restore the scheduler Wave disabled: %w", w, err)
-	}
-	c.Recorder.Event(w.Object, corev1.EventTypeNormal, "SchedulingRestored", msg)
-	klog.InfoS("restored the scheduler Wave had disabled", "workload", w.String(), "scheduler", original)
-	return nil
-}
-
-// unkeyedInputs is the inputs record as wave wrote it before digests were keyed, made from the
-// whole objects (read from the API once, and shared for a while by the workloads that use
-// them).
-func (c *Controller) unkeyedInputs(ctx context.Context, namespace string, uses refs.Uses) (confighash.Inputs, error) {
-	var firstErr error
-	in := confighash.InputsOf(namespace, uses, func(r refs.ObjectRef) (map[string]string, bool) {
-		obj, err := c.full.get(ctx, r)
-		if err != nil || obj == nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			return nil, false
-		}
-		digested, err := confighash.Digester{}.Transform(obj)
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			return nil, false
-		}
-		return confighash.KeyDigests(digested), true
-	})
-	return in, firstErr
 }
 
 // missingNames lists the missing objects for the rollout record: names only, bounded.

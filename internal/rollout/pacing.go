@@ -8,9 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/workload"
 )
 
 // Annotations that pace a workload's rollouts.
@@ -58,29 +56,20 @@ func (p *pacer) limitRate(perSecond float64, burst int) {
 	}
 }
 
-// hold returns how long the rollout of w must wait, and why; 0 to roll now.
-func (p *pacer) hold(w workload.Workload, rec outcome.Record, now time.Time) (time.Duration, string) {
-	key := w.Key()
+// wantedSince is when a rollout of key was first held; zero when none is.
+func (p *pacer) wantedSince(key string) time.Time {
 	p.mu.Lock()
-	first, ok := p.pending[key]
-	if !ok {
-		first = now
-		p.pending[key] = now
+	defer p.mu.Unlock()
+	return p.pending[key]
+}
+
+// want notes that a rollout of key, first wanted at first, is held.
+func (p *pacer) want(key string, first time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.pending[key]; !ok {
+		p.pending[key] = first
 	}
-	p.mu.Unlock()
-	if d := first.Add(p.coalesce).Sub(now); p.coalesce > 0 && d > 0 {
-		return d, fmt.Sprintf("coalescing changes for %s (--coalesce)", p.coalesce)
-	}
-	floor, source := p.floorOf(w)
-	if floor > 0 && !rec.Started.IsZero() {
-		if d := rec.Started.Add(floor).Sub(now); d > 0 {
-			return d, fmt.Sprintf("at most one rollout every %s (%s)", floor, source)
-		}
-	}
-	if d := p.turn(key, now); d > 0 {
-		return d, fmt.Sprintf("waiting for its turn under --update-rate=%g", float64(p.limit.Limit()))
-	}
-	return 0, ""
 }
 
 // turn returns how long key waits for its turn under the cluster-wide limit.
@@ -113,12 +102,12 @@ func (p *pacer) Held() float64 {
 	return float64(len(p.pending))
 }
 
-// floorOf is the workload's floor between rollouts: the longest of --min-rollout-interval,
-// its own annotation and Reloader's pause-period.
-func (p *pacer) floorOf(w workload.Workload) (time.Duration, string) {
+// floorOf is a workload's floor between rollouts, from its annotations: the longest of
+// --min-rollout-interval, its own annotation and Reloader's pause-period.
+func (p *pacer) floorOf(annotations map[string]string) (time.Duration, string) {
 	floor, source := p.floor, "--min-rollout-interval"
 	for _, a := range []string{MinRolloutIntervalAnnotation, p.pausePeriod} {
-		if d, err := ParseInterval(w.Meta.Annotations[a]); err == nil && d > floor {
+		if d, err := ParseInterval(annotations[a]); err == nil && d > floor {
 			floor, source = d, a
 		}
 	}

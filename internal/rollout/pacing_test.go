@@ -6,48 +6,60 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/configwave/configwave/internal/outcome"
-	"github.com/configwave/configwave/internal/workload"
 )
 
-func TestPacerHolds(t *testing.T) {
+func TestHoldFor(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	w := func(annotations map[string]string) workload.Workload {
-		v, _ := workload.Of(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", Annotations: annotations}})
-		return v
+	p := newPacer(0, time.Minute, StakaterPausePeriod)
+	floor := func(annotations map[string]string) pace {
+		d, source := p.floorOf(annotations)
+		return pace{Floor: d, FloorSource: source}
 	}
-	rolledAt := func(at time.Time) outcome.Record { return outcome.Record{Change: "configmap/a", Started: at} }
+	coalesce := pace{Coalesce: 200 * time.Millisecond}
+	tests := []struct {
+		name                    string
+		now, first, lastStarted time.Time
+		pace                    pace
+		want                    time.Duration
+		why                     string
+	}{
+		{name: "the first change of a quiet workload waits for the others", now: t0, first: t0, pace: coalesce, want: 200 * time.Millisecond, why: "--coalesce"},
+		{name: "a later change does not push the wait out", now: t0.Add(50 * time.Millisecond), first: t0, pace: coalesce, want: 150 * time.Millisecond, why: "--coalesce"},
+		{name: "coalescing over", now: t0.Add(200 * time.Millisecond), first: t0, pace: coalesce},
+		{name: "the floor from the last rollout", now: t0.Add(20 * time.Second), first: t0, lastStarted: t0, pace: floor(nil), want: 40 * time.Second, why: "--min-rollout-interval"},
+		{name: "never rolled by wave: no floor", now: t0, first: t0, pace: floor(nil)},
+		{name: "the workload's own floor raises it", now: t0.Add(time.Minute), first: t0, lastStarted: t0,
+			pace: floor(map[string]string{MinRolloutIntervalAnnotation: "5m"}), want: 4 * time.Minute, why: MinRolloutIntervalAnnotation},
+		{name: "the longest applies", now: t0.Add(time.Minute), first: t0, lastStarted: t0,
+			pace: floor(map[string]string{StakaterPausePeriod: "10m", MinRolloutIntervalAnnotation: "5m"}), want: 9 * time.Minute, why: StakaterPausePeriod},
+		{name: "never below --min-rollout-interval", now: t0.Add(20 * time.Second), first: t0, lastStarted: t0,
+			pace: floor(map[string]string{MinRolloutIntervalAnnotation: "10s"}), want: 40 * time.Second, why: "--min-rollout-interval"},
+		{name: "a floor annotation that is not a duration is not applied", now: t0.Add(20 * time.Second), first: t0, lastStarted: t0,
+			pace: floor(map[string]string{MinRolloutIntervalAnnotation: "soon"}), want: 40 * time.Second, why: "--min-rollout-interval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, why := holdFor(tt.now, tt.first, tt.lastStarted, tt.pace)
+			assert.Equal(t, tt.want, d)
+			if tt.why == "" {
+				assert.Empty(t, why)
+			} else {
+				assert.Contains(t, why, tt.why)
+			}
+		})
+	}
+}
 
+func TestPacerRemembersHeldRollouts(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	p := newPacer(200*time.Millisecond, 0, StakaterPausePeriod)
-	d, why := p.hold(w(nil), outcome.Record{}, t0)
-	assert.Equal(t, 200*time.Millisecond, d, "the first change of a quiet workload waits for the others")
-	assert.Contains(t, why, "--coalesce")
-	d, _ = p.hold(w(nil), outcome.Record{}, t0.Add(50*time.Millisecond))
-	assert.Equal(t, 150*time.Millisecond, d, "a later change does not push the wait out")
-	d, _ = p.hold(w(nil), outcome.Record{}, t0.Add(200*time.Millisecond))
-	assert.Zero(t, d)
+	assert.True(t, p.wantedSince("Deployment/ns/app").IsZero())
+	p.want("Deployment/ns/app", t0)
+	p.want("Deployment/ns/app", t0.Add(time.Second))
+	assert.Equal(t, t0, p.wantedSince("Deployment/ns/app"), "held again: it keeps the time first wanted")
 	assert.Equal(t, 1.0, p.Held())
 	p.rolled("Deployment/ns/app")
 	assert.Zero(t, p.Held())
-
-	p = newPacer(0, time.Minute, StakaterPausePeriod)
-	d, why = p.hold(w(nil), rolledAt(t0), t0.Add(20*time.Second))
-	assert.Equal(t, 40*time.Second, d, "the floor from the last rollout")
-	assert.Contains(t, why, "--min-rollout-interval")
-	d, _ = p.hold(w(nil), outcome.Record{}, t0)
-	assert.Zero(t, d, "never rolled by wave: no floor")
-
-	d, why = p.hold(w(map[string]string{MinRolloutIntervalAnnotation: "5m"}), rolledAt(t0), t0.Add(time.Minute))
-	assert.Equal(t, 4*time.Minute, d, "the workload's own floor raises it")
-	assert.Contains(t, why, MinRolloutIntervalAnnotation)
-	d, why = p.hold(w(map[string]string{StakaterPausePeriod: "10m", MinRolloutIntervalAnnotation: "5m"}), rolledAt(t0), t0.Add(time.Minute))
-	assert.Equal(t, 9*time.Minute, d, "the longest applies")
-	assert.Contains(t, why, StakaterPausePeriod)
-	d, _ = p.hold(w(map[string]string{MinRolloutIntervalAnnotation: "10s"}), rolledAt(t0), t0.Add(20*time.Second))
-	assert.Equal(t, 40*time.Second, d, "never below --min-rollout-interval")
 }
 
 func TestParseInterval(t *testing.T) {
@@ -64,24 +76,17 @@ func TestParseInterval(t *testing.T) {
 
 func TestPacerClusterWideRate(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	w := func(name string) workload.Workload {
-		v, _ := workload.Of(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}})
-		return v
-	}
 	p := newPacer(0, 0, StakaterPausePeriod)
 	p.limitRate(2, 1) // one rollout every 500 ms
 	var waits []time.Duration
 	for _, name := range []string{"a", "b", "c"} {
-		d, why := p.hold(w(name), outcome.Record{}, t0)
-		waits = append(waits, d)
-		if d > 0 {
-			assert.Contains(t, why, "--update-rate=2")
-		}
+		waits = append(waits, p.turn("Deployment/ns/"+name, t0))
+		p.want("Deployment/ns/"+name, t0)
 	}
 	assert.Equal(t, []time.Duration{0, 500 * time.Millisecond, time.Second}, waits, "first come, first served")
-	d, _ := p.hold(w("c"), outcome.Record{}, t0.Add(400*time.Millisecond))
+	d := p.turn("Deployment/ns/c", t0.Add(400*time.Millisecond))
 	assert.Equal(t, 600*time.Millisecond, d, "a workload looked at again keeps its turn, not a new one")
-	d, _ = p.hold(w("b"), outcome.Record{}, t0.Add(500*time.Millisecond))
+	d = p.turn("Deployment/ns/b", t0.Add(500*time.Millisecond))
 	assert.Zero(t, d, "its turn has come")
 	p.rolled("Deployment/ns/b")
 	assert.Equal(t, 2.0, p.Held(), "a and c still wait to be marked rolled")
@@ -89,7 +94,7 @@ func TestPacerClusterWideRate(t *testing.T) {
 	p = newPacer(0, 0, StakaterPausePeriod)
 	p.limitRate(0, 1)
 	for i := range 100 {
-		d, _ := p.hold(w(string(rune('a'+i%26))+"x"), outcome.Record{}, t0)
+		d := p.turn("Deployment/ns/"+string(rune('a'+i%26))+"x", t0)
 		require.Zero(t, d, "no limit by default")
 	}
 }

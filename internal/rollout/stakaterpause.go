@@ -45,6 +45,24 @@ func reloaderResume(paused bool, annotations map[string]string, st refs.Stakater
 	return 0, true
 }
 
+// finishReloaderPause resumes a Deployment Reloader paused once its pause-period is over,
+// whether or not it still opts in, and reports whether it did; before then, it looks again
+// when the period ends.
+func (c *Controller) finishReloaderPause(ctx context.Context, w workload.Workload) (bool, error) {
+	if w.Kind != workload.Deployment || !c.Dialects.orDefault().Stakater || c.Reloader.Namespaces[w.Meta.Namespace] {
+		return false, nil
+	}
+	wait, reloaders := reloaderResume(w.Progress.Paused, w.Meta.Annotations, c.Reloader.Dialect, time.Now())
+	switch {
+	case !reloaders:
+		return false, nil
+	case wait > 0:
+		c.queue.AddAfter(w.Key(), wait)
+		return false, nil
+	}
+	return true, c.resumeReloaderPause(ctx, w)
+}
+
 // resumeReloaderPause unpauses a Deployment Reloader paused and removes its paused-at mark, as
 // Reloader's own resume does, at the resourceVersion it was decided on. The workload is
 // looked at again at once: the change held meanwhile then rolls as any other.

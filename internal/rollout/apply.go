@@ -1,0 +1,149 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
+)
+
+// apply performs a decision: the warnings, then the write, then what the write means (Events,
+// the log line, a CronJob's Job, following the rollout). A rollout waits here for its turn
+// under the cluster-wide --update-rate, which is shared by every workload.
+func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision) (string, error) {
+	key := w.Key()
+	if d.Result == ResultIgnored {
+		c.forget(key) // never written to
+		return d.Result, nil
+	}
+	for _, msg := range d.Warn {
+		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", msg)
+	}
+	c.warned.set(key, d.Warned)
+	if d.Write == "rollout" {
+		if wait := c.pace.turn(key, time.Now()); wait > 0 {
+			d = decision{Result: ResultHeld, HoldFor: wait, Wanted: d.Wanted,
+				Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"for", wait.Round(time.Millisecond), "why", fmt.Sprintf("waiting for its turn under --update-rate=%g", c.UpdateRate)}}}
+		}
+	}
+	var err error
+	switch d.Write {
+	case "scheduler":
+		err = c.restoreScheduling(ctx, w, d.Scheduler)
+	case "":
+	default:
+		err = c.patch(ctx, w, d.Write, d.Inputs, d.Record, d.Hash, d.InputsHash)
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, e := range d.Events {
+		c.Recorder.Event(w.Object, e.Type, e.Reason, e.Message)
+	}
+	if l := d.Log; l != nil {
+		klog.V(klog.Level(l.V)).InfoS(l.Msg, append([]any{"workload", w.String()}, l.KV...)...)
+	}
+	if d.Restart {
+		// What the write does not do by itself (a CronJob: one Job now). Tried a few times: the
+		// record already says rolled, so a later look would not try again.
+		err := retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.clients(), w) })
+		if err != nil {
+			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "RestartFailed", "%v; its next scheduled run uses the new config", err)
+		}
+	}
+	if d.Follow {
+		c.follow.started(key, d.Record)
+	}
+	if d.HoldFor > 0 {
+		c.pace.want(key, d.Wanted)
+		c.queue.AddAfter(key, d.HoldFor)
+	} else {
+		c.pace.rolled(key) // rolled, or nothing to roll any more
+	}
+	if d.Result != ResultRolled {
+		c.followUp(ctx, w)
+	}
+	return d.Result, nil
+}
+
+// patch writes the inputs record (unless inputs is nil), the rollout record and, for a rollout,
+// the template annotations, in one merge patch carrying the resourceVersion the decision was
+// made on: if the workload changed in between, the API server answers 409 and the workload is
+// reconciled again.
+func (c *Controller) patch(ctx context.Context, w workload.Workload, what string, inputs *string, rec outcome.Record, hash, inHash string) error {
+	type meta struct {
+		Annotations     map[string]any `json:"annotations"`
+		ResourceVersion string         `json:"resourceVersion,omitempty"`
+	}
+	annotations := map[string]any{}
+	if inputs != nil {
+		annotations[InputsAnnotation] = *inputs
+	}
+	switch {
+	case rec != (outcome.Record{}):
+		annotations[outcome.Annotation] = rec.String()
+	case w.Meta.Annotations[outcome.Annotation] != "":
+		annotations[outcome.Annotation] = nil // nothing left to say: a merge patch's null deletes it
+	}
+	body := map[string]any{"metadata": meta{Annotations: annotations, ResourceVersion: w.Meta.ResourceVersion}}
+	if inHash != "" {
+		tmpl := map[string]string{InputsHashAnnotation: inHash}
+		if hash != "" {
+			tmpl[refs.ConfigHashAnnotation] = hash
+		}
+		body["spec"] = map[string]any{"template": map[string]any{"metadata": map[string]any{"annotations": tmpl}}}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	if c.DryRun {
+		return nil
+	}
+	err = workload.Patch(ctx, c.clients(), w.Kind, w.Meta.Namespace, w.Meta.Name, b)
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile; the delete event cleans the index
+	}
+	if what == "rollout" && c.Metrics.OnRolloutWrite != nil && !apierrors.IsConflict(err) {
+		c.Metrics.OnRolloutWrite(RolloutWrite{Kind: string(w.Kind), Namespace: w.Meta.Namespace, Name: w.Meta.Name, Changed: rec.Change, OK: err == nil})
+	}
+	if err != nil {
+		return fmt.Errorf("%s: patch (%s): %w", w, what, err)
+	}
+	c.Metrics.Patches.WithLabelValues(string(w.Kind), what).Inc()
+	return nil
+}
+
+// restoreScheduling puts back the scheduler Wave 0.7 and later set aside while the workload's
+// config was missing (see refs.SchedulingDisabledAnnotation): the original scheduler back, the
+// annotation gone, in one patch conditional on the version read. The pods waiting for a
+// scheduler that does not exist are replaced.
+func (c *Controller) restoreScheduling(ctx context.Context, w workload.Workload, original string) error {
+	var scheduler any // null: the API server's default scheduler
+	if original != "" {
+		scheduler = original
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{refs.SchedulingDisabledAnnotation: nil}, "resourceVersion": w.Meta.ResourceVersion},
+		"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{"schedulerName": scheduler}}},
+	})
+	if err != nil {
+		return err
+	}
+	if c.DryRun {
+		return nil
+	}
+	if err := workload.Patch(ctx, c.clients(), w.Kind, w.Meta.Namespace, w.Meta.Name, body); err != nil {
+		return fmt.Errorf("%s: restore the scheduler Wave disabled: %w", w, err)
+	}
+	return nil
+}

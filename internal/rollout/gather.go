@@ -1,0 +1,146 @@
+package rollout
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
+)
+
+// gather reads, from the caches, the situation plan decides from.
+func (c *Controller) gather(ctx context.Context, w workload.Workload) situation {
+	ns := w.Meta.Namespace
+	sel := c.selectionOf(w)
+	if !sel.optedIn() {
+		return situation{}
+	}
+	rec, _ := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation]) // followUp reports a bad one
+	used := refs.Extract(ns, w.Meta.Annotations, &w.Template.Spec)
+	s := situation{
+		Now: time.Now(), DryRun: c.DryRun, OptedIn: true,
+		Wave: sel.wave, Stakater: sel.stakater != nil,
+		RollOnCreate: c.Reloader.RollOnCreate, RollOnDelete: c.Reloader.RollOnDelete,
+		Warned: c.warned.of(w.Key()),
+		Rec:    rec, KeyID: c.keyID,
+		CurrentHash: w.Template.Annotations[refs.ConfigHashAnnotation],
+		Progress:    w.Progress, Deadline: c.RolloutDeadline,
+		SchedulerNow: w.Template.Spec.SchedulerName,
+	}
+	s.Record, s.HasRecord = w.Meta.Annotations[InputsAnnotation]
+	s.Scheduler, s.SchedulingDisabled = w.Meta.Annotations[refs.SchedulingDisabledAnnotation]
+	s.Pace.Coalesce, s.Pace.FirstWanted = c.pace.coalesce, c.pace.wantedSince(w.Key())
+	s.Pace.Floor, s.Pace.FloorSource = c.pace.floorOf(w.Meta.Annotations)
+
+	s.Warnings = c.annotationProblems(w, sel)
+	if !c.AllowCrossNamespaceRefs {
+		for r, where := range used.DropOtherNamespaces(ns) {
+			s.Warnings = append(s.Warnings, where+" names "+r.String()+" in another namespace; wave reads only the workload's own namespace, so the entry is skipped: move the object here, or start wave with --allow-cross-namespace-refs")
+		}
+	}
+	ignored := used.DropIgnored(c.ignored)
+	for _, p := range used.Problems {
+		s.Warnings = append(s.Warnings, p+"; the entry is skipped")
+	}
+	for _, r := range union(used.Visible.Refs(), used.Wave.Refs()) {
+		if !c.Informers.Watches(r.Namespace) { // only an extra-* entry can name another namespace
+			s.Warnings = append(s.Warnings, strings.ToLower(string(r.Kind))+" "+r.Namespace+"/"+r.Name+
+				" is in a namespace wave does not watch, so it always counts as absent: add "+r.Namespace+" to wave's --namespaces, or drop the entry")
+		}
+	}
+
+	uses := c.recorded(ns, used, sel)
+	for r := range uses { // a Reloader reload list may name an ignored object too
+		if c.ignored(r) {
+			ignored[r] = true
+			delete(uses, r)
+		}
+	}
+	s.Inputs = confighash.InputsOf(ns, uses, c.Informers.Digests)
+	s.Entries = make(map[string]entry, len(uses)+len(ignored))
+	for r := range uses {
+		s.Entries[confighash.EntryName(ns, r)] = entry{Follows: c.follows(ns, used, sel, r)}
+	}
+	for r := range ignored {
+		s.Entries[confighash.EntryName(ns, r)] = entry{Ignored: true}
+	}
+
+	s.WaveHash = sync.OnceValues(func() (string, error) {
+		return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
+	})
+	s.StakaterBehind = func() (bool, string, error) { return c.stakaterBehind(ctx, w, ns, used, sel, uses) }
+	s.Unkeyed = func() (confighash.Inputs, error) { return c.unkeyedInputs(ctx, ns, uses) }
+	return s
+}
+
+// annotationProblems are the entries of the workload's annotations that wave cannot apply.
+func (c *Controller) annotationProblems(w workload.Workload, sel selection) []string {
+	var out []string
+	if sel.stakater != nil {
+		for _, p := range sel.stakater.Problems {
+			out = append(out, p+"; the entry is skipped")
+		}
+	}
+	for _, a := range []string{MinRolloutIntervalAnnotation, c.pace.pausePeriod} {
+		if _, err := ParseInterval(w.Meta.Annotations[a]); err != nil {
+			out = append(out, "annotation "+a+": "+err.Error()+"; it is not applied: use a duration such as 30s or 5m")
+		}
+	}
+	return out
+}
+
+// unkeyedInputs is the inputs record as wave wrote it before digests were keyed, made from the
+// whole objects (read from the API once, and shared for a while by the workloads that use
+// them).
+func (c *Controller) unkeyedInputs(ctx context.Context, namespace string, uses refs.Uses) (confighash.Inputs, error) {
+	var firstErr error
+	in := confighash.InputsOf(namespace, uses, func(r refs.ObjectRef) (map[string]string, bool) {
+		obj, err := c.full.get(ctx, r)
+		if err != nil || obj == nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return nil, false
+		}
+		digested, err := confighash.Digester{}.Transform(obj)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return nil, false
+		}
+		return confighash.KeyDigests(digested), true
+	})
+	return in, firstErr
+}
+
+// warnedOf remembers, per workload, the fingerprint of the InvalidAnnotation warnings last
+// sent, so that they are sent when they change rather than on every look. A replica that
+// becomes the leader sends them once more.
+type warnedOf struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (n *warnedOf) of(key string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.m[key]
+}
+
+func (n *warnedOf) set(key, fingerprint string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if fingerprint == "" {
+		delete(n.m, key)
+		return
+	}
+	if n.m == nil {
+		n.m = map[string]string{}
+	}
+	n.m[key] = fingerprint
+}

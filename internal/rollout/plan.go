@@ -1,0 +1,372 @@
+package rollout
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
+)
+
+// situation is everything plan decides from for one opted-in workload; gather fills it from
+// the caches. Three facts cost reads of whole objects from the API server. They are
+// functions, called only on the paths that need them, so that a resync of ten thousand
+// unchanged workloads reads nothing.
+type situation struct {
+	Now    time.Time
+	DryRun bool
+
+	OptedIn bool // in either dialect read, and not excluded by Reloader's flags
+
+	Wave     bool // Wave's opt-in: every object the pods use rolls them; Wave's hash is written
+	Stakater bool // Reloader's annotations are there
+	// Reloader's --reload-on-create and --reload-on-delete, for workloads that speak only
+	// Reloader's dialect.
+	RollOnCreate, RollOnDelete bool
+
+	Warnings []string // what is wrong with the workload's annotations, worded for an Event
+	Warned   string   // the fingerprint of the warnings last sent for the workload; "" none
+
+	Rec       outcome.Record // the rollout record (zero when there is none)
+	Record    string         // the inputs record as it stands
+	HasRecord bool
+	KeyID     string            // names the key the digests of Inputs are made under
+	Inputs    confighash.Inputs // what the pods would see now
+	// Entries says, for each object in Inputs and each one just ignored, by its entry name in
+	// the record, whether a change of it rolls the workload. An entry of the old record that
+	// is in neither (a reference taken out of the template) rolls Wave's workloads only.
+	Entries map[string]entry
+
+	// Wave 0.7 and later disable scheduling while config is missing (SchedulingDisabled);
+	// Scheduler is the scheduler it put aside, SchedulerNow what the template has instead.
+	SchedulingDisabled      bool
+	Scheduler, SchedulerNow string
+
+	CurrentHash string            // the Wave hash on the pod template
+	Progress    workload.Progress // the workload's own controller's view of its rollout
+	Deadline    time.Duration     // --rollout-deadline
+	Pace        pace
+
+	// WaveHash is Wave's hash of the current config (a *refs.MissingError when Wave's view
+	// misses an object). StakaterBehind reports whether a mark Reloader left on the template
+	// is older than the config, naming the object. Unkeyed is the inputs record as wave wrote
+	// it before digests were keyed, made from the whole objects.
+	WaveHash       func() (string, error)
+	StakaterBehind func() (bool, string, error)
+	Unkeyed        func() (confighash.Inputs, error)
+}
+
+// entry is one object of the inputs record.
+type entry struct {
+	Ignored bool // configwave.io/ignore or Reloader's ignore: it leaves the record and rolls nothing
+	Follows bool // a change of it rolls the workload, in the dialects it speaks
+}
+
+// pace is what holds a rollout back that plan decides (the cluster-wide --update-rate is
+// apply's: taking a turn is a write to shared state).
+type pace struct {
+	Coalesce    time.Duration
+	FirstWanted time.Time // when a rollout was first held; zero when none is
+	Floor       time.Duration
+	FloorSource string // the flag or annotation Floor comes from
+}
+
+// decision is what plan returns: what to write, what to tell, what to follow. apply performs
+// it; the Events and logs of a write come after the write succeeds.
+type decision struct {
+	Result string
+	// Write names the write, as the patches metric counts it: "" none, "baseline" and
+	// "missing" (records only, which rolls nothing), "rollout" (records and pod template),
+	// "scheduler" (restore the scheduler Wave disabled).
+	Write      string
+	Inputs     *string        // the inputs record to write; nil leaves it as it is
+	Record     outcome.Record // the rollout record to write; zero removes it
+	Hash       string         // Wave's hash for the template ("" leaves it: Reloader-only workloads)
+	Scheduler  string         // "scheduler": the scheduler to put back ("" the default)
+	InputsHash string         // our inputs hash for the template
+
+	Warn   []string // InvalidAnnotation warnings to send now: the workload's warnings changed
+	Warned string   // the fingerprint to remember
+	Events []event  // after the write
+	Log    *logLine // after the write
+
+	HoldFor time.Duration // look again then
+	Wanted  time.Time     // when the held rollout was first wanted
+	Follow  bool          // follow the rollout written
+	Restart bool          // what the template write does not do by itself (a CronJob's Job)
+}
+
+type event struct{ Type, Reason, Message string }
+
+type logLine struct {
+	V   int // 0: always
+	Msg string
+	KV  []any
+}
+
+// plan decides for one workload from its situation alone, in the order of the README's rule:
+//
+//   - not opted in: forget it; never write to it.
+//   - required config missing: an Event names it (once); no rollout, since new pods could not
+//     start; a workload seen for the first time gets its inputs recorded, absent parts
+//     included, so that the config's creation rolls it.
+//   - a scheduler Wave 0.7+ disabled while config was missing: put it back.
+//   - inputs equal to the recorded ones (resync, restart, metadata-only change): nothing.
+//   - no usable record (a new workload, one adopted from Wave or Reloader): when the
+//     template's Wave hash and Reloader's marks are absent or those of the current data, the
+//     pods run the current config: record the inputs, which rolls nothing. Otherwise roll.
+//   - inputs differ from the recorded ones in what the workload follows: the pods run old
+//     config: roll (once pacing allows), with one patch that writes Wave's hash and our
+//     inputs hash into the template and the inputs into metadata.
+func plan(s situation) (decision, error) {
+	if !s.OptedIn {
+		return decision{Result: ResultIgnored}, nil
+	}
+	warn := s.warn()
+	value := confighash.WithKeyID(s.KeyID, s.Inputs.Value)
+	present := s.Rec
+	present.Missing, present.MissingSince = "", time.Time{}
+	recordOnly := func(result string) decision {
+		return warn.with(decision{Result: result, Write: "baseline", Inputs: &value, Record: present})
+	}
+
+	if len(s.Inputs.Missing) > 0 {
+		return warn.with(s.missing(value)), nil
+	}
+	if s.SchedulingDisabled {
+		return warn.with(s.restoreScheduler()), nil
+	}
+	recID, recInputs := confighash.SplitKeyID(s.Record)
+	if s.HasRecord && recID == s.KeyID && recInputs == s.Inputs.Value {
+		if present != s.Rec { // the config is back as it was: nothing to roll
+			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: present}), nil
+		}
+		return warn.with(decision{Result: ResultUnchanged}), nil
+	}
+
+	pods, err := s.podsRun(recID, recInputs)
+	if err != nil {
+		return decision{}, err
+	}
+	if pods.current {
+		return recordOnly(ResultBaseline), nil
+	}
+	var rolling []string
+	if pods.byRecord {
+		if rolling = s.rolling(pods.ran, pods.now); len(rolling) == 0 {
+			recorded := recordOnly(ResultBaseline)
+			recorded.Log = &logLine{V: 2, Msg: "config the workload does not follow changed; recorded, nothing to roll"}
+			return recorded, nil
+		}
+	}
+	hash := ""
+	if s.Wave {
+		if hash, err = s.WaveHash(); err != nil {
+			var missing *refs.MissingError
+			if !errors.As(err, &missing) {
+				return decision{}, fmt.Errorf("compute the config hash: %w", err)
+			}
+			hash = s.CurrentHash // Wave leaves its hash as it is when its view misses something
+		}
+	}
+	what := confighash.DescribeChanged(rolling)
+	if !pods.byRecord {
+		// Adopted: from Wave, its hash must be Wave's of the current data; from Reloader, its
+		// marks must be Reloader's hashes of the current data. Then the pods run the current
+		// config and nothing rolls.
+		waveBehind := s.Wave && s.CurrentHash != "" && s.CurrentHash != hash
+		stBehind, why := false, ""
+		if s.Stakater {
+			if stBehind, why, err = s.StakaterBehind(); err != nil {
+				return decision{}, fmt.Errorf("read the config to compare Reloader's marks: %w", err)
+			}
+		}
+		if !waveBehind && !stBehind {
+			recorded := recordOnly(ResultBaseline)
+			recorded.Log = &logLine{V: 2, Msg: "recorded the config the pods run; nothing to roll", KV: []any{"hash", s.CurrentHash}}
+			return recorded, nil
+		}
+		what = "config-hash annotation differs from the current config"
+		if !waveBehind {
+			what = why
+		}
+	}
+
+	first := s.Pace.FirstWanted
+	if first.IsZero() {
+		first = s.Now
+	}
+	if d, why := holdFor(s.Now, first, s.Rec.Started, s.Pace); d > 0 {
+		return warn.with(decision{Result: ResultHeld, HoldFor: d, Wanted: first,
+			Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"changed", what, "for", d.Round(time.Millisecond), "why", why}}}), nil
+	}
+	rollout := s.rollout(what, value, hash)
+	rollout.Wanted = first // held by apply if the cluster-wide limit says wait
+	return warn.with(rollout), nil
+}
+
+// missing waits for required config: no rollout (new pods could not start). The rollout
+// record names what is missing; a workload seen for the first time gets its inputs recorded,
+// absent parts included, so that the config's creation rolls it. The warning goes when what is
+// missing changes, not on every look.
+func (s situation) missing(value string) decision {
+	waiting := s.Rec
+	names := missingNames(s.Inputs.Missing)
+	if s.Rec.Missing != names {
+		waiting.Missing, waiting.MissingSince = names, s.Now.UTC().Truncate(time.Second)
+	}
+	d := decision{Result: ResultMissing, Record: waiting}
+	switch {
+	case !s.HasRecord:
+		d.Write, d.Inputs = "baseline", &value
+	case waiting != s.Rec:
+		d.Write = "missing"
+	}
+	if s.Rec.Missing != names {
+		msg := missingMessage(s.Inputs.Missing)
+		d.Events = []event{{corev1.EventTypeWarning, "ConfigMissing", msg}}
+		d.Log = &logLine{V: 2, Msg: "required config missing; waiting for it", KV: []any{"missing", msg}}
+	}
+	return d
+}
+
+// restoreScheduler undoes what Wave 0.7 and later did to a workload whose config was missing,
+// now that the config exists; the next look decides as usual.
+func (s situation) restoreScheduler() decision {
+	msg := fmt.Sprintf("Wave had disabled scheduling (schedulerName %q) while config was missing; the config exists: scheduler restored", s.SchedulerNow)
+	d := decision{Result: ResultRolled, Write: "scheduler", Scheduler: s.Scheduler}
+	if s.DryRun {
+		d.Events = []event{{corev1.EventTypeNormal, "SchedulingRestored", "dry run: would do: " + msg}}
+		return d
+	}
+	d.Events = []event{{corev1.EventTypeNormal, "SchedulingRestored", msg}}
+	d.Log = &logLine{Msg: "restored the scheduler Wave had disabled", KV: []any{"scheduler", s.Scheduler}}
+	return d
+}
+
+// rollout writes the records and the template, which rolls the pods.
+func (s situation) rollout(what, value, hash string) decision {
+	shown := hash
+	if !s.Wave {
+		shown = inputsHash(value)
+	}
+	msg := fmt.Sprintf("%s changed; rolling out (config hash %s)", what, short(shown))
+	if s.DryRun {
+		msg = "dry run: would roll: " + msg
+	}
+	next := outcome.Record{Change: what, Started: s.Now.UTC().Truncate(time.Millisecond)}
+	if v := outcome.Evaluate(s.Rec, s.Progress, s.Now, s.Deadline); v.State == outcome.Rolling && s.Rec.Change != what {
+		next.Change = s.Rec.Change + "; " + what // the pods that come up carry the earlier change too
+	}
+	return decision{
+		Result: ResultRolled, Write: "rollout", Inputs: &value, Record: next, Hash: hash, InputsHash: inputsHash(value),
+		Events:  []event{{corev1.EventTypeNormal, "ConfigChanged", msg}},
+		Log:     &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what, "hash", hash, "dryRun", s.DryRun}},
+		Follow:  !s.Progress.Untracked,
+		Restart: !s.DryRun,
+	}
+}
+
+// podsRun is what plan knows of the config the pods run.
+type podsRun struct {
+	current  bool              // they run the current config: record it, roll nothing
+	byRecord bool              // ran holds what they run, entry by entry
+	ran, now map[string]string // entry name -> digest: what they run, and what they would see
+}
+
+// podsRun reads the inputs record. A record under the current key compares entry by entry.
+// One written before records named their key, or before digests were keyed, is compared in
+// its own terms. One under a key wave no longer has tells nothing: the pods are judged by
+// Wave's hash and Reloader's marks, as for a workload without a record.
+func (s situation) podsRun(recID, recInputs string) (podsRun, error) {
+	switch {
+	case !s.HasRecord:
+		return podsRun{}, nil
+	case recID == s.KeyID:
+		return podsRun{byRecord: true, ran: confighash.ParseInputs(recInputs), now: s.Inputs.Objects}, nil
+	case recID == "" && recInputs == s.Inputs.Value:
+		return podsRun{current: true}, nil // written under this key before records named it (--hash-key-file)
+	case recID == "":
+		old, err := s.Unkeyed()
+		if err != nil {
+			return podsRun{}, fmt.Errorf("read the config to adopt its inputs record: %w", err)
+		}
+		if old.Value == recInputs {
+			return podsRun{current: true}, nil
+		}
+		return podsRun{byRecord: true, ran: confighash.ParseInputs(recInputs), now: old.Objects}, nil
+	}
+	return podsRun{}, nil
+}
+
+// rolling lists the changed entries that roll the workload. The record covers every object
+// the pods use, but a Reloader workload follows only what its annotations name, and rolls on
+// an object's creation or deletion only when told to (--reload-on-create, --reload-on-delete).
+func (s situation) rolling(ran, now map[string]string) []string {
+	var out []string
+	for _, name := range confighash.Changed(ran, now) {
+		before, was := ran[name]
+		if !was && now[name] == "absent" {
+			continue // newly named, and not there: nothing the pods see changed
+		}
+		created, deleted := !was || before == "absent", now[name] == "absent"
+		if !s.Wave && (created && !s.RollOnCreate || deleted && !s.RollOnDelete) {
+			continue
+		}
+		e, known := s.Entries[name]
+		if known && !e.Ignored && e.Follows || !known && s.Wave {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// warnings is the InvalidAnnotation part of a decision.
+type warnings struct {
+	send        []string
+	fingerprint string
+}
+
+// warn sends the workload's warnings when they differ from those last sent.
+func (s situation) warn() warnings {
+	fp := ""
+	if len(s.Warnings) > 0 {
+		sorted := slices.Sorted(slices.Values(s.Warnings))
+		sum := sha256.Sum256([]byte(strings.Join(sorted, "\n")))
+		fp = hex.EncodeToString(sum[:8])
+	}
+	w := warnings{fingerprint: fp}
+	if fp != s.Warned {
+		w.send = s.Warnings
+	}
+	return w
+}
+
+func (w warnings) with(d decision) decision {
+	d.Warn, d.Warned = w.send, w.fingerprint
+	return d
+}
+
+// holdFor is how long a wanted rollout waits, and why: for --coalesce after it was first
+// wanted, so that a ConfigMap and a Secret changed together roll once; and until the floor
+// between rollouts has passed since the last one wave started. 0 rolls now.
+func holdFor(now, firstWanted, lastStarted time.Time, p pace) (time.Duration, string) {
+	if d := firstWanted.Add(p.Coalesce).Sub(now); p.Coalesce > 0 && d > 0 {
+		return d, fmt.Sprintf("coalescing changes for %s (--coalesce)", p.Coalesce)
+	}
+	if p.Floor > 0 && !lastStarted.IsZero() {
+		if d := lastStarted.Add(p.Floor).Sub(now); d > 0 {
+			return d, fmt.Sprintf("at most one rollout every %s (%s)", p.Floor, p.FloorSource)
+		}
+	}
+	return 0, ""
+}
