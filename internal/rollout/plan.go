@@ -267,13 +267,19 @@ func (s situation) rollout(what, value, hash string) decision {
 	if v := outcome.Evaluate(s.Rec, s.Progress, s.Now, s.Deadline); v.State == outcome.Rolling && s.Rec.Change != what {
 		next.Change = s.Rec.Change + "; " + what // the pods that come up carry the earlier change too
 	}
-	return decision{
+	d := decision{
 		Result: ResultRolled, Write: "rollout", Inputs: &value, Record: next, Hash: hash, InputsHash: inputsHash(value),
 		Events:  []event{{corev1.EventTypeNormal, "ConfigChanged", msg}},
-		Log:     &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what, "hash", hash, "dryRun", s.DryRun}},
+		Log:     &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what, "hash", hash}},
 		Follow:  !s.Progress.Untracked,
-		Restart: !s.DryRun,
+		Restart: true,
 	}
+	if s.DryRun {
+		// Nothing is written, so nothing rolls: following it would report a rollout, and count
+		// a success, that never happened.
+		d.Log.Msg, d.Follow, d.Restart = "config changed; would roll out (dry run)", false, false
+	}
+	return d
 }
 
 // podsRun is what plan knows of the config the pods run.

@@ -376,7 +376,7 @@ func TestPlan(t *testing.T) {
 			assert.Equal(t, 50*time.Second, d.HoldFor)
 			assert.Equal(t, t0, d.Wanted, "first wanted now")
 		}},
-		{"dry run: the Event says what it would do; no Job", func(t *testing.T) situation {
+		{"dry run: the Event says what it would do; no Job, nothing followed", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
 			s.WaveHash, s.DryRun = hash("h2"), true
 			return s
@@ -384,6 +384,8 @@ func TestPlan(t *testing.T) {
 			require.NoError(t, err)
 			assert.Contains(t, d.Events[0].Message, "dry run: would roll: ")
 			assert.False(t, d.Restart)
+			assert.False(t, d.Follow, "no rollout was written: there is nothing to follow, report or count")
+			assert.Equal(t, "config changed; would roll out (dry run)", d.Log.Msg)
 		}},
 		{"a workload of a kind with nothing to follow (CronJob): not followed", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))

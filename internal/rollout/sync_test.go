@@ -215,6 +215,9 @@ func TestSyncDecisionTable(t *testing.T) {
 			got, err := c.sync(context.Background(), "Deployment/ns/app")
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
+			if tt.dryRun {
+				assert.False(t, c.follow.isOurs("Deployment/ns/app"), "a dry run writes nothing, so it follows nothing")
+			}
 
 			var patches []k8stesting.PatchAction
 			for _, a := range client.Actions() {
