@@ -461,16 +461,6 @@ func inputsHash(value string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func short(hash string) string {
-	if len(hash) > 12 {
-		return hash[:12]
-	}
-	if hash == "" {
-		return "unchanged"
-	}
-	return hash
-}
-
 func union(a, b []refs.ObjectRef) []refs.ObjectRef {
 	seen := map[refs.ObjectRef]bool{}
 	var out []refs.ObjectRef

@@ -192,7 +192,7 @@ func plan(s situation) (decision, error) {
 		}
 		if !waveBehind && !stBehind {
 			recorded := recordOnly(ResultBaseline)
-			recorded.Log = &logLine{V: 2, Msg: "recorded the config the pods run; nothing to roll", KV: []any{"hash", s.CurrentHash}}
+			recorded.Log = &logLine{V: 2, Msg: "recorded the config the pods run; nothing to roll"}
 			return recorded, nil
 		}
 		what = "config-hash annotation differs from the current config"
@@ -255,11 +255,9 @@ func (s situation) restoreScheduler() decision {
 
 // rollout writes the records and the template, which rolls the pods.
 func (s situation) rollout(what, value, hash string) decision {
-	shown := hash
-	if !s.Wave {
-		shown = inputsHash(value)
-	}
-	msg := fmt.Sprintf("%s changed; rolling out (config hash %s)", what, short(shown))
+	// No part of a hash is shown: Wave's hash of a Secret lets anyone who sees it test guesses
+	// of the Secret's value, and Events are readable by everyone in the namespace.
+	msg := what + " changed; rolling out"
 	if s.DryRun {
 		msg = "dry run: would roll: " + msg
 	}
@@ -270,7 +268,7 @@ func (s situation) rollout(what, value, hash string) decision {
 	d := decision{
 		Result: ResultRolled, Write: "rollout", Inputs: &value, Record: next, Hash: hash, InputsHash: inputsHash(value),
 		Events:  []event{{corev1.EventTypeNormal, "ConfigChanged", msg}},
-		Log:     &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what, "hash", hash}},
+		Log:     &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what}},
 		Follow:  !s.Progress.Untracked,
 		Restart: true,
 	}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -309,7 +310,6 @@ func TestPlan(t *testing.T) {
 			require.NoError(t, err)
 			wantRollout(t, d, "configmap/b")
 			assert.Empty(t, d.Hash, "no Wave hash on a workload that speaks only Reloader's dialect")
-			assert.Contains(t, d.Events[0].Message, short(inputsHash(keyed("configmap/a=1,configmap/b=2"))))
 		}},
 		{"Reloader: an object deleted rolls nothing without --reload-on-delete", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=absent"))
@@ -428,8 +428,22 @@ func TestPlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := plan(tt.s(t))
+			s := tt.s(t)
+			d, err := plan(s)
 			tt.check(t, d, err)
+			// Wave's hash of a Secret is an oracle for guesses of its value: no part of any hash
+			// goes to an Event, which any reader of the namespace sees, or to a log line.
+			for _, h := range []string{d.Hash, d.InputsHash, s.CurrentHash} {
+				if h == "" {
+					continue
+				}
+				for _, e := range d.Events {
+					assert.NotContains(t, e.Message, h[:min(8, len(h))], "Event %s", e.Reason)
+				}
+				if d.Log != nil {
+					assert.NotContains(t, fmt.Sprint(d.Log.KV...), h[:min(8, len(h))], "log line %q", d.Log.Msg)
+				}
+			}
 		})
 	}
 }
