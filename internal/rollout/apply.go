@@ -70,7 +70,9 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		c.pace.rolled(key) // rolled, or nothing to roll any more
 	}
 	if d.Result != ResultRolled {
-		c.followUp(ctx, w)
+		if err := c.followUp(ctx, w); err != nil {
+			return "", err
+		}
 	}
 	return d.Result, nil
 }

@@ -134,23 +134,24 @@ func (c *Controller) Status() any {
 	return Status{Leader: c.leading.Load(), Failed: c.follow.Failed()}
 }
 
-// followUp judges w's last config rollout and reports what changed since the last look.
-func (c *Controller) followUp(ctx context.Context, w workload.Workload) {
+// followUp judges w's last config rollout and reports what changed since the last look. An
+// error is a write that failed; the caller retries the look with backoff.
+func (c *Controller) followUp(ctx context.Context, w workload.Workload) error {
 	if w.Progress.Untracked {
-		return // nothing rolls of this kind (a CronJob): nothing to follow
+		return nil // nothing rolls of this kind (a CronJob): nothing to follow
 	}
 	key := w.Key()
 	rec, err := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation])
 	if err != nil {
 		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", err.Error())
-		return
+		return nil
 	}
 	now := time.Now()
 	if d := outcome.DueIn(rec, w.Progress, now, c.RolloutDeadline); d > 0 {
 		c.queue.AddAfter(key, d) // wave's own deadline: look again when it passes
 	}
 	if !w.Progress.Observed {
-		return // its controller has not looked at the current generation yet: nothing to judge
+		return nil // its controller has not looked at the current generation yet: nothing to judge
 	}
 	p := w.Progress
 	if c.crash != nil {
@@ -166,14 +167,14 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) {
 		}
 	}()
 	r := c.follow.transition(key, w, rec, v)
+	var noteErr error
 	if v.State == outcome.Failed && rec.Failed == "" && c.follow.isOurs(key) {
 		// On record, for `wave status` and a new leader; looked at on every pass until it is
 		// there, since the workload's controller often writes its status in between (409).
 		failed := rec
 		failed.Failed, failed.FailedAt = v.Reason, v.Since.UTC().Truncate(time.Second)
 		if err := c.patch(ctx, w, "outcome", nil, failed, "", ""); err != nil {
-			klog.V(2).InfoS("could not note the failure in the rollout record yet; trying again", "workload", w.String(), "err", err)
-			c.queue.AddRateLimited(key)
+			noteErr = fmt.Errorf("note the failed rollout in the rollout record: %w", err)
 		}
 	}
 	switch r {
@@ -191,6 +192,7 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) {
 		c.Metrics.Rollouts.WithLabelValues(RolloutFailed).Inc()
 		c.alert(fmt.Sprintf("configwave: the rollout of %s failed after %s changed: %s. The old pods keep serving; revert the change (git revert) or fix the config.", w, v.Change, v.Reason))
 	}
+	return noteErr
 }
 
 func (c *Controller) alert(text string) {
