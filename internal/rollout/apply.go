@@ -66,8 +66,10 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 	if d.HoldFor > 0 {
 		c.pace.want(key, d.Wanted)
 		c.queue.AddAfter(key, d.HoldFor)
+	} else if d.Write == "rollout" {
+		c.pace.rolled(key)
 	} else {
-		c.pace.rolled(key) // rolled, or nothing to roll any more
+		c.pace.abandon(key, time.Now()) // nothing to roll any more
 	}
 	if d.Result != ResultRolled {
 		if err := c.followUp(ctx, w); err != nil {

@@ -428,7 +428,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 
 // forget drops what this replica keeps of a workload it no longer looks after.
 func (c *Controller) forget(key string) {
-	c.pace.rolled(key)
+	c.pace.abandon(key, time.Now())
 	c.follow.forget(key)
 	c.warned.set(key, "")
 	if c.crash != nil {

@@ -37,15 +37,15 @@ type pacer struct {
 
 	mu      sync.Mutex
 	pending map[string]time.Time // workload key -> when a rollout was first wanted
-	// turns are the times from which workloads may roll under the cluster-wide limit: a turn is
-	// reserved once, so waiting workloads roll first come, first served.
-	turns map[string]time.Time
+	// turns are the reservations of workloads under the cluster-wide limit: a turn is reserved
+	// once, so waiting workloads roll first come, first served.
+	turns map[string]*rate.Reservation
 }
 
 // newPacer paces with --coalesce, --min-rollout-interval and Reloader's pause-period under the
 // name pausePeriod.
 func newPacer(coalesce, floor time.Duration, pausePeriod string) *pacer {
-	return &pacer{coalesce: coalesce, floor: floor, pausePeriod: pausePeriod, pending: map[string]time.Time{}, turns: map[string]time.Time{}}
+	return &pacer{coalesce: coalesce, floor: floor, pausePeriod: pausePeriod, pending: map[string]time.Time{}, turns: map[string]*rate.Reservation{}}
 }
 
 // limitRate caps rollouts across all workloads at perSecond, with bursts of burst; perSecond 0
@@ -79,17 +79,30 @@ func (p *pacer) turn(key string, now time.Time) time.Duration {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	at, ok := p.turns[key]
+	r, ok := p.turns[key]
 	if !ok {
-		at = now.Add(p.limit.ReserveN(now, 1).DelayFrom(now))
-		p.turns[key] = at
+		r = p.limit.ReserveN(now, 1)
+		p.turns[key] = r
 	}
-	return at.Sub(now)
+	return r.DelayFrom(now)
 }
 
-// rolled forgets the wait of a workload that rolled, or no longer needs to.
+// rolled forgets the wait of a workload that rolled: its turn is used.
 func (p *pacer) rolled(key string) {
 	p.mu.Lock()
+	delete(p.pending, key)
+	delete(p.turns, key)
+	p.mu.Unlock()
+}
+
+// abandon forgets the wait of a workload that no longer needs to roll (its config is back as
+// its pods run it, or it is gone). A turn that has not come yet goes back to the limiter, so
+// the workloads behind it do not wait for a rollout that never happens.
+func (p *pacer) abandon(key string, now time.Time) {
+	p.mu.Lock()
+	if r, ok := p.turns[key]; ok {
+		r.CancelAt(now)
+	}
 	delete(p.pending, key)
 	delete(p.turns, key)
 	p.mu.Unlock()

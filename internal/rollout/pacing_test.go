@@ -34,6 +34,8 @@ func TestHoldFor(t *testing.T) {
 			pace: floor(map[string]string{StakaterPausePeriod: "10m", MinRolloutIntervalAnnotation: "5m"}), want: 9 * time.Minute, why: StakaterPausePeriod},
 		{name: "never below --min-rollout-interval", now: t0.Add(20 * time.Second), first: t0, lastStarted: t0,
 			pace: floor(map[string]string{MinRolloutIntervalAnnotation: "10s"}), want: 40 * time.Second, why: "--min-rollout-interval"},
+		{name: "a last rollout in the future (the record is user-editable) counts as now: held for the floor, not until then", now: t0, first: t0,
+			lastStarted: t0.Add(10 * 365 * 24 * time.Hour), pace: floor(nil), want: time.Minute, why: "--min-rollout-interval"},
 		{name: "a floor annotation that is not a duration is not applied", now: t0.Add(20 * time.Second), first: t0, lastStarted: t0,
 			pace: floor(map[string]string{MinRolloutIntervalAnnotation: "soon"}), want: 40 * time.Second, why: "--min-rollout-interval"},
 	}
@@ -90,6 +92,18 @@ func TestPacerClusterWideRate(t *testing.T) {
 	assert.Zero(t, d, "its turn has come")
 	p.rolled("Deployment/ns/b")
 	assert.Equal(t, 2.0, p.Held(), "a and c still wait to be marked rolled")
+
+	// A workload that gives up its turn (its config changed back, or it was deleted) gives the
+	// turn back: the workloads behind it do not wait for a rollout that never happens.
+	p = newPacer(0, 0, StakaterPausePeriod)
+	p.limitRate(1.0/60, 1) // one rollout a minute
+	assert.Zero(t, p.turn("Deployment/ns/a", t0))
+	p.rolled("Deployment/ns/a")
+	assert.Equal(t, time.Minute, p.turn("Deployment/ns/b", t0))
+	p.abandon("Deployment/ns/b", t0.Add(time.Second))
+	assert.InDelta(t, time.Minute-2*time.Second, p.turn("Deployment/ns/c", t0.Add(2*time.Second)), float64(time.Millisecond), "b's turn went to c (give or take the limiter's float arithmetic)")
+	p.abandon("Deployment/ns/c", t0.Add(time.Minute+time.Second)) // after its turn came: the slot was used up
+	assert.InDelta(t, time.Minute-time.Second, p.turn("Deployment/ns/d", t0.Add(time.Minute+time.Second)), float64(time.Millisecond))
 
 	p = newPacer(0, 0, StakaterPausePeriod)
 	p.limitRate(0, 1)

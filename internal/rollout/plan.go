@@ -368,6 +368,11 @@ func holdFor(now, firstWanted, lastStarted time.Time, p pace) (time.Duration, st
 		return d, fmt.Sprintf("coalescing changes for %s (--coalesce)", p.Coalesce)
 	}
 	if p.Floor > 0 && !lastStarted.IsZero() {
+		// Started is read from an annotation anyone with write access can edit: a time in the
+		// future counts as now, so that the hold is at most the floor, never until then.
+		if lastStarted.After(now) {
+			lastStarted = now
+		}
 		if d := lastStarted.Add(p.Floor).Sub(now); d > 0 {
 			return d, fmt.Sprintf("at most one rollout every %s (%s)", p.Floor, p.FloorSource)
 		}
