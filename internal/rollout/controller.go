@@ -207,7 +207,11 @@ func (c *Controller) Tracked() float64 {
 	for _, list := range c.Informers.workloads {
 		for _, inf := range list {
 			keys, _ := inf.GetIndexer().IndexKeys(byOptIn, "true")
-			n += len(keys)
+			for _, k := range keys {
+				if ns, _, _ := cache.SplitMetaNamespaceKey(k); c.namespaceSelected(ns) {
+					n++
+				}
+			}
 		}
 	}
 	return float64(n)
@@ -273,12 +277,16 @@ func metaOf(obj any) (metav1.Object, bool) {
 	return m, ok
 }
 
-// used reports whether an opted-in workload uses ref (the byConfig index).
+// used reports whether an opted-in workload in a selected namespace uses ref (the byConfig
+// index). One in a namespace selected later reads the whole object from the API once.
 func (c *Controller) used(ref refs.ObjectRef) bool {
 	for _, list := range c.Informers.workloads {
 		for _, inf := range list {
-			if keys, err := inf.GetIndexer().IndexKeys(byConfig, ref.String()); err == nil && len(keys) > 0 {
-				return true
+			keys, _ := inf.GetIndexer().IndexKeys(byConfig, ref.String())
+			for _, k := range keys {
+				if ns, _, _ := cache.SplitMetaNamespaceKey(k); c.namespaceSelected(ns) {
+					return true
+				}
 			}
 		}
 	}
@@ -301,7 +309,7 @@ func (c *Controller) configKeys(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	sel := c.selectionOf(w)
+	sel := c.annotated(w)
 	if !sel.optedIn() {
 		return nil, nil
 	}
@@ -327,7 +335,7 @@ func (c *Controller) configKeys(obj any) ([]string, error) {
 }
 
 func (c *Controller) optInKey(obj any) ([]string, error) {
-	if w, ok := workload.Of(obj); ok && c.selectionOf(w).optedIn() {
+	if w, ok := workload.Of(obj); ok && c.annotated(w).optedIn() {
 		return []string{"true"}, nil
 	}
 	return nil, nil
@@ -340,7 +348,7 @@ func (c *Controller) patternKey(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if sel := c.selectionOf(w); sel.stakater != nil && sel.stakater.HasPatterns() {
+	if sel := c.annotated(w); sel.stakater != nil && sel.stakater.HasPatterns() {
 		return []string{w.Meta.Namespace}, nil
 	}
 	return nil, nil

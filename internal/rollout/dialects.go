@@ -92,15 +92,30 @@ func Select(d Dialects, st refs.StakaterDialect, w workload.Workload) (wave bool
 	return wave, stakater
 }
 
+// selectionOf is what wave follows of w now: its annotations, where its namespace is selected.
 func (c *Controller) selectionOf(w workload.Workload) selection {
-	if c.Reloader.Namespaces[w.Meta.Namespace] || w.Kind == workload.CronJob && c.Reloader.IgnoreCronJobs {
+	if !c.namespaceSelected(w.Meta.Namespace) {
 		return selection{}
 	}
-	if sel := c.Reloader.NamespaceSelector; sel != nil && !sel.Matches(labels.Set(c.Informers.namespaceLabels(w.Meta.Namespace))) {
+	return c.annotated(w)
+}
+
+// annotated is what w's annotations ask for, given the flags alone. The index functions use
+// it: an index must depend on nothing but the object indexed, so that a namespace relabelled
+// into --namespace-selector finds its workloads indexed already.
+func (c *Controller) annotated(w workload.Workload) selection {
+	if c.Reloader.Namespaces[w.Meta.Namespace] || w.Kind == workload.CronJob && c.Reloader.IgnoreCronJobs {
 		return selection{}
 	}
 	wave, st := Select(c.Dialects, c.Reloader.Dialect, w)
 	return selection{wave: wave, stakater: st}
+}
+
+// namespaceSelected: --namespace-selector matches the namespace's labels, as the cache has
+// them now (a relabel queues the namespace's workloads again).
+func (c *Controller) namespaceSelected(namespace string) bool {
+	sel := c.Reloader.NamespaceSelector
+	return sel == nil || sel.Matches(labels.Set(c.Informers.namespaceLabels(namespace)))
 }
 
 // recorded is what the inputs record covers: every object the pods use, in either dialect,

@@ -108,3 +108,34 @@ func TestConfigNamesWithAndWithoutTheNamespaceIndex(t *testing.T) {
 		})
 	}
 }
+
+// --namespace-selector is read when a workload is looked at, not when it is indexed: a
+// namespace labelled into the selection after its workloads were indexed (a relabel, or the
+// namespace informer a moment behind at start) still has their config changes reach them,
+// without waiting for the resync.
+func TestIndexDoesNotDependOnNamespaceLabels(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), nil, labels.Everything(), time.Minute, confighash.Digester{})
+	inf.WatchNamespaces(client)
+	sel, err := labels.Parse("team=a")
+	require.NoError(t, err)
+	c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
+		Metrics:  NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
+		Reloader: ReloaderOptions{NamespaceSelector: sel}})
+	require.NoError(t, err)
+	defer c.queue.ShutDown()
+	nsStore := inf.namespaces.GetIndexer()
+	require.NoError(t, nsStore.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{"team": "b"}}}))
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", Annotations: map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}}}
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}}}}
+	require.NoError(t, inf.workloads["Deployment"][0].GetIndexer().Add(d))
+	assert.Zero(t, c.Tracked(), "not in a selected namespace")
+
+	require.NoError(t, nsStore.Update(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{"team": "a"}}}))
+	assert.EqualValues(t, 1, c.Tracked(), "counted once its namespace is selected")
+	c.enqueueUsers(refs.ConfigMap, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}})
+	require.Equal(t, 1, c.queue.Len(), "the change reaches the workload")
+	key, _ := c.queue.Get()
+	assert.Equal(t, "Deployment/ns/app", key)
+	c.queue.Done(key)
+}
