@@ -60,12 +60,15 @@ func ParseRecord(s string) (Record, error) {
 	return r, nil
 }
 
-// clean keeps printable text, bounded: a hand-written record must not put control characters
-// or pages of text into Events and alerts.
+// clean keeps printable text, bounded: a hand-written record or another controller's status
+// must not put control characters or pages of text into Events and alerts.
 func clean(s string) string {
 	s = strings.Map(func(r rune) rune {
-		if unicode.IsPrint(r) {
+		switch {
+		case unicode.IsPrint(r):
 			return r
+		case unicode.IsSpace(r): // a line break in a status message: the words stay apart
+			return ' '
 		}
 		return -1
 	}, s)
@@ -112,7 +115,9 @@ func Evaluate(rec Record, p workload.Progress, now time.Time, deadline time.Dura
 	case p.Done:
 		return Verdict{State: UpToDate, Since: rec.Started, Change: rec.Change}
 	case p.Failed != "":
-		return Verdict{State: Failed, Since: p.FailedAt, Change: rec.Change, Reason: p.Failed}
+		// Written by others (a Deployment's condition, an Argo Rollout's message, a pod's
+		// reason), and repeated in Events, alerts and /status: printable and bounded.
+		return Verdict{State: Failed, Since: p.FailedAt, Change: rec.Change, Reason: clean(p.Failed)}
 	case rec.Failed != "":
 		return Verdict{State: Failed, Since: rec.FailedAt, Change: rec.Change, Reason: rec.Failed}
 	case !p.OwnDeadline && deadline > 0 && now.Sub(rec.Started) > deadline:

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -112,4 +113,25 @@ func FuzzParseRecord(f *testing.F) {
 			t.Fatalf("round trip changed %+v into %+v", r, again)
 		}
 	})
+}
+
+// A workload's status is written by others (a Deployment's condition, an Argo Rollout's
+// message, a pod's waiting reason): what of it reaches Events, the webhook, /status and
+// `wave status` is printable and bounded.
+func TestEvaluateCleansTextFromOthers(t *testing.T) {
+	started := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	rec := Record{Change: "configmap/a", Started: started}
+	for _, failed := range []string{
+		"stuck\x1b[31m red\r\nForged-Header: x\x00",
+		strings.Repeat("long ", 10_000),
+		string([]byte{0xff, 0xfe}) + "not UTF-8",
+	} {
+		v := Evaluate(rec, workload.Progress{Observed: true, Failed: failed, FailedAt: started}, started, 0)
+		require.Equal(t, Failed, v.State)
+		assert.LessOrEqual(t, len(v.Reason), maxText+len("…"))
+		assert.True(t, utf8.ValidString(v.Reason))
+		for _, r := range v.Reason {
+			assert.True(t, unicode.IsPrint(r), "%q in %q", r, v.Reason)
+		}
+	}
 }
