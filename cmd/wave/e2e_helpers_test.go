@@ -66,6 +66,17 @@ func adminClient(t testing.TB) kubernetes.Interface {
 // startWave runs wave for one namespace with the admin kubeconfig unless args name another.
 func startWave(t testing.TB, ns string, args ...string) *testcluster.Process {
 	t.Helper()
+	p, ready := tryStartWave(t, ns, args...)
+	if !ready {
+		t.Fatalf("wave exited with code %d before it was ready", p.Wait(t, time.Second))
+	}
+	return p
+}
+
+// tryStartWave is startWave for a wave that may exit at start (it fails closed, e.g. on RBAC
+// that has not reached the authorizer yet): whether it became ready, and the process.
+func tryStartWave(t testing.TB, ns string, args ...string) (*testcluster.Process, bool) {
+	t.Helper()
 	addr := testcluster.FreeAddr(t)
 	full := []string{"--listen-address=" + addr, "--v=2", "--namespaces=" + ns}
 	if !hasFlag(args, "--kubeconfig") {
@@ -73,8 +84,8 @@ func startWave(t testing.TB, ns string, args ...string) *testcluster.Process {
 	}
 	p := testcluster.StartProcess(t, waveBin, nil, append(full, args...)...)
 	p.Addr = addr
-	p.WaitReady(t)
-	return p
+	require.Eventually(t, func() bool { return p.Ready() || p.Exited() }, 30*time.Second, 20*time.Millisecond, "wave neither ready nor exited")
+	return p, p.Ready()
 }
 
 func hasFlag(args []string, name string) bool {

@@ -456,8 +456,9 @@ func TestRunsWithTheShippedClusterRole(t *testing.T) {
 	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
 	var p *testcluster.Process
 	require.Eventually(t, func() bool { // RBAC reaches the authorizer's cache in a moment
-		p = startWave(t, ns, "--kubeconfig="+kubeconfig, "--install-key-secret="+ns+"/configwave-install-key")
-		if strings.Contains(p.Log(), "keyedInputs=true") {
+		var ready bool
+		p, ready = tryStartWave(t, ns, "--kubeconfig="+kubeconfig, "--install-key-secret="+ns+"/configwave-install-key")
+		if ready && strings.Contains(p.Log(), "keyedInputs=true") {
 			return true
 		}
 		p.Stop(15 * time.Second)

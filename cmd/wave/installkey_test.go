@@ -84,3 +84,23 @@ func TestInstallKeyAdoptsUnkeyedRecordsWithoutRollout(t *testing.T) {
 		assert.NotContains(t, l, guess)
 	}
 }
+
+// An install key that cannot be had fails closed: wave exits with an error that names the
+// Secret and what to do, and writes nothing. Before, it went on with unkeyed digests and
+// rewrote every record.
+func TestInstallKeyUnusableFailsClosed(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	_, err := client.CoreV1().Secrets(ns).Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "short-key"},
+		Data: map[string][]byte{installkey.DataKey: []byte("abc")}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+	createDeployment(t, client, deployment(ns, "app", withEnvKey("cm", "a")))
+
+	p := testcluster.StartProcess(t, waveBin, nil, "--kubeconfig="+cluster.Kubeconfig(), "--namespaces="+ns,
+		"--listen-address="+testcluster.FreeAddr(t), "--install-key-secret="+ns+"/short-key")
+	assert.NotZero(t, p.Wait(t, 30*time.Second), "wave exits")
+	assert.Contains(t, p.Log(), "install key Secret "+ns+"/short-key")
+	assert.Contains(t, p.Log(), "wave writes nothing without it")
+	assert.Empty(t, getDeployment(t, client, ns, "app").Annotations[rollout.InputsAnnotation], "no record written")
+}

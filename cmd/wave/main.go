@@ -37,7 +37,6 @@ import (
 	"github.com/configwave/configwave/internal/cli"
 	"github.com/configwave/configwave/internal/compat"
 	"github.com/configwave/configwave/internal/confighash"
-	"github.com/configwave/configwave/internal/installkey"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/migrate"
@@ -147,7 +146,7 @@ Flags:
 	fs.IntVar(&o.workers, "workers", 4, "workloads reconciled in parallel.")
 	fs.StringVar(&o.hashFormat, "hash-format", string(confighash.HashWave), `formula of the config hash: "wave" (Wave 0.6 and later) or "wave-v05" (Wave 0.5 and earlier), so that switching from either rolls nothing.`)
 	fs.StringVar(&o.hashKeyFile, "hash-key-file", "", "file holding a key (mount it from a Secret); the config hash becomes HMAC-SHA256 under it, so that nobody who can read a Deployment can test guesses of a Secret value against the hash. Not Wave's value: switching from Wave with a key rolls each workload once.")
-	fs.StringVar(&o.installKey, "install-key-secret", "configwave-install-key", "Secret ([NAMESPACE/]NAME, default namespace: wave's own) holding the install key, 32 random bytes under \"key\" that key the digests of the configwave.io/config-inputs records, so that they test no guess of a Secret value better than Wave's hash does. wave creates it on first start where it may create Secrets there. Wave's hash stays Wave's. Not read with --hash-key-file; empty: unkeyed digests.")
+	fs.StringVar(&o.installKey, "install-key-secret", "configwave-install-key", "Secret ([NAMESPACE/]NAME, default namespace: wave's own) holding the install key, 32 random bytes under \"key\" that key the digests of the configwave.io/config-inputs records, so that they test no guess of a Secret value better than Wave's hash does. wave creates it on first start where it may create Secrets there; when it can neither read nor create it, wave exits and writes nothing. Wave's hash stays Wave's. Not read with --hash-key-file; empty: unkeyed digests.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide, log and emit Events, but write nothing.")
 	fs.BoolVar(&o.crossNamespace, "allow-cross-namespace-refs", false, "let wave.pusher.com/extra-configmaps and extra-secrets name objects in other namespaces (Wave's behaviour). Off by default: whoever may edit a workload could otherwise make wave read another tenant's config and publish a hash of it.")
 	fs.DurationVar(&o.coalesce, "coalesce", defaultCoalesce, "after the first change that reaches a quiet workload, wait this long for more before rolling, so that a ConfigMap and a Secret changed together (one kubectl apply, one Helm upgrade) roll it once. At most 1s; 0 rolls at once.")
@@ -384,13 +383,9 @@ func runWave(cfg *config) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"})
 
-	digestKey := cfg.hashKey
-	if cfg.installKeyName != "" {
-		key, err := installkey.Load(ctx, client, cfg.installKeyNS, cfg.installKeyName, !cfg.dryRun)
-		if err != nil {
-			klog.ErrorS(err, "the digests in the inputs records stay unkeyed; whoever can read a workload can test guesses of a Secret value against them")
-		}
-		digestKey = key
+	digestKey, err := loadDigestKey(ctx, client, cfg)
+	if err != nil {
+		return err
 	}
 	inf := rollout.NewInformers(clients, kinds, cfg.namespaceList, cfg.selector, cfg.syncPeriod,
 		confighash.Digester{Key: digestKey, KeepLabels: cfg.reloaderOpts.ResourceSelector != nil,

@@ -42,7 +42,7 @@ func Load(ctx context.Context, client kubernetes.Interface, namespace, name stri
 		switch {
 		case last == nil:
 			return true, nil
-		case apierrors.IsForbidden(last), apierrors.IsUnauthorized(last), errors.Is(last, errBadKey), errors.Is(last, errMissing):
+		case apierrors.IsForbidden(last), apierrors.IsUnauthorized(last), errors.Is(last, errBadKey), errors.Is(last, ErrMissing):
 			return false, last // retrying will not help
 		}
 		return false, nil
@@ -57,14 +57,15 @@ func Load(ctx context.Context, client kubernetes.Interface, namespace, name stri
 }
 
 var (
-	errBadKey  = errors.New("the install key is unusable")
-	errMissing = errors.New("it does not exist, and wave was told not to write (--dry-run)")
+	errBadKey = errors.New("the install key is unusable")
+	// ErrMissing: the Secret does not exist and Load was told not to create it.
+	ErrMissing = errors.New("it does not exist, and wave was told not to write (--dry-run)")
 )
 
 func loadOnce(ctx context.Context, client kubernetes.Interface, namespace, name string, mayCreate bool) ([]byte, error) {
 	s, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) && !mayCreate {
-		return nil, errMissing
+		return nil, ErrMissing
 	}
 	if apierrors.IsNotFound(err) {
 		s, err = create(ctx, client, namespace, name)

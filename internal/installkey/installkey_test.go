@@ -52,7 +52,7 @@ func TestLoadSaysWhatToDo(t *testing.T) {
 	assert.Contains(t, err.Error(), "may not create it")
 
 	_, err = Load(context.Background(), fake.NewSimpleClientset(), "ops", "k", false)
-	require.ErrorIs(t, err, errMissing, "a dry run makes nothing")
+	require.ErrorIs(t, err, ErrMissing, "a dry run makes nothing")
 
 	short := fake.NewSimpleClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "k"}, Data: map[string][]byte{DataKey: []byte("SHORTSECRET")}})
 	_, err = Load(context.Background(), short, "ops", "k", true)

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/installkey"
+)
+
+// loadDigestKey returns the key of the digests in the inputs records: --hash-key-file's, else the
+// install key's, else none (--install-key-secret=""). When the install key was asked for and
+// cannot be had, wave fails closed: it starts nothing and writes nothing, since records
+// written with unkeyed digests would let whoever reads a workload test guesses of a Secret's
+// value, and would all be rewritten once the key is back. A dry run writes nothing, so it
+// goes on without a Secret it may not create.
+func loadDigestKey(ctx context.Context, client kubernetes.Interface, cfg *config) ([]byte, error) {
+	if cfg.installKeyName == "" {
+		return cfg.hashKey, nil
+	}
+	ns, name := cfg.installKeyNS, cfg.installKeyName
+	key, err := installkey.Load(ctx, client, ns, name, !cfg.dryRun)
+	switch {
+	case err == nil:
+		return key, nil
+	case cfg.dryRun && errors.Is(err, installkey.ErrMissing):
+		klog.InfoS("dry run: the install key Secret does not exist and is not made; deciding with unkeyed digests", "secret", ns+"/"+name)
+		return nil, nil
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return nil, fmt.Errorf("%w; wave writes nothing without it: let its ServiceAccount get Secret %s in namespace %s, and create secrets there unless you create the Secret yourself (the Helm chart and config/wave do both), or set --install-key-secret=\"\" to accept unkeyed digests", err, name, ns)
+	default:
+		return nil, fmt.Errorf("%w; wave writes nothing without it (or set --install-key-secret=\"\" to accept unkeyed digests)", err)
+	}
+}

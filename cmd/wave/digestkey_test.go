@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// The install key fails closed: when it was asked for and cannot be had, wave gets no key and
+// an error that names the Secret and what to do, never a quiet fallback to unkeyed digests.
+func TestDigestKeyFailsClosed(t *testing.T) {
+	good := make([]byte, 32)
+	for i := range good {
+		good[i] = byte(i + 1)
+	}
+	secret := func(key []byte) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "wave", Name: "ik"}, Data: map[string][]byte{"key": key}}
+	}
+	forbidden := func(verb string) k8stesting.ReactionFunc {
+		return func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetVerb() != verb {
+				return false, nil, nil
+			}
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "ik", assert.AnError)
+		}
+	}
+	tests := []struct {
+		name    string
+		cfg     config
+		objects []runtime.Object
+		react   k8stesting.ReactionFunc
+		want    []byte
+		wantErr []string
+	}{
+		{name: "the key in the Secret", cfg: config{installKeyNS: "wave", installKeyName: "ik"}, objects: []runtime.Object{secret(good)}, want: good},
+		{name: "no install key asked for: --hash-key-file's key, or none", cfg: config{hashKey: []byte("k")}, want: []byte("k")},
+		{name: "may not read it", cfg: config{installKeyNS: "wave", installKeyName: "ik"}, react: forbidden("get"),
+			wantErr: []string{"install key Secret wave/ik", "get Secret ik in namespace wave", `--install-key-secret=""`}},
+		{name: "missing, and may not create it", cfg: config{installKeyNS: "wave", installKeyName: "ik"}, react: forbidden("create"),
+			wantErr: []string{"install key Secret wave/ik", "create secrets there"}},
+		{name: "too short to be a key", cfg: config{installKeyNS: "wave", installKeyName: "ik"}, objects: []runtime.Object{secret([]byte("abc"))},
+			wantErr: []string{"install key Secret wave/ik", "3 bytes", "wave writes nothing without it"}},
+		{name: "dry run, missing: decided unkeyed, since nothing is written", cfg: config{installKeyNS: "wave", installKeyName: "ik", options: options{dryRun: true}}},
+		{name: "dry run, too short: still refused", cfg: config{installKeyNS: "wave", installKeyName: "ik", options: options{dryRun: true}}, objects: []runtime.Object{secret([]byte("abc"))},
+			wantErr: []string{"install key Secret wave/ik"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewSimpleClientset(tt.objects...)
+			if tt.react != nil {
+				client.PrependReactor("*", "secrets", tt.react)
+			}
+			key, err := loadDigestKey(context.Background(), client, &tt.cfg)
+			if tt.wantErr == nil {
+				require.NoError(t, err)
+				assert.Equal(t, tt.want, key)
+				return
+			}
+			require.Error(t, err)
+			assert.Nil(t, key)
+			for _, s := range tt.wantErr {
+				assert.Contains(t, err.Error(), s)
+			}
+		})
+	}
+}
