@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
@@ -33,13 +34,16 @@ func TestCronJobStartsOneJobPerChange(t *testing.T) {
 	}
 	reloaderStyle := cronJob("nightly", map[string]string{refs.StakaterAuto: "true"})
 	cronJob("hourly", map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"})
+	cronJob("paused", map[string]string{refs.StakaterAuto: "true"})
+	_, err := client.BatchV1().CronJobs(ns).Patch(ctx(t), "paused", types.MergePatchType, []byte(`{"spec":{"suspend":true}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
 	earlier, err := client.BatchV1().Jobs(ns).Create(ctx(t), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly-earlier",
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(reloaderStyle, batchv1.SchemeGroupVersion.WithKind("CronJob"))}},
 		Spec: reloaderStyle.Spec.JobTemplate.Spec}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	p := startWave(t, ns)
-	for _, name := range []string{"nightly", "hourly"} {
+	for _, name := range []string{"nightly", "hourly", "paused"} {
 		require.Eventually(t, func() bool {
 			cj, err := client.BatchV1().CronJobs(ns).Get(ctx(t), name, metav1.GetOptions{})
 			return err == nil && cj.Annotations[rollout.InputsAnnotation] != ""
@@ -65,7 +69,19 @@ func TestCronJobStartsOneJobPerChange(t *testing.T) {
 		settle(t, p)
 		assert.Len(t, startedBy("nightly"), change, "one Job per change")
 		assert.Len(t, startedBy("hourly"), change)
+		assert.Empty(t, startedBy("paused"), "a suspended CronJob starts no Job")
 	}
+	require.Eventually(t, func() bool { // the same message twice is one Event, counted twice
+		n := int32(0)
+		for _, e := range events(t, client, ns, "paused", "JobNotStarted") {
+			assert.Contains(t, e.Message, "suspended")
+			n += e.Count
+		}
+		return n == 2
+	}, eventually, tick, "one JobNotStarted per change")
+	cj, err := client.BatchV1().CronJobs(ns).Get(ctx(t), "paused", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotEmpty(t, cj.Spec.JobTemplate.Spec.Template.Annotations[rollout.InputsHashAnnotation], "its template carries the change: the next run uses it")
 	j := startedBy("nightly")[0]
 	assert.Equal(t, "manual", j.Annotations["cronjob.kubernetes.io/instantiate"])
 	assert.Equal(t, "nightly", metav1.GetControllerOf(&j).Name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,9 @@ import (
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
+
+// finishWithin bounds the writes of one look, which run to the end when wave is stopping.
+const finishWithin = 30 * time.Second
 
 // apply performs a decision: the warnings, then the write, then what the write means (Events,
 // the log line, a CronJob's Job, following the rollout). A rollout waits here for its turn
@@ -35,6 +39,17 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 				Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"for", wait.Round(time.Millisecond), "why", fmt.Sprintf("waiting for its turn under --update-rate=%g", c.UpdateRate)}}}
 		}
 	}
+	// A look under way when wave is asked to stop finishes its writes (bounded): a Job started
+	// and no record of it, or the reverse, would be a change run twice or never.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishWithin)
+	defer cancel()
+	var restartErr error
+	if d.Restart {
+		// Before the write: once the record says rolled, no later look would start the Job. A
+		// repeated try finds the Job made (RestartID); one that cannot be made is said in an
+		// Event, and the change is recorded all the same: its next scheduled run uses it.
+		restartErr = retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.clients(), w, d.RestartID) })
+	}
 	var err error
 	switch d.Write {
 	case "scheduler":
@@ -52,13 +67,8 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 	if l := d.Log; l != nil {
 		klog.V(klog.Level(l.V)).InfoS(l.Msg, append([]any{"workload", w.String()}, l.KV...)...)
 	}
-	if d.Restart {
-		// What the write does not do by itself (a CronJob: one Job now). Tried a few times: the
-		// record already says rolled, so a later look would not try again.
-		err := retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.clients(), w) })
-		if err != nil {
-			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "RestartFailed", "%v; its next scheduled run uses the new config", err)
-		}
+	if restartErr != nil {
+		c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "RestartFailed", "%v; its next scheduled run uses the new config", restartErr)
 	}
 	if d.Follow {
 		c.follow.started(key, d.Record)
@@ -104,7 +114,7 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, what string
 		if hash != "" {
 			tmpl[refs.ConfigHashAnnotation] = hash
 		}
-		body["spec"] = map[string]any{"template": map[string]any{"metadata": map[string]any{"annotations": tmpl}}}
+		maps.Copy(body, workload.TemplatePatch(w.Kind, map[string]any{"metadata": map[string]any{"annotations": tmpl}}))
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -136,10 +146,9 @@ func (c *Controller) restoreScheduling(ctx context.Context, w workload.Workload,
 	if original != "" {
 		scheduler = original
 	}
-	body, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{refs.SchedulingDisabledAnnotation: nil}, "resourceVersion": w.Meta.ResourceVersion},
-		"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{"schedulerName": scheduler}}},
-	})
+	patch := workload.TemplatePatch(w.Kind, map[string]any{"spec": map[string]any{"schedulerName": scheduler}})
+	patch["metadata"] = map[string]any{"annotations": map[string]any{refs.SchedulingDisabledAnnotation: nil}, "resourceVersion": w.Meta.ResourceVersion}
+	body, err := json.Marshal(patch)
 	if err != nil {
 		return err
 	}

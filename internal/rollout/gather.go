@@ -29,6 +29,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 		Rec:    rec, KeyID: c.keyID,
 		CurrentHash: w.Template.Annotations[refs.ConfigHashAnnotation],
 		Progress:    w.Progress, Deadline: c.RolloutDeadline,
+		Version: w.Meta.ResourceVersion, RestartBlocked: workload.RestartBlocked(w),
 		SchedulerNow: w.Template.Spec.SchedulerName,
 	}
 	s.Record, s.HasRecord = w.Meta.Annotations[InputsAnnotation]

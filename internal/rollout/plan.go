@@ -53,8 +53,12 @@ type situation struct {
 
 	CurrentHash string            // the Wave hash on the pod template
 	Progress    workload.Progress // the workload's own controller's view of its rollout
-	Deadline    time.Duration     // --rollout-deadline
-	Pace        pace
+	Version     string            // the workload's resourceVersion, which the write is conditional on
+	// RestartBlocked is why the workload's kind may not do now what a template write does not
+	// (a CronJob suspended, or Forbid with a Job running); "" when it may.
+	RestartBlocked string
+	Deadline       time.Duration // --rollout-deadline
+	Pace           pace
 
 	// WaveHash is Wave's hash of the current config (a *refs.MissingError when Wave's view
 	// misses an object). StakaterBehind reports whether a mark Reloader left on the template
@@ -103,6 +107,9 @@ type decision struct {
 	Wanted  time.Time     // when the held rollout was first wanted
 	Follow  bool          // follow the rollout written
 	Restart bool          // what the template write does not do by itself (a CronJob's Job)
+	// RestartID names this change to Restart: the same decision made again (a retry, a
+	// restart of wave before the write landed) gives the same ID, so no second Job.
+	RestartID string
 }
 
 type event struct{ Type, Reason, Message string }
@@ -272,10 +279,18 @@ func (s situation) rollout(what, value, hash string) decision {
 		Follow:  !s.Progress.Untracked,
 		Restart: true,
 	}
-	if s.DryRun {
+	switch {
+	case s.DryRun:
 		// Nothing is written, so nothing rolls: following it would report a rollout, and count
 		// a success, that never happened.
 		d.Log.Msg, d.Follow, d.Restart = "config changed; would roll out (dry run)", false, false
+	case s.RestartBlocked != "":
+		d.Restart = false
+		d.Events = append(d.Events, event{corev1.EventTypeNormal, "JobNotStarted", "no Job started for the " + what + " change: " + s.RestartBlocked})
+	default:
+		// The resourceVersion the write is conditional on: once the write lands it moves on, so
+		// the same config coming back later is another change, with another ID.
+		d.RestartID = s.Version + "\n" + value
 	}
 	return d
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/outcome"
@@ -386,6 +387,35 @@ func TestPlan(t *testing.T) {
 			assert.False(t, d.Restart)
 			assert.False(t, d.Follow, "no rollout was written: there is nothing to follow, report or count")
 			assert.Equal(t, "config changed; would roll out (dry run)", d.Log.Msg)
+		}},
+		{"a CronJob that may not start a Job now: recorded, and the Event says why", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash, s.Progress.Untracked = hash("h2"), true
+			s.RestartBlocked = "the CronJob is suspended"
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, "rollout", d.Write, "the template carries the change: the next run uses it")
+			assert.False(t, d.Restart)
+			require.Len(t, d.Events, 2)
+			assert.Equal(t, event{corev1.EventTypeNormal, "JobNotStarted", "no Job started for the configmap/a change: the CronJob is suspended"}, d.Events[1])
+		}},
+		{"the Job's ID: the same decision again gives the same one", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash, s.Progress.Untracked, s.Version = hash("h2"), true, "41"
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash, s.Progress.Untracked, s.Version = hash("h2"), true, "41"
+			again, _ := plan(s)
+			assert.Equal(t, d.RestartID, again.RestartID)
+			s.Version = "42" // written since: the same config back later is another change
+			later, _ := plan(s)
+			assert.NotEqual(t, d.RestartID, later.RestartID)
+			s.Version, s.Inputs = "41", inputs("configmap/a=3")
+			other, _ := plan(s)
+			assert.NotEqual(t, d.RestartID, other.RestartID)
 		}},
 		{"a workload of a kind with nothing to follow (CronJob): not followed", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))

@@ -161,7 +161,7 @@ func (argoRolloutType) Patch(ctx context.Context, c Clients, namespace, name str
 }
 
 // Restart: the Rollout's controller starts a rollout when the template changes.
-func (argoRolloutType) Restart(context.Context, Clients, Workload) error { return nil }
+func (argoRolloutType) Restart(context.Context, Clients, Workload, string) error { return nil }
 
 var errNotServed = fmt.Errorf("%s are not served here (install Argo Rollouts' CustomResourceDefinitions, then restart wave)", rolloutResource.GroupResource())
 

@@ -2,11 +2,14 @@ package workload
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -42,8 +45,10 @@ var cronJobs = cronJobType{typed[*batchv1.CronJob, *batchv1.CronJobList]{
 }}
 
 // Restart starts one Job from the CronJob's template, as `kubectl create job --from=cronjob/`
-// and Stakater Reloader do: named after the CronJob, marked as started by hand, owned by it.
-func (cronJobType) Restart(ctx context.Context, c Clients, w Workload) error {
+// and Stakater Reloader do: marked as started by hand, owned by the CronJob. Its name is the
+// CronJob's and change's, so that a try repeated after a timeout, a failed write or a restart
+// of wave finds the Job made and starts no second one.
+func (cronJobType) Restart(ctx context.Context, c Clients, w Workload, change string) error {
 	cj, ok := w.Object.(*batchv1.CronJob)
 	if !ok {
 		return fmt.Errorf("%s is not a CronJob", w)
@@ -52,7 +57,7 @@ func (cronJobType) Restart(ctx context.Context, c Clients, w Workload) error {
 	maps.Copy(annotations, cj.Spec.JobTemplate.Annotations)
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName:    cj.Name + "-",
+			Name:            JobName(cj.Name, change),
 			Namespace:       cj.Namespace,
 			Annotations:     annotations,
 			Labels:          cj.Spec.JobTemplate.Labels,
@@ -60,8 +65,38 @@ func (cronJobType) Restart(ctx context.Context, c Clients, w Workload) error {
 		},
 		Spec: *cj.Spec.JobTemplate.Spec.DeepCopy(),
 	}
-	if _, err := c.Kube.BatchV1().Jobs(cj.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
-		return fmt.Errorf("start a Job from %s: %w", w, err)
+	_, err := c.Kube.BatchV1().Jobs(cj.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("start Job %s from %s: %w", job.Name, w, err)
 	}
 	return nil
+}
+
+// TemplatePath: a CronJob's pod template is its Job template's.
+func (cronJobType) TemplatePath() []string {
+	return []string{"spec", "jobTemplate", "spec", "template"}
+}
+
+// JobName names the Job started for one change: the CronJob's name (at most 52 characters)
+// and 10 hex digits of the change, within the 63 a Job's name may have.
+func JobName(cronJob, change string) string {
+	sum := sha256.Sum256([]byte(change))
+	return cronJob[:min(len(cronJob), 52)] + "-" + hex.EncodeToString(sum[:5])
+}
+
+// RestartBlocked is why a CronJob starts no Job now ("" when it may): it is suspended, being
+// deleted, or forbids concurrent runs while one runs. Its next run uses the new config.
+func (cronJobType) RestartBlocked(w Workload) string {
+	cj, ok := w.Object.(*batchv1.CronJob)
+	switch {
+	case !ok:
+		return ""
+	case cj.DeletionTimestamp != nil:
+		return "the CronJob is being deleted"
+	case cj.Spec.Suspend != nil && *cj.Spec.Suspend:
+		return "the CronJob is suspended (spec.suspend); its next run after it is resumed uses the new config"
+	case cj.Spec.ConcurrencyPolicy == batchv1.ForbidConcurrent && len(cj.Status.Active) > 0:
+		return fmt.Sprintf("a Job of it still runs and its concurrencyPolicy is Forbid; its next scheduled run uses the new config (running: %s)", cj.Status.Active[0].Name)
+	}
+	return ""
 }

@@ -60,9 +60,46 @@ type Type interface {
 	List(ctx context.Context, c Clients, namespace string, opts metav1.ListOptions) (ws []Workload, continueToken string, err error)
 	// Patch applies a merge patch.
 	Patch(ctx context.Context, c Clients, namespace, name string, body []byte) error
-	// Restart does, after wave wrote a new template, what that write does not do by itself:
+	// Restart does, for a config change, what writing the template does not do by itself:
 	// nothing for the kinds whose controller rolls the pods, one Job now for a CronJob.
-	Restart(ctx context.Context, c Clients, w Workload) error
+	// change identifies the change: a second call with it does nothing more.
+	Restart(ctx context.Context, c Clients, w Workload, change string) error
+}
+
+// templateElsewhere is a kind whose pod template is not at spec.template (a CronJob's).
+type templateElsewhere interface {
+	TemplatePath() []string
+}
+
+// TemplatePatch is a merge patch that writes template (a pod template's fields) into the
+// pod template of a workload of kind: {"spec": {"template": template}} for most kinds.
+func TemplatePatch(kind Kind, template map[string]any) map[string]any {
+	path := []string{"spec", "template"}
+	if t, err := TypeOf(kind); err == nil {
+		if e, ok := t.(templateElsewhere); ok {
+			path = e.TemplatePath()
+		}
+	}
+	var v any = template
+	for i := len(path) - 1; i > 0; i-- {
+		v = map[string]any{path[i]: v}
+	}
+	return map[string]any{path[0]: v}
+}
+
+// restartGate is a kind whose Restart may have to wait (a CronJob: suspended, Forbid).
+type restartGate interface {
+	RestartBlocked(w Workload) string
+}
+
+// RestartBlocked is why w's Restart must not run now; "" when it may, or has nothing to do.
+func RestartBlocked(w Workload) string {
+	if t, err := TypeOf(w.Kind); err == nil {
+		if g, ok := t.(restartGate); ok {
+			return g.RestartBlocked(w)
+		}
+	}
+	return ""
 }
 
 // Connect makes the clients for cfg and asks discovery which kinds are served (Served).
@@ -206,12 +243,12 @@ func (w Workload) String() string {
 }
 
 // Restart does what a template write does not do by itself for w's kind (see Type).
-func Restart(ctx context.Context, c Clients, w Workload) error {
+func Restart(ctx context.Context, c Clients, w Workload, change string) error {
 	t, err := TypeOf(w.Kind)
 	if err != nil {
 		return err
 	}
-	return t.Restart(ctx, c, w)
+	return t.Restart(ctx, c, w, change)
 }
 
 // Patch applies a merge patch to a workload of kind.

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,12 +74,14 @@ func TestRestart(t *testing.T) {
 	cj.Spec.JobTemplate.Spec.Template.Spec.Containers = []corev1.Container{{Name: "run", Image: "busybox"}}
 	client := Clients{Kube: fake.NewSimpleClientset(cj)}
 	w, _ := Of(cj)
-	require.NoError(t, Restart(context.Background(), client, w))
+	require.NoError(t, Restart(context.Background(), client, w, "change 1"))
+	require.NoError(t, Restart(context.Background(), client, w, "change 1"), "tried again (a timeout, a failed write, a restart of wave): the Job is there")
 	jobs, err := client.Kube.BatchV1().Jobs("ns").List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
-	require.Len(t, jobs.Items, 1)
+	require.Len(t, jobs.Items, 1, "one Job per change, however often it is tried")
 	j := jobs.Items[0]
-	assert.Equal(t, "nightly-", j.GenerateName)
+	assert.Equal(t, JobName("nightly", "change 1"), j.Name)
+	assert.Regexp(t, `^nightly-[0-9a-f]{10}$`, j.Name)
 	assert.Equal(t, map[string]string{"cronjob.kubernetes.io/instantiate": "manual", "x": "y"}, j.Annotations)
 	assert.Equal(t, map[string]string{"team": "a"}, j.Labels)
 	require.Len(t, j.OwnerReferences, 1)
@@ -87,11 +90,52 @@ func TestRestart(t *testing.T) {
 	assert.Equal(t, "busybox", j.Spec.Template.Spec.Containers[0].Image)
 	assert.True(t, w.Progress.Untracked)
 
+	require.NoError(t, Restart(context.Background(), client, w, "change 2"))
+	jobs, _ = client.Kube.BatchV1().Jobs("ns").List(context.Background(), metav1.ListOptions{})
+	assert.Len(t, jobs.Items, 2, "the next change, the next Job")
+
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
 	dw, _ := Of(d)
-	require.NoError(t, Restart(context.Background(), client, dw))
+	require.NoError(t, Restart(context.Background(), client, dw, "change 3"))
 	jobs, _ = client.Kube.BatchV1().Jobs("ns").List(context.Background(), metav1.ListOptions{})
-	assert.Len(t, jobs.Items, 1, "a Deployment's restart is its template write")
+	assert.Len(t, jobs.Items, 2, "a Deployment's restart is its template write")
+	assert.Len(t, JobName(strings.Repeat("n", 52), "x"), 63, "within a Job name's 63 characters")
+}
+
+// A CronJob that is suspended, being deleted, or forbids a second Job while one runs starts
+// none for a change; its next run uses the new config.
+func TestRestartBlocked(t *testing.T) {
+	yes := true
+	now := metav1.Now()
+	running := []corev1.ObjectReference{{Name: "nightly-29000000"}}
+	for _, tc := range []struct {
+		name string
+		cj   func(*batchv1.CronJob)
+		want string
+	}{
+		{"may start", func(*batchv1.CronJob) {}, ""},
+		{"suspended", func(cj *batchv1.CronJob) { cj.Spec.Suspend = &yes }, "suspended"},
+		{"being deleted", func(cj *batchv1.CronJob) { cj.DeletionTimestamp = &now }, "being deleted"},
+		{"Forbid, one running", func(cj *batchv1.CronJob) {
+			cj.Spec.ConcurrencyPolicy, cj.Status.Active = batchv1.ForbidConcurrent, running
+		}, "concurrencyPolicy is Forbid"},
+		{"Forbid, none running", func(cj *batchv1.CronJob) { cj.Spec.ConcurrencyPolicy = batchv1.ForbidConcurrent }, ""},
+		{"Allow, one running", func(cj *batchv1.CronJob) { cj.Status.Active = running }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}
+			tc.cj(cj)
+			w, _ := Of(cj)
+			got := RestartBlocked(w)
+			if tc.want == "" {
+				assert.Empty(t, got)
+			} else {
+				assert.Contains(t, got, tc.want)
+			}
+		})
+	}
+	d, _ := Of(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", DeletionTimestamp: &now}})
+	assert.Empty(t, RestartBlocked(d), "other kinds have no Job to hold back")
 }
 
 // clientsWith serves obj from the client of its kind: the typed fake for built-in kinds, the
@@ -196,4 +240,12 @@ func TestRolloutFromUnstructured(t *testing.T) {
 
 	_, err = rolloutFrom(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "bad"}, "spec": map[string]any{"replicas": "two"}}})
 	assert.ErrorContains(t, err, "decode rollout ns/bad")
+}
+
+// The template patch goes where each kind keeps its pod template.
+func TestTemplatePatch(t *testing.T) {
+	tmpl := map[string]any{"metadata": map[string]any{"annotations": map[string]any{"a": "1"}}}
+	assert.Equal(t, map[string]any{"spec": map[string]any{"template": tmpl}}, TemplatePatch(Deployment, tmpl))
+	assert.Equal(t, map[string]any{"spec": map[string]any{"template": tmpl}}, TemplatePatch(ArgoRollout, tmpl))
+	assert.Equal(t, map[string]any{"spec": map[string]any{"jobTemplate": map[string]any{"spec": map[string]any{"template": tmpl}}}}, TemplatePatch(CronJob, tmpl))
 }

@@ -115,7 +115,7 @@ func (t typed[T, L]) Patch(ctx context.Context, c Clients, namespace, name strin
 }
 
 // Restart: the kind's controller rolls the pods when the template changes.
-func (t typed[T, L]) Restart(context.Context, Clients, Workload) error { return nil }
+func (t typed[T, L]) Restart(context.Context, Clients, Workload, string) error { return nil }
 
 // pointers returns pointers to a list's items, as the informers hold them.
 func pointers[T any](items []T) []*T {
