@@ -82,40 +82,41 @@ func runMain(args []string) int {
 }
 
 type options struct {
-	namespaces      string
-	labelSelector   string
-	annotations     string
-	syncPeriod      time.Duration
-	leaderElection  bool
-	leaderID        string
-	leaderNamespace string
-	leaseDuration   time.Duration
-	renewDeadline   time.Duration
-	retryPeriod     time.Duration
-	qps             float32
-	burst           int
-	workers         int
-	hashFormat      string
-	hashKeyFile     string
-	installKey      string
-	dryRun          bool
-	crossNamespace  bool
-	rolloutDeadline time.Duration
-	coalesce        time.Duration
-	minInterval     time.Duration
-	updateRate      float64
-	updateBurst     int
-	notifyWebhook   string
-	migrate         bool
-	listenAddress   string
-	kubeconfig      string
-	version         bool
-	reloader        reloaderFlags
-	waveOnly        waveFlags
-	metricsAddr     string                 // Wave's --metrics-addr: --listen-address
-	changed         func(name string) bool // whether a flag was given
-	reloaderListen  string                 // --reloader-listen-address
-	getenv          func(string) string    // os.Getenv; tests give their own
+	namespaces        string
+	labelSelector     string
+	annotations       string
+	syncPeriod        time.Duration
+	leaderElection    bool
+	leaderID          string
+	leaderNamespace   string
+	leaseDuration     time.Duration
+	renewDeadline     time.Duration
+	retryPeriod       time.Duration
+	qps               float32
+	burst             int
+	workers           int
+	hashFormat        string
+	hashKeyFile       string
+	installKey        string
+	dryRun            bool
+	allowHTTPWebhooks bool
+	crossNamespace    bool
+	rolloutDeadline   time.Duration
+	coalesce          time.Duration
+	minInterval       time.Duration
+	updateRate        float64
+	updateBurst       int
+	notifyWebhook     string
+	migrate           bool
+	listenAddress     string
+	kubeconfig        string
+	version           bool
+	reloader          reloaderFlags
+	waveOnly          waveFlags
+	metricsAddr       string                 // Wave's --metrics-addr: --listen-address
+	changed           func(name string) bool // whether a flag was given
+	reloaderListen    string                 // --reloader-listen-address
+	getenv            func(string) string    // os.Getenv; tests give their own
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
@@ -154,6 +155,7 @@ Flags:
 	fs.Float64Var(&o.updateRate, "update-rate", 0, "at most this many rollouts per second across all workloads (Wave's flag), so that a ConfigMap every workload uses does not restart them all at once; workloads wait their turn, first come first served, and none is skipped. 0: no limit.")
 	fs.IntVar(&o.updateBurst, "update-burst", 1, "rollouts allowed at once above --update-rate (Wave's flag).")
 	fs.DurationVar(&o.rolloutDeadline, "rollout-deadline", 10*time.Minute, "a StatefulSet or DaemonSet rollout that wave caused and that is not complete after this long counts as failed: a ConfigRolloutFailed Event, the rollouts metric, /status and --notify-webhook say so (a Deployment's own progressDeadlineSeconds decides for it). 0 never.")
+	fs.BoolVar(&o.allowHTTPWebhooks, "allow-http-webhooks", false, "accept an http:// URL in --notify-webhook and ALERT_WEBHOOK_URL for a host other than loopback; the alerts and the URL, often a credential, then cross the network unencrypted.")
 	fs.StringVar(&o.notifyWebhook, "notify-webhook", "", `URL that gets a Slack-style {"text": ...} POST for each config rollout that failed, and for the recovery after it; "@FILE" reads the URL from a file (mount it from a Secret: the URL is a credential). Names workloads and objects, never a value.`)
 	fs.BoolVar(&o.migrate, "migrate-from-wave-v05", false, "one-shot: remove the owner references Wave 0.5 and earlier put on ConfigMaps and Secrets and its finalizer on workloads, then exit. Needs update on ConfigMaps, Secrets and workloads; see the README.")
 	fs.StringVar(&o.listenAddress, "listen-address", defaultListenAddress, "address of /healthz, /readyz, /metrics and /status (JSON: the config rollouts that failed); empty disables them.")
@@ -210,7 +212,7 @@ func (o *options) check() (*config, error) {
 	}
 	c := &config{options: *o, selector: labels.Everything(), countByNamespace: env.countByNamespace}
 	c.reloadAlertEnv = alert.ReadStakaterEnv(getenv)
-	if c.reloadAlerts, err = c.reloadAlertEnv.Webhook(); err != nil {
+	if c.reloadAlerts, err = c.reloadAlertEnv.Webhook(o.allowHTTPWebhooks); err != nil {
 		return nil, err
 	}
 	if c.namespaceList, err = parseNamespaces(o.namespaces); err != nil {
@@ -275,7 +277,7 @@ func (o *options) check() (*config, error) {
 		}
 	}
 	if o.notifyWebhook != "" {
-		if c.webhook, err = alert.New(o.notifyWebhook); err != nil {
+		if c.webhook, err = alert.NewWith(o.notifyWebhook, alert.Options{AllowHTTP: o.allowHTTPWebhooks}); err != nil {
 			return nil, fmt.Errorf("--notify-webhook: %w", err)
 		}
 	}

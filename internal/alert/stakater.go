@@ -36,14 +36,15 @@ func ReadStakaterEnv(getenv func(string) string) StakaterEnv {
 }
 
 // Webhook is the webhook the environment asks for; nil when ALERT_ON_RELOAD is not "true".
-func (e StakaterEnv) Webhook() (*Webhook, error) {
+// allowHTTP is Options.AllowHTTP.
+func (e StakaterEnv) Webhook(allowHTTP bool) (*Webhook, error) {
 	if !e.On {
 		return nil, nil
 	}
 	if e.URL == "" {
 		return nil, fmt.Errorf("ALERT_ON_RELOAD is true but ALERT_WEBHOOK_URL is empty: set it (from a Secret) or drop ALERT_ON_RELOAD")
 	}
-	w, err := NewWith(e.URL, Options{Format: e.Sink, Proxy: e.Proxy, Setting: "ALERT_WEBHOOK_URL"})
+	w, err := NewWith(e.URL, Options{Format: e.Sink, Proxy: e.Proxy, Setting: "ALERT_WEBHOOK_URL", AllowHTTP: allowHTTP})
 	if err != nil {
 		return nil, fmt.Errorf("ALERT_WEBHOOK_URL or ALERT_WEBHOOK_PROXY: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -48,6 +49,9 @@ type Options struct {
 	Proxy string
 	// Setting names where the URL came from in errors; default --notify-webhook.
 	Setting string
+	// AllowHTTP accepts an http:// URL to a host other than loopback (--allow-http-webhooks):
+	// the text and the URL, often the credential itself, would cross the network in clear.
+	AllowHTTP bool
 }
 
 // Formats Options.Format takes.
@@ -90,12 +94,17 @@ func NewWith(raw string, o Options) (*Webhook, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, errors.New("not an http(s) URL with a host; give the webhook's URL, or @FILE holding it")
 	}
+	if u.Scheme == "http" && !o.AllowHTTP && !loopback(u.Hostname()) {
+		return nil, fmt.Errorf("%s is http:// to %s: the alerts and the URL, often the credential itself, would cross the network unencrypted; use https://, or start wave with --allow-http-webhooks", o.Setting, u.Hostname())
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.Proxy = proxy
 	return &Webhook{
 		url:  raw,
 		host: u.Scheme + "://" + u.Host,
 		client: &http.Client{
 			Timeout:       sendTimeout,
-			Transport:     &http.Transport{Proxy: proxy},
+			Transport:     transport,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		queue: make(chan string, queueSize),
@@ -103,6 +112,15 @@ func NewWith(raw string, o Options) (*Webhook, error) {
 		pause: 2 * time.Second,
 		opts:  o,
 	}, nil
+}
+
+// loopback: a name or address that never leaves the pod.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func readSmall(path string) ([]byte, error) {

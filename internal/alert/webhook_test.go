@@ -140,7 +140,7 @@ func TestStakaterAlerts(t *testing.T) {
 			defer srv.Close()
 			env := map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_SINK": " " + tt.sink + " ", "ALERT_WEBHOOK_URL": srv.URL + "/hook/s3cr3t", "ALERT_ADDITIONAL_INFO": " prod "}
 			e := ReadStakaterEnv(func(k string) string { return env[k] })
-			w, err := e.Webhook()
+			w, err := e.Webhook(false)
 			require.NoError(t, err)
 			require.NoError(t, w.post(context.Background(), e.Message("configmap/app", "Deployment", "web", "api")))
 			g := <-seen
@@ -154,12 +154,12 @@ func TestStakaterAlerts(t *testing.T) {
 	}
 
 	t.Run("off unless ALERT_ON_RELOAD is true", func(t *testing.T) {
-		w, err := ReadStakaterEnv(func(k string) string { return map[string]string{"ALERT_WEBHOOK_URL": "https://x/"}[k] }).Webhook()
+		w, err := ReadStakaterEnv(func(k string) string { return map[string]string{"ALERT_WEBHOOK_URL": "https://x/"}[k] }).Webhook(false)
 		require.NoError(t, err)
 		assert.Nil(t, w)
 	})
 	t.Run("on without a URL", func(t *testing.T) {
-		_, err := ReadStakaterEnv(func(k string) string { return map[string]string{"ALERT_ON_RELOAD": "true"}[k] }).Webhook()
+		_, err := ReadStakaterEnv(func(k string) string { return map[string]string{"ALERT_ON_RELOAD": "true"}[k] }).Webhook(false)
 		require.ErrorContains(t, err, "ALERT_WEBHOOK_URL is empty")
 	})
 	t.Run("through ALERT_WEBHOOK_PROXY", func(t *testing.T) {
@@ -167,9 +167,43 @@ func TestStakaterAlerts(t *testing.T) {
 		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { proxied <- r.URL.String() }))
 		defer proxy.Close()
 		env := map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_WEBHOOK_URL": "http://chat.example/hook", "ALERT_WEBHOOK_PROXY": proxy.URL}
-		w, err := ReadStakaterEnv(func(k string) string { return env[k] }).Webhook()
+		w, err := ReadStakaterEnv(func(k string) string { return env[k] }).Webhook(true) // --allow-http-webhooks
 		require.NoError(t, err)
 		require.NoError(t, w.post(context.Background(), "x"))
 		assert.Equal(t, "http://chat.example/hook", <-proxied, "the request went to the proxy")
 	})
+	t.Run("http:// to another host only when asked", func(t *testing.T) {
+		env := map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_WEBHOOK_URL": "http://chat.example/hooks/T0/SECRET"}
+		_, err := ReadStakaterEnv(func(k string) string { return env[k] }).Webhook(false)
+		require.ErrorContains(t, err, "ALERT_WEBHOOK_URL is http:// to chat.example")
+		assert.ErrorContains(t, err, "--allow-http-webhooks")
+		assert.NotContains(t, err.Error(), "SECRET")
+	})
+}
+
+// An http:// webhook is refused unless it stays in the pod or wave is told to accept it:
+// the URL is the credential, and the alerts name workloads.
+func TestWebhookRefusesCleartextUnlessAsked(t *testing.T) {
+	for _, tc := range []struct {
+		url       string
+		allowHTTP bool
+		ok        bool
+	}{
+		{"https://hooks.example/T0/SECRET", false, true},
+		{"http://hooks.example/T0/SECRET", false, false},
+		{"http://10.0.0.7:8080/T0/SECRET", false, false},
+		{"http://hooks.example/T0/SECRET", true, true},
+		{"http://127.0.0.1:9000/hook", false, true},
+		{"http://[::1]:9000/hook", false, true},
+		{"http://localhost:9000/hook", false, true},
+	} {
+		_, err := NewWith(tc.url, Options{AllowHTTP: tc.allowHTTP})
+		if tc.ok {
+			assert.NoError(t, err, tc.url)
+			continue
+		}
+		require.Error(t, err, tc.url)
+		assert.Contains(t, err.Error(), "--notify-webhook is http://")
+		assert.NotContains(t, err.Error(), "SECRET", "the URL's path is the credential")
+	}
 }
