@@ -381,9 +381,15 @@ func runWave(cfg *config) error {
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartStructuredLogging(4)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"})
+	tally := &eventTally{}
+	broadcaster.StartRecordingToSink(talliedSink{&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")}, tally})
+	defer func() { // after the controller stopped: nothing emits any more
+		if n := tally.wait(eventGrace); n > 0 {
+			klog.InfoS("Events not written before the stop", "dropped", n)
+		}
+		broadcaster.Shutdown()
+	}()
+	recorder := talliedRecorder{broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"}), tally}
 
 	digestKey, err := loadDigestKey(ctx, client, cfg)
 	if err != nil {
@@ -414,19 +420,36 @@ func runWave(cfg *config) error {
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "configwave_wave_alerts_dropped_total",
+		Help: "Alerts (--notify-webhook, ALERT_ON_RELOAD) never delivered: the queue full, every try failed, or still queued when the grace period after a stop ended."},
+		func() float64 {
+			n := int64(0)
+			for _, w := range []*alert.Webhook{cfg.webhook, cfg.reloadAlerts} {
+				if w != nil {
+					n += w.Dropped()
+				}
+			}
+			return float64(n)
+		}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_rollouts_held",
 		Help: "Workloads whose rollout waits for --coalesce or for their floor between rollouts."}, ctrl.Held))
 
 	var g run.Group
 	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	// On a stop the controller drains first (its workers finish their items, which may still
+	// read the caches and send alerts); the informers and the alert queues stop after it.
+	controllerDone := make(chan struct{})
+	afterController := func(stop func()) func(error) {
+		return func(error) { go func() { <-controllerDone; stop() }() }
+	}
 	if cfg.reloadAlerts != nil {
 		actx, acancel := context.WithCancel(ctx)
-		g.Add(func() error { return cfg.reloadAlerts.Run(actx) }, func(error) { acancel() })
+		g.Add(func() error { return cfg.reloadAlerts.Run(actx) }, afterController(acancel))
 		klog.InfoS("alerting on every rollout, as Stakater Reloader's ALERT_ON_RELOAD asks", "webhook", cfg.reloadAlerts.Host(), "sink", cfg.reloadAlertEnv.Sink)
 	}
 	if cfg.webhook != nil {
 		hctx, hcancel := context.WithCancel(ctx)
-		g.Add(func() error { return cfg.webhook.Run(hctx) }, func(error) { hcancel() })
+		g.Add(func() error { return cfg.webhook.Run(hctx) }, afterController(hcancel))
 	}
 	if cfg.listenAddress != "" {
 		srv, err := serve.Listen(cfg.listenAddress, reg, serve.Checks{Ready: inf.HasSynced, Status: ctrl.Status})
@@ -459,11 +482,12 @@ func runWave(cfg *config) error {
 			<-ictx.Done()
 			inf.Shutdown()
 			return nil
-		}, func(error) { icancel() })
+		}, afterController(icancel))
 	}
 	{ // the controller, under leader election when asked
 		cctx, ccancel := context.WithCancel(ctx)
 		g.Add(func() error {
+			defer close(controllerDone)
 			if !cfg.leaderElection {
 				return ctrl.Run(cctx, cfg.workers)
 			}

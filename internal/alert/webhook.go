@@ -21,6 +21,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -35,7 +36,10 @@ type Webhook struct {
 	queue  chan string
 	tries  int
 	pause  time.Duration
+	grace  time.Duration // how long Run goes on delivering once stopped
 	opts   Options
+
+	dropped atomic.Int64
 }
 
 // Options shape the request: the body's format, a proxy, and the setting errors name.
@@ -60,7 +64,10 @@ var Formats = []string{"", "slack", "teams", "gchat", "raw"}
 const (
 	queueSize   = 100
 	sendTimeout = 10 * time.Second
-	maxURLFile  = 4096
+	// stopGrace: on shutdown, what is queued is still delivered for this long (within the 30 s
+	// Kubernetes gives a pod by default, beside the controller's own drain).
+	stopGrace  = 5 * time.Second
+	maxURLFile = 4096
 )
 
 // New checks the URL; "@/path" reads it from a file (mount it from a Secret: a webhook URL is a
@@ -110,6 +117,7 @@ func NewWith(raw string, o Options) (*Webhook, error) {
 		queue: make(chan string, queueSize),
 		tries: 3,
 		pause: 2 * time.Second,
+		grace: stopGrace,
 		opts:  o,
 	}, nil
 }
@@ -147,21 +155,61 @@ func (w *Webhook) Send(text string) {
 	select {
 	case w.queue <- text:
 	default:
+		w.dropped.Add(1)
 		klog.InfoS("alert dropped: too many waiting for the webhook", "webhook", w.host, "waiting", queueSize)
 	}
 }
 
-// Run posts queued texts until ctx ends.
+// Dropped counts the alerts never delivered: the queue full, every try failed, or still
+// waiting when the grace period after a stop ran out.
+func (w *Webhook) Dropped() int64 { return w.dropped.Load() }
+
+// Run posts queued texts until ctx ends, then goes on with what is queued for the grace
+// period; whatever is left then is counted as dropped. Stop it only after whatever Sends has
+// stopped (the controller), so that nothing is queued behind it.
 func (w *Webhook) Run(ctx context.Context) error {
-	for {
+	// Posts go on after the stop, the one under way included, until the grace period ends.
+	posting, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(w.grace, cancel) })
+	defer stop()
+	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
-			return nil
 		case text := <-w.queue:
-			if err := w.post(ctx, text); err != nil && ctx.Err() == nil {
-				klog.ErrorS(err, "alert not delivered", "webhook", w.host)
-			}
+			w.deliver(posting, text)
 		}
+	}
+	w.finish(posting)
+	return nil
+}
+
+func (w *Webhook) deliver(ctx context.Context, text string) {
+	if err := w.post(ctx, text); err != nil {
+		w.dropped.Add(1)
+		if ctx.Err() == nil {
+			klog.ErrorS(err, "alert not delivered", "webhook", w.host)
+		}
+	}
+}
+
+// finish delivers what is queued while ctx (the grace period) lasts.
+func (w *Webhook) finish(ctx context.Context) {
+	for ctx.Err() == nil {
+		select {
+		case text := <-w.queue:
+			w.deliver(ctx, text)
+		default:
+			return
+		}
+	}
+	left := int64(len(w.queue))
+	for range left {
+		<-w.queue
+	}
+	w.dropped.Add(left)
+	if n := w.Dropped(); n > 0 {
+		klog.InfoS("alerts not delivered before the stop", "webhook", w.host, "dropped", n)
 	}
 }
 

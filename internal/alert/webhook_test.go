@@ -207,3 +207,32 @@ func TestWebhookRefusesCleartextUnlessAsked(t *testing.T) {
 		assert.NotContains(t, err.Error(), "SECRET", "the URL's path is the credential")
 	}
 }
+
+// Stopping delivers what is queued within the grace period; what cannot be delivered in it is
+// counted as dropped, never silently lost.
+func TestRunDeliversQueuedAlertsWhenStopped(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	hook, err := New(srv.URL + "/hook")
+	require.NoError(t, err)
+	hook.Send("one")
+	hook.Send("two")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // stopped before it ran: both wait in the queue
+	require.NoError(t, hook.Run(ctx))
+	texts, _ := rec.snapshot()
+	assert.Equal(t, []string{"one", "two"}, texts)
+	assert.Zero(t, hook.Dropped())
+
+	hook, err = New("http://127.0.0.1:1/hook") // nobody listens
+	require.NoError(t, err)
+	hook.pause, hook.grace = 50*time.Millisecond, 100*time.Millisecond
+	for range 3 {
+		hook.Send("lost")
+	}
+	start := time.Now()
+	require.NoError(t, hook.Run(ctx))
+	assert.Less(t, time.Since(start), 5*time.Second, "bounded by the grace period")
+	assert.EqualValues(t, 3, hook.Dropped())
+}
