@@ -370,7 +370,7 @@ func TestMigrateFromWaveV05(t *testing.T) {
 	d.Finalizers = []string{refs.WaveFinalizer, "example.com/keep"}
 	createDeployment(t, client, d)
 	d = getDeployment(t, client, ns, "app")
-	waveRef := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "app", UID: d.UID, BlockOwnerDeletion: ptr(true)}
+	waveRef := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "app", UID: d.UID, BlockOwnerDeletion: ptr(true), Controller: ptr(false)} // as Wave wrote it
 	owner, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	otherRef := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: owner.UID}

@@ -31,7 +31,7 @@ func TestMigrationNeverLetsTheCollectorTakeConfig(t *testing.T) {
 	createDeployment(t, client, testcluster.Deployment(ns, "plain", 1))
 	app, plain := getDeployment(t, client, ns, "app"), getDeployment(t, client, ns, "plain")
 	owned := func(d metav1.Object, kind string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: d.GetName(), UID: d.GetUID(), BlockOwnerDeletion: ptr(true)}}
+		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: d.GetName(), UID: d.GetUID(), BlockOwnerDeletion: ptr(true), Controller: ptr(false)}} // as Wave wrote it
 	}
 	for name, owner := range map[string]metav1.Object{"cm": app, "plain-cm": plain} {
 		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,

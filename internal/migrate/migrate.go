@@ -44,7 +44,7 @@ func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	for _, ns := range namespaces {
-		waveOwned := map[types.UID]string{}
+		waveOwned := map[types.UID]owner{}
 		var finalized []workload.Workload
 		for _, t := range workload.WaveTypes() {
 			items, err := listWorkloads(ctx, client, t, ns)
@@ -55,7 +55,7 @@ func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []
 				if !w.OptedIn() && !slices.Contains(w.Meta.Finalizers, refs.WaveFinalizer) {
 					continue
 				}
-				waveOwned[w.Meta.UID] = w.String()
+				waveOwned[w.Meta.UID] = owner{kind: string(w.Kind), name: w.Meta.Name}
 				if slices.Contains(w.Meta.Finalizers, refs.WaveFinalizer) {
 					finalized = append(finalized, w)
 				}
@@ -80,33 +80,46 @@ func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []
 	return rep, nil
 }
 
+// owner is a workload Wave managed: what its owner references named.
+type owner struct{ kind, name string }
+
 // listWorkloads lists every workload of type t in ns.
 func listWorkloads(ctx context.Context, client kubernetes.Interface, t workload.Type, ns string) ([]workload.Workload, error) {
-	return allPages(ctx, strings.ToLower(string(t.Kind()))+"s", func(o metav1.ListOptions) ([]workload.Workload, string, error) {
+	var out []workload.Workload
+	err := eachPage(ctx, strings.ToLower(string(t.Kind()))+"s", listPage, func(o metav1.ListOptions) ([]workload.Workload, string, error) {
 		return t.List(ctx, workload.Clients{Kube: client}, ns, o)
+	}, func(page []workload.Workload) error {
+		out = append(out, page...)
+		return nil
 	})
+	return out, err
 }
 
-// allPages lists a page at a time, so that a namespace with thousands of objects never needs
-// one huge response (ConfigMaps and Secrets can be up to 1 MiB each).
-func allPages[T any](ctx context.Context, what string, list func(metav1.ListOptions) ([]T, string, error)) ([]T, error) {
-	var out []T
-	opts := metav1.ListOptions{Limit: listPage}
+// eachPage lists a page at a time and hands each to do before the next is read, so that a
+// namespace with thousands of objects is never held whole (ConfigMaps and Secrets can be up
+// to 1 MiB each).
+func eachPage[T any](ctx context.Context, what string, size int64, list func(metav1.ListOptions) ([]T, string, error), do func([]T) error) error {
+	opts := metav1.ListOptions{Limit: size}
 	for {
 		page, next, err := list(opts)
 		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", what, err)
+			return fmt.Errorf("list %s: %w", what, err)
 		}
-		out = append(out, page...)
+		if err := do(page); err != nil {
+			return err
+		}
 		if next == "" || ctx.Err() != nil {
-			return out, ctx.Err()
+			return ctx.Err()
 		}
 		opts.Continue = next
 	}
 }
 
-// listPage is the size of one LIST page.
-const listPage = 500
+// The size of one LIST page: of workloads, and of ConfigMaps and Secrets (up to 1 MiB each).
+const (
+	listPage       = 500
+	configListPage = 100
+)
 
 // removeFinalizer drops Wave's finalizer with a JSON patch that first tests the list it read,
 // so a concurrent change of the finalizers makes it read again instead of overwriting.
@@ -145,83 +158,87 @@ func jsonList(s []string) string {
 	return string(b)
 }
 
-func isWaveOwnerRef(r metav1.OwnerReference, owned map[types.UID]string) bool {
-	_, ok := owned[r.UID]
-	return ok && r.APIVersion == "apps/v1" && slices.Contains([]string{"Deployment", "StatefulSet", "DaemonSet"}, r.Kind)
+// isWaveOwnerRef: a reference exactly as Wave up to 0.6 wrote it (getOwnerReference: apps/v1,
+// the workload's kind, name and UID, blockOwnerDeletion true, controller false). One that a
+// person or another tool set to the same workload differs, and stays.
+func isWaveOwnerRef(r metav1.OwnerReference, owned map[types.UID]owner) bool {
+	o, ok := owned[r.UID]
+	return ok && r.APIVersion == "apps/v1" && r.Kind == o.kind && r.Name == o.name &&
+		r.Controller != nil && !*r.Controller && r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion
 }
 
-func removeOwnerRefs(ctx context.Context, client kubernetes.Interface, ns string, owned map[types.UID]string, dryRun bool) (int, error) {
+// removeOwnerRefs removes Wave's owner references from the ConfigMaps and Secrets of ns, a
+// page at a time; it returns how many objects it fixed.
+func removeOwnerRefs(ctx context.Context, client kubernetes.Interface, ns string, owned map[types.UID]owner, dryRun bool) (int, error) {
 	if len(owned) == 0 {
 		return 0, nil
 	}
-	cms, err := allPages(ctx, "configmaps", func(o metav1.ListOptions) ([]corev1.ConfigMap, string, error) {
-		l, err := client.CoreV1().ConfigMaps(ns).List(ctx, o)
-		if err != nil {
-			return nil, "", err
-		}
-		return l.Items, l.Continue, nil
-	})
-	if err != nil {
-		return 0, err
+	m := ownerRefRemover{owned: owned, dryRun: dryRun}
+	err := removeFrom(ctx, &m, refs.ConfigMap, client.CoreV1().ConfigMaps(ns), func(l *corev1.ConfigMapList) ([]corev1.ConfigMap, string) { return l.Items, l.Continue })
+	if err == nil {
+		err = removeFrom(ctx, &m, refs.Secret, client.CoreV1().Secrets(ns), func(l *corev1.SecretList) ([]corev1.Secret, string) { return l.Items, l.Continue })
 	}
-	secrets, err := allPages(ctx, "secrets", func(o metav1.ListOptions) ([]corev1.Secret, string, error) {
-		l, err := client.CoreV1().Secrets(ns).List(ctx, o)
-		if err != nil {
-			return nil, "", err
-		}
-		return l.Items, l.Continue, nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	// One way to fix both kinds: read fresh, drop Wave's references, update at that version.
-	type fixer struct {
-		ref refs.ObjectRef
-		fix func() error
-	}
-	var todo []fixer
-	for _, cm := range cms {
-		if hasWaveOwnerRef(cm.OwnerReferences, owned) {
-			todo = append(todo, fixer{refs.ObjectRef{Kind: refs.ConfigMap, Namespace: cm.Namespace, Name: cm.Name}, func() error {
-				fresh, err := client.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				fresh.OwnerReferences = dropWaveOwnerRefs(fresh.OwnerReferences, owned)
-				_, err = client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, fresh, metav1.UpdateOptions{FieldManager: "configwave-wave-migrate"})
-				return err
-			}})
-		}
-	}
-	for _, s := range secrets {
-		if hasWaveOwnerRef(s.OwnerReferences, owned) {
-			todo = append(todo, fixer{refs.ObjectRef{Kind: refs.Secret, Namespace: s.Namespace, Name: s.Name}, func() error {
-				fresh, err := client.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				fresh.OwnerReferences = dropWaveOwnerRefs(fresh.OwnerReferences, owned)
-				_, err = client.CoreV1().Secrets(s.Namespace).Update(ctx, fresh, metav1.UpdateOptions{FieldManager: "configwave-wave-migrate"})
-				return err
-			}})
-		}
-	}
-	for i, f := range todo {
-		klog.InfoS("removing Wave's owner references", "object", f.ref.String(), "dryRun", dryRun)
-		if dryRun {
-			continue
-		}
-		if err := retry.RetryOnConflict(retry.DefaultRetry, f.fix); err != nil {
-			return i, fmt.Errorf("%s: remove Wave's owner references: %w", f.ref, err)
-		}
-	}
-	return len(todo), nil
+	return m.fixed, err
 }
 
-func hasWaveOwnerRef(refs []metav1.OwnerReference, owned map[types.UID]string) bool {
+type ownerRefRemover struct {
+	owned  map[types.UID]owner
+	dryRun bool
+	fixed  int
+}
+
+// configClient is what removeFrom needs of the typed client of ConfigMaps or of Secrets.
+type configClient[T any, L any] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// removeFrom fixes the objects of one kind, a page at a time: each read fresh, Wave's
+// references dropped, updated at the version read, again on conflict.
+func removeFrom[O any, T interface {
+	*O
+	metav1.Object
+}, L any](ctx context.Context, m *ownerRefRemover, kind refs.ConfigKind, c configClient[T, L], items func(L) ([]O, string)) error {
+	return eachPage(ctx, strings.ToLower(string(kind))+"s", configListPage, func(o metav1.ListOptions) ([]O, string, error) {
+		l, err := c.List(ctx, o)
+		if err != nil {
+			return nil, "", err
+		}
+		page, next := items(l)
+		return page, next, nil
+	}, func(page []O) error {
+		for i := range page {
+			obj := T(&page[i])
+			if !hasWaveOwnerRef(obj.GetOwnerReferences(), m.owned) {
+				continue
+			}
+			ref := refs.ObjectRef{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+			klog.InfoS("removing Wave's owner references", "object", ref.String(), "dryRun", m.dryRun)
+			if !m.dryRun {
+				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					fresh, err := c.Get(ctx, ref.Name, metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					fresh.SetOwnerReferences(dropWaveOwnerRefs(fresh.GetOwnerReferences(), m.owned))
+					_, err = c.Update(ctx, fresh, metav1.UpdateOptions{FieldManager: "configwave-wave-migrate"})
+					return err
+				})
+				if err != nil {
+					return fmt.Errorf("%s: remove Wave's owner references: %w", ref, err)
+				}
+			}
+			m.fixed++
+		}
+		return nil
+	})
+}
+
+func hasWaveOwnerRef(refs []metav1.OwnerReference, owned map[types.UID]owner) bool {
 	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) })
 }
 
-func dropWaveOwnerRefs(refs []metav1.OwnerReference, owned map[types.UID]string) []metav1.OwnerReference {
+func dropWaveOwnerRefs(refs []metav1.OwnerReference, owned map[types.UID]owner) []metav1.OwnerReference {
 	return slices.DeleteFunc(refs, func(r metav1.OwnerReference) bool { return isWaveOwnerRef(r, owned) })
 }
