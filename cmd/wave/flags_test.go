@@ -59,9 +59,9 @@ func TestFlags(t *testing.T) {
 			assert.True(t, c.reloader.enablePprof)
 			assert.Equal(t, "127.0.0.1:6061", c.reloader.pprofAddr)
 		}},
-		{name: "profiles off by default, on Reloader's port", args: nil, check: func(t *testing.T, c *config) {
+		{name: "profiles off by default, on Reloader's port, on loopback unless asked", args: nil, check: func(t *testing.T, c *config) {
 			assert.False(t, c.reloader.enablePprof)
-			assert.Equal(t, ":6060", c.reloader.pprofAddr)
+			assert.Equal(t, "127.0.0.1:6060", c.reloader.pprofAddr)
 		}},
 		{name: "Wave's own flags carry over", args: []string{"--leader-election", "--leader-election-id=wave", "--sync-period=10h", "--enable-webhooks", "--zap-log-level=info", "--zap-devel=false"},
 			check: func(t *testing.T, c *config) {

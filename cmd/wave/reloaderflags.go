@@ -95,7 +95,7 @@ func (r *reloaderFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&r.reloadOnCreate, "reload-on-create", "false", "Stakater Reloader's: the creation of an object Reloader's annotations follow rolls the workload.")
 	fs.StringVar(&r.reloadOnDelete, "reload-on-delete", "false", "Stakater Reloader's: the deletion of an object Reloader's annotations follow (an optional one) rolls the workload.")
 	fs.BoolVar(&r.enablePprof, "enable-pprof", false, "Stakater Reloader's: serve Go's profiles (/debug/pprof/, without the command line) on --pprof-addr.")
-	fs.StringVar(&r.pprofAddr, "pprof-addr", ":6060", "Stakater Reloader's: address of the profiles of --enable-pprof.")
+	fs.StringVar(&r.pprofAddr, "pprof-addr", "127.0.0.1:6060", "Stakater Reloader's: address of the profiles of --enable-pprof; loopback by default (reach it with kubectl port-forward), since profiles show what is in memory. Give :6060 for Reloader's every-address default.")
 	fs.StringVar(&r.enableHA, "enable-ha", "false", "Stakater Reloader's: --leader-election, on Reloader's Lease "+stakaterLease+" unless --leader-election-id is given, so that a Reloader replica still running during the switch and wave never both act.")
 	fs.Lookup("enable-ha").NoOptDefVal = "true"
 	fs.StringVar(&r.isArgoRollouts, "is-Argo-Rollouts", "", "")
