@@ -399,6 +399,9 @@ func runWave(cfg *config) error {
 		confighash.Digester{Key: digestKey, KeepLabels: cfg.reloaderOpts.ResourceSelector != nil,
 			KeepAnnotations: []string{cfg.reloaderOpts.Dialect.Names.Match, cfg.reloaderOpts.Dialect.Names.Ignore}})
 	if cfg.reloaderOpts.NamespaceSelector != nil {
+		if err := checkNamespaceAccess(ctx, client); err != nil {
+			return err
+		}
 		inf.WatchNamespaces(client)
 	}
 	var ctrl *rollout.Controller

@@ -65,4 +65,12 @@ func TestRunsWithTheChartsNamespacedRole(t *testing.T) {
 	waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
 	require.Eventually(t, func() bool { return len(events(t, client, ns, "app", "ConfigRolledOut")) > 0 }, eventually, tick, "Events and the rollout's outcome too")
 	assert.NotContains(t, p.Log(), "forbidden")
+	p.Stop(15 * time.Second)
+
+	// Stakater Reloader's --namespace-selector needs every namespace's labels: on this Role it
+	// stops at once, saying what to grant, instead of never becoming ready.
+	sel, ready := tryStartWave(t, ns, "--kubeconfig="+kubeconfig, "--install-key-secret=", "--namespace-selector=team=a")
+	require.False(t, ready)
+	assert.NotZero(t, sel.Wait(t, 5*time.Second))
+	assert.Contains(t, sel.Log(), "grant list and watch on namespaces at cluster scope")
 }
