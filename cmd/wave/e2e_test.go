@@ -265,10 +265,16 @@ func TestAdoptsWaveHashWithoutRollout(t *testing.T) {
 	current.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"}
 	stale := deployment(ns, "stale", mod)
 	stale.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: strings.Repeat("0", 64)}
+	// Wave 0.6 hashed ConfigMap values as strings (Wave's own code at v0.6.0 gives this for
+	// the same config): adopted too, with the default --hash-format.
+	fromWave06 := deployment(ns, "from-wave-06", mod)
+	fromWave06.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: "0c38a0016d34e0c9d2a63eb128968d437eeb8891a0305dcae1b0f782407b5b5d"}
 	createDeployment(t, client, current)
 	createDeployment(t, client, stale)
+	createDeployment(t, client, fromWave06)
 	require.Len(t, replicaSets(t, client, ns, "current"), 1)
 	require.Len(t, replicaSets(t, client, ns, "stale"), 1)
+	require.Len(t, replicaSets(t, client, ns, "from-wave-06"), 1)
 
 	p := startWave(t, ns)
 	adopted := waitRecorded(t, client, ns, "current")
@@ -279,6 +285,8 @@ func TestAdoptsWaveHashWithoutRollout(t *testing.T) {
 	assert.Equal(t, current.Spec.Template.Annotations, adopted.Spec.Template.Annotations, "adoption does not touch the template")
 	assert.Len(t, replicaSets(t, client, ns, "current"), 1, "adopting a current Wave hash rolls nothing")
 	assert.Len(t, replicaSets(t, client, ns, "stale"), 2)
+	waitRecorded(t, client, ns, "from-wave-06")
+	assert.Len(t, replicaSets(t, client, ns, "from-wave-06"), 1, "adopting Wave 0.6's hash of the current config rolls nothing")
 
 	// A restart of wave rolls nothing by itself.
 	p.Stop(10 * time.Second)
@@ -286,7 +294,7 @@ func TestAdoptsWaveHashWithoutRollout(t *testing.T) {
 	p2 := startWave(t, ns)
 	settle(t, p2)
 	assert.Equal(t, gen, getDeployment(t, client, ns, "current").Generation, "no rollout after a restart")
-	assert.EqualValues(t, 2, p2.Metric(`configwave_wave_reconciles_total{result="unchanged"}`), "both workloads found unchanged after a restart")
+	assert.EqualValues(t, 3, p2.Metric(`configwave_wave_reconciles_total{result="unchanged"}`), "every workload found unchanged after a restart")
 	assert.EqualValues(t, -1, p2.Metric(`configwave_wave_patches_total{kind="Deployment",type="rollout"}`))
 	for _, resource := range []string{"configmaps", "deployments"} {
 		assert.EqualValues(t, -1, p2.Metric(`configwave_wave_watch_restarts_total{resource="`+resource+`"}`), "first watches are not restarts")

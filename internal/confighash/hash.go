@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -22,21 +23,31 @@ import (
 // HashFormat selects the formula of the config-hash annotation.
 type HashFormat string
 
+// The formulas of wave-k8s/wave's pkg/core/hash.go, by release line (golden vectors from
+// Wave's own code at each tag: TestWaveHashGoldenPerRelease).
 const (
-	// HashWave is wave-k8s/wave v0.7+ (pkg/core/hash.go): ConfigMap data and binaryData merged,
-	// values as bytes (base64 in the JSON).
+	// HashWave is Wave 0.9 and later, to the current release: ConfigMap data and binaryData
+	// merged, values as bytes (base64 in the JSON); every object's entry a map of its own, so
+	// an empty Secret is {}.
 	HashWave HashFormat = "wave"
-	// HashWaveV05 is Wave up to v0.5: ConfigMap data only, values as JSON strings.
+	// HashWaveV07 is Wave 0.7 and 0.8: as HashWave, but a Secret's own data map went into the
+	// JSON, so an empty Secret is null.
+	HashWaveV07 HashFormat = "wave-v07"
+	// HashWaveV05 is Wave up to 0.6: ConfigMap data only, values as JSON strings; an object's
+	// own map, so an empty one is null.
 	HashWaveV05 HashFormat = "wave-v05"
 )
 
+// AdoptableFormats are every release line's formula: a workload first seen with a hash that
+// one of them gives for the current config runs that config, and nothing rolls.
+var AdoptableFormats = []HashFormat{HashWave, HashWaveV07, HashWaveV05}
+
 // ParseHashFormat checks a --hash-format value.
 func ParseHashFormat(s string) (HashFormat, error) {
-	switch HashFormat(s) {
-	case HashWave, HashWaveV05:
-		return HashFormat(s), nil
+	if f := HashFormat(s); slices.Contains(AdoptableFormats, f) {
+		return f, nil
 	}
-	return "", fmt.Errorf("--hash-format=%q: use %q (Wave 0.6 and later) or %q (Wave 0.5 and earlier)", s, HashWave, HashWaveV05)
+	return "", fmt.Errorf("--hash-format=%q: use %q (Wave 0.9 and later), %q (Wave 0.7 and 0.8) or %q (Wave 0.6 and earlier)", s, HashWave, HashWaveV07, HashWaveV05)
 }
 
 // GetFunc returns the full ConfigMap or Secret, or nil when it does not exist.
@@ -85,7 +96,7 @@ func KeyedWaveHash(format HashFormat, key []byte, uses refs.Uses, get GetFunc) (
 			for k, v := range o.Data {
 				all[k] = v
 			}
-			allNil = o.Data == nil
+			allNil = o.Data == nil && format != HashWave
 		default:
 			return "", fmt.Errorf("%s: unexpected type %T", ref, obj)
 		}
@@ -128,7 +139,7 @@ func KeyedWaveHash(format HashFormat, key []byte, uses refs.Uses, get GetFunc) (
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// configMapValues: Wave 0.7+ merges data and binaryData as bytes into a new map; Wave 0.5
+// configMapValues: Wave 0.7 and later merge data and binaryData as bytes into a new map; Wave 0.5
 // used the data map itself, strings, so a ConfigMap without data was null.
 func configMapValues(format HashFormat, cm *corev1.ConfigMap) (map[string]any, bool) {
 	all := map[string]any{}

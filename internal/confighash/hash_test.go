@@ -91,6 +91,52 @@ func TestWaveHashGolden(t *testing.T) {
 	}
 }
 
+// Golden values per Wave release line, each printed by Wave's own calculateConfigHash at the
+// tag named (a test file added to pkg/core of a checkout at v0.6.0, v0.7.2 and v0.9.0; hash.go
+// is the same from v0.9.0 to wave-4.5.0, and at v0.8.0 as at v0.7.2). A workload adopted
+// from any of them rolls nothing when its hash is one of these (AdoptableFormats).
+func TestWaveHashGoldenPerRelease(t *testing.T) {
+	appConfig := cmObj("app-config", map[string]string{"key": "value"}, nil)
+	appSecret := secretObj("app-secret", map[string][]byte{"password": []byte("s3cr3t")})
+	vectors := []struct {
+		name string
+		uses refs.Uses
+		get  GetFunc
+		want map[HashFormat]string
+	}{
+		{"a ConfigMap and a Secret", merge(all(refs.ConfigMap, "app-config", true), all(refs.Secret, "app-secret", true)), objects(appConfig, appSecret), map[HashFormat]string{
+			HashWaveV05: "0c38a0016d34e0c9d2a63eb128968d437eeb8891a0305dcae1b0f782407b5b5d",
+			HashWaveV07: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201",
+			HashWave:    "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"}},
+		{"an empty Secret: null up to 0.8, {} from 0.9", all(refs.Secret, "empty", true), objects(secretObj("empty", nil)), map[HashFormat]string{
+			HashWaveV05: "bf0eed4c6c1d464e6ce7c940b12b2c58f8f3cbb99cd78ef2096317250803e933",
+			HashWaveV07: "bf0eed4c6c1d464e6ce7c940b12b2c58f8f3cbb99cd78ef2096317250803e933",
+			HashWave:    "f9f28258a3538ff33935539dca59e8ccb4444c5b6eb0f76f600b4a49b1d7eae4"}},
+		{"binaryData: left out up to 0.6", all(refs.ConfigMap, "bin", true), objects(cmObj("bin", map[string]string{"a": "1"}, map[string][]byte{"b": {0, 1}})), map[HashFormat]string{
+			HashWaveV05: "88a902a4dcdb955b02b939b3fb16f5868739f620f96c848c2afe66fca9a5deba",
+			HashWaveV07: "cbc0e1d9d6f0fe8d5fad5cbeb719f5a803da8553eb099ed5be7f59566fb80eb5",
+			HashWave:    "cbc0e1d9d6f0fe8d5fad5cbeb719f5a803da8553eb099ed5be7f59566fb80eb5"}},
+		{"an empty ConfigMap: null up to 0.6", all(refs.ConfigMap, "empty", true), objects(cmObj("empty", nil, nil)), map[HashFormat]string{
+			HashWaveV05: "b0bcf7497b85c0f3a50a4423e8284ff6f9df25cbfe9d0eb3a293f215277d8abb",
+			HashWaveV07: "17b86b9962b7c56a25dc449fa3eacce8aa03cb2d971bf407797f7d90782b22e3",
+			HashWave:    "17b86b9962b7c56a25dc449fa3eacce8aa03cb2d971bf407797f7d90782b22e3"}},
+		{"one key and then all keys of one ConfigMap: all (0.9 merges the references)",
+			refs.Uses{refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "app-config"}: {AllKeys: true, Keys: map[string]bool{"key": true}, Required: true}},
+			objects(cmObj("app-config", map[string]string{"key": "value", "other": "x"}, nil)), map[HashFormat]string{
+				HashWave: "098aabd3d647389d2d44a431132b0125b75e6f6866bb30872b2b6e03275025d0"}},
+	}
+	for _, v := range vectors {
+		for format, want := range v.want {
+			t.Run(v.name+"/"+string(format), func(t *testing.T) {
+				got, err := WaveHash(format, v.uses, v.get)
+				require.NoError(t, err)
+				assert.Equal(t, want, got)
+			})
+		}
+	}
+	assert.ElementsMatch(t, []HashFormat{HashWave, HashWaveV07, HashWaveV05}, AdoptableFormats)
+}
+
 func TestWaveHashMissingRequired(t *testing.T) {
 	_, err := WaveHash(HashWave, all(refs.ConfigMap, "gone", true), objects())
 	var missing *refs.MissingError

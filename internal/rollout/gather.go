@@ -73,6 +73,21 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	s.WaveHash = sync.OnceValues(func() (string, error) {
 		return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
 	})
+	s.EarlierWaveHash = func() (bool, error) {
+		for _, f := range confighash.AdoptableFormats {
+			if f == c.Format {
+				continue
+			}
+			h, err := confighash.KeyedWaveHash(f, c.HashKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
+			if err != nil {
+				return false, err
+			}
+			if h == s.CurrentHash {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
 	s.StakaterBehind = func() (bool, string, error) { return c.stakaterBehind(ctx, w, ns, used, sel, uses) }
 	s.Unkeyed = func() (confighash.Inputs, error) { return c.unkeyedInputs(ctx, ns, uses) }
 	return s

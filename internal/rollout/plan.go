@@ -63,10 +63,12 @@ type situation struct {
 	// WaveHash is Wave's hash of the current config (a *refs.MissingError when Wave's view
 	// misses an object). StakaterBehind reports whether a mark Reloader left on the template
 	// is older than the config, naming the object. Unkeyed is the inputs record as wave wrote
-	// it before digests were keyed, made from the whole objects.
-	WaveHash       func() (string, error)
-	StakaterBehind func() (bool, string, error)
-	Unkeyed        func() (confighash.Inputs, error)
+	// it before digests were keyed, made from the whole objects. EarlierWaveHash reports
+	// whether CurrentHash is another Wave release line's hash of the current config.
+	WaveHash        func() (string, error)
+	EarlierWaveHash func() (bool, error)
+	StakaterBehind  func() (bool, string, error)
+	Unkeyed         func() (confighash.Inputs, error)
 }
 
 // entry is one object of the inputs record.
@@ -191,6 +193,16 @@ func plan(s situation) (decision, error) {
 		// marks must be Reloader's hashes of the current data. Then the pods run the current
 		// config and nothing rolls.
 		waveBehind := s.Wave && s.CurrentHash != "" && s.CurrentHash != hash
+		if waveBehind {
+			// Written by another Wave release (0.6 hashed values as strings, 0.8 an empty
+			// Secret as null): if it is that release's hash of the current config, the pods
+			// run it.
+			earlier, err := s.EarlierWaveHash()
+			if err != nil {
+				return decision{}, fmt.Errorf("compute the config hash as earlier Wave releases did: %w", err)
+			}
+			waveBehind = !earlier
+		}
 		stBehind, why := false, ""
 		if s.Stakater {
 			if stBehind, why, err = s.StakaterBehind(); err != nil {

@@ -38,9 +38,10 @@ func TestPlan(t *testing.T) {
 	never := func(t *testing.T) situation {
 		fail := func(what string) { t.Helper(); t.Errorf("%s read, on a path that needs no API read", what) }
 		return situation{
-			WaveHash:       func() (string, error) { fail("Wave's hash"); return "", nil },
-			StakaterBehind: func() (bool, string, error) { fail("Reloader's marks"); return false, "", nil },
-			Unkeyed:        func() (confighash.Inputs, error) { fail("the unkeyed record"); return confighash.Inputs{}, nil },
+			WaveHash:        func() (string, error) { fail("Wave's hash"); return "", nil },
+			EarlierWaveHash: func() (bool, error) { fail("earlier Wave releases' hashes"); return false, nil },
+			StakaterBehind:  func() (bool, string, error) { fail("Reloader's marks"); return false, "", nil },
+			Unkeyed:         func() (confighash.Inputs, error) { fail("the unkeyed record"); return confighash.Inputs{}, nil },
 		}
 	}
 	// wave: a workload opted in with Wave's annotation whose pods ran configmap/a=1.
@@ -169,6 +170,7 @@ func TestPlan(t *testing.T) {
 			s := wave(t, inputs("configmap/a=2"))
 			s.Record, s.HasRecord, s.CurrentHash = "", false, "h1"
 			s.WaveHash = hash("h2")
+			s.EarlierWaveHash = func() (bool, error) { return false, nil }
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
@@ -176,6 +178,16 @@ func TestPlan(t *testing.T) {
 			assert.Equal(t, "h2", d.Hash)
 			assert.True(t, d.Follow)
 			assert.True(t, d.Restart)
+		}},
+		{"first sight, another Wave release's hash of the current data (0.6's strings): recorded, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.HasRecord, s.CurrentHash = "", false, "h2-as-wave-0.6"
+			s.WaveHash = hash("h2")
+			s.EarlierWaveHash = func() (bool, error) { return true, nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
 		}},
 		{"Wave's view misses an object: its hash stays as it is", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
