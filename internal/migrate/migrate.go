@@ -121,8 +121,9 @@ const (
 	configListPage = 100
 )
 
-// removeFinalizer drops Wave's finalizer with a JSON patch that first tests the list it read,
-// so a concurrent change of the finalizers makes it read again instead of overwriting.
+// removeFinalizer drops Wave's finalizer with a merge patch that carries the resourceVersion
+// it read, so a concurrent change of the finalizers is a conflict, read again, instead of
+// being overwritten.
 func removeFinalizer(ctx context.Context, client kubernetes.Interface, w workload.Workload, dryRun bool) error {
 	klog.InfoS("removing Wave's finalizer", "workload", w.String(), "dryRun", dryRun)
 	if dryRun {

@@ -2,11 +2,12 @@
 // from config to workloads as an informer indexer, the work queue, and the reconcile that decides from the
 // caches and patches the pod template when the config its pods use changed. What a template
 // references is package refs; Wave's hash and our digests are package confighash; the
-// workload kinds are package workload; the migration from Wave 0.5 is package migrate.
+// workload kinds are package workload; the migration from Wave 0.6 and earlier is package
+// migrate.
 //
-//	inf := rollout.NewInformers(client, nil, labels.Everything(), 5*time.Minute, rollout.Digester{})
-//	c := rollout.NewController(rollout.Config{Client: client, Informers: inf, Recorder: rec, Metrics: m})
-//	inf.Start(ctx); err := c.Run(ctx, 4)
+//	inf := rollout.NewInformers(clients, kinds, namespaces, labels.Everything(), 5*time.Minute, confighash.Digester{Key: installKey})
+//	c, err := rollout.NewController(rollout.Config{Client: clients.Kube, Informers: inf, Recorder: rec, Metrics: m})
+//	inf.Start(ctx); err = c.Run(ctx, 4)
 //
 // The reconcile is level-triggered, in the shape of kubernetes/sample-controller: events only
 // say which workload to look at; sync reads the workload and the digests of its config from

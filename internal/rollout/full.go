@@ -35,7 +35,8 @@ type fullEntry struct {
 	at  time.Time
 }
 
-// fullTTL bounds how long a whole object stays in memory after it was read.
+// fullTTL: a whole object read longer ago than this is not used again, and is dropped by the
+// next read of any object (not on a timer: an idle controller keeps what it last read).
 const fullTTL = 30 * time.Second
 
 // errStale: the cache the decision was made on holds other content than the API server. The

@@ -414,7 +414,7 @@ func sameContent(root *os.Root, files map[string]File) bool {
 	return err == nil && seen == len(files)
 }
 
-// writeSet writes files into the folder name of base and syncs it. Every path is resolved
+// writeSet writes files into the folder name of base (no fsync: see the package comment). Every path is resolved
 // through an os.Root, so a subfolder swapped for a symlink while the set is written cannot
 // carry a write outside the new folder.
 func writeSet(base *os.Root, name string, files map[string]File) error {
