@@ -28,6 +28,8 @@ func TestFlags(t *testing.T) {
 			assert.Empty(t, c.namespaceList)
 			assert.True(t, c.selector.Empty())
 			assert.Equal(t, confighash.HashWave, c.format)
+			assert.True(t, c.crashLoopDetection)
+			assert.False(t, c.allowHTTPWebhooks)
 			assert.EqualValues(t, 200, c.qps)
 			assert.Equal(t, "5m0s", c.syncPeriod.String())
 		}},
@@ -62,6 +64,9 @@ func TestFlags(t *testing.T) {
 		{name: "profiles off by default, on Reloader's port, on loopback unless asked", args: nil, check: func(t *testing.T, c *config) {
 			assert.False(t, c.reloader.enablePprof)
 			assert.Equal(t, "127.0.0.1:6060", c.reloader.pprofAddr)
+		}},
+		{name: "crash-loop detection on unless turned off (it lists pods)", args: []string{"--crash-loop-detection=false"}, check: func(t *testing.T, c *config) {
+			assert.False(t, c.crashLoopDetection)
 		}},
 		{name: "Wave's own flags carry over", args: []string{"--leader-election", "--leader-election-id=wave", "--sync-period=10h", "--enable-webhooks", "--zap-log-level=info", "--zap-devel=false"},
 			check: func(t *testing.T, c *config) {

@@ -82,41 +82,42 @@ func runMain(args []string) int {
 }
 
 type options struct {
-	namespaces        string
-	labelSelector     string
-	annotations       string
-	syncPeriod        time.Duration
-	leaderElection    bool
-	leaderID          string
-	leaderNamespace   string
-	leaseDuration     time.Duration
-	renewDeadline     time.Duration
-	retryPeriod       time.Duration
-	qps               float32
-	burst             int
-	workers           int
-	hashFormat        string
-	hashKeyFile       string
-	installKey        string
-	dryRun            bool
-	allowHTTPWebhooks bool
-	crossNamespace    bool
-	rolloutDeadline   time.Duration
-	coalesce          time.Duration
-	minInterval       time.Duration
-	updateRate        float64
-	updateBurst       int
-	notifyWebhook     string
-	migrate           bool
-	listenAddress     string
-	kubeconfig        string
-	version           bool
-	reloader          reloaderFlags
-	waveOnly          waveFlags
-	metricsAddr       string                 // Wave's --metrics-addr: --listen-address
-	changed           func(name string) bool // whether a flag was given
-	reloaderListen    string                 // --reloader-listen-address
-	getenv            func(string) string    // os.Getenv; tests give their own
+	namespaces         string
+	labelSelector      string
+	annotations        string
+	syncPeriod         time.Duration
+	leaderElection     bool
+	leaderID           string
+	leaderNamespace    string
+	leaseDuration      time.Duration
+	renewDeadline      time.Duration
+	retryPeriod        time.Duration
+	qps                float32
+	burst              int
+	workers            int
+	hashFormat         string
+	hashKeyFile        string
+	installKey         string
+	dryRun             bool
+	allowHTTPWebhooks  bool
+	crashLoopDetection bool
+	crossNamespace     bool
+	rolloutDeadline    time.Duration
+	coalesce           time.Duration
+	minInterval        time.Duration
+	updateRate         float64
+	updateBurst        int
+	notifyWebhook      string
+	migrate            bool
+	listenAddress      string
+	kubeconfig         string
+	version            bool
+	reloader           reloaderFlags
+	waveOnly           waveFlags
+	metricsAddr        string                 // Wave's --metrics-addr: --listen-address
+	changed            func(name string) bool // whether a flag was given
+	reloaderListen     string                 // --reloader-listen-address
+	getenv             func(string) string    // os.Getenv; tests give their own
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
@@ -155,6 +156,7 @@ Flags:
 	fs.Float64Var(&o.updateRate, "update-rate", 0, "at most this many rollouts per second across all workloads (Wave's flag), so that a ConfigMap every workload uses does not restart them all at once; workloads wait their turn, first come first served, and none is skipped. 0: no limit.")
 	fs.IntVar(&o.updateBurst, "update-burst", 1, "rollouts allowed at once above --update-rate (Wave's flag).")
 	fs.DurationVar(&o.rolloutDeadline, "rollout-deadline", 10*time.Minute, "a StatefulSet or DaemonSet rollout that wave caused and that is not complete after this long counts as failed: a ConfigRolloutFailed Event, the rollouts metric, /status and --notify-webhook say so (a Deployment's own progressDeadlineSeconds decides for it). 0 never.")
+	fs.BoolVar(&o.crashLoopDetection, "crash-loop-detection", true, "list the pods of a rollout wave caused, to report new pods that crash-loop at once (needs list on pods, which shows every pod spec); false: the workload's own status and --rollout-deadline tell.")
 	fs.BoolVar(&o.allowHTTPWebhooks, "allow-http-webhooks", false, "accept an http:// URL in --notify-webhook and ALERT_WEBHOOK_URL for a host other than loopback; the alerts and the URL, often a credential, then cross the network unencrypted.")
 	fs.StringVar(&o.notifyWebhook, "notify-webhook", "", `URL that gets a Slack-style {"text": ...} POST for each config rollout that failed, and for the recovery after it; "@FILE" reads the URL from a file (mount it from a Secret: the URL is a credential). Names workloads and objects, never a value.`)
 	fs.BoolVar(&o.migrate, "migrate-from-wave-v05", false, "one-shot: remove the owner references Wave 0.6 and earlier put on ConfigMaps and Secrets and its finalizer on workloads, then exit. Needs update on ConfigMaps, Secrets and workloads; see the README.")
@@ -375,9 +377,11 @@ func runWave(cfg *config) error {
 	// Pods are read only to see a config rollout's new pods crash-loop: best effort, on a
 	// rate limit of their own, never in the way of the patches.
 	podCfg.QPS, podCfg.Burst, podCfg.RateLimiter = podQPS, podBurst, nil
-	podClient, err := kubernetes.NewForConfig(podCfg)
-	if err != nil {
-		return fmt.Errorf("create the pods client: %w", err)
+	var podClient kubernetes.Interface
+	if cfg.crashLoopDetection {
+		if podClient, err = kubernetes.NewForConfig(podCfg); err != nil {
+			return fmt.Errorf("create the pods client: %w", err)
+		}
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartStructuredLogging(4)

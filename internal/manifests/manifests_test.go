@@ -171,7 +171,8 @@ func TestHelmChartApplies(t *testing.T) {
 			"topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
 			"topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway", "topologySpreadConstraints[0].labelSelector.matchLabels.app\\.kubernetes\\.io/name=configwave-wave",
 			"podLabels.team=platform", "podAnnotations.example\\.com/x=y", "extraArgs={--v=2}", "hashKeySecret.name=wave-hash-key",
-			"allowCrossNamespaceRefs=true", "networkPolicy.enabled=true"},
+			"allowCrossNamespaceRefs=true", "networkPolicy.metricsFrom[0].podSelector.matchLabels.app=prometheus",
+			"namespaceSelector={team:a}", "crashLoopDetection=false", "hashFormat=wave-v07"},
 		"namespace-scoped RBAC": {"rbac.clusterWide=false", "namespaces={team-a,team-b}"},
 	}
 	ensureNamespace(t, "team-a")
@@ -187,7 +188,11 @@ func TestHelmChartApplies(t *testing.T) {
 		"--allow-cross-namespace-refs", "kind: NetworkPolicy"} {
 		assert.Contains(t, out, want)
 	}
-	assert.NotContains(t, string(helmTemplate(t)), "NetworkPolicy", "off by default")
+	assert.Contains(t, string(helmTemplate(t)), "kind: NetworkPolicy", "on by default: only the metrics port is reachable")
+	assert.NotContains(t, string(helmTemplate(t, "networkPolicy.enabled=false")), "NetworkPolicy")
+	out = string(helmTemplate(t, "namespaceSelector={team:a,env:*}", "crashLoopDetection=false"))
+	assert.Contains(t, out, "--namespace-selector=team:a,env:*")
+	assert.Contains(t, out, "--crash-loop-detection=false")
 	// The install key: made by the chart, named to wave; not with a hash key, nor when told not to.
 	defaults := decode(t, helmTemplate(t))
 	var keySecret *unstructured.Unstructured
@@ -237,6 +242,26 @@ func TestChartRBACEqualsKustomizeRBAC(t *testing.T) {
 	kust := rules(decode(t, kustomize(t, "config/wave")))
 	assert.Equal(t, kust, rules(decode(t, helmTemplate(t))))
 
+	// What shows every pod spec, or every namespace, is granted only when used: pods for the
+	// crash-loop check (on by default), namespaces for --namespace-selector (cluster-wide).
+	resources := func(rules []rbacv1.PolicyRule) []string {
+		var out []string
+		for _, r := range rules {
+			out = append(out, r.Resources...)
+		}
+		return out
+	}
+	assert.Contains(t, resources(kust), "pods")
+	assert.NotContains(t, resources(kust), "namespaces")
+	assert.NotContains(t, resources(rules(decode(t, helmTemplate(t, "crashLoopDetection=false")))), "pods")
+	selecting := decode(t, helmTemplate(t, "namespaceSelector={team:a}"))
+	assert.Contains(t, resources(rules(selecting)), "namespaces")
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}},
+		rules(decode(t, kustomize(t, "config/wave-namespace-selector"))), "the Kustomize component for --namespace-selector")
+	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "rbac.clusterWide=false", "--set", "namespaces={team-a}", "--set", "namespaceSelector={team:a}")
+	require.Error(t, err, "a namespaced install cannot read namespaces")
+	assert.Contains(t, err.Error(), "namespaceSelector reads the labels of namespaces")
+
 	// rbac.clusterWide=false: no ClusterRole; the same rules in a Role in each namespace.
 	scoped := decode(t, helmTemplate(t, "rbac.clusterWide=false", "namespaces={team-a,team-b}"))
 	assert.NotContains(t, kinds(scoped), "ClusterRole")
@@ -250,7 +275,7 @@ func TestChartRBACEqualsKustomizeRBAC(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string][]rbacv1.PolicyRule{"team-a": kust, "team-b": kust}, perNamespace)
-	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "rbac.clusterWide=false")
+	_, err = helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "rbac.clusterWide=false")
 	require.Error(t, err, "a namespace-scoped install needs its namespaces")
 	assert.Contains(t, err.Error(), "list them in namespaces")
 	for _, r := range kust {

@@ -33,12 +33,18 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
-# to see the new pods of a config rollout crash-loop, and say so at once
+{{- if .Values.crashLoopDetection }}
+# to see the new pods of a config rollout crash-loop, and say so at once (crashLoopDetection;
+# listing pods shows every pod spec of the namespace)
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
-# their labels, for Stakater Reloader's --namespace-selector
+{{- end }}
+{{- if .Values.namespaceSelector }}
+# their labels, for Stakater Reloader's --namespace-selector (namespaceSelector); cluster-wide
+# only: a namespace is not in a namespace
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get", "list", "watch"]
+{{- end }}
 {{- end }}
