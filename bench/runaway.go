@@ -39,7 +39,9 @@ func waveRunaway(e *env, r *report) error {
 		return err
 	}
 	floor := 10 * time.Second
-	p, err := start(e.wave, nil, "--kubeconfig="+e.cluster.Kubeconfig(), "--namespaces="+ns, "--min-rollout-interval="+floor.String())
+	// Unkeyed (--install-key-secret=""), so that the template's hash is Wave's own and the last
+	// write's rollout can be checked against it.
+	p, err := start(e.wave, nil, "--kubeconfig="+e.cluster.Kubeconfig(), "--namespaces="+ns, "--min-rollout-interval="+floor.String(), "--install-key-secret=")
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,9 +18,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/installkey"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/testcluster"
 )
 
@@ -287,15 +290,29 @@ func configValueRolled(t *testing.T, client kubernetes.Interface, ns, name, want
 	d := getDeployment(t, client, ns, name)
 	used := refs.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
 	var value string
-	h, err := confighash.WaveHash(confighash.HashWave, used.Wave, func(r refs.ObjectRef) (any, error) {
+	hashes := waveHashesOf(t, client, used.Wave, func(r refs.ObjectRef) (any, error) {
 		cm, err := client.CoreV1().ConfigMaps(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
 		if err == nil {
 			value = cm.Data["a"]
 		}
 		return cm, err
 	})
+	return (want == "" || value == want) && slices.Contains(hashes, d.Spec.Template.Annotations[refs.ConfigHashAnnotation])
+}
+
+// waveHashesOf is Wave's own hash of what uses names, and the same keyed under the install
+// key wave made in its namespace: the hash of a workload that had none when wave first saw it.
+func waveHashesOf(t *testing.T, client kubernetes.Interface, uses refs.Uses, get confighash.GetFunc) []string {
+	t.Helper()
+	plain, err := confighash.WaveHash(confighash.HashWave, uses, get)
 	require.NoError(t, err)
-	return (want == "" || value == want) && d.Spec.Template.Annotations[refs.ConfigHashAnnotation] == h
+	out := []string{plain}
+	if s, err := client.CoreV1().Secrets(source.DefaultNamespace()).Get(ctx(t), "configwave-install-key", metav1.GetOptions{}); err == nil {
+		keyed, err := confighash.KeyedWaveHash(confighash.HashWave, s.Data[installkey.DataKey], uses, get)
+		require.NoError(t, err)
+		out = append(out, keyed)
+	}
+	return out
 }
 
 // A ConfigMap deleted while a Deployment uses it: an Event, and no rollout (new pods could not

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/installkey"
@@ -103,4 +104,55 @@ func TestInstallKeyUnusableFailsClosed(t *testing.T) {
 	assert.Contains(t, p.Log(), "install key Secret "+ns+"/short-key")
 	assert.Contains(t, p.Log(), "wave writes nothing without it")
 	assert.Empty(t, getDeployment(t, client, ns, "app").Annotations[rollout.InputsAnnotation], "no record written")
+}
+
+// A workload with no Wave hash when wave first sees it has nothing to stay compatible with:
+// its hash is keyed under the install key, so a reader of the Deployment cannot test guesses
+// of a Secret's value against it. A workload adopted with Wave's hash keeps Wave's own.
+func TestNewWorkloadGetsAKeyedHash(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	const guess = "hunter2-keyedhash"
+	createSecret(t, client, ns, "sec", map[string]string{"p": guess})
+	mod := func(s *corev1.PodSpec) {
+		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("sec")}}}
+	}
+	fresh := deployment(ns, "fresh", mod)
+	createDeployment(t, client, fresh)
+	fromWave := deployment(ns, "from-wave", mod)
+	sec, err := client.CoreV1().Secrets(ns).Get(ctx(t), "sec", metav1.GetOptions{})
+	require.NoError(t, err)
+	uses := refs.Extract(ns, fresh.Annotations, &fresh.Spec.Template.Spec).Wave
+	wavesOwn := func(s *corev1.Secret) string {
+		h, err := confighash.WaveHash(confighash.HashWave, uses, func(refs.ObjectRef) (any, error) { return s, nil })
+		require.NoError(t, err)
+		return h
+	}
+	fromWave.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: wavesOwn(sec)}
+	createDeployment(t, client, fromWave)
+
+	p := startWave(t, ns, "--install-key-secret="+ns+"/configwave-install-key")
+	for _, name := range []string{"fresh", "from-wave"} {
+		waitRecorded(t, client, ns, name)
+	}
+	assert.Contains(t, getDeployment(t, client, ns, "fresh").Annotations[rollout.InputsAnnotation], ",hash=keyed", "the record says its hash is keyed")
+	assert.NotContains(t, getDeployment(t, client, ns, "from-wave").Annotations[rollout.InputsAnnotation], "hash=keyed")
+
+	_, err = client.CoreV1().Secrets(ns).Patch(ctx(t), "sec", types.MergePatchType, []byte(`{"stringData":{"p":"`+guess+`-2"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	sec, err = client.CoreV1().Secrets(ns).Get(ctx(t), "sec", metav1.GetOptions{})
+	require.NoError(t, err)
+	key, err := client.CoreV1().Secrets(ns).Get(ctx(t), "configwave-install-key", metav1.GetOptions{})
+	require.NoError(t, err)
+	keyed, err := confighash.KeyedWaveHash(confighash.HashWave, key.Data[installkey.DataKey], uses, func(refs.ObjectRef) (any, error) { return sec, nil })
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return getDeployment(t, client, ns, "fresh").Spec.Template.Annotations[refs.ConfigHashAnnotation] == keyed &&
+			getDeployment(t, client, ns, "from-wave").Spec.Template.Annotations[refs.ConfigHashAnnotation] == wavesOwn(sec)
+	}, eventually, tick, "the new workload's hash is keyed; the adopted one's is Wave's own")
+	assert.NotEqual(t, wavesOwn(sec), keyed, "a guess's plain hash does not match the new workload's")
+	settle(t, p)
+	assert.Len(t, replicaSets(t, client, ns, "fresh"), 2, "one rollout")
+	assert.Len(t, replicaSets(t, client, ns, "from-wave"), 2)
+	assert.NotContains(t, p.Log(), guess)
 }

@@ -295,25 +295,49 @@ func KeyID(key []byte) string {
 // keyIDPrefix opens an inputs record whose digests are keyed: "key=ID,configmap/a=...".
 const keyIDPrefix = "key="
 
+// keyedHashMark follows the key id in the record of a workload whose template hash is keyed
+// too (it had no Wave hash when wave first saw it: nothing to stay compatible with).
+const keyedHashMark = "hash=keyed"
+
 // WithKeyID is the record value of inputs digested under the key named id ("" for none).
-func WithKeyID(id, inputs string) string {
+func WithKeyID(id, inputs string) string { return RecordValue(id, false, inputs) }
+
+// RecordValue is the record value of inputs digested under the key named id ("" for none),
+// saying whether the template hash is keyed under it too (only with a key).
+func RecordValue(id string, keyedHash bool, inputs string) string {
 	if id == "" {
 		return inputs
 	}
-	if inputs == "" {
-		return keyIDPrefix + id
+	head := keyIDPrefix + id
+	if keyedHash {
+		head += "," + keyedHashMark
 	}
-	return keyIDPrefix + id + "," + inputs
+	if inputs == "" {
+		return head
+	}
+	return head + "," + inputs
 }
 
 // SplitKeyID splits a record value into the id of the key its digests were made under ("" for
 // records of unkeyed digests, and those written before records named their key) and the
 // inputs.
 func SplitKeyID(record string) (id, inputs string) {
+	id, _, inputs = SplitRecord(record)
+	return id, inputs
+}
+
+// SplitRecord is SplitKeyID that also says whether the template hash is keyed.
+func SplitRecord(record string) (id string, keyedHash bool, inputs string) {
 	rest, ok := strings.CutPrefix(record, keyIDPrefix)
 	if !ok {
-		return "", record
+		return "", false, record
 	}
 	id, inputs, _ = strings.Cut(rest, ",")
-	return id, inputs
+	if inputs == keyedHashMark {
+		return id, true, ""
+	}
+	if after, ok := strings.CutPrefix(inputs, keyedHashMark+","); ok {
+		return id, true, after
+	}
+	return id, false, inputs
 }

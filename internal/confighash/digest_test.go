@@ -150,4 +150,23 @@ func TestKeyIDInRecords(t *testing.T) {
 		assert.Equal(t, tc.id, gotID)
 		assert.Equal(t, tc.inputs, gotInputs)
 	}
+	// A workload whose template hash is keyed says so after the key id.
+	for _, tc := range []struct {
+		id     string
+		keyed  bool
+		inputs string
+		record string
+	}{
+		{id, true, "configmap/a=0011", "key=" + id + ",hash=keyed,configmap/a=0011"},
+		{id, true, "", "key=" + id + ",hash=keyed"},
+		{id, false, "configmap/a=0011", "key=" + id + ",configmap/a=0011"},
+		{"", true, "configmap/a=0011", "configmap/a=0011"}, // no key, nothing to key the hash with
+	} {
+		assert.Equal(t, tc.record, RecordValue(tc.id, tc.keyed, tc.inputs))
+		gotID, gotKeyed, gotInputs := SplitRecord(tc.record)
+		assert.Equal(t, tc.id, gotID)
+		assert.Equal(t, tc.keyed && tc.id != "", gotKeyed)
+		assert.Equal(t, tc.inputs, gotInputs)
+		assert.NotContains(t, ParseInputs(gotInputs), "hash", "the mark is never an entry")
+	}
 }

@@ -26,7 +26,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 		Wave: sel.wave, Stakater: sel.stakater != nil,
 		RollOnCreate: c.Reloader.RollOnCreate, RollOnDelete: c.Reloader.RollOnDelete,
 		Warned: c.warned.of(w.Key()),
-		Rec:    rec, KeyID: c.keyID,
+		Rec:    rec, KeyID: c.keyID, CanKeyHash: len(c.HashKey) == 0 && len(c.DigestKey) > 0,
 		CurrentHash: w.Template.Annotations[refs.ConfigHashAnnotation],
 		Progress:    w.Progress, Deadline: c.RolloutDeadline,
 		Version: w.Meta.ResourceVersion, RestartBlocked: workload.RestartBlocked(w),
@@ -72,6 +72,9 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 
 	s.WaveHash = sync.OnceValues(func() (string, error) {
 		return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
+	})
+	s.KeyedWaveHash = sync.OnceValues(func() (string, error) {
+		return confighash.KeyedWaveHash(c.Format, c.DigestKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
 	})
 	s.EarlierWaveHash = func() (bool, error) {
 		for _, f := range confighash.AdoptableFormats {

@@ -39,8 +39,11 @@ type situation struct {
 	Rec       outcome.Record // the rollout record (zero when there is none)
 	Record    string         // the inputs record as it stands
 	HasRecord bool
-	KeyID     string            // names the key the digests of Inputs are made under
-	Inputs    confighash.Inputs // what the pods would see now
+	KeyID     string // names the key the digests of Inputs are made under
+	// CanKeyHash: an install key is there to key the template hash of a workload that has no
+	// Wave hash to stay compatible with (not with --hash-key-file, which keys every hash).
+	CanKeyHash bool
+	Inputs     confighash.Inputs // what the pods would see now
 	// Entries says, for each object in Inputs and each one just ignored, by its entry name in
 	// the record, whether a change of it rolls the workload. An entry of the old record that
 	// is in neither (a reference taken out of the template) rolls Wave's workloads only.
@@ -66,6 +69,7 @@ type situation struct {
 	// it before digests were keyed, made from the whole objects. EarlierWaveHash reports
 	// whether CurrentHash is another Wave release line's hash of the current config.
 	WaveHash        func() (string, error)
+	KeyedWaveHash   func() (string, error) // WaveHash, an HMAC under the install key
 	EarlierWaveHash func() (bool, error)
 	StakaterBehind  func() (bool, string, error)
 	Unkeyed         func() (confighash.Inputs, error)
@@ -141,7 +145,12 @@ func plan(s situation) (decision, error) {
 		return decision{Result: ResultIgnored}, nil
 	}
 	warn := s.warn()
-	value := confighash.WithKeyID(s.KeyID, s.Inputs.Value)
+	recID, recKeyedHash, recInputs := confighash.SplitRecord(s.Record)
+	// Wave's hash of a Secret lets whoever reads the workload test guesses of its value. It is
+	// Wave's own only where Wave wrote one (switching rolls nothing); a workload that had none
+	// when first seen gets it keyed under the install key, and its record says so from then on.
+	keyedHash := s.CanKeyHash && (recKeyedHash || !s.HasRecord && s.CurrentHash == "")
+	value := confighash.RecordValue(s.KeyID, keyedHash, s.Inputs.Value)
 	present := s.Rec
 	present.Missing, present.MissingSince = "", time.Time{}
 	recordOnly := func(result string) decision {
@@ -154,8 +163,7 @@ func plan(s situation) (decision, error) {
 	if s.SchedulingDisabled {
 		return warn.with(s.restoreScheduler()), nil
 	}
-	recID, recInputs := confighash.SplitKeyID(s.Record)
-	if s.HasRecord && recID == s.KeyID && recInputs == s.Inputs.Value {
+	if s.HasRecord && recID == s.KeyID && recKeyedHash == keyedHash && recInputs == s.Inputs.Value {
 		if present != s.Rec { // the config is back as it was: nothing to roll
 			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: present}), nil
 		}
@@ -177,22 +185,41 @@ func plan(s situation) (decision, error) {
 			return recorded, nil
 		}
 	}
-	hash := ""
-	if s.Wave {
-		if hash, err = s.WaveHash(); err != nil {
-			var missing *refs.MissingError
-			if !errors.As(err, &missing) {
-				return decision{}, fmt.Errorf("compute the config hash: %w", err)
-			}
-			hash = s.CurrentHash // Wave leaves its hash as it is when its view misses something
+	// Wave's hash of the current config, for a workload in Wave's dialect: read only where it
+	// is written or compared (it may cost reads of whole objects).
+	hash, hashed := "", !s.Wave
+	waveHash := func() error {
+		if hashed {
+			return nil
 		}
+		hashed = true
+		compute := s.WaveHash
+		if keyedHash {
+			compute = s.KeyedWaveHash
+		}
+		h, err := compute()
+		var missing *refs.MissingError
+		switch {
+		case errors.As(err, &missing):
+			h = s.CurrentHash // Wave leaves its hash as it is when its view misses something
+		case err != nil:
+			return fmt.Errorf("compute the config hash: %w", err)
+		}
+		hash = h
+		return nil
 	}
 	what := confighash.DescribeChanged(rolling)
 	if !pods.byRecord {
 		// Adopted: from Wave, its hash must be Wave's of the current data; from Reloader, its
 		// marks must be Reloader's hashes of the current data. Then the pods run the current
 		// config and nothing rolls.
-		waveBehind := s.Wave && s.CurrentHash != "" && s.CurrentHash != hash
+		waveBehind := false
+		if s.Wave && s.CurrentHash != "" {
+			if err := waveHash(); err != nil {
+				return decision{}, err
+			}
+			waveBehind = s.CurrentHash != hash
+		}
 		if waveBehind {
 			// Written by another Wave release (0.6 hashed values as strings, 0.8 an empty
 			// Secret as null): if it is that release's hash of the current config, the pods
@@ -227,6 +254,9 @@ func plan(s situation) (decision, error) {
 	if d, why := holdFor(s.Now, first, s.Rec.Started, s.Pace); d > 0 {
 		return warn.with(decision{Result: ResultHeld, HoldFor: d, Wanted: first,
 			Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"changed", what, "for", d.Round(time.Millisecond), "why", why}}}), nil
+	}
+	if err := waveHash(); err != nil {
+		return decision{}, err
 	}
 	rollout := s.rollout(what, value, hash)
 	rollout.Wanted = first // held by apply if the cluster-wide limit says wait

@@ -40,6 +40,7 @@ func TestPlan(t *testing.T) {
 		return situation{
 			WaveHash:        func() (string, error) { fail("Wave's hash"); return "", nil },
 			EarlierWaveHash: func() (bool, error) { fail("earlier Wave releases' hashes"); return false, nil },
+			KeyedWaveHash:   func() (string, error) { fail("the keyed hash"); return "", nil },
 			StakaterBehind:  func() (bool, string, error) { fail("Reloader's marks"); return false, "", nil },
 			Unkeyed:         func() (confighash.Inputs, error) { fail("the unkeyed record"); return confighash.Inputs{}, nil },
 		}
@@ -178,6 +179,44 @@ func TestPlan(t *testing.T) {
 			assert.Equal(t, "h2", d.Hash)
 			assert.True(t, d.Follow)
 			assert.True(t, d.Restart)
+		}},
+		{"first sight without a Wave hash, with an install key: the record says the hash is keyed; nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.HasRecord, s.CanKeyHash = "", false, true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, "key="+key+",hash=keyed,configmap/a=2", *d.Inputs)
+		}},
+		{"first sight with a Wave hash, with an install key: Wave's own hash stays", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.HasRecord, s.CanKeyHash, s.CurrentHash = "", false, true, "h2"
+			s.WaveHash = hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, keyed("configmap/a=2"), *d.Inputs)
+		}},
+		{"keyed hash on record, changed: the new hash is keyed too", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.CanKeyHash = confighash.RecordValue(key, true, "configmap/a=1"), true
+			s.KeyedWaveHash = hash("keyed-h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+			assert.Equal(t, "keyed-h2", d.Hash)
+			assert.Equal(t, "key="+key+",hash=keyed,configmap/a=2", *d.Inputs)
+		}},
+		{"keyed hash on record, nothing changed: nothing at all", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1"))
+			s.Record, s.CanKeyHash = confighash.RecordValue(key, true, "configmap/a=1"), true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, decision{Result: ResultUnchanged}, d)
 		}},
 		{"first sight, another Wave release's hash of the current data (0.6's strings): recorded, nothing rolls", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
