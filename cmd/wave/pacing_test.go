@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/pacing"
 	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
 )
 
@@ -58,9 +58,9 @@ func TestFloorBetweenRollouts(t *testing.T) {
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "cm", map[string]string{"a": "0"})
 	own := deployment(ns, "own", withEnvKey("cm", "a"))
-	own.Annotations[rollout.MinRolloutIntervalAnnotation] = "4s"
+	own.Annotations[pacing.MinRolloutIntervalAnnotation] = "4s"
 	createDeployment(t, client, own)
-	createDeployment(t, client, reloaderDeployment(ns, "paused", map[string]string{refs.StakaterAuto: "true", rollout.StakaterPausePeriod: "4s"}, withEnvFrom("cm")))
+	createDeployment(t, client, reloaderDeployment(ns, "paused", map[string]string{refs.StakaterAuto: "true", pacing.StakaterPausePeriod: "4s"}, withEnvFrom("cm")))
 	p := startWave(t, ns, "--coalesce=0")
 	names := []string{"own", "paused"}
 	before := map[string]string{}

@@ -34,7 +34,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 	}
 	c.warned.set(key, d.Warned)
 	if d.Write == "rollout" {
-		if wait := c.pace.turn(key, time.Now()); wait > 0 {
+		if wait := c.pace.Turn(key, time.Now()); wait > 0 {
 			d = decision{Result: ResultHeld, HoldFor: wait, Wanted: d.Wanted,
 				Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"for", wait.Round(time.Millisecond), "why", fmt.Sprintf("waiting for its turn under --update-rate=%g", c.UpdateRate)}}}
 		}
@@ -74,12 +74,12 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		c.follow.started(key, d.Record)
 	}
 	if d.HoldFor > 0 {
-		c.pace.want(key, d.Wanted)
+		c.pace.Want(key, d.Wanted)
 		c.queue.AddAfter(key, d.HoldFor)
 	} else if d.Write == "rollout" {
-		c.pace.rolled(key)
+		c.pace.Rolled(key)
 	} else {
-		c.pace.abandon(key, time.Now()) // nothing to roll any more
+		c.pace.Abandon(key, time.Now()) // nothing to roll any more
 	}
 	if d.Result != ResultRolled {
 		if err := c.followUp(ctx, w); err != nil {

@@ -39,6 +39,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/pacing"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -106,7 +107,7 @@ type Controller struct {
 	full    *fullObjects
 	follow  *follower
 	crash   *crashLoops // nil without a PodClient
-	pace    *pacer
+	pace    *pacing.Pacer
 	warned  warnedOf
 	leading atomic.Bool // Run is running: this replica decides
 }
@@ -127,8 +128,8 @@ func NewController(cfg Config) (*Controller, error) {
 	c.keyID = confighash.KeyID(c.DigestKey)
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
 	c.follow = newFollower()
-	c.pace = newPacer(cfg.Coalesce, cfg.MinRolloutInterval, cfg.Reloader.Dialect.PausePeriod())
-	c.pace.limitRate(cfg.UpdateRate, cfg.UpdateBurst)
+	c.pace = pacing.New(cfg.Coalesce, cfg.MinRolloutInterval, cfg.Reloader.Dialect.PausePeriod())
+	c.pace.LimitRate(cfg.UpdateRate, cfg.UpdateBurst)
 	if cfg.PodClient != nil {
 		c.crash = newCrashLoops(cfg.PodClient, cfg.Informers, func(key string) { c.queue.Add(key) })
 	}
@@ -437,7 +438,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 
 // forget drops what this replica keeps of a workload it no longer looks after.
 func (c *Controller) forget(key string) {
-	c.pace.abandon(key, time.Now())
+	c.pace.Abandon(key, time.Now())
 	c.follow.forget(key)
 	c.warned.set(key, "")
 	if c.crash != nil {

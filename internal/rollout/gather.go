@@ -8,6 +8,7 @@ import (
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/pacing"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -34,8 +35,8 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 	s.Record, s.HasRecord = w.Meta.Annotations[InputsAnnotation]
 	s.Scheduler, s.SchedulingDisabled = w.Meta.Annotations[refs.SchedulingDisabledAnnotation]
-	s.Pace.Coalesce, s.Pace.FirstWanted = c.pace.coalesce, c.pace.wantedSince(w.Key())
-	s.Pace.Floor, s.Pace.FloorSource = c.pace.floorOf(w.Meta.Annotations)
+	s.Pace.Coalesce, s.Pace.FirstWanted = c.pace.Coalesce(), c.pace.WantedSince(w.Key())
+	s.Pace.Floor, s.Pace.FloorSource = c.pace.FloorOf(w.Meta.Annotations)
 
 	s.Warnings = c.annotationProblems(w, sel)
 	if !c.AllowCrossNamespaceRefs {
@@ -104,8 +105,8 @@ func (c *Controller) annotationProblems(w workload.Workload, sel selection) []st
 			out = append(out, p+"; the entry is skipped")
 		}
 	}
-	for _, a := range []string{MinRolloutIntervalAnnotation, c.pace.pausePeriod} {
-		if _, err := ParseInterval(w.Meta.Annotations[a]); err != nil {
+	for _, a := range []string{pacing.MinRolloutIntervalAnnotation, c.pace.PausePeriod()} {
+		if _, err := pacing.ParseInterval(w.Meta.Annotations[a]); err != nil {
 			out = append(out, "annotation "+a+": "+err.Error()+"; it is not applied: use a duration such as 30s or 5m")
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/pacing"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -61,7 +62,7 @@ type situation struct {
 	// (a CronJob suspended, or Forbid with a Job running); "" when it may.
 	RestartBlocked string
 	Deadline       time.Duration // --rollout-deadline
-	Pace           pace
+	Pace           pacing.Hold
 
 	// WaveHash is Wave's hash of the current config (a *refs.MissingError when Wave's view
 	// misses an object). StakaterBehind reports whether a mark Reloader left on the template
@@ -79,15 +80,6 @@ type situation struct {
 type entry struct {
 	Ignored bool // configwave.io/ignore or Reloader's ignore: it leaves the record and rolls nothing
 	Follows bool // a change of it rolls the workload, in the dialects it speaks
-}
-
-// pace is what holds a rollout back that plan decides (the cluster-wide --update-rate is
-// apply's: taking a turn is a write to shared state).
-type pace struct {
-	Coalesce    time.Duration
-	FirstWanted time.Time // when a rollout was first held; zero when none is
-	Floor       time.Duration
-	FloorSource string // the flag or annotation Floor comes from
 }
 
 // decision is what plan returns: what to write, what to tell, what to follow. apply performs
@@ -251,7 +243,7 @@ func plan(s situation) (decision, error) {
 	if first.IsZero() {
 		first = s.Now
 	}
-	if d, why := holdFor(s.Now, first, s.Rec.Started, s.Pace); d > 0 {
+	if d, why := pacing.HoldFor(s.Now, first, s.Rec.Started, s.Pace); d > 0 {
 		return warn.with(decision{Result: ResultHeld, HoldFor: d, Wanted: first,
 			Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"changed", what, "for", d.Round(time.Millisecond), "why", why}}}), nil
 	}
@@ -415,24 +407,4 @@ func (s situation) warn() warnings {
 func (w warnings) with(d decision) decision {
 	d.Warn, d.Warned = w.send, w.fingerprint
 	return d
-}
-
-// holdFor is how long a wanted rollout waits, and why: for --coalesce after it was first
-// wanted, so that a ConfigMap and a Secret changed together roll once; and until the floor
-// between rollouts has passed since the last one wave started. 0 rolls now.
-func holdFor(now, firstWanted, lastStarted time.Time, p pace) (time.Duration, string) {
-	if d := firstWanted.Add(p.Coalesce).Sub(now); p.Coalesce > 0 && d > 0 {
-		return d, fmt.Sprintf("coalescing changes for %s (--coalesce)", p.Coalesce)
-	}
-	if p.Floor > 0 && !lastStarted.IsZero() {
-		// Started is read from an annotation anyone with write access can edit: a time in the
-		// future counts as now, so that the hold is at most the floor, never until then.
-		if lastStarted.After(now) {
-			lastStarted = now
-		}
-		if d := lastStarted.Add(p.Floor).Sub(now); d > 0 {
-			return d, fmt.Sprintf("at most one rollout every %s (%s)", p.Floor, p.FloorSource)
-		}
-	}
-	return 0, ""
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/pacing"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -406,7 +407,7 @@ func TestPlan(t *testing.T) {
 		{"held for --coalesce: nothing written, looked at again", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
 			s.WaveHash = hash("h2")
-			s.Pace = pace{Coalesce: time.Second, FirstWanted: t0.Add(-300 * time.Millisecond)}
+			s.Pace = pacing.Hold{Coalesce: time.Second, FirstWanted: t0.Add(-300 * time.Millisecond)}
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
@@ -420,7 +421,7 @@ func TestPlan(t *testing.T) {
 			s := wave(t, inputs("configmap/a=2"))
 			s.WaveHash = hash("h2")
 			s.Rec = outcome.Record{Change: "configmap/a", Started: t0.Add(-10 * time.Second)}
-			s.Pace = pace{Floor: time.Minute, FloorSource: MinRolloutIntervalAnnotation}
+			s.Pace = pacing.Hold{Floor: time.Minute, FloorSource: pacing.MinRolloutIntervalAnnotation}
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)

@@ -1,4 +1,4 @@
-package rollout
+package pacing
 
 import (
 	"testing"
@@ -10,16 +10,16 @@ import (
 
 func TestHoldFor(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	p := newPacer(0, time.Minute, StakaterPausePeriod)
-	floor := func(annotations map[string]string) pace {
-		d, source := p.floorOf(annotations)
-		return pace{Floor: d, FloorSource: source}
+	p := New(0, time.Minute, StakaterPausePeriod)
+	floor := func(annotations map[string]string) Hold {
+		d, source := p.FloorOf(annotations)
+		return Hold{Floor: d, FloorSource: source}
 	}
-	coalesce := pace{Coalesce: 200 * time.Millisecond}
+	coalesce := Hold{Coalesce: 200 * time.Millisecond}
 	tests := []struct {
 		name                    string
 		now, first, lastStarted time.Time
-		pace                    pace
+		pace                    Hold
 		want                    time.Duration
 		why                     string
 	}{
@@ -41,7 +41,7 @@ func TestHoldFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, why := holdFor(tt.now, tt.first, tt.lastStarted, tt.pace)
+			d, why := HoldFor(tt.now, tt.first, tt.lastStarted, tt.pace)
 			assert.Equal(t, tt.want, d)
 			if tt.why == "" {
 				assert.Empty(t, why)
@@ -54,13 +54,13 @@ func TestHoldFor(t *testing.T) {
 
 func TestPacerRemembersHeldRollouts(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	p := newPacer(200*time.Millisecond, 0, StakaterPausePeriod)
-	assert.True(t, p.wantedSince("Deployment/ns/app").IsZero())
-	p.want("Deployment/ns/app", t0)
-	p.want("Deployment/ns/app", t0.Add(time.Second))
-	assert.Equal(t, t0, p.wantedSince("Deployment/ns/app"), "held again: it keeps the time first wanted")
+	p := New(200*time.Millisecond, 0, StakaterPausePeriod)
+	assert.True(t, p.WantedSince("Deployment/ns/app").IsZero())
+	p.Want("Deployment/ns/app", t0)
+	p.Want("Deployment/ns/app", t0.Add(time.Second))
+	assert.Equal(t, t0, p.WantedSince("Deployment/ns/app"), "held again: it keeps the time first wanted")
 	assert.Equal(t, 1.0, p.Held())
-	p.rolled("Deployment/ns/app")
+	p.Rolled("Deployment/ns/app")
 	assert.Zero(t, p.Held())
 }
 
@@ -78,37 +78,37 @@ func TestParseInterval(t *testing.T) {
 
 func TestPacerClusterWideRate(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	p := newPacer(0, 0, StakaterPausePeriod)
-	p.limitRate(2, 1) // one rollout every 500 ms
+	p := New(0, 0, StakaterPausePeriod)
+	p.LimitRate(2, 1) // one rollout every 500 ms
 	var waits []time.Duration
 	for _, name := range []string{"a", "b", "c"} {
-		waits = append(waits, p.turn("Deployment/ns/"+name, t0))
-		p.want("Deployment/ns/"+name, t0)
+		waits = append(waits, p.Turn("Deployment/ns/"+name, t0))
+		p.Want("Deployment/ns/"+name, t0)
 	}
 	assert.Equal(t, []time.Duration{0, 500 * time.Millisecond, time.Second}, waits, "first come, first served")
-	d := p.turn("Deployment/ns/c", t0.Add(400*time.Millisecond))
+	d := p.Turn("Deployment/ns/c", t0.Add(400*time.Millisecond))
 	assert.Equal(t, 600*time.Millisecond, d, "a workload looked at again keeps its turn, not a new one")
-	d = p.turn("Deployment/ns/b", t0.Add(500*time.Millisecond))
+	d = p.Turn("Deployment/ns/b", t0.Add(500*time.Millisecond))
 	assert.Zero(t, d, "its turn has come")
-	p.rolled("Deployment/ns/b")
+	p.Rolled("Deployment/ns/b")
 	assert.Equal(t, 2.0, p.Held(), "a and c still wait to be marked rolled")
 
 	// A workload that gives up its turn (its config changed back, or it was deleted) gives the
 	// turn back: the workloads behind it do not wait for a rollout that never happens.
-	p = newPacer(0, 0, StakaterPausePeriod)
-	p.limitRate(1.0/60, 1) // one rollout a minute
-	assert.Zero(t, p.turn("Deployment/ns/a", t0))
-	p.rolled("Deployment/ns/a")
-	assert.Equal(t, time.Minute, p.turn("Deployment/ns/b", t0))
-	p.abandon("Deployment/ns/b", t0.Add(time.Second))
-	assert.InDelta(t, time.Minute-2*time.Second, p.turn("Deployment/ns/c", t0.Add(2*time.Second)), float64(time.Millisecond), "b's turn went to c (give or take the limiter's float arithmetic)")
-	p.abandon("Deployment/ns/c", t0.Add(time.Minute+time.Second)) // after its turn came: the slot was used up
-	assert.InDelta(t, time.Minute-time.Second, p.turn("Deployment/ns/d", t0.Add(time.Minute+time.Second)), float64(time.Millisecond))
+	p = New(0, 0, StakaterPausePeriod)
+	p.LimitRate(1.0/60, 1) // one rollout a minute
+	assert.Zero(t, p.Turn("Deployment/ns/a", t0))
+	p.Rolled("Deployment/ns/a")
+	assert.Equal(t, time.Minute, p.Turn("Deployment/ns/b", t0))
+	p.Abandon("Deployment/ns/b", t0.Add(time.Second))
+	assert.InDelta(t, time.Minute-2*time.Second, p.Turn("Deployment/ns/c", t0.Add(2*time.Second)), float64(time.Millisecond), "b's turn went to c (give or take the limiter's float arithmetic)")
+	p.Abandon("Deployment/ns/c", t0.Add(time.Minute+time.Second)) // after its turn came: the slot was used up
+	assert.InDelta(t, time.Minute-time.Second, p.Turn("Deployment/ns/d", t0.Add(time.Minute+time.Second)), float64(time.Millisecond))
 
-	p = newPacer(0, 0, StakaterPausePeriod)
-	p.limitRate(0, 1)
+	p = New(0, 0, StakaterPausePeriod)
+	p.LimitRate(0, 1)
 	for i := range 100 {
-		d := p.turn("Deployment/ns/"+string(rune('a'+i%26))+"x", t0)
+		d := p.Turn("Deployment/ns/"+string(rune('a'+i%26))+"x", t0)
 		require.Zero(t, d, "no limit by default")
 	}
 }

@@ -1,4 +1,11 @@
-package rollout
+// Package pacing holds config rollouts back: for --coalesce after the first change of a quiet
+// workload, until the workload's floor between rollouts (--min-rollout-interval, its
+// annotation, Stakater Reloader's pause-period), and, under a cluster-wide --update-rate, until
+// its turn. HoldFor is the pure rule; Pacer keeps what it needs across looks.
+//
+//	p := pacing.New(200*time.Millisecond, 0, pacing.StakaterPausePeriod)
+//	d, why := pacing.HoldFor(now, p.WantedSince(key), lastStarted, pacing.Hold{...})
+package pacing
 
 import (
 	"fmt"
@@ -18,11 +25,11 @@ const (
 	MinRolloutIntervalAnnotation = "configwave.io/min-rollout-interval"
 	// StakaterPausePeriod is Stakater Reloader's, under its default name: after a rollout,
 	// further changes wait this long (Reloader pauses the Deployment; wave holds the next
-	// rollout, same effect). --pause-deployment-annotation renames it (pacer.pausePeriod).
+	// rollout, same effect). --pause-deployment-annotation renames it (Pacer.PausePeriod).
 	StakaterPausePeriod = refs.StakaterPausePeriod
 )
 
-// pacer holds rollouts back: for --coalesce after the first change of a quiet workload, so
+// Pacer holds rollouts back: for --coalesce after the first change of a quiet workload, so
 // that a ConfigMap and a Secret changed together roll once; and until the workload's floor
 // between rollouts (--min-rollout-interval, its annotation, Reloader's pause-period) has
 // passed, so that a runaway writer cannot roll a workload thousands of times; and, with a
@@ -30,7 +37,7 @@ const (
 // every workload does not restart the whole cluster at once. A held change is never lost: the
 // workload is looked at again when the wait ends, and rolls with everything that changed
 // meanwhile.
-type pacer struct {
+type Pacer struct {
 	coalesce, floor time.Duration
 	limit           *rate.Limiter // nil: no cluster-wide limit
 	pausePeriod     string        // Reloader's pause-period annotation, under its configured name
@@ -42,29 +49,29 @@ type pacer struct {
 	turns map[string]*rate.Reservation
 }
 
-// newPacer paces with --coalesce, --min-rollout-interval and Reloader's pause-period under the
+// New paces with --coalesce, --min-rollout-interval and Reloader's pause-period under the
 // name pausePeriod.
-func newPacer(coalesce, floor time.Duration, pausePeriod string) *pacer {
-	return &pacer{coalesce: coalesce, floor: floor, pausePeriod: pausePeriod, pending: map[string]time.Time{}, turns: map[string]*rate.Reservation{}}
+func New(coalesce, floor time.Duration, pausePeriod string) *Pacer {
+	return &Pacer{coalesce: coalesce, floor: floor, pausePeriod: pausePeriod, pending: map[string]time.Time{}, turns: map[string]*rate.Reservation{}}
 }
 
-// limitRate caps rollouts across all workloads at perSecond, with bursts of burst; perSecond 0
+// LimitRate caps rollouts across all workloads at perSecond, with bursts of burst; perSecond 0
 // leaves them unlimited.
-func (p *pacer) limitRate(perSecond float64, burst int) {
+func (p *Pacer) LimitRate(perSecond float64, burst int) {
 	if perSecond > 0 {
 		p.limit = rate.NewLimiter(rate.Limit(perSecond), max(burst, 1))
 	}
 }
 
-// wantedSince is when a rollout of key was first held; zero when none is.
-func (p *pacer) wantedSince(key string) time.Time {
+// WantedSince is when a rollout of key was first held; zero when none is.
+func (p *Pacer) WantedSince(key string) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pending[key]
 }
 
-// want notes that a rollout of key, first wanted at first, is held.
-func (p *pacer) want(key string, first time.Time) {
+// Want notes that a rollout of key, first wanted at first, is held.
+func (p *Pacer) Want(key string, first time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.pending[key]; !ok {
@@ -72,8 +79,8 @@ func (p *pacer) want(key string, first time.Time) {
 	}
 }
 
-// turn returns how long key waits for its turn under the cluster-wide limit.
-func (p *pacer) turn(key string, now time.Time) time.Duration {
+// Turn returns how long key waits for its turn under the cluster-wide limit.
+func (p *Pacer) Turn(key string, now time.Time) time.Duration {
 	if p.limit == nil {
 		return 0
 	}
@@ -87,18 +94,18 @@ func (p *pacer) turn(key string, now time.Time) time.Duration {
 	return r.DelayFrom(now)
 }
 
-// rolled forgets the wait of a workload that rolled: its turn is used.
-func (p *pacer) rolled(key string) {
+// Rolled forgets the wait of a workload that rolled: its turn is used.
+func (p *Pacer) Rolled(key string) {
 	p.mu.Lock()
 	delete(p.pending, key)
 	delete(p.turns, key)
 	p.mu.Unlock()
 }
 
-// abandon forgets the wait of a workload that no longer needs to roll (its config is back as
+// Abandon forgets the wait of a workload that no longer needs to roll (its config is back as
 // its pods run it, or it is gone). A turn that has not come yet goes back to the limiter, so
 // the workloads behind it do not wait for a rollout that never happens.
-func (p *pacer) abandon(key string, now time.Time) {
+func (p *Pacer) Abandon(key string, now time.Time) {
 	p.mu.Lock()
 	if r, ok := p.turns[key]; ok {
 		r.CancelAt(now)
@@ -109,15 +116,15 @@ func (p *pacer) abandon(key string, now time.Time) {
 }
 
 // Held is how many workloads wait for a rollout, for the gauge.
-func (p *pacer) Held() float64 {
+func (p *Pacer) Held() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return float64(len(p.pending))
 }
 
-// floorOf is a workload's floor between rollouts, from its annotations: the longest of
+// FloorOf is a workload's floor between rollouts, from its annotations: the longest of
 // --min-rollout-interval, its own annotation and Reloader's pause-period.
-func (p *pacer) floorOf(annotations map[string]string) (time.Duration, string) {
+func (p *Pacer) FloorOf(annotations map[string]string) (time.Duration, string) {
 	floor, source := p.floor, "--min-rollout-interval"
 	for _, a := range []string{MinRolloutIntervalAnnotation, p.pausePeriod} {
 		if d, err := ParseInterval(annotations[a]); err == nil && d > floor {
@@ -146,3 +153,38 @@ func ParseInterval(v string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// Hold is what holds a rollout back that HoldFor decides (the cluster-wide --update-rate is
+// Turn's: taking a turn is a write to shared state).
+type Hold struct {
+	Coalesce    time.Duration
+	FirstWanted time.Time // when a rollout was first held; zero when none is
+	Floor       time.Duration
+	FloorSource string // the flag or annotation Floor comes from
+}
+
+// HoldFor is how long a wanted rollout waits, and why: for --coalesce after it was first
+// wanted, so that a ConfigMap and a Secret changed together roll once; and until the floor
+// between rollouts has passed since the last one wave started. 0 rolls now.
+func HoldFor(now, firstWanted, lastStarted time.Time, p Hold) (time.Duration, string) {
+	if d := firstWanted.Add(p.Coalesce).Sub(now); p.Coalesce > 0 && d > 0 {
+		return d, fmt.Sprintf("coalescing changes for %s (--coalesce)", p.Coalesce)
+	}
+	if p.Floor > 0 && !lastStarted.IsZero() {
+		// Started is read from an annotation anyone with write access can edit: a time in the
+		// future counts as now, so that the hold is at most the floor, never until then.
+		if lastStarted.After(now) {
+			lastStarted = now
+		}
+		if d := lastStarted.Add(p.Floor).Sub(now); d > 0 {
+			return d, fmt.Sprintf("at most one rollout every %s (%s)", p.Floor, p.FloorSource)
+		}
+	}
+	return 0, ""
+}
+
+// Coalesce is --coalesce.
+func (p *Pacer) Coalesce() time.Duration { return p.coalesce }
+
+// PausePeriod is the name of Reloader's pause-period annotation, as configured.
+func (p *Pacer) PausePeriod() string { return p.pausePeriod }
