@@ -39,6 +39,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/crashloop"
 	"github.com/configwave/configwave/internal/pacing"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
@@ -106,7 +107,7 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	full    *fullObjects
 	follow  *follower
-	crash   *crashLoops // nil without a PodClient
+	crash   *crashloop.Finder // nil without a PodClient
 	pace    *pacing.Pacer
 	warned  warnedOf
 	leading atomic.Bool // Run is running: this replica decides
@@ -131,7 +132,14 @@ func NewController(cfg Config) (*Controller, error) {
 	c.pace = pacing.New(cfg.Coalesce, cfg.MinRolloutInterval, cfg.Reloader.Dialect.PausePeriod())
 	c.pace.LimitRate(cfg.UpdateRate, cfg.UpdateBurst)
 	if cfg.PodClient != nil {
-		c.crash = newCrashLoops(cfg.PodClient, cfg.Informers, func(key string) { c.queue.Add(key) })
+		lookup := func(key string) (workload.Workload, bool) {
+			kind, ns, name, err := workload.SplitKey(key)
+			if err != nil {
+				return workload.Workload{}, false
+			}
+			return cfg.Informers.Workload(kind, ns, name)
+		}
+		c.crash = crashloop.New(cfg.PodClient, lookup, InputsHashAnnotation, func(key string) { c.queue.Add(key) })
 	}
 	for kind, list := range cfg.Informers.workloads {
 		for _, inf := range list {
@@ -369,7 +377,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer c.leading.Store(false)
 	var wg sync.WaitGroup
 	if c.crash != nil {
-		wg.Go(func() { c.crash.run(ctx) })
+		wg.Go(func() { c.crash.Run(ctx) })
 	}
 	for range workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
@@ -442,7 +450,7 @@ func (c *Controller) forget(key string) {
 	c.follow.forget(key)
 	c.warned.set(key, "")
 	if c.crash != nil {
-		c.crash.forget(key)
+		c.crash.Forget(key)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/crashloop"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -155,15 +156,15 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) error {
 	}
 	p := w.Progress
 	if c.crash != nil {
-		if cl, ok := c.crash.of(key, w.Template.Annotations[InputsHashAnnotation]); ok && !p.Done && p.Failed == "" {
-			p.Failed, p.FailedAt = cl.reason, cl.at
+		if cl, ok := c.crash.Of(key, w.Template.Annotations[InputsHashAnnotation]); ok && !p.Done && p.Failed == "" {
+			p.Failed, p.FailedAt = cl.Reason, cl.At
 		}
 	}
 	v := outcome.Evaluate(rec, p, now, c.RolloutDeadline)
 	defer func() {
 		if v.State == outcome.Rolling && c.crash != nil && c.follow.isOurs(key) {
-			c.crash.ask(key, now) // are the new pods crash-looping?
-			c.queue.AddAfter(key, crashCheckEvery)
+			c.crash.Ask(key, now) // are the new pods crash-looping?
+			c.queue.AddAfter(key, crashloop.CheckEvery)
 		}
 	}()
 	r := c.follow.transition(key, w, rec, v)
