@@ -57,7 +57,6 @@ type situation struct {
 
 	CurrentHash string            // the Wave hash on the pod template
 	Progress    workload.Progress // the workload's own controller's view of its rollout
-	Version     string            // the workload's resourceVersion, which the write is conditional on
 	// RestartBlocked is why the workload's kind may not do now what a template write does not
 	// (a CronJob suspended, or Forbid with a Job running); "" when it may.
 	RestartBlocked string
@@ -322,9 +321,10 @@ func (s situation) rollout(what, value, hash string) decision {
 		d.Restart = false
 		d.Events = append(d.Events, event{corev1.EventTypeNormal, "JobNotStarted", "no Job started for the " + what + " change: " + s.RestartBlocked})
 	default:
-		// The resourceVersion the write is conditional on: once the write lands it moves on, so
-		// the same config coming back later is another change, with another ID.
-		d.RestartID = s.Version + "\n" + value
+		// The records as they stand and the new inputs: a look tried again (a conflict, a
+		// restart of wave) gives the same ID, since the records change only when the write
+		// lands; after that, the same config coming back is another change, with another ID.
+		d.RestartID = s.Record + "\n" + s.Rec.String() + "\n" + value
 	}
 	return d
 }

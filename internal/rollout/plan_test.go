@@ -452,20 +452,23 @@ func TestPlan(t *testing.T) {
 			require.Len(t, d.Events, 2)
 			assert.Equal(t, event{corev1.EventTypeNormal, "JobNotStarted", "no Job started for the configmap/a change: the CronJob is suspended"}, d.Events[1])
 		}},
-		{"the Job's ID: the same decision again gives the same one", func(t *testing.T) situation {
+		{"the Job's ID: the same decision again gives the same one, whatever else changed on the CronJob", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
-			s.WaveHash, s.Progress.Untracked, s.Version = hash("h2"), true, "41"
+			s.WaveHash, s.Progress.Untracked = hash("h2"), true
+			s.Rec = outcome.Record{Change: "configmap/a", Started: t0.Add(-time.Hour)}
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
 			s := wave(t, inputs("configmap/a=2"))
-			s.WaveHash, s.Progress.Untracked, s.Version = hash("h2"), true, "41"
+			s.WaveHash, s.Progress.Untracked = hash("h2"), true
+			s.Rec = outcome.Record{Change: "configmap/a", Started: t0.Add(-time.Hour)}
+			s.Now = t0.Add(time.Minute) // tried again later (a conflict, a restart of wave)
 			again, _ := plan(s)
 			assert.Equal(t, d.RestartID, again.RestartID)
-			s.Version = "42" // written since: the same config back later is another change
+			s.Rec.Started = t0.Add(-time.Minute) // a rollout landed since: the same config back later is another change
 			later, _ := plan(s)
 			assert.NotEqual(t, d.RestartID, later.RestartID)
-			s.Version, s.Inputs = "41", inputs("configmap/a=3")
+			s.Rec.Started, s.Inputs = t0.Add(-time.Hour), inputs("configmap/a=3")
 			other, _ := plan(s)
 			assert.NotEqual(t, d.RestartID, other.RestartID)
 		}},
