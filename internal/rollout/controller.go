@@ -1,9 +1,10 @@
 // Package rollout owns wave's controller: the caches (informers.go) with the reverse index
-// from config to workloads as an informer indexer, the work queue, and the reconcile that decides from the
-// caches and patches the pod template when the config its pods use changed. What a template
-// references is package refs; Wave's hash and our digests are package confighash; the
-// workload kinds are package workload; the migration from Wave 0.6 and earlier is package
-// migrate.
+// from config to workloads as an informer indexer, the work queue, and the reconcile that
+// gathers a situation from the caches (gather.go), decides with the pure plan (plan.go) and
+// writes (apply.go). What a template references is package refs; Wave's hash and our digests
+// are package confighash; the workload kinds are package workload; the whole objects kept for
+// Wave's hash are package wholeobj; what holds a rollout back is package pacing; crash loops
+// are package crashloop; the migration from Wave 0.6 and earlier is package migrate.
 //
 //	inf := rollout.NewInformers(clients, kinds, namespaces, labels.Everything(), 5*time.Minute, confighash.Digester{Key: installKey})
 //	c, err := rollout.NewController(rollout.Config{Client: clients.Kube, Informers: inf, Recorder: rec, Metrics: m})
@@ -169,7 +170,7 @@ func NewController(cfg Config) (*Controller, error) {
 			return nil, err
 		}
 	}
-	cfg.Informers.whole.wanted = c.used
+	cfg.Informers.whole.Wanted = c.used
 	for kind, list := range cfg.Informers.configs {
 		for _, inf := range list {
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -195,7 +196,7 @@ func NewController(cfg Config) (*Controller, error) {
 				},
 				DeleteFunc: func(obj any) {
 					if m, ok := metaOf(obj); ok {
-						c.Informers.whole.forget(refs.ObjectRef{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()})
+						c.Informers.whole.Forget(refs.ObjectRef{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()})
 					}
 					c.enqueueUsers(kind, obj)
 				},

@@ -60,7 +60,7 @@ func (f *fullObjects) get(ctx context.Context, ref refs.ObjectRef) (any, error) 
 		return nil, nil
 	}
 	rv := cached.(metav1.Object).GetResourceVersion()
-	if obj, ok := f.inf.whole.get(ref, rv); ok {
+	if obj, ok := f.inf.whole.Get(ref, rv); ok {
 		return obj, nil
 	}
 	now := time.Now()

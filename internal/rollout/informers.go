@@ -15,6 +15,7 @@ import (
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/wholeobj"
 	"github.com/configwave/configwave/internal/workload"
 )
 
@@ -28,7 +29,7 @@ type Informers struct {
 	dynamic   []dynamicinformer.DynamicSharedInformerFactory // custom kinds'; empty without any
 	watched   map[string]bool                                // namespaces; metav1.NamespaceAll for every one
 	digester  confighash.Digester
-	whole     *wholeObjects // the data of the objects workloads use
+	whole     *wholeobj.Store // the data of the objects workloads use
 	// namespaces: only with WatchNamespaces (--namespace-selector), for their labels.
 	namespaces cache.SharedIndexInformer
 }
@@ -59,8 +60,8 @@ func NewInformers(clients workload.Clients, kinds []workload.Type, namespaces []
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[refs.ConfigKind][]cache.SharedIndexInformer{}, watched: map[string]bool{}, whole: newWholeObjects()}
-	dg.Whole = inf.whole.offer
+	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[refs.ConfigKind][]cache.SharedIndexInformer{}, watched: map[string]bool{}, whole: wholeobj.New()}
+	dg.Whole = inf.whole.Offer
 	inf.digester = dg
 	for _, ns := range namespaces {
 		inf.watched[ns] = true
@@ -69,7 +70,7 @@ func NewInformers(clients workload.Clients, kinds []workload.Type, namespaces []
 				o.LabelSelector = workloadSelector.String()
 			}
 		}
-		wf := workload.Factories{Typed: informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak), informers.WithTransform(trimWorkload))}
+		wf := workload.Factories{Typed: informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak), informers.WithTransform(workload.Trim))}
 		if clients.Dynamic != nil {
 			wf.Dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, resync, ns, tweak)
 			inf.dynamic = append(inf.dynamic, wf.Dynamic)
@@ -116,7 +117,7 @@ func (inf *Informers) Start(ctx context.Context) {
 
 // Compact gathers what the caches keep whole away from the heap the initial lists left; call
 // it once, when they synced.
-func (inf *Informers) Compact() { inf.whole.repack() }
+func (inf *Informers) Compact() { inf.whole.Repack() }
 
 // Shutdown waits for the informers' goroutines after ctx ended.
 func (inf *Informers) Shutdown() {

@@ -37,7 +37,7 @@ func TestWholeDataOnlyForUsedObjects(t *testing.T) {
 	}
 	digest("used", "7", "secret-ish")
 	digest("unused", "8", "other")
-	assert.Equal(t, 1, c.Informers.whole.len(), "only the used object is kept whole")
+	assert.Equal(t, 1, c.Informers.whole.Len(), "only the used object is kept whole")
 
 	obj, err := c.full.get(context.Background(), refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "used"})
 	require.NoError(t, err)
@@ -50,9 +50,9 @@ func TestWholeDataOnlyForUsedObjects(t *testing.T) {
 	assert.Equal(t, 1, gets, "an object kept as digests only is read when needed")
 
 	// A newer version that the cache has not seen yet is not taken for the cached one.
-	c.Informers.whole.offer(refs.ConfigMap, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "used", ResourceVersion: "9"}})
-	_, ok := c.Informers.whole.get(refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "used"}, "7")
+	c.Informers.whole.Offer(refs.ConfigMap, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "used", ResourceVersion: "9"}})
+	_, ok := c.Informers.whole.Get(refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "used"}, "7")
 	assert.False(t, ok)
-	c.Informers.whole.forget(refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "used"})
-	assert.Zero(t, c.Informers.whole.len())
+	c.Informers.whole.Forget(refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "used"})
+	assert.Zero(t, c.Informers.whole.Len())
 }

@@ -1,4 +1,4 @@
-package rollout
+package wholeobj
 
 import (
 	"testing"
@@ -39,12 +39,12 @@ func TestPackKeepsTheDataExactly(t *testing.T) {
 
 // Repacking keeps every object as it was, at its resourceVersion.
 func TestRepackKeepsTheObjects(t *testing.T) {
-	w := newWholeObjects()
-	w.wanted = func(refs.ObjectRef) bool { return true }
+	w := New()
+	w.Wanted = func(refs.ObjectRef) bool { return true }
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "3"}, Data: map[string]string{"k": "v"}}
-	w.offer(refs.ConfigMap, cm)
-	w.repack()
-	got, ok := w.get(refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "a"}, "3")
+	w.Offer(refs.ConfigMap, cm)
+	w.Repack()
+	got, ok := w.Get(refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "a"}, "3")
 	require.True(t, ok)
 	assert.Equal(t, cm.Data, got.(*corev1.ConfigMap).Data)
 }

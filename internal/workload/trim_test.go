@@ -1,4 +1,4 @@
-package rollout
+package workload
 
 import (
 	"testing"
@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/workload"
 )
 
 func TestTrimWorkloadKeepsWhatWaveReads(t *testing.T) {
@@ -18,21 +17,21 @@ func TestTrimWorkloadKeepsWhatWaveReads(t *testing.T) {
 		Annotations:   map[string]string{lastApplied: `{"kind":"Deployment"}`, refs.UpdateOnConfigChangeAnnotation: "true"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 	}}
-	out, err := trimWorkload(d)
+	out, err := Trim(d)
 	assert.NoError(t, err)
-	require.IsType(t, &workload.Cached{}, out)
-	got, ok := workload.Of(out)
+	require.IsType(t, &Cached{}, out)
+	got, ok := Of(out)
 	require.True(t, ok)
 	assert.Nil(t, got.Meta.ManagedFields)
 	assert.Equal(t, map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}, got.Meta.Annotations)
 
 	plain := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{"a": "1"}}}
-	out, _ = trimWorkload(plain)
-	got, ok = workload.Of(out)
+	out, _ = Trim(plain)
+	got, ok = Of(out)
 	require.True(t, ok)
 	assert.Equal(t, map[string]string{"a": "1"}, got.Meta.Annotations)
 
 	tomb := cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: d}
-	out, _ = trimWorkload(tomb)
+	out, _ = Trim(tomb)
 	assert.Equal(t, tomb, out, "anything else passes through")
 }
