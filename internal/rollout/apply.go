@@ -71,7 +71,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "RestartFailed", "%v; its next scheduled run uses the new config", restartErr)
 	}
 	if d.Follow {
-		c.follow.started(key, d.Record)
+		c.follow.Started(key, d.Record)
 	}
 	if d.HoldFor > 0 {
 		c.pace.Want(key, d.Wanted)

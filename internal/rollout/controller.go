@@ -4,7 +4,8 @@
 // writes (apply.go). What a template references is package refs; Wave's hash and our digests
 // are package confighash; the workload kinds are package workload; the whole objects kept for
 // Wave's hash are package wholeobj; what holds a rollout back is package pacing; crash loops
-// are package crashloop; the migration from Wave 0.6 and earlier is package migrate.
+// are package crashloop; which rollouts are followed, and what to report of them, is package
+// follow; the migration from Wave 0.6 and earlier is package migrate.
 //
 //	inf := rollout.NewInformers(clients, kinds, namespaces, labels.Everything(), 5*time.Minute, confighash.Digester{Key: installKey})
 //	c, err := rollout.NewController(rollout.Config{Client: clients.Kube, Informers: inf, Recorder: rec, Metrics: m})
@@ -41,6 +42,7 @@ import (
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/crashloop"
+	"github.com/configwave/configwave/internal/follow"
 	"github.com/configwave/configwave/internal/pacing"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
@@ -107,7 +109,7 @@ type Controller struct {
 	keyID   string // names DigestKey in the inputs records
 	queue   workqueue.TypedRateLimitingInterface[string]
 	full    *fullObjects
-	follow  *follower
+	follow  *follow.Tracker
 	crash   *crashloop.Finder // nil without a PodClient
 	pace    *pacing.Pacer
 	warned  warnedOf
@@ -129,7 +131,7 @@ func NewController(cfg Config) (*Controller, error) {
 	}
 	c.keyID = confighash.KeyID(c.DigestKey)
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
-	c.follow = newFollower()
+	c.follow = follow.New()
 	c.pace = pacing.New(cfg.Coalesce, cfg.MinRolloutInterval, cfg.Reloader.Dialect.PausePeriod())
 	c.pace.LimitRate(cfg.UpdateRate, cfg.UpdateBurst)
 	if cfg.PodClient != nil {
@@ -448,7 +450,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 // forget drops what this replica keeps of a workload it no longer looks after.
 func (c *Controller) forget(key string) {
 	c.pace.Abandon(key, time.Now())
-	c.follow.forget(key)
+	c.follow.Forget(key)
 	c.warned.set(key, "")
 	if c.crash != nil {
 		c.crash.Forget(key)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/follow"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -70,7 +71,7 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	assert.Regexp(t, `^Normal ConfigRolledOut the configmap/app change is rolled out: every pod runs the current config \(5(\.\d)?s after wave started the rollout\)$`, ev[0])
 
 	r = outcome.Record{Change: "configmap/app", Started: started.Add(time.Second)}
-	c.follow.started("Deployment/ns/app", r) // this replica wrote the next rollout
+	c.follow.Started("Deployment/ns/app", r) // this replica wrote the next rollout
 	stuck := `ReplicaSet "app-7c9" has timed out progressing.`
 	c.followUp(context.Background(), dep("app", r, false, stuck))
 	ev = events()
@@ -79,7 +80,7 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	require.Len(t, alerts, 1)
 	assert.Contains(t, alerts[0], "deployment ns/app")
 	assert.Contains(t, alerts[0], "configmap/app")
-	assert.Equal(t, []FailedRollout{{Workload: "deployment ns/app", Change: "configmap/app", Reason: stuck}}, c.follow.Failed())
+	assert.Equal(t, []follow.FailedRollout{{Workload: "deployment ns/app", Change: "configmap/app", Reason: stuck}}, c.follow.FailedRollouts())
 	c.followUp(context.Background(), dep("app", r, false, stuck))
 	assert.Empty(t, events(), "a failure is reported once")
 
@@ -93,12 +94,12 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	assert.True(t, strings.HasPrefix(ev[0], "Normal ConfigRolledOut"))
 	require.Len(t, alerts, 2)
 	assert.Contains(t, alerts[1], "recovered")
-	assert.Empty(t, c.follow.Failed())
+	assert.Empty(t, c.follow.FailedRollouts())
 
 	c.followUp(context.Background(), dep("other", r, false, stuck)) // a new leader finds it failed
 	assert.Empty(t, events())
 	assert.Len(t, alerts, 2)
-	assert.Len(t, c.follow.Failed(), 1, "listed at /status all the same")
+	assert.Len(t, c.follow.FailedRollouts(), 1, "listed at /status all the same")
 
 	// Someone changes the image of an up-to-date workload: its pods roll, and even fail, but no
 	// config rollout is under way, so wave says nothing.
@@ -107,7 +108,7 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	c.followUp(context.Background(), dep("image", r, false, stuck))
 	c.followUp(context.Background(), dep("image", r, true, ""))
 	assert.Empty(t, events())
-	assert.Len(t, c.follow.Failed(), 1, "only the workload found failed before")
+	assert.Len(t, c.follow.FailedRollouts(), 1, "only the workload found failed before")
 
 	// A Deployment's generation moves with its metadata: until its controller looked, nothing
 	// is judged, so a note in the rollout record does not look like a new rollout.

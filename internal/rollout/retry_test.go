@@ -57,7 +57,7 @@ func TestFailingWritesBackOff(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, inf.workloads["Deployment"][0].GetIndexer().Add(d))
 	require.NoError(t, inf.configs[refs.ConfigMap][0].GetIndexer().Add(digested))
-	c.follow.started(key, outcome.Record{Change: "configmap/cm", Started: started}) // this replica wrote it
+	c.follow.Started(key, outcome.Record{Change: "configmap/cm", Started: started}) // this replica wrote it
 	defer c.queue.ShutDown()
 
 	for try := 1; try <= 3; try++ {

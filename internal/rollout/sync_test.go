@@ -216,7 +216,7 @@ func TestSyncDecisionTable(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 			if tt.dryRun {
-				assert.False(t, c.follow.isOurs("Deployment/ns/app"), "a dry run writes nothing, so it follows nothing")
+				assert.False(t, c.follow.IsOurs("Deployment/ns/app"), "a dry run writes nothing, so it follows nothing")
 			}
 
 			var patches []k8stesting.PatchAction

@@ -1,0 +1,126 @@
+// Package follow keeps what the leader knows of the config rollouts it follows: which ones
+// are wave's (the pods roll for a config change), what was last judged of each, and which
+// failed, and turns each change of verdict into what to report. The controller does the
+// reporting (Events, metrics, alerts); a failover reports nothing twice.
+package follow
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/configwave/configwave/internal/outcome"
+)
+
+// Tracker turns changes of a workload's outcome.Verdict into Events, the rollouts metric and
+// alerts. Only changes it sees happen are reported: a replica that becomes the leader takes
+// the verdicts it finds as they are, so a failover never repeats an Event; what it finds
+// failed it lists at /status all the same. Only config rollouts are reported: when the pods of
+// an up-to-date workload roll again without a new rollout record (someone changed the
+// image), that is not wave's to judge.
+type Tracker struct {
+	mu     sync.Mutex
+	seen   map[string]followed      // workload key -> what was last judged
+	failed map[string]FailedRollout // workload key -> the failure, until the workload is up to date
+}
+
+type followed struct {
+	state   outcome.State
+	started time.Time // the rollout record judged
+	ours    bool      // the pods roll for that config change
+}
+
+// FailedRollout is one entry of /status.
+type FailedRollout struct {
+	Workload string    `json:"workload"`
+	Change   string    `json:"change"`
+	Since    time.Time `json:"since"`
+	Reason   string    `json:"reason"`
+}
+
+// New starts with nothing followed.
+func New() *Tracker {
+	return &Tracker{seen: map[string]followed{}, failed: map[string]FailedRollout{}}
+}
+
+// Started notes a rollout this replica just wrote, so that its completion is reported even if
+// the informer delivers the finished workload without a rolling one in between.
+func (f *Tracker) Started(key string, rec outcome.Record) {
+	f.mu.Lock()
+	f.seen[key] = followed{state: outcome.Rolling, started: rec.Started, ours: true}
+	f.mu.Unlock()
+}
+
+// IsOurs reports whether the pods of key roll for a config change.
+func (f *Tracker) IsOurs(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seen[key].ours
+}
+
+// Forget drops what is known of key.
+func (f *Tracker) Forget(key string) {
+	f.mu.Lock()
+	delete(f.seen, key)
+	delete(f.failed, key)
+	f.mu.Unlock()
+}
+
+// Report is what a transition means.
+type Report int
+
+const (
+	Nothing Report = iota
+	RolledOut
+	Recovered // rolled out after a failure
+	Failed
+)
+
+// Transition records the verdict v on the rollout record rec of the workload key (name is how
+// /status names it) and says what to report.
+func (f *Tracker) Transition(key, name string, rec outcome.Record, v outcome.Verdict) Report {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev, seen := f.seen[key]
+	cur := followed{state: v.State, started: rec.Started, ours: prev.ours}
+	switch {
+	case !seen:
+		cur.ours = v.State == outcome.Rolling || v.State == outcome.Failed // found under way: take it as the config's
+	case !rec.Started.Equal(prev.started):
+		cur.ours = true // a rollout another replica wrote
+	case prev.state == outcome.UpToDate && v.State != outcome.UpToDate:
+		cur.ours = false // the pods roll for another reason than config
+	}
+	f.seen[key] = cur
+	_, hadFailed := f.failed[key]
+	switch {
+	case v.State == outcome.Failed && cur.ours:
+		f.failed[key] = FailedRollout{Workload: name, Change: v.Change, Since: v.Since, Reason: v.Reason}
+	case v.State == outcome.UpToDate:
+		delete(f.failed, key)
+	}
+	if !seen || prev.state == v.State || !cur.ours && !hadFailed {
+		return Nothing
+	}
+	switch {
+	case v.State == outcome.Failed:
+		return Failed
+	case v.State == outcome.UpToDate && hadFailed:
+		return Recovered
+	case v.State == outcome.UpToDate && prev.ours && prev.state == outcome.Rolling:
+		return RolledOut
+	}
+	return Nothing
+}
+
+// FailedRollouts lists the workloads whose last config rollout failed, for /status.
+func (f *Tracker) FailedRollouts() []FailedRollout {
+	f.mu.Lock()
+	out := make([]FailedRollout, 0, len(f.failed))
+	for _, r := range f.failed {
+		out = append(out, r)
+	}
+	f.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Workload < out[j].Workload })
+	return out
+}
