@@ -33,6 +33,7 @@ func TestArgoRollouts(t *testing.T) {
 	for name, annotations := range map[string]map[string]string{
 		"wave":     {refs.UpdateOnConfigChangeAnnotation: "true"},
 		"stakater": {refs.StakaterAuto: "true"},
+		"restart":  {refs.StakaterAuto: "true", refs.StakaterRolloutStrategy: "restart"},
 		"neither":  nil,
 	} {
 		_, err := rollouts.Create(ctx(t), argoRollout(ns, name, annotations), metav1.CreateOptions{})
@@ -56,7 +57,7 @@ func TestArgoRollouts(t *testing.T) {
 	}
 	names := []string{"wave", "stakater"}
 	before := map[string]string{}
-	for _, name := range names {
+	for _, name := range append(names, "restart") {
 		require.Eventually(t, func() bool { return get(name).GetAnnotations()[rollout.InputsAnnotation] != "" }, eventually, tick, "%s recorded", name)
 		require.Eventually(t, func() bool { return healthy(name) }, eventually, tick, "%s: the Argo controller brought it up", name)
 		before[name] = templateHash(name)
@@ -72,12 +73,33 @@ func TestArgoRollouts(t *testing.T) {
 			"%s: the Argo controller made a new ReplicaSet and finished the rollout", name)
 		require.Eventually(t, func() bool { return len(events(t, client, ns, name, "ConfigRolledOut")) > 0 }, eventually, tick, "%s: wave followed it to the end", name)
 	}
+	// Reloader's rollout-strategy: restart: spec.restartAt, and the Argo controller restarts
+	// the pods in place: the template stays, no new ReplicaSet.
+	restartAt := func() string {
+		v, _, _ := unstructured.NestedString(get("restart").Object, "spec", "restartAt")
+		return v
+	}
+	require.Eventually(t, func() bool { return restartAt() != "" }, eventually, tick, "spec.restartAt set")
+	require.Eventually(t, func() bool {
+		v, _, _ := unstructured.NestedString(get("restart").Object, "status", "restartedAt")
+		return v != "" && healthy("restart")
+	}, eventually, tick, "the Argo controller restarted the pods and recorded status.restartedAt")
+	assert.Equal(t, before["restart"], templateHash("restart"), "the template is left as it is")
+	assert.Len(t, rolloutReplicaSets(t, ns, "restart"), 1, "a restart, not a new ReplicaSet")
+	assert.Contains(t, get("restart").GetAnnotations()[rollout.InputsAnnotation], "configmap/cm", "the record says what the restarted pods run")
 	settle(t, p)
 	for _, name := range names {
 		assert.Len(t, rolloutReplicaSets(t, ns, name), 2, "%s rolled once", name)
 	}
+
 	assert.Equal(t, neither.GetResourceVersion(), get("neither").GetResourceVersion(), "a Rollout that did not opt in is never written")
-	assert.Equal(t, 2.0, p.Metric(`configwave_wave_rollouts_total{result="succeeded"}`))
+	require.Eventually(t, func() bool { return p.Metric(`configwave_wave_rollouts_total{result="succeeded"}`) == 3 }, eventually, tick,
+		"the two rollouts and the restart, each followed to the end")
+
+	first := restartAt()
+	patchCM(t, client, ns, "cm", `{"data":{"a":"3"}}`)
+	require.Eventually(t, func() bool { return restartAt() != first }, eventually, tick, "the next change restarts them again")
+	assert.Len(t, rolloutReplicaSets(t, ns, "restart"), 1)
 }
 
 func argoRollout(ns, name string, annotations map[string]string) *unstructured.Unstructured {

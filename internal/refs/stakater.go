@@ -24,6 +24,10 @@ const (
 	StakaterSecretsExclude    = "secrets.exclude.reloader.stakater.com/reload"
 	// StakaterPausePeriod (workload): after a rollout, further changes wait this long.
 	StakaterPausePeriod = "deployment.reloader.stakater.com/pause-period"
+	// StakaterRolloutStrategy (Argo Rollout): "restart" restarts the pods through the
+	// Rollout's spec.restartAt instead of writing its template; "rollout", the default,
+	// writes the template.
+	StakaterRolloutStrategy = "reloader.stakater.com/rollout-strategy"
 	// StakaterPausedAt (Deployment): when Reloader paused it (spec.paused) for its
 	// pause-period, RFC 3339; Reloader's own timer resumed it.
 	StakaterPausedAt = "deployment.reloader.stakater.com/paused-at"

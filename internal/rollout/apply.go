@@ -56,7 +56,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		err = c.restoreScheduling(ctx, w, d.Scheduler)
 	case "":
 	default:
-		err = c.patch(ctx, w, d.Write, d.Inputs, d.Record, d.Hash, d.InputsHash)
+		err = c.patch(ctx, w, d.Write, d.Inputs, d.Record, d.Hash, d.InputsHash, d.RestartAt)
 	}
 	if err != nil {
 		return "", err
@@ -93,7 +93,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 // the template annotations, in one merge patch carrying the resourceVersion the decision was
 // made on: if the workload changed in between, the API server answers 409 and the workload is
 // reconciled again.
-func (c *Controller) patch(ctx context.Context, w workload.Workload, what string, inputs *string, rec outcome.Record, hash, inHash string) error {
+func (c *Controller) patch(ctx context.Context, w workload.Workload, what string, inputs *string, rec outcome.Record, hash, inHash string, restartAt time.Time) error {
 	type meta struct {
 		Annotations     map[string]any `json:"annotations"`
 		ResourceVersion string         `json:"resourceVersion,omitempty"`
@@ -109,6 +109,9 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, what string
 		annotations[outcome.Annotation] = nil // nothing left to say: a merge patch's null deletes it
 	}
 	body := map[string]any{"metadata": meta{Annotations: annotations, ResourceVersion: w.Meta.ResourceVersion}}
+	if !restartAt.IsZero() {
+		maps.Copy(body, workload.RestartAtPatch(w.Kind, restartAt))
+	}
 	if inHash != "" {
 		tmpl := map[string]string{InputsHashAnnotation: inHash}
 		if hash != "" {

@@ -30,8 +30,8 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 		Rec:    rec, KeyID: c.keyID, CanKeyHash: len(c.HashKey) == 0 && len(c.DigestKey) > 0,
 		CurrentHash: w.Template.Annotations[refs.ConfigHashAnnotation],
 		Progress:    w.Progress, Deadline: c.RolloutDeadline,
-		RestartBlocked: workload.RestartBlocked(w),
-		SchedulerNow:   w.Template.Spec.SchedulerName,
+		RestartBlocked: workload.RestartBlocked(w), RestartInPlace: workload.RestartsInPlace(w),
+		SchedulerNow: w.Template.Spec.SchedulerName,
 	}
 	s.Record, s.HasRecord = w.Meta.Annotations[InputsAnnotation]
 	s.Scheduler, s.SchedulingDisabled = w.Meta.Annotations[refs.SchedulingDisabledAnnotation]

@@ -60,6 +60,9 @@ type situation struct {
 	// RestartBlocked is why the workload's kind may not do now what a template write does not
 	// (a CronJob suspended, or Forbid with a Job running); "" when it may.
 	RestartBlocked string
+	// RestartInPlace: the workload asks for its pods to be restarted without a template
+	// write (an Argo Rollout with Reloader's rollout-strategy: restart).
+	RestartInPlace bool
 	Deadline       time.Duration // --rollout-deadline
 	Pace           pacing.Hold
 
@@ -107,6 +110,9 @@ type decision struct {
 	// RestartID names this change to Restart: the same decision made again (a retry, a
 	// restart of wave before the write landed) gives the same ID, so no second Job.
 	RestartID string
+	// RestartAt, when set, restarts the pods in place at that time instead of writing the
+	// template (RestartInPlace).
+	RestartAt time.Time
 }
 
 type event struct{ Type, Reason, Message string }
@@ -311,6 +317,12 @@ func (s situation) rollout(what, value, hash string) decision {
 		Log:     &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what}},
 		Follow:  !s.Progress.Untracked,
 		Restart: true,
+	}
+	if s.RestartInPlace {
+		// Stakater Reloader's rollout-strategy: restart. The template stays as it is; the
+		// records say what the restarted pods run.
+		d.RestartAt, d.Hash, d.InputsHash = s.Now.UTC().Truncate(time.Second), "", ""
+		d.Events[0].Message += " (restarting its pods through spec.restartAt: rollout-strategy restart)"
 	}
 	switch {
 	case s.DryRun:

@@ -472,6 +472,21 @@ func TestPlan(t *testing.T) {
 			other, _ := plan(s)
 			assert.NotEqual(t, d.RestartID, other.RestartID)
 		}},
+		{"an Argo Rollout with Reloader's rollout-strategy restart: spec.restartAt, the template left alone", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash, s.RestartInPlace = hash("h2"), true
+			s.Now = t0.Add(1500 * time.Millisecond)
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, "rollout", d.Write)
+			assert.Equal(t, t0.Add(time.Second), d.RestartAt, "RFC 3339 seconds, as Reloader writes it")
+			assert.Empty(t, d.Hash, "no template write")
+			assert.Empty(t, d.InputsHash, "no template write")
+			assert.Equal(t, keyed("configmap/a=2"), *d.Inputs, "the record says what the restarted pods run")
+			assert.Contains(t, d.Events[0].Message, "spec.restartAt")
+			assert.True(t, d.Follow)
+		}},
 		{"a workload of a kind with nothing to follow (CronJob): not followed", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
 			s.WaveHash = hash("h2")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/configwave/configwave/internal/refs"
 )
 
 // ArgoRollout is Argo Rollouts' Rollout (argoproj.io/v1alpha1), a Deployment's stand-in whose
@@ -162,6 +165,20 @@ func (argoRolloutType) Patch(ctx context.Context, c Clients, namespace, name str
 
 // Restart: the Rollout's controller starts a rollout when the template changes.
 func (argoRolloutType) Restart(context.Context, Clients, Workload, string) error { return nil }
+
+// RestartsInPlace: Stakater Reloader's reloader.stakater.com/rollout-strategy: "restart" asks
+// for the pods to be restarted through spec.restartAt, the template left as it is (so a GitOps
+// tool sees no change of it); any other value is the default, a template write.
+func (argoRolloutType) RestartsInPlace(w Workload) bool {
+	return w.Meta.Annotations[refs.StakaterRolloutStrategy] == "restart"
+}
+
+// RestartAtPatch sets spec.restartAt, as Reloader does (RFC 3339, seconds): the Argo
+// controller then restarts every pod created before that time, a few at a time, and records
+// status.restartedAt.
+func (argoRolloutType) RestartAtPatch(at time.Time) map[string]any {
+	return map[string]any{"spec": map[string]any{"restartAt": at.UTC().Format(time.RFC3339)}}
+}
 
 var errNotServed = fmt.Errorf("%s are not served here (install Argo Rollouts' CustomResourceDefinitions, then restart wave)", rolloutResource.GroupResource())
 

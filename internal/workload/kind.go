@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
@@ -85,6 +86,35 @@ func TemplatePatch(kind Kind, template map[string]any) map[string]any {
 		v = map[string]any{path[i]: v}
 	}
 	return map[string]any{path[0]: v}
+}
+
+// inPlace is a kind that can restart its pods without a new template (an Argo Rollout's
+// spec.restartAt), when the workload asks for that.
+type inPlace interface {
+	RestartsInPlace(w Workload) bool
+	RestartAtPatch(at time.Time) map[string]any
+}
+
+// RestartsInPlace reports whether w asks to have its pods restarted without a template write
+// (Stakater Reloader's rollout-strategy: restart on an Argo Rollout).
+func RestartsInPlace(w Workload) bool {
+	if t, err := TypeOf(w.Kind); err == nil {
+		if r, ok := t.(inPlace); ok {
+			return r.RestartsInPlace(w)
+		}
+	}
+	return false
+}
+
+// RestartAtPatch is the merge patch that restarts the pods of a workload of kind at at, for
+// the kinds RestartsInPlace can be true of; nil for the others.
+func RestartAtPatch(kind Kind, at time.Time) map[string]any {
+	if t, err := TypeOf(kind); err == nil {
+		if r, ok := t.(inPlace); ok {
+			return r.RestartAtPatch(at)
+		}
+	}
+	return nil
 }
 
 // restartGate is a kind whose Restart may have to wait (a CronJob: suspended, Forbid).

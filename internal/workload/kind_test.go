@@ -20,6 +20,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/configwave/configwave/internal/refs"
 )
 
 // Every kind gives the same view, and reads, lists a page at a time and patches through its
@@ -248,4 +250,21 @@ func TestTemplatePatch(t *testing.T) {
 	assert.Equal(t, map[string]any{"spec": map[string]any{"template": tmpl}}, TemplatePatch(Deployment, tmpl))
 	assert.Equal(t, map[string]any{"spec": map[string]any{"template": tmpl}}, TemplatePatch(ArgoRollout, tmpl))
 	assert.Equal(t, map[string]any{"spec": map[string]any{"jobTemplate": map[string]any{"spec": map[string]any{"template": tmpl}}}}, TemplatePatch(CronJob, tmpl))
+}
+
+// Reloader's rollout-strategy: restart applies to Argo Rollouts only, and restarts through
+// spec.restartAt.
+func TestRestartsInPlace(t *testing.T) {
+	at := time.Date(2026, 11, 25, 9, 0, 1, 500, time.UTC)
+	r := &Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", Annotations: map[string]string{refs.StakaterRolloutStrategy: "restart"}}}
+	w, _ := Of(r)
+	assert.True(t, RestartsInPlace(w))
+	r.Annotations[refs.StakaterRolloutStrategy] = "rollout"
+	w, _ = Of(r)
+	assert.False(t, RestartsInPlace(w), "the default: a template write")
+	assert.Equal(t, map[string]any{"spec": map[string]any{"restartAt": "2026-11-25T09:00:01Z"}}, RestartAtPatch(ArgoRollout, at))
+
+	d, _ := Of(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", Annotations: map[string]string{refs.StakaterRolloutStrategy: "restart"}}})
+	assert.False(t, RestartsInPlace(d), "a Deployment has no spec.restartAt")
+	assert.Nil(t, RestartAtPatch(Deployment, at))
 }
