@@ -31,7 +31,7 @@ func loadDigestKey(ctx context.Context, client kubernetes.Interface, cfg *config
 		klog.InfoS("dry run: the install key Secret does not exist and is not made; deciding with unkeyed digests", "secret", ns+"/"+name)
 		return nil, nil
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return nil, fmt.Errorf("%w; wave writes nothing without it: let its ServiceAccount get Secret %s in namespace %s, and create secrets there unless you create the Secret yourself (the Helm chart and config/wave do both), or set --install-key-secret=\"\" to accept unkeyed digests", err, name, ns)
+		return nil, fmt.Errorf("%w; wave writes nothing without it: let its ServiceAccount get Secret %s in namespace %s, and create secrets there unless you create the Secret yourself (the Helm chart makes the Secret; config/wave lets wave make it), or set --install-key-secret=\"\" to accept unkeyed digests", err, name, ns)
 	default:
 		return nil, fmt.Errorf("%w; wave writes nothing without it (or set --install-key-secret=\"\" to accept unkeyed digests)", err)
 	}
