@@ -195,12 +195,12 @@ func (w *Webhook) deliver(ctx context.Context, text string) {
 
 // finish delivers what is queued while ctx (the grace period) lasts.
 func (w *Webhook) finish(ctx context.Context) {
-	for ctx.Err() == nil {
+	for queued := true; queued && ctx.Err() == nil; {
 		select {
 		case text := <-w.queue:
 			w.deliver(ctx, text)
 		default:
-			return
+			queued = false
 		}
 	}
 	left := int64(len(w.queue))
