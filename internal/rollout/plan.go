@@ -321,7 +321,10 @@ func (s situation) rollout(what, value, hash string) decision {
 	if s.RestartInPlace {
 		// Stakater Reloader's rollout-strategy: restart. The template stays as it is; the
 		// records say what the restarted pods run.
-		d.RestartAt, d.Hash, d.InputsHash = s.Now.UTC().Truncate(time.Second), "", ""
+		// Argo restarts the pods created before restartAt, which is whole seconds: the next
+		// whole second after the change, so that a pod started a moment before it is restarted
+		// too (the second it falls in would spare it).
+		d.RestartAt, d.Hash, d.InputsHash = s.Now.UTC().Truncate(time.Second).Add(time.Second), "", ""
 		d.Events[0].Message += " (restarting its pods through spec.restartAt: rollout-strategy restart)"
 	}
 	switch {

@@ -480,7 +480,7 @@ func TestPlan(t *testing.T) {
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
 			assert.Equal(t, "rollout", d.Write)
-			assert.Equal(t, t0.Add(time.Second), d.RestartAt, "RFC 3339 seconds, as Reloader writes it")
+			assert.Equal(t, t0.Add(2*time.Second), d.RestartAt, "RFC 3339 seconds, the next whole second after the change: a pod started at t0+1.2s is restarted too")
 			assert.Empty(t, d.Hash, "no template write")
 			assert.Empty(t, d.InputsHash, "no template write")
 			assert.Equal(t, keyed("configmap/a=2"), *d.Inputs, "the record says what the restarted pods run")
