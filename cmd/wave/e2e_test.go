@@ -541,11 +541,15 @@ func TestKeyedHash(t *testing.T) {
 	createDeployment(t, client, d)
 	keyFile := filepath.Join(t.TempDir(), "key")
 	require.NoError(t, os.WriteFile(keyFile, []byte("configwave-test-key\n"), 0o600))
-	startWave(t, ns, "--hash-key-file="+keyFile)
+	p := startWave(t, ns, "--hash-key-file="+keyFile, "--crash-loop-detection=false")
 	require.Eventually(t, func() bool {
 		// HMAC-SHA256 under "configwave-test-key", computed with Python (see TestKeyedWaveHashGolden).
 		return getDeployment(t, client, ns, "app").Spec.Template.Annotations[refs.ConfigHashAnnotation] == "8bb1e5dd39ee4baf505511d7b11322b25b0aca6fa1b7e2d4c2f1bb0b1de0695a"
 	}, eventually, tick)
+	// --crash-loop-detection=false: the rollout is followed from the Deployment's status alone;
+	// wave never lists a pod.
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "app", "ConfigRolledOut")) > 0 }, eventually, tick)
+	assert.EqualValues(t, -1, p.Metric(`configwave_wave_api_requests_total{client="pods",method="GET"}`), "no pod listed")
 }
 
 // No Secret value in wave's log at --v=10 and --vmodule=*=10, its Events, its metrics or the annotations it

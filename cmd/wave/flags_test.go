@@ -80,6 +80,11 @@ func TestFlags(t *testing.T) {
 			assert.Equal(t, 0.5, c.updateRate)
 			assert.Equal(t, 3, c.updateBurst)
 		}},
+		{name: "an http:// webhook to another host", args: []string{"--notify-webhook=http://chat.example/hooks/T0/SECRET"},
+			wantErr: "--notify-webhook: an http:// URL to chat.example: the alerts and the URL, often the credential itself, would cross the network unencrypted; use https://, or start wave with --allow-http-webhooks"},
+		{name: "... accepted when asked", args: []string{"--notify-webhook=http://chat.example/hook", "--allow-http-webhooks"}, check: func(t *testing.T, c *config) {
+			assert.Equal(t, "http://chat.example", c.webhook.Host())
+		}},
 		{name: "a negative rate", args: []string{"--update-rate=-1"}, wantErr: "--update-rate=-1 --update-burst=1: use a rate of 0 (no limit) or more rollouts per second"},
 		{name: "a zero burst", args: []string{"--update-rate=1", "--update-burst=0"}, wantErr: "a burst of at least 1"},
 		{name: "Wave's --metrics-addr is --listen-address", args: []string{"--metrics-addr=:9090"}, check: func(t *testing.T, c *config) {

@@ -43,4 +43,7 @@ func TestReloaderSelectors(t *testing.T) {
 	_, err = client.CoreV1().Namespaces().Patch(ctx(t), out, types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	waitRecorded(t, client, out, "app") // labelled: its workloads are looked at
+	beforeOut := inputsHash(getDeployment(t, client, out, "app"))
+	patchCM(t, client, out, "selected", `{"data":{"a":"2"}}`)
+	waitTemplateHashChange(t, client, out, "app", beforeOut) // its config changes reach it at once, not at the resync
 }

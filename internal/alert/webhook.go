@@ -102,7 +102,8 @@ func NewWith(raw string, o Options) (*Webhook, error) {
 		return nil, errors.New("not an http(s) URL with a host; give the webhook's URL, or @FILE holding it")
 	}
 	if u.Scheme == "http" && !o.AllowHTTP && !loopback(u.Hostname()) {
-		return nil, fmt.Errorf("%s is http:// to %s: the alerts and the URL, often the credential itself, would cross the network unencrypted; use https://, or start wave with --allow-http-webhooks", o.Setting, u.Hostname())
+		// The callers name the setting (--notify-webhook, ALERT_WEBHOOK_URL) before it.
+		return nil, fmt.Errorf("an http:// URL to %s: the alerts and the URL, often the credential itself, would cross the network unencrypted; use https://, or start wave with --allow-http-webhooks", u.Hostname())
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy = proxy

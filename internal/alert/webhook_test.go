@@ -175,7 +175,8 @@ func TestStakaterAlerts(t *testing.T) {
 	t.Run("http:// to another host only when asked", func(t *testing.T) {
 		env := map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_WEBHOOK_URL": "http://chat.example/hooks/T0/SECRET"}
 		_, err := ReadStakaterEnv(func(k string) string { return env[k] }).Webhook(false)
-		require.ErrorContains(t, err, "ALERT_WEBHOOK_URL is http:// to chat.example")
+		require.ErrorContains(t, err, "ALERT_WEBHOOK_URL")
+		require.ErrorContains(t, err, "an http:// URL to chat.example")
 		assert.ErrorContains(t, err, "--allow-http-webhooks")
 		assert.NotContains(t, err.Error(), "SECRET")
 	})
@@ -203,7 +204,8 @@ func TestWebhookRefusesCleartextUnlessAsked(t *testing.T) {
 			continue
 		}
 		require.Error(t, err, tc.url)
-		assert.Contains(t, err.Error(), "--notify-webhook is http://")
+		assert.Contains(t, err.Error(), "an http:// URL to ")
+		assert.Contains(t, err.Error(), "--allow-http-webhooks")
 		assert.NotContains(t, err.Error(), "SECRET", "the URL's path is the credential")
 	}
 }

@@ -71,18 +71,15 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 		s.Entries[confighash.EntryName(ns, r)] = entry{Ignored: true}
 	}
 
-	s.WaveHash = sync.OnceValues(func() (string, error) {
-		return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
-	})
-	s.KeyedWaveHash = sync.OnceValues(func() (string, error) {
-		return confighash.KeyedWaveHash(c.Format, c.DigestKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
-	})
+	whole := func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) }
+	s.WaveHash = sync.OnceValues(func() (string, error) { return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, whole) })
+	s.KeyedWaveHash = sync.OnceValues(func() (string, error) { return confighash.KeyedWaveHash(c.Format, c.DigestKey, used.Wave, whole) })
 	s.EarlierWaveHash = func() (bool, error) {
 		for _, f := range confighash.AdoptableFormats {
 			if f == c.Format {
 				continue
 			}
-			h, err := confighash.KeyedWaveHash(f, c.HashKey, used.Wave, func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) })
+			h, err := confighash.KeyedWaveHash(f, c.HashKey, used.Wave, whole)
 			if err != nil {
 				return false, err
 			}

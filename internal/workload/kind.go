@@ -76,10 +76,8 @@ type templateElsewhere interface {
 // pod template of a workload of kind: {"spec": {"template": template}} for most kinds.
 func TemplatePatch(kind Kind, template map[string]any) map[string]any {
 	path := []string{"spec", "template"}
-	if t, err := TypeOf(kind); err == nil {
-		if e, ok := t.(templateElsewhere); ok {
-			path = e.TemplatePath()
-		}
+	if e, ok := as[templateElsewhere](kind); ok {
+		path = e.TemplatePath()
 	}
 	var v any = template
 	for i := len(path) - 1; i > 0; i-- {
@@ -98,21 +96,15 @@ type inPlace interface {
 // RestartsInPlace reports whether w asks to have its pods restarted without a template write
 // (Stakater Reloader's rollout-strategy: restart on an Argo Rollout).
 func RestartsInPlace(w Workload) bool {
-	if t, err := TypeOf(w.Kind); err == nil {
-		if r, ok := t.(inPlace); ok {
-			return r.RestartsInPlace(w)
-		}
-	}
-	return false
+	r, ok := as[inPlace](w.Kind)
+	return ok && r.RestartsInPlace(w)
 }
 
 // RestartAtPatch is the merge patch that restarts the pods of a workload of kind at at, for
 // the kinds RestartsInPlace can be true of; nil for the others.
 func RestartAtPatch(kind Kind, at time.Time) map[string]any {
-	if t, err := TypeOf(kind); err == nil {
-		if r, ok := t.(inPlace); ok {
-			return r.RestartAtPatch(at)
-		}
+	if r, ok := as[inPlace](kind); ok {
+		return r.RestartAtPatch(at)
 	}
 	return nil
 }
@@ -124,12 +116,22 @@ type restartGate interface {
 
 // RestartBlocked is why w's Restart must not run now; "" when it may, or has nothing to do.
 func RestartBlocked(w Workload) string {
-	if t, err := TypeOf(w.Kind); err == nil {
-		if g, ok := t.(restartGate); ok {
-			return g.RestartBlocked(w)
-		}
+	if g, ok := as[restartGate](w.Kind); ok {
+		return g.RestartBlocked(w)
 	}
 	return ""
+}
+
+// as is kind's Type as the optional interface T, when it implements it: what only some kinds
+// can do is an interface of its own, asked for here.
+func as[T any](kind Kind) (T, bool) {
+	t, err := TypeOf(kind)
+	if err != nil {
+		var none T
+		return none, false
+	}
+	c, ok := t.(T)
+	return c, ok
 }
 
 // Connect makes the clients for cfg and asks discovery which kinds are served (Served).
