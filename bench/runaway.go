@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
 )
@@ -96,7 +97,7 @@ func waveRunaway(e *env, r *report) error {
 		return err
 	}
 	want, err := confighash.KeyedWaveHash(confighash.HashWave, nil, refs.Extract(ns, d.Annotations, &d.Spec.Template.Spec).Wave,
-		func(refs.ObjectRef) (any, error) { return cm, nil })
+		func(configref.Ref) (any, error) { return cm, nil })
 	if err != nil {
 		return err
 	}

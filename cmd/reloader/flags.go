@@ -17,6 +17,7 @@ import (
 	flag "github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/notify"
 	"github.com/configwave/configwave/internal/reload"
@@ -131,7 +132,7 @@ Flags:
 
 // config is a checked command line.
 type config struct {
-	refs     []source.Ref
+	refs     []configref.Ref
 	selector *source.Selector
 	layout   reload.Layout
 	root     string
@@ -181,14 +182,14 @@ func (o *options) check(app []string) (*config, error) {
 		return nil, err
 	}
 	for _, s := range o.configMaps {
-		r, err := source.ParseRef(source.ConfigMap, s, ns)
+		r, err := source.ParseRef(configref.ConfigMap, s, ns)
 		if err != nil {
 			return nil, err
 		}
 		c.refs = append(c.refs, r)
 	}
 	for _, s := range o.secrets {
-		r, err := source.ParseRef(source.Secret, s, ns)
+		r, err := source.ParseRef(configref.Secret, s, ns)
 		if err != nil {
 			return nil, err
 		}
@@ -424,14 +425,14 @@ func credentialFile(flagName, path string) error {
 	return f.Close()
 }
 
-func parseSelectorKind(s string) ([]source.Kind, error) {
+func parseSelectorKind(s string) ([]configref.Kind, error) {
 	switch strings.ToLower(s) {
 	case "configmap", "configmaps":
-		return []source.Kind{source.ConfigMap}, nil
+		return []configref.Kind{configref.ConfigMap}, nil
 	case "secret", "secrets":
-		return []source.Kind{source.Secret}, nil
+		return []configref.Kind{configref.Secret}, nil
 	case "both":
-		return []source.Kind{source.ConfigMap, source.Secret}, nil
+		return []configref.Kind{configref.ConfigMap, configref.Secret}, nil
 	}
 	return nil, fmt.Errorf("--selector-kind=%q: use configmap, secret or both", s)
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/source"
+	"github.com/configwave/configwave/internal/configref"
 )
 
 func parse(t *testing.T, args ...string) (*config, error) {
@@ -34,7 +34,7 @@ func TestFlags(t *testing.T) {
 	}{
 		{name: "named sources default to the pod's namespace", args: []string{"--configmap=app", "--secret=ops/tls"},
 			check: func(t *testing.T, c *config) {
-				assert.Equal(t, []source.Ref{{Kind: source.ConfigMap, Namespace: "web", Name: "app"}, {Kind: source.Secret, Namespace: "ops", Name: "tls"}}, c.refs)
+				assert.Equal(t, []configref.Ref{{Kind: configref.ConfigMap, Namespace: "web", Name: "app"}, {Kind: configref.Secret, Namespace: "ops", Name: "tls"}}, c.refs)
 				assert.EqualValues(t, 0o644, c.layout.ConfigMapMode)
 				assert.EqualValues(t, 0o600, c.layout.SecretMode)
 				assert.Nil(t, c.http)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/configwave/configwave/internal/cli"
 	"github.com/configwave/configwave/internal/compat"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/coreclient"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/notify"
@@ -278,13 +279,13 @@ func hasSecrets(cfg *config) bool {
 		return true
 	}
 	for _, r := range cfg.refs {
-		if r.Kind == source.Secret {
+		if r.Kind == configref.Secret {
 			return true
 		}
 	}
 	if cfg.selector != nil {
 		for _, k := range cfg.selector.Kinds {
-			if k == source.Secret {
+			if k == configref.Secret {
 				return true
 			}
 		}

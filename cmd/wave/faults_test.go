@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/installkey"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
@@ -290,7 +291,7 @@ func configValueRolled(t *testing.T, client kubernetes.Interface, ns, name, want
 	d := getDeployment(t, client, ns, name)
 	used := refs.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
 	var value string
-	hashes := waveHashesOf(t, client, used.Wave, func(r refs.ObjectRef) (any, error) {
+	hashes := waveHashesOf(t, client, used.Wave, func(r configref.Ref) (any, error) {
 		cm, err := client.CoreV1().ConfigMaps(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
 		if err == nil {
 			value = cm.Data["a"]

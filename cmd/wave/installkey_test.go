@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/installkey"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
@@ -36,8 +37,8 @@ func TestInstallKeyAdoptsUnkeyedRecordsWithoutRollout(t *testing.T) {
 	old := startWave(t, ns, "--install-key-secret=")
 	unkeyed := waitRecorded(t, client, ns, "app").Annotations[rollout.InputsAnnotation]
 	require.NotContains(t, unkeyed, "key=")
-	guessed := confighash.InputsOf(ns, refs.Uses{{Kind: refs.Secret, Namespace: ns, Name: "sec"}: {AllKeys: true}},
-		func(refs.ObjectRef) (map[string]string, bool) {
+	guessed := confighash.InputsOf(ns, refs.Uses{{Kind: configref.Secret, Namespace: ns, Name: "sec"}: {AllKeys: true}},
+		func(configref.Ref) (map[string]string, bool) {
 			dg, _ := confighash.Digest(&corev1.Secret{Data: map[string][]byte{"p": []byte(guess)}})
 			return confighash.KeyDigests(dg), true
 		})
@@ -64,8 +65,8 @@ func TestInstallKeyAdoptsUnkeyedRecordsWithoutRollout(t *testing.T) {
 	require.Eventually(t, func() bool {
 		cur := getDeployment(t, client, ns, "app")
 		used := refs.Extract(ns, cur.Annotations, &cur.Spec.Template.Spec)
-		want, err := confighash.WaveHash(confighash.HashWave, used.Wave, func(r refs.ObjectRef) (any, error) {
-			if r.Kind == refs.Secret {
+		want, err := confighash.WaveHash(confighash.HashWave, used.Wave, func(r configref.Ref) (any, error) {
+			if r.Kind == configref.Secret {
 				return client.CoreV1().Secrets(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
 			}
 			return client.CoreV1().ConfigMaps(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
@@ -124,7 +125,7 @@ func TestNewWorkloadGetsAKeyedHash(t *testing.T) {
 	require.NoError(t, err)
 	uses := refs.Extract(ns, fresh.Annotations, &fresh.Spec.Template.Spec).Wave
 	wavesOwn := func(s *corev1.Secret) string {
-		h, err := confighash.WaveHash(confighash.HashWave, uses, func(refs.ObjectRef) (any, error) { return s, nil })
+		h, err := confighash.WaveHash(confighash.HashWave, uses, func(configref.Ref) (any, error) { return s, nil })
 		require.NoError(t, err)
 		return h
 	}
@@ -144,7 +145,7 @@ func TestNewWorkloadGetsAKeyedHash(t *testing.T) {
 	require.NoError(t, err)
 	key, err := client.CoreV1().Secrets(ns).Get(ctx(t), "configwave-install-key", metav1.GetOptions{})
 	require.NoError(t, err)
-	keyed, err := confighash.KeyedWaveHash(confighash.HashWave, key.Data[installkey.DataKey], uses, func(refs.ObjectRef) (any, error) { return sec, nil })
+	keyed, err := confighash.KeyedWaveHash(confighash.HashWave, key.Data[installkey.DataKey], uses, func(configref.Ref) (any, error) { return sec, nil })
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		return getDeployment(t, client, ns, "fresh").Spec.Template.Annotations[refs.ConfigHashAnnotation] == keyed &&

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/configwave/configwave/internal/cli"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
@@ -159,12 +160,9 @@ func statusOf(w workload.Workload, now time.Time, deadline time.Duration) Worklo
 	row := WorkloadStatus{Namespace: w.Meta.Namespace, Kind: w.Kind, Name: w.Meta.Name, Config: []string{}}
 	used := refs.Extract(w.Meta.Namespace, w.Meta.Annotations, &w.Template.Spec)
 	seen := map[string]bool{}
-	for _, list := range [][]refs.ObjectRef{used.Visible.Refs(), used.Wave.Refs()} {
+	for _, list := range [][]configref.Ref{used.Visible.Refs(), used.Wave.Refs()} {
 		for _, r := range list {
-			name := strings.ToLower(string(r.Kind)) + "/" + r.Name
-			if r.Namespace != w.Meta.Namespace {
-				name = strings.ToLower(string(r.Kind)) + "/" + r.Namespace + "/" + r.Name
-			}
+			name := r.Short(w.Meta.Namespace)
 			if !seen[name] {
 				seen[name] = true
 				row.Config = append(row.Config, name)

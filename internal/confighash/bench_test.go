@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -37,13 +38,13 @@ func BenchmarkWaveHash100KiB(b *testing.B) {
 // The inputs record is what wave computes on every event, from the digested cache.
 func BenchmarkInputsOf10Objects(b *testing.B) {
 	uses, get := benchUses()
-	cache := map[refs.ObjectRef]map[string]string{}
+	cache := map[configref.Ref]map[string]string{}
 	for r := range uses {
 		o, _ := get(r)
 		d, _ := Digest(o)
 		cache[r] = KeyDigests(d)
 	}
-	digests := func(r refs.ObjectRef) (map[string]string, bool) { d, ok := cache[r]; return d, ok }
+	digests := func(r configref.Ref) (map[string]string, bool) { d, ok := cache[r]; return d, ok }
 	for b.Loop() {
 		InputsOf("ns", uses, digests)
 	}

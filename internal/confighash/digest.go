@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configwave/configwave/internal/cacheentry"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -30,7 +31,7 @@ type Digester struct {
 	// Whole, when set, is shown each whole object before it is reduced, so that the caller
 	// may keep the data of the few objects it will need whole (Wave's hash), without a read
 	// from the API. It must not change the object.
-	Whole func(kind refs.ConfigKind, whole metav1.Object)
+	Whole func(kind configref.Kind, whole metav1.Object)
 }
 
 // keyDigest is 128 bits of SHA256 (or of HMAC-SHA256 under the key): enough to tell any two
@@ -62,7 +63,7 @@ func (dg Digester) Transform(obj any) (any, error) {
 		return o, nil
 	case *corev1.ConfigMap:
 		if dg.Whole != nil {
-			dg.Whole(refs.ConfigMap, o)
+			dg.Whole(configref.ConfigMap, o)
 		}
 		out := dg.slim(o.ObjectMeta, len(o.Data)+len(o.BinaryData))
 		for k, v := range o.Data {
@@ -75,7 +76,7 @@ func (dg Digester) Transform(obj any) (any, error) {
 		return out, nil
 	case *corev1.Secret:
 		if dg.Whole != nil {
-			dg.Whole(refs.Secret, o)
+			dg.Whole(configref.Secret, o)
 		}
 		out := dg.slim(o.ObjectMeta, len(o.Data))
 		for k, v := range o.Data {
@@ -124,7 +125,7 @@ func KeyDigests(obj any) map[string]string {
 
 // DigestsFunc returns the key digests of an object from the transformed cache, and whether
 // it exists.
-type DigestsFunc func(refs.ObjectRef) (map[string]string, bool)
+type DigestsFunc func(configref.Ref) (map[string]string, bool)
 
 // Inputs is the record of what a workload's pods can see, written to the workload's own
 // metadata.annotations[InputsAnnotation]: one entry per object, sorted,
@@ -142,7 +143,7 @@ func InputsOf(namespace string, uses refs.Uses, digests DigestsFunc) Inputs {
 	entries := make([]string, 0, len(uses))
 	for _, ref := range uses.Refs() {
 		u := uses[ref]
-		name := EntryName(namespace, ref)
+		name := ref.Short(namespace)
 		keys, exists := digests(ref)
 		var d string
 		switch {
@@ -161,17 +162,8 @@ func InputsOf(namespace string, uses refs.Uses, digests DigestsFunc) Inputs {
 	return in
 }
 
-// EntryName names ref in the inputs record of a workload in namespace: "configmap/NAME", or
-// "configmap/NS/NAME" for another namespace.
-func EntryName(namespace string, ref refs.ObjectRef) string {
-	if ref.Namespace != namespace {
-		return strings.ToLower(string(ref.Kind)) + "/" + ref.Namespace + "/" + ref.Name
-	}
-	return strings.ToLower(string(ref.Kind)) + "/" + ref.Name
-}
-
 // objectDigest covers the keys u uses: all of them, or each listed one (present or absent).
-func objectDigest(ref refs.ObjectRef, u *refs.Use, keys map[string]string, missing *[]*refs.MissingError) string {
+func objectDigest(ref configref.Ref, u *refs.Use, keys map[string]string, missing *[]*refs.MissingError) string {
 	var lines []string
 	if u.AllKeys {
 		for k, d := range keys {

@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 )
 
-func cmRef(name string) refs.ObjectRef {
-	return refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: name}
+func cmRef(name string) configref.Ref {
+	return configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: name}
 }
 
 func TestDigestTransform(t *testing.T) {
@@ -53,7 +54,7 @@ func TestDigestTransform(t *testing.T) {
 }
 
 func TestInputsOf(t *testing.T) {
-	digests := func(r refs.ObjectRef) (map[string]string, bool) {
+	digests := func(r configref.Ref) (map[string]string, bool) {
 		switch r {
 		case cmRef("a"):
 			return map[string]string{"k": "d1", "other": "d2"}, true
@@ -66,7 +67,7 @@ func TestInputsOf(t *testing.T) {
 	assert.Regexp(t, `^configmap/a=[0-9a-f]{16}$`, in.Value)
 
 	// Another key's digest changes: the single-key inputs do not.
-	digests2 := func(r refs.ObjectRef) (map[string]string, bool) {
+	digests2 := func(r configref.Ref) (map[string]string, bool) {
 		return map[string]string{"k": "d1", "other": "CHANGED"}, r == cmRef("a")
 	}
 	assert.Equal(t, in.Value, InputsOf("ns", oneKey, digests2).Value)
@@ -85,7 +86,7 @@ func TestInputsOf(t *testing.T) {
 	require.Len(t, m.Missing, 2)
 
 	// Other namespaces are spelled out.
-	assert.Equal(t, "configmap/other/x=absent", InputsOf("ns", refs.Uses{{Kind: refs.ConfigMap, Namespace: "other", Name: "x"}: {AllKeys: true}}, digests).Value)
+	assert.Equal(t, "configmap/other/x=absent", InputsOf("ns", refs.Uses{{Kind: configref.ConfigMap, Namespace: "other", Name: "x"}: {AllKeys: true}}, digests).Value)
 	assert.Equal(t, []string{"configmap/a", "configmap/b"}, Changed(map[string]string{"configmap/a": "1", "configmap/b": "2"}, map[string]string{"configmap/a": "3"}))
 }
 

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -51,7 +52,7 @@ func ParseHashFormat(s string) (HashFormat, error) {
 }
 
 // GetFunc returns the full ConfigMap or Secret, or nil when it does not exist.
-type GetFunc func(refs.ObjectRef) (any, error)
+type GetFunc func(configref.Ref) (any, error)
 
 // WaveHash computes Wave's config hash over the objects uses names: the lowercase hex SHA256
 // of the JSON {"configMaps": {NAME: {KEY: VALUE}}, "secrets": {NAME: {KEY: VALUE}}}, objects
@@ -120,7 +121,7 @@ func KeyedWaveHash(format HashFormat, key []byte, uses refs.Uses, get GetFunc) (
 			}
 			entry = picked
 		}
-		if ref.Kind == refs.ConfigMap {
+		if ref.Kind == configref.ConfigMap {
 			src.ConfigMaps[ref.Name] = entry
 		} else {
 			src.Secrets[ref.Name] = entry

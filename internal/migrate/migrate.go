@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -175,9 +176,9 @@ func removeOwnerRefs(ctx context.Context, client kubernetes.Interface, ns string
 		return 0, nil
 	}
 	m := ownerRefRemover{owned: owned, dryRun: dryRun}
-	err := removeFrom(ctx, &m, refs.ConfigMap, client.CoreV1().ConfigMaps(ns), func(l *corev1.ConfigMapList) ([]corev1.ConfigMap, string) { return l.Items, l.Continue })
+	err := removeFrom(ctx, &m, configref.ConfigMap, client.CoreV1().ConfigMaps(ns), func(l *corev1.ConfigMapList) ([]corev1.ConfigMap, string) { return l.Items, l.Continue })
 	if err == nil {
-		err = removeFrom(ctx, &m, refs.Secret, client.CoreV1().Secrets(ns), func(l *corev1.SecretList) ([]corev1.Secret, string) { return l.Items, l.Continue })
+		err = removeFrom(ctx, &m, configref.Secret, client.CoreV1().Secrets(ns), func(l *corev1.SecretList) ([]corev1.Secret, string) { return l.Items, l.Continue })
 	}
 	return m.fixed, err
 }
@@ -200,8 +201,8 @@ type configClient[T any, L any] interface {
 func removeFrom[O any, T interface {
 	*O
 	metav1.Object
-}, L any](ctx context.Context, m *ownerRefRemover, kind refs.ConfigKind, c configClient[T, L], items func(L) ([]O, string)) error {
-	return eachPage(ctx, strings.ToLower(string(kind))+"s", configListPage, func(o metav1.ListOptions) ([]O, string, error) {
+}, L any](ctx context.Context, m *ownerRefRemover, kind configref.Kind, c configClient[T, L], items func(L) ([]O, string)) error {
+	return eachPage(ctx, kind.Resource(), configListPage, func(o metav1.ListOptions) ([]O, string, error) {
 		l, err := c.List(ctx, o)
 		if err != nil {
 			return nil, "", err
@@ -214,7 +215,7 @@ func removeFrom[O any, T interface {
 			if !hasWaveOwnerRef(obj.GetOwnerReferences(), m.owned) {
 				continue
 			}
-			ref := refs.ObjectRef{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+			ref := configref.Ref{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 			klog.InfoS("removing Wave's owner references", "object", ref.String(), "dryRun", m.dryRun)
 			if !m.dryRun {
 				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {

@@ -9,9 +9,10 @@ package refs
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
+	"github.com/configwave/configwave/internal/configref"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -41,8 +42,8 @@ func Ignored(annotations map[string]string, st StakaterDialect) bool {
 }
 
 // DropIgnored removes every object that ignored reports, and returns them.
-func (r References) DropIgnored(ignored func(ObjectRef) bool) map[ObjectRef]bool {
-	dropped := map[ObjectRef]bool{}
+func (r References) DropIgnored(ignored func(configref.Ref) bool) map[configref.Ref]bool {
+	dropped := map[configref.Ref]bool{}
 	for _, us := range []Uses{r.Visible, r.Wave} {
 		for ref := range us {
 			if dropped[ref] || ignored(ref) {
@@ -52,25 +53,6 @@ func (r References) DropIgnored(ignored func(ObjectRef) bool) map[ObjectRef]bool
 		}
 	}
 	return dropped
-}
-
-// ConfigKind is ConfigMap or Secret.
-type ConfigKind string
-
-const (
-	ConfigMap ConfigKind = "ConfigMap"
-	Secret    ConfigKind = "Secret"
-)
-
-// ObjectRef names one ConfigMap or Secret.
-type ObjectRef struct {
-	Kind      ConfigKind
-	Namespace string
-	Name      string
-}
-
-func (r ObjectRef) String() string {
-	return fmt.Sprintf("%s %s/%s", strings.ToLower(string(r.Kind)), r.Namespace, r.Name)
 }
 
 // Use is how a pod template uses one object: every key, or some keys; and whether the pods
@@ -92,9 +74,9 @@ func (u *Use) addKey(key string, required bool) {
 }
 
 // Uses is every object a pod template uses.
-type Uses map[ObjectRef]*Use
+type Uses map[configref.Ref]*Use
 
-func (us Uses) use(ref ObjectRef, required bool, where string) *Use {
+func (us Uses) use(ref configref.Ref, required bool, where string) *Use {
 	u, ok := us[ref]
 	if !ok {
 		u = &Use{Where: where}
@@ -105,23 +87,13 @@ func (us Uses) use(ref ObjectRef, required bool, where string) *Use {
 }
 
 // Refs sorted, for stable output.
-func (us Uses) Refs() []ObjectRef {
-	refs := make([]ObjectRef, 0, len(us))
+func (us Uses) Refs() []configref.Ref {
+	refs := make([]configref.Ref, 0, len(us))
 	for r := range us {
 		refs = append(refs, r)
 	}
-	sort.Slice(refs, func(i, j int) bool { return refLess(refs[i], refs[j]) })
+	slices.SortFunc(refs, configref.Compare)
 	return refs
-}
-
-func refLess(a, b ObjectRef) bool {
-	if a.Kind != b.Kind {
-		return a.Kind < b.Kind
-	}
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Name < b.Name
 }
 
 // References are a template's uses in two views.
@@ -140,8 +112,8 @@ type References struct {
 // DropOtherNamespaces removes every object outside namespace, which only an extra-* entry can
 // name, and returns them with where each was named. Without this, whoever may edit a workload
 // could make wave read another namespace's config and write a hash of it where they can read it.
-func (r References) DropOtherNamespaces(namespace string) map[ObjectRef]string {
-	dropped := map[ObjectRef]string{}
+func (r References) DropOtherNamespaces(namespace string) map[configref.Ref]string {
+	dropped := map[configref.Ref]string{}
 	for _, us := range []Uses{r.Visible, r.Wave} {
 		for ref, u := range us {
 			if ref.Namespace != namespace {
@@ -166,16 +138,16 @@ func Extract(namespace string, annotations map[string]string, spec *corev1.PodSp
 		where := fmt.Sprintf("volume %q", v.Name)
 		switch {
 		case v.ConfigMap != nil:
-			addVolume(refs, mounted[v.Name], ObjectRef{ConfigMap, namespace, v.ConfigMap.Name}, v.ConfigMap.Items, v.ConfigMap.Optional, where)
+			addVolume(refs, mounted[v.Name], configref.Ref{Kind: configref.ConfigMap, Namespace: namespace, Name: v.ConfigMap.Name}, v.ConfigMap.Items, v.ConfigMap.Optional, where)
 		case v.Secret != nil:
-			addVolume(refs, mounted[v.Name], ObjectRef{Secret, namespace, v.Secret.SecretName}, v.Secret.Items, v.Secret.Optional, where)
+			addVolume(refs, mounted[v.Name], configref.Ref{Kind: configref.Secret, Namespace: namespace, Name: v.Secret.SecretName}, v.Secret.Items, v.Secret.Optional, where)
 		case v.Projected != nil:
 			for _, src := range v.Projected.Sources {
 				switch {
 				case src.ConfigMap != nil:
-					addProjected(refs, mounted[v.Name], ObjectRef{ConfigMap, namespace, src.ConfigMap.Name}, src.ConfigMap.Items, src.ConfigMap.Optional, where)
+					addProjected(refs, mounted[v.Name], configref.Ref{Kind: configref.ConfigMap, Namespace: namespace, Name: src.ConfigMap.Name}, src.ConfigMap.Items, src.ConfigMap.Optional, where)
 				case src.Secret != nil:
-					addProjected(refs, mounted[v.Name], ObjectRef{Secret, namespace, src.Secret.Name}, src.Secret.Items, src.Secret.Optional, where)
+					addProjected(refs, mounted[v.Name], configref.Ref{Kind: configref.Secret, Namespace: namespace, Name: src.Secret.Name}, src.Secret.Items, src.Secret.Optional, where)
 				}
 			}
 		}
@@ -190,8 +162,8 @@ func Extract(namespace string, annotations map[string]string, spec *corev1.PodSp
 	}
 	for _, a := range []struct {
 		annotation string
-		kind       ConfigKind
-	}{{ExtraConfigMapsAnnotation, ConfigMap}, {ExtraSecretsAnnotation, Secret}} {
+		kind       configref.Kind
+	}{{ExtraConfigMapsAnnotation, configref.ConfigMap}, {ExtraSecretsAnnotation, configref.Secret}} {
 		extra, problems := ParseExtra(a.kind, namespace, annotations[a.annotation])
 		for _, p := range problems {
 			refs.Problems = append(refs.Problems, fmt.Sprintf("annotation %s: %s", a.annotation, p))
@@ -209,7 +181,7 @@ func Extract(namespace string, annotations map[string]string, spec *corev1.PodSp
 func optional(p *bool) bool { return p != nil && *p }
 
 // addVolume: the pods see only the items' keys, Wave hashes every key.
-func addVolume(refs References, mounted bool, ref ObjectRef, items []corev1.KeyToPath, opt *bool, where string) {
+func addVolume(refs References, mounted bool, ref configref.Ref, items []corev1.KeyToPath, opt *bool, where string) {
 	required := !optional(opt)
 	refs.Wave.use(ref, required, where).AllKeys = true
 	if !mounted {
@@ -225,7 +197,7 @@ func addVolume(refs References, mounted bool, ref ObjectRef, items []corev1.KeyT
 }
 
 // addProjected: with items, the pods and Wave both take only those keys.
-func addProjected(refs References, mounted bool, ref ObjectRef, items []corev1.KeyToPath, opt *bool, where string) {
+func addProjected(refs References, mounted bool, ref configref.Ref, items []corev1.KeyToPath, opt *bool, where string) {
 	required := !optional(opt)
 	views := []Uses{refs.Wave}
 	if mounted {
@@ -246,9 +218,9 @@ func addContainer(us Uses, namespace string, c corev1.Container, where string) {
 	for _, e := range c.EnvFrom {
 		switch {
 		case e.ConfigMapRef != nil:
-			us.use(ObjectRef{ConfigMap, namespace, e.ConfigMapRef.Name}, !optional(e.ConfigMapRef.Optional), where+" envFrom").AllKeys = true
+			us.use(configref.Ref{Kind: configref.ConfigMap, Namespace: namespace, Name: e.ConfigMapRef.Name}, !optional(e.ConfigMapRef.Optional), where+" envFrom").AllKeys = true
 		case e.SecretRef != nil:
-			us.use(ObjectRef{Secret, namespace, e.SecretRef.Name}, !optional(e.SecretRef.Optional), where+" envFrom").AllKeys = true
+			us.use(configref.Ref{Kind: configref.Secret, Namespace: namespace, Name: e.SecretRef.Name}, !optional(e.SecretRef.Optional), where+" envFrom").AllKeys = true
 		}
 	}
 	for _, e := range c.Env {
@@ -259,10 +231,10 @@ func addContainer(us Uses, namespace string, c corev1.Container, where string) {
 		switch {
 		case e.ValueFrom.ConfigMapKeyRef != nil:
 			r := e.ValueFrom.ConfigMapKeyRef
-			us.use(ObjectRef{ConfigMap, namespace, r.Name}, !optional(r.Optional), where).addKey(r.Key, !optional(r.Optional))
+			us.use(configref.Ref{Kind: configref.ConfigMap, Namespace: namespace, Name: r.Name}, !optional(r.Optional), where).addKey(r.Key, !optional(r.Optional))
 		case e.ValueFrom.SecretKeyRef != nil:
 			r := e.ValueFrom.SecretKeyRef
-			us.use(ObjectRef{Secret, namespace, r.Name}, !optional(r.Optional), where).addKey(r.Key, !optional(r.Optional))
+			us.use(configref.Ref{Kind: configref.Secret, Namespace: namespace, Name: r.Name}, !optional(r.Optional), where).addKey(r.Key, !optional(r.Optional))
 		}
 	}
 }
@@ -270,11 +242,11 @@ func addContainer(us Uses, namespace string, c corev1.Container, where string) {
 // ParseExtra parses a wave.pusher.com/extra-configmaps or extra-secrets value: names or
 // ns/name entries, separated by commas, blanks around them ignored. Invalid entries are
 // returned as problems, never as references.
-func ParseExtra(kind ConfigKind, namespace, value string) (refs []ObjectRef, problems []string) {
+func ParseExtra(kind configref.Kind, namespace, value string) (refs []configref.Ref, problems []string) {
 	if strings.TrimSpace(value) == "" {
 		return nil, nil
 	}
-	seen := map[ObjectRef]bool{}
+	seen := map[configref.Ref]bool{}
 	for _, entry := range strings.Split(value, ",") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
@@ -289,10 +261,10 @@ func ParseExtra(kind ConfigKind, namespace, value string) (refs []ObjectRef, pro
 			}
 		}
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-			problems = append(problems, fmt.Sprintf("entry %q: %q is not a valid %s name", entry, name, strings.ToLower(string(kind))))
+			problems = append(problems, fmt.Sprintf("entry %q: %q is not a valid %s name", entry, name, kind.Lower()))
 			continue
 		}
-		r := ObjectRef{kind, ns, name}
+		r := configref.Ref{Kind: kind, Namespace: ns, Name: name}
 		if !seen[r] {
 			seen[r] = true
 			refs = append(refs, r)
@@ -303,7 +275,7 @@ func ParseExtra(kind ConfigKind, namespace, value string) (refs []ObjectRef, pro
 
 // MissingError says which required object or key is not there.
 type MissingError struct {
-	Ref   ObjectRef
+	Ref   configref.Ref
 	Key   string // empty when the whole object is missing
 	Where string
 }

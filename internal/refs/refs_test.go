@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,9 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-func cmRef(name string) ObjectRef { return ObjectRef{ConfigMap, "ns", name} }
+func cmRef(name string) configref.Ref {
+	return configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: name}
+}
 
 // summary renders Uses compactly: "configmap ns/a=all!" ("!" required), "...=k1!,k2".
 func summary(us Uses) []string {
@@ -157,8 +160,8 @@ func TestExtract(t *testing.T) {
 }
 
 func TestParseExtra(t *testing.T) {
-	refs, problems := ParseExtra(ConfigMap, "ns", "a, b/c,a ,../x,b/C")
-	assert.Equal(t, []ObjectRef{cmRef("a"), {ConfigMap, "b", "c"}}, refs)
+	refs, problems := ParseExtra(configref.ConfigMap, "ns", "a, b/c,a ,../x,b/C")
+	assert.Equal(t, []configref.Ref{cmRef("a"), {Kind: configref.ConfigMap, Namespace: "b", Name: "c"}}, refs)
 	require.Len(t, problems, 2)
 	assert.Contains(t, problems[0], `entry "../x"`)
 	assert.Contains(t, problems[1], `"C" is not a valid configmap name`)
@@ -169,8 +172,8 @@ func FuzzParseExtra(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		refs, _ := ParseExtra(Secret, "default", s)
-		seen := map[ObjectRef]bool{}
+		refs, _ := ParseExtra(configref.Secret, "default", s)
+		seen := map[configref.Ref]bool{}
 		for _, r := range refs {
 			require.NotEmpty(t, r.Name)
 			require.NotEmpty(t, r.Namespace)
@@ -186,9 +189,9 @@ func TestDropOtherNamespaces(t *testing.T) {
 	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "app", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "own"}}}}}}}
 	used := Extract("ns", map[string]string{ExtraSecretsAnnotation: "other/creds, local", ExtraConfigMapsAnnotation: "third/x"}, spec)
 	dropped := used.DropOtherNamespaces("ns")
-	assert.Equal(t, map[ObjectRef]string{
-		{Kind: Secret, Namespace: "other", Name: "creds"}: "annotation " + ExtraSecretsAnnotation,
-		{Kind: ConfigMap, Namespace: "third", Name: "x"}:  "annotation " + ExtraConfigMapsAnnotation,
+	assert.Equal(t, map[configref.Ref]string{
+		{Kind: configref.Secret, Namespace: "other", Name: "creds"}: "annotation " + ExtraSecretsAnnotation,
+		{Kind: configref.ConfigMap, Namespace: "third", Name: "x"}:  "annotation " + ExtraConfigMapsAnnotation,
 	}, dropped)
 	assert.Equal(t, []string{"configmap ns/own=all required", "secret ns/local=all"}, summary(used.Visible))
 	assert.Equal(t, []string{"configmap ns/own=all required", "secret ns/local=all"}, summary(used.Wave))
@@ -213,10 +216,10 @@ func TestIgnored(t *testing.T) {
 	assert.False(t, Ignored(map[string]string{StakaterIgnore: "true"}, renamed), "the default name no longer counts once renamed, as in Reloader")
 
 	r := References{Visible: Uses{}, Wave: Uses{}}
-	a, b, c := ObjectRef{Kind: ConfigMap, Namespace: "ns", Name: "a"}, ObjectRef{Kind: Secret, Namespace: "ns", Name: "b"}, ObjectRef{Kind: ConfigMap, Namespace: "ns", Name: "c"}
+	a, b, c := configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "a"}, configref.Ref{Kind: configref.Secret, Namespace: "ns", Name: "b"}, configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "c"}
 	r.Visible[a], r.Visible[b], r.Wave[b], r.Wave[c] = &Use{}, &Use{}, &Use{}, &Use{}
-	dropped := r.DropIgnored(func(o ObjectRef) bool { return o != a })
-	assert.Equal(t, map[ObjectRef]bool{b: true, c: true}, dropped)
-	assert.Equal(t, []ObjectRef{a}, r.Visible.Refs())
+	dropped := r.DropIgnored(func(o configref.Ref) bool { return o != a })
+	assert.Equal(t, map[configref.Ref]bool{b: true, c: true}, dropped)
+	assert.Equal(t, []configref.Ref{a}, r.Visible.Refs())
 	assert.Empty(t, r.Wave)
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/configwave/configwave/internal/configref"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -209,9 +210,9 @@ func (r *StakaterRules) HasPatterns() bool {
 }
 
 // Named reports whether a reload list names the object.
-func (r *StakaterRules) Named(kind ConfigKind, name string) bool {
+func (r *StakaterRules) Named(kind configref.Kind, name string) bool {
 	list := r.ConfigMapNames
-	if kind == Secret {
+	if kind == configref.Secret {
 		list = r.SecretNames
 	}
 	for _, re := range list {
@@ -224,10 +225,10 @@ func (r *StakaterRules) Named(kind ConfigKind, name string) bool {
 
 // Follows reports whether a change of the object rolls the workload. used: the pods use it;
 // annotations: the object's own (for match and ignore).
-func (r *StakaterRules) Follows(kind ConfigKind, name string, used bool, annotations map[string]string) bool {
+func (r *StakaterRules) Follows(kind configref.Kind, name string, used bool, annotations map[string]string) bool {
 	excluded := r.ExcludedConfigMaps[name]
 	auto := r.AutoConfigMaps
-	if kind == Secret {
+	if kind == configref.Secret {
 		excluded, auto = r.ExcludedSecrets[name], r.AutoSecrets
 	}
 	switch {
@@ -242,7 +243,7 @@ func (r *StakaterRules) Follows(kind ConfigKind, name string, used bool, annotat
 // StakaterEnvName is the env var Reloader's env-vars strategy writes for an object:
 // STAKATER_ + the name in capitals with every run of other characters as one "_" +
 // _CONFIGMAP or _SECRET.
-func StakaterEnvName(kind ConfigKind, name string) string {
+func StakaterEnvName(kind configref.Kind, name string) string {
 	var b strings.Builder
 	b.WriteString(StakaterEnvPrefix)
 	valid := false
@@ -255,7 +256,7 @@ func StakaterEnvName(kind ConfigKind, name string) string {
 			valid = false
 		}
 	}
-	if kind == Secret {
+	if kind == configref.Secret {
 		b.WriteString("_SECRET")
 	} else {
 		b.WriteString("_CONFIGMAP")

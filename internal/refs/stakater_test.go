@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -44,26 +45,26 @@ func TestStakaterFollows(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		annotations map[string]string
-		kind        ConfigKind
+		kind        configref.Kind
 		object      string
 		used        bool
 		objAnn      map[string]string
 		want        bool
 	}{
-		{"auto: a ConfigMap the pods use", map[string]string{StakaterAuto: "true"}, ConfigMap, "cm", true, nil, true},
-		{"auto: one they do not use", map[string]string{StakaterAuto: "true"}, ConfigMap, "cm", false, nil, false},
-		{"auto, excluded", map[string]string{StakaterAuto: "true", StakaterConfigMapsExclude: "cm"}, ConfigMap, "cm", true, nil, false},
-		{"auto, the object says ignore", map[string]string{StakaterAuto: "true"}, Secret, "s", true, ignore, false},
-		{"configmap auto: not Secrets", map[string]string{StakaterConfigMapAuto: "true"}, Secret, "s", true, nil, false},
-		{"secret auto", map[string]string{StakaterSecretAuto: "true"}, Secret, "s", true, nil, true},
-		{"named: used or not", map[string]string{StakaterConfigMapReload: "cm"}, ConfigMap, "cm", false, nil, true},
-		{"named: a regular expression", map[string]string{StakaterSecretReload: "db-.*"}, Secret, "db-prod", false, nil, true},
-		{"named: anchored", map[string]string{StakaterSecretReload: "db"}, Secret, "db-prod", false, nil, false},
-		{"named: not another kind", map[string]string{StakaterConfigMapReload: "x"}, Secret, "x", true, nil, false},
-		{"named, excluded", map[string]string{StakaterConfigMapReload: "cm", StakaterConfigMapsExclude: "cm"}, ConfigMap, "cm", true, nil, false},
-		{"search: used and matching", map[string]string{StakaterSearch: "true"}, ConfigMap, "cm", true, match, true},
-		{"search: used, not matching", map[string]string{StakaterSearch: "true"}, ConfigMap, "cm", true, nil, false},
-		{"search: matching, not used", map[string]string{StakaterSearch: "true"}, ConfigMap, "cm", false, match, false},
+		{"auto: a ConfigMap the pods use", map[string]string{StakaterAuto: "true"}, configref.ConfigMap, "cm", true, nil, true},
+		{"auto: one they do not use", map[string]string{StakaterAuto: "true"}, configref.ConfigMap, "cm", false, nil, false},
+		{"auto, excluded", map[string]string{StakaterAuto: "true", StakaterConfigMapsExclude: "cm"}, configref.ConfigMap, "cm", true, nil, false},
+		{"auto, the object says ignore", map[string]string{StakaterAuto: "true"}, configref.Secret, "s", true, ignore, false},
+		{"configmap auto: not Secrets", map[string]string{StakaterConfigMapAuto: "true"}, configref.Secret, "s", true, nil, false},
+		{"secret auto", map[string]string{StakaterSecretAuto: "true"}, configref.Secret, "s", true, nil, true},
+		{"named: used or not", map[string]string{StakaterConfigMapReload: "cm"}, configref.ConfigMap, "cm", false, nil, true},
+		{"named: a regular expression", map[string]string{StakaterSecretReload: "db-.*"}, configref.Secret, "db-prod", false, nil, true},
+		{"named: anchored", map[string]string{StakaterSecretReload: "db"}, configref.Secret, "db-prod", false, nil, false},
+		{"named: not another kind", map[string]string{StakaterConfigMapReload: "x"}, configref.Secret, "x", true, nil, false},
+		{"named, excluded", map[string]string{StakaterConfigMapReload: "cm", StakaterConfigMapsExclude: "cm"}, configref.ConfigMap, "cm", true, nil, false},
+		{"search: used and matching", map[string]string{StakaterSearch: "true"}, configref.ConfigMap, "cm", true, match, true},
+		{"search: used, not matching", map[string]string{StakaterSearch: "true"}, configref.ConfigMap, "cm", true, nil, false},
+		{"search: matching, not used", map[string]string{StakaterSearch: "true"}, configref.ConfigMap, "cm", false, match, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ParseStakater(tc.annotations, nil)
@@ -74,9 +75,9 @@ func TestStakaterFollows(t *testing.T) {
 }
 
 func TestStakaterEnvName(t *testing.T) {
-	assert.Equal(t, "STAKATER_APP_CONFIG_CONFIGMAP", StakaterEnvName(ConfigMap, "app-config"))
-	assert.Equal(t, "STAKATER_DB_CREDS_V2_SECRET", StakaterEnvName(Secret, "db.creds--v2"))
-	assert.Equal(t, "STAKATER_A__CONFIGMAP", StakaterEnvName(ConfigMap, "a."), "as Reloader: a trailing separator stays")
+	assert.Equal(t, "STAKATER_APP_CONFIG_CONFIGMAP", StakaterEnvName(configref.ConfigMap, "app-config"))
+	assert.Equal(t, "STAKATER_DB_CREDS_V2_SECRET", StakaterEnvName(configref.Secret, "db.creds--v2"))
+	assert.Equal(t, "STAKATER_A__CONFIGMAP", StakaterEnvName(configref.ConfigMap, "a."), "as Reloader: a trailing separator stays")
 }
 
 func FuzzParseStakater(f *testing.F) {
@@ -93,7 +94,7 @@ func FuzzParseStakater(f *testing.F) {
 				t.Fatalf("literal %q does not match itself", name)
 			}
 		}
-		_ = r.Follows(ConfigMap, "x", true, nil)
+		_ = r.Follows(configref.ConfigMap, "x", true, nil)
 	})
 }
 
@@ -132,12 +133,12 @@ func TestStakaterDialect(t *testing.T) {
 			assert.Equal(t, tt.autoCM, r.AutoConfigMaps, "ConfigMaps")
 			assert.Equal(t, tt.autoS, r.AutoSecrets, "Secrets")
 			if tt.named != "" {
-				assert.True(t, r.Named(ConfigMap, tt.named))
+				assert.True(t, r.Named(configref.ConfigMap, tt.named))
 			}
 		})
 	}
 	r := StakaterDialect{Names: renamed}.Parse(map[string]string{renamed.Search: "true"}, nil)
 	require.NotNil(t, r)
-	assert.True(t, r.Follows(ConfigMap, "shared", true, map[string]string{"example.com/match": "true"}), "search matches under the renamed match annotation")
-	assert.False(t, r.Follows(ConfigMap, "shared", true, map[string]string{StakaterMatch: "true"}))
+	assert.True(t, r.Follows(configref.ConfigMap, "shared", true, map[string]string{"example.com/match": "true"}), "search matches under the renamed match annotation")
+	assert.False(t, r.Follows(configref.ConfigMap, "shared", true, map[string]string{StakaterMatch: "true"}))
 }

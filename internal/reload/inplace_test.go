@@ -7,14 +7,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
 )
 
 func TestMountedFilesKeepEachFoldersPath(t *testing.T) {
 	files, err := Mounted{}.Files([]source.Object{
-		{Ref: source.Ref{Kind: source.Folder, Name: "/etc/a"}, Data: map[string][]byte{"x.yml": []byte("1"), "sub/y": []byte("2")}},
-		{Ref: source.Ref{Kind: source.Folder, Name: "/etc/b"}, Data: map[string][]byte{"x.yml": []byte("3")}},
+		{Ref: configref.Ref{Kind: source.Folder, Name: "/etc/a"}, Data: map[string][]byte{"x.yml": []byte("1"), "sub/y": []byte("2")}},
+		{Ref: configref.Ref{Kind: source.Folder, Name: "/etc/b"}, Data: map[string][]byte{"x.yml": []byte("3")}},
 	})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]unpack.File{

@@ -9,6 +9,7 @@ import (
 	"path"
 	"sort"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
 )
@@ -31,10 +32,10 @@ type Layout struct {
 func (l Layout) Files(objects []source.Object) (map[string]unpack.File, error) {
 	files := map[string]unpack.File{}
 	owner := map[string]string{} // path -> "configmap ns/name key k", for clash errors
-	folders := map[string]source.Ref{}
+	folders := map[string]configref.Ref{}
 	for _, o := range objects {
 		mode := l.ConfigMapMode
-		if o.Kind == source.Secret {
+		if o.Kind == configref.Secret {
 			mode = l.SecretMode
 		}
 		dir := ""

@@ -7,12 +7,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
 )
 
 func cm(ns, name string, kv ...string) source.Object {
-	o := source.Object{Ref: source.Ref{Kind: source.ConfigMap, Namespace: ns, Name: name}, Data: map[string][]byte{}}
+	o := source.Object{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: ns, Name: name}, Data: map[string][]byte{}}
 	for i := 0; i+1 < len(kv); i += 2 {
 		o.Data[kv[i]] = []byte(kv[i+1])
 	}
@@ -21,7 +22,7 @@ func cm(ns, name string, kv ...string) source.Object {
 
 func secret(ns, name string, kv ...string) source.Object {
 	o := cm(ns, name, kv...)
-	o.Kind = source.Secret
+	o.Kind = configref.Secret
 	return o
 }
 
@@ -93,7 +94,7 @@ func TestLayoutFiles(t *testing.T) {
 		{
 			name:    "binary content is kept byte-exact",
 			layout:  modes,
-			objects: []source.Object{{Ref: source.Ref{Kind: source.ConfigMap, Namespace: "n", Name: "b"}, Data: map[string][]byte{"blob": {0, 0xff, '\n'}}}},
+			objects: []source.Object{{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: "n", Name: "b"}, Data: map[string][]byte{"blob": {0, 0xff, '\n'}}}},
 			want:    map[string]unpack.File{"blob": {Data: []byte{0, 0xff, '\n'}, Mode: 0o644}},
 		},
 		{name: "no sources, no files", layout: modes, want: map[string]unpack.File{}},

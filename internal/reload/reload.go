@@ -25,6 +25,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/notify"
 	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
@@ -577,7 +578,7 @@ func shortHash(h string) string {
 	return h
 }
 
-func joinRefs(refs []source.Ref) string {
+func joinRefs(refs []configref.Ref) string {
 	s := make([]string, len(refs))
 	for i, ref := range refs {
 		s[i] = ref.String()
@@ -586,7 +587,7 @@ func joinRefs(refs []source.Ref) string {
 }
 
 func sourceList(objs []source.Object) string {
-	refs := make([]source.Ref, len(objs))
+	refs := make([]configref.Ref, len(objs))
 	for i, o := range objs {
 		refs[i] = o.Ref
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/notify"
 	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
@@ -187,8 +188,8 @@ func TestReloaderRetriesAFailedNotification(t *testing.T) {
 }
 
 func TestReloaderWaitsForMissingSourcesAndKeepsFilesWhenDeleted(t *testing.T) {
-	ref := source.Ref{Kind: source.ConfigMap, Namespace: "web", Name: "app"}
-	src := &fakeSource{snap: source.Snapshot{Missing: []source.Ref{ref}}, changed: make(chan struct{}, 1)}
+	ref := configref.Ref{Kind: configref.ConfigMap, Namespace: "web", Name: "app"}
+	src := &fakeSource{snap: source.Snapshot{Missing: []configref.Ref{ref}}, changed: make(chan struct{}, 1)}
 	started := 0
 	r, root := newReloader(t, src, nil)
 	n := &countingNotifier{}
@@ -202,7 +203,7 @@ func TestReloaderWaitsForMissingSourcesAndKeepsFilesWhenDeleted(t *testing.T) {
 	require.Eventually(t, r.Ready, wait, tick)
 	assert.Equal(t, 1, started)
 
-	src.set(source.Snapshot{Missing: []source.Ref{ref}})
+	src.set(source.Snapshot{Missing: []configref.Ref{ref}})
 	time.Sleep(200 * time.Millisecond)
 	assert.True(t, fileIs(root, "app.yaml", "v1")(), "deleting the ConfigMap keeps the last files")
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
 )
@@ -120,7 +121,7 @@ func TestReloaderLiveSetIsToldWhateverComesNext(t *testing.T) {
 
 	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "v2")}})
 	require.Eventually(t, func() bool { return r.CurrentStatus().NotifyDue }, wait, tick)
-	src.set(source.Snapshot{Missing: []source.Ref{{Kind: source.ConfigMap, Namespace: "web", Name: "app"}}})
+	src.set(source.Snapshot{Missing: []configref.Ref{{Kind: configref.ConfigMap, Namespace: "web", Name: "app"}}})
 	require.Eventually(t, func() bool { return r.CurrentStatus().Waiting != "" }, wait, tick)
 	src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "app.yaml", "bad")}})
 	require.Eventually(t, func() bool { return r.CurrentStatus().LastResult == ResultValidationFailed }, wait, tick)

@@ -41,6 +41,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/crashloop"
 	"github.com/configwave/configwave/internal/follow"
 	"github.com/configwave/configwave/internal/pacing"
@@ -198,7 +199,7 @@ func NewController(cfg Config) (*Controller, error) {
 				},
 				DeleteFunc: func(obj any) {
 					if m, ok := metaOf(obj); ok {
-						c.Informers.whole.Forget(refs.ObjectRef{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()})
+						c.Informers.whole.Forget(configref.Ref{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()})
 					}
 					c.enqueueUsers(kind, obj)
 				},
@@ -258,12 +259,12 @@ func (c *Controller) enqueueNamespace(namespace string) {
 	}
 }
 
-func (c *Controller) enqueueUsers(kind refs.ConfigKind, obj any) {
+func (c *Controller) enqueueUsers(kind configref.Kind, obj any) {
 	m, ok := metaOf(obj)
 	if !ok {
 		return
 	}
-	ref := refs.ObjectRef{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}
+	ref := configref.Ref{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}
 	users := 0
 	for _, list := range c.Informers.workloads {
 		for _, inf := range list {
@@ -292,7 +293,7 @@ func metaOf(obj any) (metav1.Object, bool) {
 
 // used reports whether an opted-in workload in a selected namespace uses ref (the byConfig
 // index). One in a namespace selected later reads the whole object from the API once.
-func (c *Controller) used(ref refs.ObjectRef) bool {
+func (c *Controller) used(ref configref.Ref) bool {
 	for _, list := range c.Informers.workloads {
 		for _, inf := range list {
 			keys, _ := inf.GetIndexer().IndexKeys(byConfig, ref.String())
@@ -332,10 +333,10 @@ func (c *Controller) configKeys(obj any) ([]string, error) {
 	}
 	all := union(used.Visible.Refs(), used.Wave.Refs())
 	if sel.stakater != nil { // names in Reloader's reload lists, used by the pods or not
-		for kind, list := range map[refs.ConfigKind][]*regexp.Regexp{refs.ConfigMap: sel.stakater.ConfigMapNames, refs.Secret: sel.stakater.SecretNames} {
+		for kind, list := range map[configref.Kind][]*regexp.Regexp{configref.ConfigMap: sel.stakater.ConfigMapNames, configref.Secret: sel.stakater.SecretNames} {
 			for _, re := range list {
 				if name, ok := refs.Literal(re); ok {
-					all = union(all, []refs.ObjectRef{{Kind: kind, Namespace: w.Meta.Namespace, Name: name}})
+					all = union(all, []configref.Ref{{Kind: kind, Namespace: w.Meta.Namespace, Name: name}})
 				}
 			}
 		}
@@ -469,7 +470,7 @@ func missingMessage(ms []*refs.MissingError) string {
 func missingNames(ms []*refs.MissingError) string {
 	var names []string
 	for _, m := range ms {
-		n := strings.ToLower(string(m.Ref.Kind)) + "/" + m.Ref.Name
+		n := m.Ref.Kind.Lower() + "/" + m.Ref.Name
 		if len(names) == 0 || names[len(names)-1] != n {
 			names = append(names, n)
 		}
@@ -482,10 +483,10 @@ func inputsHash(value string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func union(a, b []refs.ObjectRef) []refs.ObjectRef {
-	seen := map[refs.ObjectRef]bool{}
-	var out []refs.ObjectRef
-	for _, list := range [][]refs.ObjectRef{a, b} {
+func union(a, b []configref.Ref) []configref.Ref {
+	seen := map[configref.Ref]bool{}
+	var out []configref.Ref
+	for _, list := range [][]configref.Ref{a, b} {
 		for _, r := range list {
 			if !seen[r] {
 				seen[r] = true

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -67,8 +68,8 @@ type ReloaderOptions struct {
 	Dialect refs.StakaterDialect
 }
 
-func (o ReloaderOptions) ignores(kind refs.ConfigKind) bool {
-	return kind == refs.ConfigMap && o.ConfigMaps || kind == refs.Secret && o.Secrets
+func (o ReloaderOptions) ignores(kind configref.Kind) bool {
+	return kind == configref.ConfigMap && o.ConfigMaps || kind == configref.Secret && o.Secrets
 }
 
 // selection is what a workload's annotations ask wave to follow, in the dialects it reads.
@@ -130,10 +131,10 @@ func (c *Controller) recorded(ns string, used refs.References, sel selection) re
 		uses[r] = u
 	}
 	patterns := sel.stakater.HasPatterns()
-	for _, kind := range []refs.ConfigKind{refs.ConfigMap, refs.Secret} {
+	for _, kind := range []configref.Kind{configref.ConfigMap, configref.Secret} {
 		if patterns { // a regular expression may name any object of the namespace
 			for _, name := range c.Informers.configNames(kind, ns) {
-				r := refs.ObjectRef{Kind: kind, Namespace: ns, Name: name}
+				r := configref.Ref{Kind: kind, Namespace: ns, Name: name}
 				if _, ok := uses[r]; !ok && sel.stakater.Named(kind, name) {
 					uses[r] = &refs.Use{AllKeys: true, Where: "a Reloader reload annotation"}
 				}
@@ -141,12 +142,12 @@ func (c *Controller) recorded(ns string, used refs.References, sel selection) re
 		}
 		// Plain names, there or not yet (absent: their creation rolls).
 		list := sel.stakater.ConfigMapNames
-		if kind == refs.Secret {
+		if kind == configref.Secret {
 			list = sel.stakater.SecretNames
 		}
 		for _, re := range list {
 			if name, ok := refs.Literal(re); ok {
-				r := refs.ObjectRef{Kind: kind, Namespace: ns, Name: name}
+				r := configref.Ref{Kind: kind, Namespace: ns, Name: name}
 				if _, ok := uses[r]; !ok {
 					uses[r] = &refs.Use{AllKeys: true, Where: "a Reloader reload annotation"}
 				}
@@ -157,7 +158,7 @@ func (c *Controller) recorded(ns string, used refs.References, sel selection) re
 }
 
 // follows reports whether a change of the record entry rolls the workload.
-func (c *Controller) follows(ns string, used refs.References, sel selection, ref refs.ObjectRef) bool {
+func (c *Controller) follows(ns string, used refs.References, sel selection, ref configref.Ref) bool {
 	if c.Reloader.ignores(ref.Kind) {
 		return false
 	}
@@ -176,7 +177,7 @@ func (c *Controller) follows(ns string, used refs.References, sel selection, ref
 
 // ignored reports whether a ConfigMap or Secret is out of every hash and record
 // (configwave.io/ignore, or Reloader's ignore).
-func (c *Controller) ignored(ref refs.ObjectRef) bool {
+func (c *Controller) ignored(ref configref.Ref) bool {
 	return refs.Ignored(c.Informers.configAnnotations(ref), c.Reloader.Dialect)
 }
 
@@ -223,7 +224,7 @@ func (c *Controller) stakaterBehind(ctx context.Context, w workload.Workload, ns
 		current := confighash.StakaterHash(obj)
 		for _, m := range marks {
 			if obj == nil || m != current {
-				return true, fmt.Sprintf("%s/%s (Reloader's mark is older)", strings.ToLower(string(r.Kind)), r.Name), nil
+				return true, r.Kind.Lower() + "/" + r.Name + " (Reloader's mark is older)", nil
 			}
 		}
 	}
@@ -231,7 +232,7 @@ func (c *Controller) stakaterBehind(ctx context.Context, w workload.Workload, ns
 }
 
 // configNames lists the names of one kind of config object in a namespace, from the cache.
-func (inf *Informers) configNames(kind refs.ConfigKind, namespace string) []string {
+func (inf *Informers) configNames(kind configref.Kind, namespace string) []string {
 	var out []string
 	for _, i := range inf.configs[kind] {
 		keys, err := i.GetIndexer().IndexKeys(cache.NamespaceIndex, namespace)
@@ -248,7 +249,7 @@ func (inf *Informers) configNames(kind refs.ConfigKind, namespace string) []stri
 }
 
 // configLabels are a config object's labels, when the Digester keeps them.
-func (inf *Informers) configLabels(ref refs.ObjectRef) map[string]string {
+func (inf *Informers) configLabels(ref configref.Ref) map[string]string {
 	if obj, ok := inf.config(ref); ok {
 		if m, ok := obj.(metav1.Object); ok {
 			return m.GetLabels()
@@ -259,7 +260,7 @@ func (inf *Informers) configLabels(ref refs.ObjectRef) map[string]string {
 
 // configAnnotations are the annotations the cache keeps of a config object (Reloader's match
 // and ignore), or nil.
-func (inf *Informers) configAnnotations(ref refs.ObjectRef) map[string]string {
+func (inf *Informers) configAnnotations(ref configref.Ref) map[string]string {
 	obj, ok := inf.config(ref)
 	if !ok {
 		return nil

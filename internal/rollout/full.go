@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/confighash"
-	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/configref"
 )
 
 // fullObjects gives the whole ConfigMaps and Secrets Wave's hash needs: from the data the
@@ -26,7 +26,7 @@ type fullObjects struct {
 	inf    *Informers
 
 	mu      sync.Mutex
-	entries map[refs.ObjectRef]fullEntry
+	entries map[configref.Ref]fullEntry
 }
 
 type fullEntry struct {
@@ -44,7 +44,7 @@ const fullTTL = 30 * time.Second
 var errStale = errors.New("the config cache is behind the API server; retrying")
 
 func newFullObjects(client kubernetes.Interface, inf *Informers) *fullObjects {
-	return &fullObjects{client: client, inf: inf, entries: map[refs.ObjectRef]fullEntry{}}
+	return &fullObjects{client: client, inf: inf, entries: map[configref.Ref]fullEntry{}}
 }
 
 // get returns the whole object as the cache knows it, or nil when the cache says it does not
@@ -54,7 +54,7 @@ func newFullObjects(client kubernetes.Interface, inf *Informers) *fullObjects {
 // for key, as the digests the decision was made on, it is used: a ConfigMap rewritten many
 // times a second with the same data (or only new metadata) would otherwise never be read at
 // the cache's resourceVersion, and the workload would be retried forever.
-func (f *fullObjects) get(ctx context.Context, ref refs.ObjectRef) (any, error) {
+func (f *fullObjects) get(ctx context.Context, ref configref.Ref) (any, error) {
 	cached, ok := f.inf.config(ref)
 	if !ok {
 		return nil, nil
@@ -80,7 +80,7 @@ func (f *fullObjects) get(ctx context.Context, ref refs.ObjectRef) (any, error) 
 	defer cancel()
 	var obj metav1.Object
 	var err error
-	if ref.Kind == refs.ConfigMap {
+	if ref.Kind == configref.ConfigMap {
 		obj, err = f.client.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	} else {
 		obj, err = f.client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})

@@ -2,11 +2,11 @@ package rollout
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/pacing"
 	"github.com/configwave/configwave/internal/refs"
@@ -50,7 +50,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 	for _, r := range union(used.Visible.Refs(), used.Wave.Refs()) {
 		if !c.Informers.Watches(r.Namespace) { // only an extra-* entry can name another namespace
-			s.Warnings = append(s.Warnings, strings.ToLower(string(r.Kind))+" "+r.Namespace+"/"+r.Name+
+			s.Warnings = append(s.Warnings, r.String()+
 				" is in a namespace wave does not watch, so it always counts as absent: add "+r.Namespace+" to wave's --namespaces, or drop the entry")
 		}
 	}
@@ -65,13 +65,13 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	s.Inputs = confighash.InputsOf(ns, uses, c.Informers.Digests)
 	s.Entries = make(map[string]entry, len(uses)+len(ignored))
 	for r := range uses {
-		s.Entries[confighash.EntryName(ns, r)] = entry{Follows: c.follows(ns, used, sel, r)}
+		s.Entries[r.Short(ns)] = entry{Follows: c.follows(ns, used, sel, r)}
 	}
 	for r := range ignored {
-		s.Entries[confighash.EntryName(ns, r)] = entry{Ignored: true}
+		s.Entries[r.Short(ns)] = entry{Ignored: true}
 	}
 
-	whole := func(r refs.ObjectRef) (any, error) { return c.full.get(ctx, r) }
+	whole := func(r configref.Ref) (any, error) { return c.full.get(ctx, r) }
 	s.WaveHash = sync.OnceValues(func() (string, error) { return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, whole) })
 	s.KeyedWaveHash = sync.OnceValues(func() (string, error) { return confighash.KeyedWaveHash(c.Format, c.DigestKey, used.Wave, whole) })
 	s.EarlierWaveHash = func() (bool, error) {
@@ -115,7 +115,7 @@ func (c *Controller) annotationProblems(w workload.Workload, sel selection) []st
 // them).
 func (c *Controller) unkeyedInputs(ctx context.Context, namespace string, uses refs.Uses) (confighash.Inputs, error) {
 	var firstErr error
-	in := confighash.InputsOf(namespace, uses, func(r refs.ObjectRef) (map[string]string, bool) {
+	in := confighash.InputsOf(namespace, uses, func(r configref.Ref) (map[string]string, bool) {
 		obj, err := c.full.get(ctx, r)
 		if err != nil || obj == nil {
 			if firstErr == nil {

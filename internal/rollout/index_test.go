@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -73,8 +74,8 @@ func TestFullReadComparesContentNotVersion(t *testing.T) {
 	cached.ResourceVersion = "8" // the cache saw the version before
 	digested, err := c.Informers.digester.Transform(cached)
 	require.NoError(t, err)
-	require.NoError(t, c.Informers.configs[refs.ConfigMap][0].GetIndexer().Add(digested))
-	ref := refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "cm"}
+	require.NoError(t, c.Informers.configs[configref.ConfigMap][0].GetIndexer().Add(digested))
+	ref := configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "cm"}
 
 	obj, err := c.full.get(context.Background(), ref)
 	require.NoError(t, err, "same content at a newer version is used")
@@ -83,7 +84,7 @@ func TestFullReadComparesContentNotVersion(t *testing.T) {
 	changed := current.DeepCopy()
 	changed.ResourceVersion, changed.Data["k"] = "10", "new"
 	require.NoError(t, client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("configmaps"), changed, "ns"))
-	c.full.entries = map[refs.ObjectRef]fullEntry{}
+	c.full.entries = map[configref.Ref]fullEntry{}
 	_, err = c.full.get(context.Background(), ref)
 	assert.ErrorIs(t, err, errStale, "other content: the cache is behind")
 }
@@ -98,11 +99,11 @@ func TestConfigNamesWithAndWithoutTheNamespaceIndex(t *testing.T) {
 	}{{"one namespace", []string{"ns"}}, {"every namespace", nil}} {
 		t.Run(tc.name, func(t *testing.T) {
 			inf := NewInformers(workload.Clients{Kube: fake.NewSimpleClientset()}, workload.Builtin(), tc.namespaces, labels.Everything(), time.Minute, confighash.Digester{})
-			store := inf.configs[refs.ConfigMap][0].GetIndexer()
+			store := inf.configs[configref.ConfigMap][0].GetIndexer()
 			for _, o := range []metav1.ObjectMeta{{Namespace: "ns", Name: "b"}, {Namespace: "ns", Name: "a"}, {Namespace: "nsx", Name: "c"}} {
 				require.NoError(t, store.Add(&corev1.ConfigMap{ObjectMeta: o}))
 			}
-			assert.ElementsMatch(t, []string{"a", "b"}, inf.configNames(refs.ConfigMap, "ns"))
+			assert.ElementsMatch(t, []string{"a", "b"}, inf.configNames(configref.ConfigMap, "ns"))
 			_, err := store.IndexKeys("namespace", "ns")
 			assert.Equal(t, tc.namespaces == nil, err == nil, "a namespace index only over every namespace")
 		})
@@ -133,7 +134,7 @@ func TestIndexDoesNotDependOnNamespaceLabels(t *testing.T) {
 
 	require.NoError(t, nsStore.Update(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{"team": "a"}}}))
 	assert.EqualValues(t, 1, c.Tracked(), "counted once its namespace is selected")
-	c.enqueueUsers(refs.ConfigMap, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}})
+	c.enqueueUsers(configref.ConfigMap, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}})
 	require.Equal(t, 1, c.queue.Len(), "the change reaches the workload")
 	key, _ := c.queue.Get()
 	assert.Equal(t, "Deployment/ns/app", key)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/confighash"
-	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/wholeobj"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -24,7 +24,7 @@ import (
 // namespace (one factory per namespace, or one for the whole cluster).
 type Informers struct {
 	workloads map[workload.Kind][]cache.SharedIndexInformer
-	configs   map[refs.ConfigKind][]cache.SharedIndexInformer
+	configs   map[configref.Kind][]cache.SharedIndexInformer
 	factories []informers.SharedInformerFactory
 	dynamic   []dynamicinformer.DynamicSharedInformerFactory // custom kinds'; empty without any
 	watched   map[string]bool                                // namespaces; metav1.NamespaceAll for every one
@@ -60,7 +60,7 @@ func NewInformers(clients workload.Clients, kinds []workload.Type, namespaces []
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[refs.ConfigKind][]cache.SharedIndexInformer{}, watched: map[string]bool{}, whole: wholeobj.New()}
+	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[configref.Kind][]cache.SharedIndexInformer{}, watched: map[string]bool{}, whole: wholeobj.New()}
 	dg.Whole = inf.whole.Offer
 	inf.digester = dg
 	for _, ns := range namespaces {
@@ -80,10 +80,10 @@ func NewInformers(clients workload.Clients, kinds []workload.Type, namespaces []
 		for _, t := range kinds {
 			inf.workloads[t.Kind()] = append(inf.workloads[t.Kind()], t.Informer(wf))
 		}
-		inf.configs[refs.ConfigMap] = append(inf.configs[refs.ConfigMap], cf.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		inf.configs[configref.ConfigMap] = append(inf.configs[configref.ConfigMap], cf.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewConfigMapInformer(c, ns, resync, configIndexers(ns))
 		}))
-		inf.configs[refs.Secret] = append(inf.configs[refs.Secret], cf.InformerFor(&corev1.Secret{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		inf.configs[configref.Secret] = append(inf.configs[configref.Secret], cf.InformerFor(&corev1.Secret{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewSecretInformer(c, ns, resync, configIndexers(ns))
 		}))
 		inf.factories = append(inf.factories, wf.Typed, cf)
@@ -177,12 +177,12 @@ func (inf *Informers) Workload(kind workload.Kind, namespace, name string) (work
 }
 
 // config returns a digested ConfigMap or Secret from the cache.
-func (inf *Informers) config(ref refs.ObjectRef) (any, bool) {
+func (inf *Informers) config(ref configref.Ref) (any, bool) {
 	return getByKey(inf.configs[ref.Kind], ref.Namespace+"/"+ref.Name)
 }
 
 // Digests is a DigestsFunc over the caches.
-func (inf *Informers) Digests(ref refs.ObjectRef) (map[string]string, bool) {
+func (inf *Informers) Digests(ref configref.Ref) (map[string]string, bool) {
 	obj, ok := inf.config(ref)
 	if !ok {
 		return nil, false

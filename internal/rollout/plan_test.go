@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/pacing"
 	"github.com/configwave/configwave/internal/refs"
@@ -59,7 +60,7 @@ func TestPlan(t *testing.T) {
 		return s
 	}
 	hash := func(h string) func() (string, error) { return func() (string, error) { return h, nil } }
-	missing := &refs.MissingError{Ref: refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "a"}, Where: "container app envFrom"}
+	missing := &refs.MissingError{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "a"}, Where: "container app envFrom"}
 	wantRecordOnly := func(t *testing.T, d decision, result string) {
 		t.Helper()
 		assert.Equal(t, result, d.Result)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
@@ -37,7 +38,7 @@ func TestFailingWritesBackOff(t *testing.T) {
 	digested, err := confighash.Digester{}.Transform(cm)
 	require.NoError(t, err)
 	used := refs.Extract("ns", nil, &d.Spec.Template.Spec)
-	inputs := confighash.InputsOf("ns", used.Visible, func(refs.ObjectRef) (map[string]string, bool) { return confighash.KeyDigests(digested), true })
+	inputs := confighash.InputsOf("ns", used.Visible, func(configref.Ref) (map[string]string, bool) { return confighash.KeyDigests(digested), true })
 	started := time.Now().Add(-time.Minute)
 	d.Annotations[InputsAnnotation] = confighash.WithKeyID(confighash.KeyID(nil), inputs.Value)
 	d.Annotations[outcome.Annotation] = outcome.Record{Change: "configmap/cm", Started: started}.String()
@@ -56,7 +57,7 @@ func TestFailingWritesBackOff(t *testing.T) {
 		Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }), RolloutDeadline: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, inf.workloads["Deployment"][0].GetIndexer().Add(d))
-	require.NoError(t, inf.configs[refs.ConfigMap][0].GetIndexer().Add(digested))
+	require.NoError(t, inf.configs[configref.ConfigMap][0].GetIndexer().Add(digested))
 	c.follow.Started(key, outcome.Record{Change: "configmap/cm", Started: started}) // this replica wrote it
 	defer c.queue.ShutDown()
 

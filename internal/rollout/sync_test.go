@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
@@ -46,13 +47,13 @@ func TestSyncDecisionTable(t *testing.T) {
 	}
 	waveHash := func(key []byte, c *corev1.ConfigMap) string {
 		used := refs.Extract(ns, nil, &deploy(false, nil, nil).Spec.Template.Spec)
-		h, err := confighash.KeyedWaveHash(confighash.HashWave, key, used.Wave, func(refs.ObjectRef) (any, error) { return c, nil })
+		h, err := confighash.KeyedWaveHash(confighash.HashWave, key, used.Wave, func(configref.Ref) (any, error) { return c, nil })
 		require.NoError(t, err)
 		return h
 	}
 	bareInputsOf := func(key []byte, c *corev1.ConfigMap) string {
 		used := refs.Extract(ns, nil, &deploy(false, nil, nil).Spec.Template.Spec)
-		return confighash.InputsOf(ns, used.Visible, func(refs.ObjectRef) (map[string]string, bool) {
+		return confighash.InputsOf(ns, used.Visible, func(configref.Ref) (map[string]string, bool) {
 			if c == nil {
 				return nil, false
 			}
@@ -208,7 +209,7 @@ func TestSyncDecisionTable(t *testing.T) {
 			if tt.config != nil {
 				digested, err := inf.digester.Transform(tt.config)
 				require.NoError(t, err)
-				require.NoError(t, inf.configs[refs.ConfigMap][0].GetIndexer().Add(digested))
+				require.NoError(t, inf.configs[configref.ConfigMap][0].GetIndexer().Add(digested))
 			}
 			client.ClearActions()
 

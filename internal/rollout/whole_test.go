@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -33,26 +34,26 @@ func TestWholeDataOnlyForUsedObjects(t *testing.T) {
 		require.NoError(t, client.Tracker().Add(cm))
 		digested, err := c.Informers.digester.Transform(cm)
 		require.NoError(t, err)
-		require.NoError(t, c.Informers.configs[refs.ConfigMap][0].GetIndexer().Add(digested))
+		require.NoError(t, c.Informers.configs[configref.ConfigMap][0].GetIndexer().Add(digested))
 	}
 	digest("used", "7", "secret-ish")
 	digest("unused", "8", "other")
 	assert.Equal(t, 1, c.Informers.whole.Len(), "only the used object is kept whole")
 
-	obj, err := c.full.get(context.Background(), refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "used"})
+	obj, err := c.full.get(context.Background(), configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "used"})
 	require.NoError(t, err)
 	assert.Equal(t, "secret-ish", obj.(*corev1.ConfigMap).Data["k"])
 	assert.Zero(t, gets, "no read from the API on the hot path")
 
-	obj, err = c.full.get(context.Background(), refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "unused"})
+	obj, err = c.full.get(context.Background(), configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "unused"})
 	require.NoError(t, err)
 	assert.Equal(t, "other", obj.(*corev1.ConfigMap).Data["k"])
 	assert.Equal(t, 1, gets, "an object kept as digests only is read when needed")
 
 	// A newer version that the cache has not seen yet is not taken for the cached one.
-	c.Informers.whole.Offer(refs.ConfigMap, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "used", ResourceVersion: "9"}})
-	_, ok := c.Informers.whole.Get(refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "used"}, "7")
+	c.Informers.whole.Offer(configref.ConfigMap, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "used", ResourceVersion: "9"}})
+	_, ok := c.Informers.whole.Get(configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "used"}, "7")
 	assert.False(t, ok)
-	c.Informers.whole.Forget(refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "used"})
+	c.Informers.whole.Forget(configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "used"})
 	assert.Zero(t, c.Informers.whole.Len())
 }

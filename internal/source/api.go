@@ -7,7 +7,7 @@ package source
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/coreclient"
 )
 
@@ -31,10 +32,10 @@ type APIOptions struct {
 // API is the source of ConfigMaps and Secrets read from the Kubernetes API: one informer per
 // named object and per selected kind.
 type API struct {
-	refs      []Ref
+	refs      []configref.Ref
 	informers []cache.SharedIndexInformer
 	selected  []cache.SharedIndexInformer // subset of informers fed by a Selector
-	named     map[Ref]cache.SharedIndexInformer
+	named     map[configref.Ref]cache.SharedIndexInformer
 	changed   chan struct{}
 	opts      APIOptions
 }
@@ -42,10 +43,10 @@ type API struct {
 // NewAPI prepares informers for the named objects and the selector (which may be nil). client is
 // a REST client for core/v1 (coreclient.New, or a clientset's CoreV1().RESTClient()). Nothing
 // talks to the API server before Run.
-func NewAPI(client cache.Getter, refs []Ref, sel *Selector, opts APIOptions) *API {
+func NewAPI(client cache.Getter, refs []configref.Ref, sel *Selector, opts APIOptions) *API {
 	w := &API{
 		refs:    refs,
-		named:   map[Ref]cache.SharedIndexInformer{},
+		named:   map[configref.Ref]cache.SharedIndexInformer{},
 		changed: make(chan struct{}, 1),
 		opts:    opts,
 	}
@@ -54,7 +55,7 @@ func NewAPI(client cache.Getter, refs []Ref, sel *Selector, opts APIOptions) *AP
 			continue
 		}
 		name := r.Name
-		lw := cache.NewFilteredListWatchFromClient(client, r.Kind.resource(), r.Namespace, func(o *metav1.ListOptions) {
+		lw := cache.NewFilteredListWatchFromClient(client, r.Kind.Resource(), r.Namespace, func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		})
 		inf := w.newInformer(w.counted(lw, r.String()), r.Kind)
@@ -63,14 +64,14 @@ func NewAPI(client cache.Getter, refs []Ref, sel *Selector, opts APIOptions) *AP
 	if sel != nil {
 		for _, k := range sel.Kinds {
 			labelSel := sel.Labels.String()
-			lw := cache.NewFilteredListWatchFromClient(client, k.resource(), sel.Namespace, func(o *metav1.ListOptions) {
+			lw := cache.NewFilteredListWatchFromClient(client, k.Resource(), sel.Namespace, func(o *metav1.ListOptions) {
 				o.LabelSelector = labelSel
 			})
 			ns := sel.Namespace
 			if ns == "" {
 				ns = "all namespaces"
 			}
-			desc := fmt.Sprintf("%ss matching %q in %s", lowerKind(k), labelSel, ns)
+			desc := fmt.Sprintf("%ss matching %q in %s", k.Lower(), labelSel, ns)
 			w.selected = append(w.selected, w.newInformer(w.counted(lw, desc), k))
 		}
 	}
@@ -97,9 +98,9 @@ func (w *API) counted(lw *cache.ListWatch, desc string) *cache.ListWatch {
 	}
 }
 
-func (w *API) newInformer(lw cache.ListerWatcher, k Kind) cache.SharedIndexInformer {
+func (w *API) newInformer(lw cache.ListerWatcher, k configref.Kind) cache.SharedIndexInformer {
 	var example runtime.Object = &coreclient.ConfigMap{}
-	if k == Secret {
+	if k == configref.Secret {
 		example = &coreclient.Secret{}
 	}
 	inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
@@ -149,7 +150,7 @@ func (w *API) WaitForSync(ctx context.Context) bool {
 // Snapshot returns the current content of every source from the informers' caches.
 func (w *API) Snapshot() Snapshot {
 	var s Snapshot
-	seen := map[Ref]bool{}
+	seen := map[configref.Ref]bool{}
 	add := func(obj any) {
 		o, ok := toObject(obj)
 		if ok && !seen[o.Ref] {
@@ -174,18 +175,8 @@ func (w *API) Snapshot() Snapshot {
 			add(obj)
 		}
 	}
-	sort.Slice(s.Objects, func(i, j int) bool { return lessRef(s.Objects[i].Ref, s.Objects[j].Ref) })
+	slices.SortFunc(s.Objects, func(a, b Object) int { return configref.Compare(a.Ref, b.Ref) })
 	return s
-}
-
-func lessRef(a, b Ref) bool {
-	if a.Kind != b.Kind {
-		return a.Kind < b.Kind
-	}
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Name < b.Name
 }
 
 func toObject(obj any) (Object, bool) {
@@ -198,13 +189,13 @@ func toObject(obj any) (Object, bool) {
 		for k, v := range o.BinaryData {
 			data[k] = v
 		}
-		return Object{Ref: Ref{Kind: ConfigMap, Namespace: o.Namespace, Name: o.Name}, Data: data}, true
+		return Object{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: o.Namespace, Name: o.Name}, Data: data}, true
 	case *coreclient.Secret:
 		data := make(map[string][]byte, len(o.Data))
 		for k, v := range o.Data {
 			data[k] = v
 		}
-		return Object{Ref: Ref{Kind: Secret, Namespace: o.Namespace, Name: o.Name}, Data: data}, true
+		return Object{Ref: configref.Ref{Kind: configref.Secret, Namespace: o.Namespace, Name: o.Name}, Data: data}, true
 	}
 	return Object{}, false
 }

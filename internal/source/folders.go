@@ -31,12 +31,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
 )
 
 // Folder is the kind of a Ref that names a folder on disk; its Name is the folder's path.
-const Folder Kind = "Folder"
+const Folder configref.Kind = "Folder"
 
 // kubeletDataLink is the link kubelet's atomic writer renames over to swap a volume's content.
 const kubeletDataLink = "..data"
@@ -117,7 +118,7 @@ func (f *Folders) ReadNow() Snapshot { return f.readAll(false) }
 func (f *Folders) readAll(logErrors bool) Snapshot {
 	var s Snapshot
 	for _, d := range f.dirs {
-		ref := Ref{Kind: Folder, Name: d}
+		ref := configref.Ref{Kind: Folder, Name: d}
 		files, err := ReadFolder(d, f.opts.Ignore)
 		if logErrors {
 			f.logReadError(d, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/testvolume"
 )
 
@@ -231,7 +232,7 @@ func TestFoldersFolderRemovedAndMadeAgain(t *testing.T) {
 
 	require.NoError(t, os.RemoveAll(d))
 	waitChange(t, f, "the folder removed")
-	assert.Equal(t, []Ref{{Kind: Folder, Name: d}}, f.Snapshot().Missing)
+	assert.Equal(t, []configref.Ref{{Kind: Folder, Name: d}}, f.Snapshot().Missing)
 
 	require.NoError(t, os.Mkdir(d, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(d, "a"), []byte("v2"), 0o644))

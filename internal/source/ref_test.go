@@ -3,6 +3,7 @@ package source
 import (
 	"testing"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -10,12 +11,12 @@ import (
 func TestParseRef(t *testing.T) {
 	tests := []struct {
 		name, in string
-		want     Ref
+		want     configref.Ref
 		wantErr  string
 	}{
-		{name: "name only takes the default namespace", in: "nginx", want: Ref{ConfigMap, "web", "nginx"}},
-		{name: "namespace and name", in: "kube-system/coredns", want: Ref{ConfigMap, "kube-system", "coredns"}},
-		{name: "dotted names are valid", in: "app.config", want: Ref{ConfigMap, "web", "app.config"}},
+		{name: "name only takes the default namespace", in: "nginx", want: configref.Ref{Kind: configref.ConfigMap, Namespace: "web", Name: "nginx"}},
+		{name: "namespace and name", in: "kube-system/coredns", want: configref.Ref{Kind: configref.ConfigMap, Namespace: "kube-system", Name: "coredns"}},
+		{name: "dotted names are valid", in: "app.config", want: configref.Ref{Kind: configref.ConfigMap, Namespace: "web", Name: "app.config"}},
 		{name: "empty", in: "", wantErr: `name "" is not a valid configmap name`},
 		{name: "empty namespace", in: "/nginx", wantErr: `namespace "" is not valid`},
 		{name: "uppercase name", in: "Nginx", wantErr: `name "Nginx"`},
@@ -24,7 +25,7 @@ func TestParseRef(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseRef(ConfigMap, tt.in, "web")
+			got, err := ParseRef(configref.ConfigMap, tt.in, "web")
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
@@ -37,9 +38,8 @@ func TestParseRef(t *testing.T) {
 	}
 }
 
-func TestRefString(t *testing.T) {
-	assert.Equal(t, "secret web/tls", Ref{Secret, "web", "tls"}.String())
-	assert.Equal(t, "configmap web/app", Ref{ConfigMap, "web", "app"}.String())
+func TestFolderRefString(t *testing.T) {
+	assert.Equal(t, "folder /etc/app", configref.Ref{Kind: Folder, Name: "/etc/app"}.String())
 }
 
 func FuzzParseRef(f *testing.F) {
@@ -47,7 +47,7 @@ func FuzzParseRef(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		r, err := ParseRef(Secret, s, "default")
+		r, err := ParseRef(configref.Secret, s, "default")
 		if err != nil {
 			return
 		}

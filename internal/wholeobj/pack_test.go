@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/configref"
 )
 
 // A packed copy holds exactly the data and resourceVersion, nil and empty values apart, and
@@ -40,11 +40,11 @@ func TestPackKeepsTheDataExactly(t *testing.T) {
 // Repacking keeps every object as it was, at its resourceVersion.
 func TestRepackKeepsTheObjects(t *testing.T) {
 	w := New()
-	w.Wanted = func(refs.ObjectRef) bool { return true }
+	w.Wanted = func(configref.Ref) bool { return true }
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "3"}, Data: map[string]string{"k": "v"}}
-	w.Offer(refs.ConfigMap, cm)
+	w.Offer(configref.ConfigMap, cm)
 	w.Repack()
-	got, ok := w.Get(refs.ObjectRef{Kind: refs.ConfigMap, Namespace: "ns", Name: "a"}, "3")
+	got, ok := w.Get(configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "a"}, "3")
 	require.True(t, ok)
 	assert.Equal(t, cm.Data, got.(*corev1.ConfigMap).Data)
 }

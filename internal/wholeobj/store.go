@@ -11,7 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/configref"
 )
 
 // Store keeps the whole data of the ConfigMaps and Secrets that opted-in workloads use,
@@ -21,20 +21,20 @@ import (
 // is kept from its next change on (until then, the one read that adopts the workload gets it).
 type Store struct {
 	// Wanted reports whether an opted-in workload uses ref; set before the informers start.
-	Wanted func(refs.ObjectRef) bool
+	Wanted func(configref.Ref) bool
 
 	mu   sync.RWMutex
-	objs map[refs.ObjectRef]metav1.Object // data and resourceVersion only
+	objs map[configref.Ref]metav1.Object // data and resourceVersion only
 }
 
 func New() *Store {
-	return &Store{objs: map[refs.ObjectRef]metav1.Object{}}
+	return &Store{objs: map[configref.Ref]metav1.Object{}}
 }
 
 // Offer is the Digester's Whole hook: it keeps the data of an object that a workload uses, and
 // drops any it kept of one that none uses any more.
-func (w *Store) Offer(kind refs.ConfigKind, o metav1.Object) {
-	ref := refs.ObjectRef{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}
+func (w *Store) Offer(kind configref.Kind, o metav1.Object) {
+	ref := configref.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}
 	if w.Wanted == nil || !w.Wanted(ref) {
 		w.Forget(ref)
 		return
@@ -59,7 +59,7 @@ func (w *Store) Repack() {
 }
 
 // Get returns the whole object at resourceVersion rv, if it is kept.
-func (w *Store) Get(ref refs.ObjectRef, rv string) (any, bool) {
+func (w *Store) Get(ref configref.Ref, rv string) (any, bool) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	o, ok := w.objs[ref]
@@ -70,7 +70,7 @@ func (w *Store) Get(ref refs.ObjectRef, rv string) (any, bool) {
 }
 
 // Forget drops what is kept of ref.
-func (w *Store) Forget(ref refs.ObjectRef) {
+func (w *Store) Forget(ref configref.Ref) {
 	w.mu.Lock()
 	delete(w.objs, ref)
 	w.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -46,7 +47,7 @@ func richTemplate() corev1.PodTemplateSpec {
 					{Name: "A", ValueFrom: cmKey("env", "a")},
 					{Name: "S", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "pw", Optional: &yes}}},
 					{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-					{Name: refs.StakaterEnvName(refs.ConfigMap, "env"), Value: "0123"},
+					{Name: refs.StakaterEnvName(configref.ConfigMap, "env"), Value: "0123"},
 				},
 				EnvFrom: []corev1.EnvFromSource{
 					{Prefix: "X_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "bulk"}}},
@@ -103,7 +104,7 @@ func TestCompactKeepsWhatWaveReads(t *testing.T) {
 			assert.Equal(t, before.Template.Annotations, after.Template.Annotations)
 			assert.Equal(t, "wave-disabled", after.Template.Spec.SchedulerName)
 			app := after.Template.Spec.Containers[0]
-			assert.Contains(t, app.Env, corev1.EnvVar{Name: refs.StakaterEnvName(refs.ConfigMap, "env"), Value: "0123"}, "Reloader's mark")
+			assert.Contains(t, app.Env, corev1.EnvVar{Name: refs.StakaterEnvName(configref.ConfigMap, "env"), Value: "0123"}, "Reloader's mark")
 			assert.Empty(t, app.Image, "what wave never reads is gone")
 			assert.Len(t, app.Env, 3, "plain and field env entries are gone")
 			assert.Len(t, after.Template.Spec.Volumes, 4, "the emptyDir is gone")
