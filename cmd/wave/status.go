@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/configwave/configwave/internal/cli"
-	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
@@ -159,17 +159,10 @@ func collectStatus(ctx context.Context, clients workload.Clients, kinds []worklo
 func statusOf(w workload.Workload, now time.Time, deadline time.Duration) WorkloadStatus {
 	row := WorkloadStatus{Namespace: w.Meta.Namespace, Kind: w.Kind, Name: w.Meta.Name, Config: []string{}}
 	used := refs.Extract(w.Meta.Namespace, w.Meta.Annotations, &w.Template.Spec)
-	seen := map[string]bool{}
-	for _, list := range [][]configref.Ref{used.Visible.Refs(), used.Wave.Refs()} {
-		for _, r := range list {
-			name := r.Short(w.Meta.Namespace)
-			if !seen[name] {
-				seen[name] = true
-				row.Config = append(row.Config, name)
-			}
-		}
+	for _, r := range used.All() {
+		row.Config = append(row.Config, r.Short(w.Meta.Namespace))
 	}
-	sort.Strings(row.Config)
+	slices.Sort(row.Config)
 	rec, err := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation])
 	if err != nil {
 		row.Verdict = outcome.Verdict{State: "unknown", Reason: err.Error()}

@@ -2,6 +2,7 @@ package confighash
 
 import (
 	"encoding/hex"
+	"maps"
 	"sort"
 	"sync"
 
@@ -71,21 +72,10 @@ func (d *Digested) GetObjectKind() schema.ObjectKind { return schema.EmptyObject
 func (d *Digested) DeepCopyObject() runtime.Object {
 	out := *d
 	if d.meta != nil {
-		out.meta = &digestedMeta{labels: cloneMap(d.meta.labels), annotations: cloneMap(d.meta.annotations)}
+		out.meta = &digestedMeta{labels: maps.Clone(d.meta.labels), annotations: maps.Clone(d.meta.annotations)}
 	}
 	out.Keys = append([]KeyDigest(nil), d.Keys...)
 	return &out
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // interned shares the strings that many objects repeat: namespaces and key names. It is

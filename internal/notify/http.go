@@ -46,9 +46,12 @@ type HTTP struct {
 // NewClient is the reload client: no redirects followed (a 302 to a login page is not a
 // reload), no proxy from the environment (HTTP_PROXY is for the app's traffic out of the pod,
 // not for a request to 127.0.0.1 that may carry a token), no connection kept between reloads.
+// The rest is the standard library's default transport: its dial and TLS handshake timeouts.
 func NewClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy, t.DisableKeepAlives, t.ForceAttemptHTTP2 = nil, true, false
 	return &http.Client{
-		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true, ForceAttemptHTTP2: false},
+		Transport:     t,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

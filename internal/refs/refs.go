@@ -14,6 +14,7 @@ import (
 
 	"github.com/configwave/configwave/internal/configref"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -42,12 +43,12 @@ func Ignored(annotations map[string]string, st StakaterDialect) bool {
 }
 
 // DropIgnored removes every object that ignored reports, and returns them.
-func (r References) DropIgnored(ignored func(configref.Ref) bool) map[configref.Ref]bool {
-	dropped := map[configref.Ref]bool{}
+func (r References) DropIgnored(ignored func(configref.Ref) bool) sets.Set[configref.Ref] {
+	dropped := sets.New[configref.Ref]()
 	for _, us := range []Uses{r.Visible, r.Wave} {
 		for ref := range us {
-			if dropped[ref] || ignored(ref) {
-				dropped[ref] = true
+			if dropped.Has(ref) || ignored(ref) {
+				dropped.Insert(ref)
 				delete(us, ref)
 			}
 		}
@@ -107,6 +108,13 @@ type References struct {
 	// Problems are entries of the extra-* annotations that are not valid names; they are
 	// skipped, and reported.
 	Problems []string
+}
+
+// All is every object in either view, sorted, each once.
+func (r References) All() []configref.Ref {
+	all := append(r.Visible.Refs(), r.Wave.Refs()...)
+	slices.SortFunc(all, configref.Compare)
+	return slices.Compact(all)
 }
 
 // DropOtherNamespaces removes every object outside namespace, which only an extra-* entry can

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -219,7 +220,14 @@ func TestIgnored(t *testing.T) {
 	a, b, c := configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "a"}, configref.Ref{Kind: configref.Secret, Namespace: "ns", Name: "b"}, configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "c"}
 	r.Visible[a], r.Visible[b], r.Wave[b], r.Wave[c] = &Use{}, &Use{}, &Use{}, &Use{}
 	dropped := r.DropIgnored(func(o configref.Ref) bool { return o != a })
-	assert.Equal(t, map[configref.Ref]bool{b: true, c: true}, dropped)
+	assert.Equal(t, sets.New(b, c), dropped)
 	assert.Equal(t, []configref.Ref{a}, r.Visible.Refs())
 	assert.Empty(t, r.Wave)
+}
+
+func TestAllIsBothViewsSortedOnce(t *testing.T) {
+	a, b, c := cmRef("a"), configref.Ref{Kind: configref.Secret, Namespace: "ns", Name: "b"}, cmRef("c")
+	r := References{Visible: Uses{c: {}, b: {}}, Wave: Uses{b: {}, a: {}}}
+	assert.Equal(t, []configref.Ref{a, c, b}, r.All())
+	assert.Empty(t, References{}.All())
 }

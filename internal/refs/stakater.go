@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/configwave/configwave/internal/configref"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -97,7 +98,7 @@ type StakaterRules struct {
 	// Search: the ConfigMaps and Secrets the pods use that carry reloader.stakater.com/match.
 	Search bool
 	// Excluded names, exactly.
-	ExcludedConfigMaps, ExcludedSecrets map[string]bool
+	ExcludedConfigMaps, ExcludedSecrets sets.Set[string]
 	// Problems: entries that are not valid expressions; skipped, and reported.
 	Problems []string
 }
@@ -151,11 +152,11 @@ func isTrue(v string) bool {
 	return err == nil && b
 }
 
-func names(v string) map[string]bool {
-	out := map[string]bool{}
+func names(v string) sets.Set[string] {
+	out := sets.New[string]()
 	for _, n := range strings.Split(v, ",") {
 		if n = strings.TrimSpace(n); n != "" {
-			out[n] = true
+			out.Insert(n)
 		}
 	}
 	return out
@@ -226,10 +227,10 @@ func (r *StakaterRules) Named(kind configref.Kind, name string) bool {
 // Follows reports whether a change of the object rolls the workload. used: the pods use it;
 // annotations: the object's own (for match and ignore).
 func (r *StakaterRules) Follows(kind configref.Kind, name string, used bool, annotations map[string]string) bool {
-	excluded := r.ExcludedConfigMaps[name]
+	excluded := r.ExcludedConfigMaps.Has(name)
 	auto := r.AutoConfigMaps
 	if kind == configref.Secret {
-		excluded, auto = r.ExcludedSecrets[name], r.AutoSecrets
+		excluded, auto = r.ExcludedSecrets.Has(name), r.AutoSecrets
 	}
 	switch {
 	case isTrue(annotations[r.names.Ignore]) || excluded: // Reloader checks these first

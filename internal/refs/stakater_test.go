@@ -7,6 +7,7 @@ import (
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 func TestParseStakater(t *testing.T) {
@@ -17,7 +18,7 @@ func TestParseStakater(t *testing.T) {
 	r := ParseStakater(map[string]string{StakaterAuto: "true", StakaterConfigMapsExclude: "skip-me, other"}, nil)
 	require.NotNil(t, r)
 	assert.True(t, r.AutoConfigMaps && r.AutoSecrets)
-	assert.Equal(t, map[string]bool{"skip-me": true, "other": true}, r.ExcludedConfigMaps)
+	assert.Equal(t, sets.New("skip-me", "other"), r.ExcludedConfigMaps)
 
 	r = ParseStakater(nil, map[string]string{StakaterSecretAuto: "true"}) // on the pod template: read there
 	require.NotNil(t, r)

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -331,19 +333,19 @@ func (c *Controller) configKeys(obj any) ([]string, error) {
 	if !c.AllowCrossNamespaceRefs {
 		used.DropOtherNamespaces(w.Meta.Namespace)
 	}
-	all := union(used.Visible.Refs(), used.Wave.Refs())
+	all := sets.New(used.All()...)
 	if sel.stakater != nil { // names in Reloader's reload lists, used by the pods or not
 		for kind, list := range map[configref.Kind][]*regexp.Regexp{configref.ConfigMap: sel.stakater.ConfigMapNames, configref.Secret: sel.stakater.SecretNames} {
 			for _, re := range list {
 				if name, ok := refs.Literal(re); ok {
-					all = union(all, []configref.Ref{{Kind: kind, Namespace: w.Meta.Namespace, Name: name}})
+					all.Insert(configref.Ref{Kind: kind, Namespace: w.Meta.Namespace, Name: name})
 				}
 			}
 		}
 	}
-	keys := make([]string, len(all))
-	for i, r := range all {
-		keys[i] = r.String()
+	keys := make([]string, 0, all.Len())
+	for r := range all {
+		keys = append(keys, r.String())
 	}
 	return keys, nil
 }
@@ -468,31 +470,14 @@ func missingMessage(ms []*refs.MissingError) string {
 
 // missingNames lists the missing objects for the rollout record: names only, bounded.
 func missingNames(ms []*refs.MissingError) string {
-	var names []string
-	for _, m := range ms {
-		n := m.Ref.Kind.Lower() + "/" + m.Ref.Name
-		if len(names) == 0 || names[len(names)-1] != n {
-			names = append(names, n)
-		}
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.Ref.Kind.Lower() + "/" + m.Ref.Name
 	}
-	return confighash.DescribeChanged(names)
+	return confighash.DescribeChanged(slices.Compact(names))
 }
 
 func inputsHash(value string) string {
 	sum := sha256.Sum256([]byte(value))
 	return hex.EncodeToString(sum[:8])
-}
-
-func union(a, b []configref.Ref) []configref.Ref {
-	seen := map[configref.Ref]bool{}
-	var out []configref.Ref
-	for _, list := range [][]configref.Ref{a, b} {
-		for _, r := range list {
-			if !seen[r] {
-				seen[r] = true
-				out = append(out, r)
-			}
-		}
-	}
-	return out
 }

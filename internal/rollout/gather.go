@@ -48,7 +48,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	for _, p := range used.Problems {
 		s.Warnings = append(s.Warnings, p+"; the entry is skipped")
 	}
-	for _, r := range union(used.Visible.Refs(), used.Wave.Refs()) {
+	for _, r := range used.All() {
 		if !c.Informers.Watches(r.Namespace) { // only an extra-* entry can name another namespace
 			s.Warnings = append(s.Warnings, r.String()+
 				" is in a namespace wave does not watch, so it always counts as absent: add "+r.Namespace+" to wave's --namespaces, or drop the entry")
@@ -58,7 +58,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	uses := c.recorded(ns, used, sel)
 	for r := range uses { // a Reloader reload list may name an ignored object too
 		if c.ignored(r) {
-			ignored[r] = true
+			ignored.Insert(r)
 			delete(uses, r)
 		}
 	}

@@ -7,6 +7,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -186,15 +187,11 @@ func toObject(obj any) (Object, bool) {
 		for k, v := range o.Data {
 			data[k] = []byte(v)
 		}
-		for k, v := range o.BinaryData {
-			data[k] = v
-		}
+		maps.Copy(data, o.BinaryData)
 		return Object{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: o.Namespace, Name: o.Name}, Data: data}, true
 	case *coreclient.Secret:
 		data := make(map[string][]byte, len(o.Data))
-		for k, v := range o.Data {
-			data[k] = v
-		}
+		maps.Copy(data, o.Data)
 		return Object{Ref: configref.Ref{Kind: configref.Secret, Namespace: o.Namespace, Name: o.Name}, Data: data}, true
 	}
 	return Object{}, false

@@ -235,7 +235,9 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(c.pki.CACert)
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: pool}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: t}
 	defer client.CloseIdleConnections()
 	return c.waitHTTP(ctx, "kube-apiserver", fmt.Sprintf("https://127.0.0.1:%d/readyz", c.apiPort), client)
 }
