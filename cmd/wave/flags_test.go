@@ -108,6 +108,13 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, "wave", c.leaderID)
 			}},
 		{name: "a bad --enable-ha", args: []string{"--enable-ha=yes please"}, wantErr: `--enable-ha="yes please": use true or false`},
+		{name: "Reloader's --enable-csi-integration, as its chart renders it", args: []string{"--enable-csi-integration=true"},
+			check: func(t *testing.T, c *config) { assert.True(t, c.csi) }},
+		{name: "--enable-csi-integration without a value", args: []string{"--enable-csi-integration"},
+			check: func(t *testing.T, c *config) { assert.True(t, c.csi) }},
+		{name: "CSI off by default, as in Reloader", args: nil,
+			check: func(t *testing.T, c *config) { assert.False(t, c.csi) }},
+		{name: "a bad --enable-csi-integration", args: []string{"--enable-csi-integration=on"}, wantErr: `--enable-csi-integration="on": use true or false`},
 		{name: "Reloader's chart arguments by default: --log-level=info",
 			args:  []string{"--log-level=info"},
 			check: func(t *testing.T, c *config) { assert.False(t, c.leaderElection) }},

@@ -24,6 +24,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -37,6 +39,7 @@ import (
 	"github.com/configwave/configwave/internal/cli"
 	"github.com/configwave/configwave/internal/compat"
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/csi"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/migrate"
@@ -188,6 +191,7 @@ type config struct {
 	reloadAlertEnv   alert.StakaterEnv // its message
 	installKeyNS     string            // the install key Secret; "" name: none
 	installKeyName   string
+	csi              bool // --enable-csi-integration
 }
 
 func (o *options) check() (*config, error) {
@@ -233,6 +237,10 @@ func (o *options) check() (*config, error) {
 	if err := o.reloader.check(&c.reloaderOpts); err != nil {
 		return nil, err
 	}
+	if c.csi, err = o.reloader.csiIntegration(); err != nil {
+		return nil, err
+	}
+	c.reloaderOpts.Dialect.SecretProviderClasses = c.csi
 	if c.format, err = confighash.ParseHashFormat(o.hashFormat); err != nil {
 		return nil, err
 	}
@@ -407,6 +415,11 @@ func runWave(cfg *config) error {
 			return err
 		}
 		inf.WatchNamespaces(client)
+	}
+	if cfg.csi {
+		if err := watchSecretProviderClasses(inf, client.Discovery(), clients.Dynamic, restCfg); err != nil {
+			return err
+		}
 	}
 	var ctrl *rollout.Controller
 	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
@@ -600,4 +613,27 @@ func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, wo
 	default:
 	}
 	return fmt.Errorf("lost the lease %s/%s", cfg.leaderNamespace, cfg.leaderID)
+}
+
+// watchSecretProviderClasses follows the Secrets Store CSI driver where its CRDs are served
+// (--enable-csi-integration); where they are not, it says so in one line, as Reloader does.
+func watchSecretProviderClasses(inf *rollout.Informers, d discovery.DiscoveryInterface, dyn dynamic.Interface, restCfg *rest.Config) error {
+	served, err := csi.Served(d)
+	if err != nil {
+		return fmt.Errorf("--enable-csi-integration: %w", err)
+	}
+	if !served {
+		klog.InfoS("--enable-csi-integration: the Secrets Store CSI driver's CRDs are not installed (no " + csi.PodStatuses.GroupResource().String() + "), so SecretProviderClasses are not followed; install the driver and restart wave")
+		return nil
+	}
+	if dyn == nil { // no custom workload kind is served: no dynamic client yet
+		if dyn, err = dynamic.NewForConfig(restCfg); err != nil {
+			return fmt.Errorf("--enable-csi-integration: create the API client for SecretProviderClasses: %w", err)
+		}
+	}
+	if err := inf.WatchSecretProviderClasses(dyn); err != nil {
+		return fmt.Errorf("--enable-csi-integration: %w", err)
+	}
+	klog.InfoS("following SecretProviderClasses through their pods' statuses (--enable-csi-integration)")
+	return nil
 }

@@ -34,21 +34,23 @@ type reloaderFlags struct {
 	autoReloadAll  string
 	// enableHA is --enable-ha: wave's leader election, on Reloader's own Lease unless
 	// --leader-election-id names another.
-	enableHA  string
+	enableHA string
+	// enableCSI is --enable-csi-integration: follow the Secrets Store CSI driver's pod
+	// statuses.
+	enableCSI string
 	pprofAddr string
 	refused   map[string]*string
 }
 
 // refusedReloaderFlags maps each Reloader flag wave does not take to what to use instead.
 var refusedReloaderFlags = map[string]string{
-	"webhook-url":            "wave rolls workloads itself; --notify-webhook reports rollouts that failed",
-	"enable-csi-integration": "wave does not follow SecretProviderClasses yet; remove the flag",
+	"webhook-url": "wave rolls workloads itself; --notify-webhook reports rollouts that failed",
 }
 
 // booleanReloaderFlags are the refused and noted flags that Reloader declares as booleans:
 // given without a value they mean true. The others take a value, given after "=" or as the next
 // argument, as Reloader's chart renders some of them.
-var booleanReloaderFlags = map[string]bool{"enable-csi-integration": true, "sync-after-restart": true}
+var booleanReloaderFlags = map[string]bool{"sync-after-restart": true}
 
 // stakaterNameFlags are Reloader's flags that rename its annotations, with the field each sets.
 var stakaterNameFlags = []struct {
@@ -98,6 +100,8 @@ func (r *reloaderFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&r.pprofAddr, "pprof-addr", "127.0.0.1:6060", "Stakater Reloader's: address of the profiles of --enable-pprof; loopback by default (reach it with kubectl port-forward), since profiles show what is in memory. Give :6060 for Reloader's every-address default.")
 	fs.StringVar(&r.enableHA, "enable-ha", "false", "Stakater Reloader's: --leader-election, on Reloader's Lease "+stakaterLease+" unless --leader-election-id is given, so that a Reloader replica still running during the switch and wave never both act.")
 	fs.Lookup("enable-ha").NoOptDefVal = "true"
+	fs.StringVar(&r.enableCSI, "enable-csi-integration", "false", "Stakater Reloader's: follow SecretProviderClasses (Secrets Store CSI driver): a workload that Reloader's annotations select rolls when the versions its pods mounted change, as their SecretProviderClassPodStatuses report them. Needs list and watch on secretproviderclasspodstatuses and secretproviderclasses (secrets-store.csi.x-k8s.io); without the driver's CRDs, one line says so and nothing else changes.")
+	fs.Lookup("enable-csi-integration").NoOptDefVal = "true"
 	fs.StringVar(&r.isArgoRollouts, "is-Argo-Rollouts", "", "")
 	_ = fs.MarkHidden("is-Argo-Rollouts")
 	fs.Lookup("is-Argo-Rollouts").NoOptDefVal = "true"
@@ -123,6 +127,15 @@ func (r *reloaderFlags) add(fs *flag.FlagSet) {
 
 // stakaterLease is the Lease Stakater Reloader elects its leader on (its constants.LockName).
 const stakaterLease = "stakater-reloader-lock"
+
+// csiIntegration reads --enable-csi-integration.
+func (r *reloaderFlags) csiIntegration() (bool, error) {
+	b, err := strconv.ParseBool(r.enableCSI)
+	if err != nil {
+		return false, fmt.Errorf("--enable-csi-integration=%q: use true or false", r.enableCSI)
+	}
+	return b, nil
+}
 
 // highAvailability reads --enable-ha.
 func (r *reloaderFlags) highAvailability() (bool, error) {

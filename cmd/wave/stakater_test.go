@@ -166,7 +166,8 @@ func TestSwitchingFromStakaterReloaderRollsNothing(t *testing.T) {
 
 // Stakater Reloader's chart renders --log-level=info by default; with enableHA (or two
 // replicas) --enable-ha=true and POD_NAME, POD_NAMESPACE; with logFormat: json, --log-format=json;
-// with syncAfterRestart, --sync-after-restart=true. wave runs with them unchanged. It elects on
+// with syncAfterRestart, --sync-after-restart=true; with enableCSIIntegration,
+// --enable-csi-integration=true (the driver is not installed here). wave runs with them unchanged. It elects on
 // Reloader's own Lease, so while a Reloader replica still holds it (a rolling switch) wave
 // writes nothing, and takes over once Reloader stops renewing it. It logs one JSON object per
 // line, says in one line that --sync-after-restart changes nothing, and rolls a Deployment
@@ -211,7 +212,7 @@ func TestReloaderChartArguments(t *testing.T) {
 		"RELOADER_DEPLOYMENT_NAME=reloader-reloader", "METRICS_COUNT_BY_NAMESPACE=enabled",
 		"ALERT_ON_RELOAD=true", "ALERT_SINK=slack", "ALERT_WEBHOOK_URL=" + chat.URL + "/services/T000/B000/s3cr3t", "ALERT_ADDITIONAL_INFO=cluster-eu-1"}
 	p := testcluster.StartProcess(t, waveBin, env, "--listen-address="+addr, "--reloader-listen-address="+chartAddr, "--kubeconfig="+cluster.Kubeconfig(),
-		"--log-level=info", "--log-format=json", "--enable-ha=true", "--sync-after-restart=true",
+		"--log-level=info", "--log-format=json", "--enable-ha=true", "--sync-after-restart=true", "--enable-csi-integration=true",
 		"--leader-election-lease-duration=2s", "--leader-election-renew-deadline=1s", "--leader-election-retry-period=200ms")
 	p.Addr = addr
 	p.WaitReady(t)
@@ -261,6 +262,7 @@ func TestReloaderChartArguments(t *testing.T) {
 	}
 	assert.Contains(t, p.Log(), "--sync-after-restart is Stakater Reloader's: wave compares every workload with its config at start anyway")
 	assert.Contains(t, p.Log(), "became the leader")
+	assert.Contains(t, p.Log(), "--enable-csi-integration: the Secrets Store CSI driver's CRDs are not installed", "no CRDs: one line, and wave runs")
 }
 
 // Reloader run with renamed annotations (its chart's custom_annotations render

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -86,6 +87,20 @@ func (dg Digester) Transform(obj any) (any, error) {
 		return out, nil
 	}
 	return obj, nil
+}
+
+// TransformMeta is the informer transform for objects wave reads only the metadata of
+// (SecretProviderClasses): a *Digested with no keys, keeping what Transform keeps.
+func (dg Digester) TransformMeta(obj any) (any, error) {
+	if d, ok := obj.(*Digested); ok {
+		return d, nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return obj, nil // a tombstone
+	}
+	return dg.slim(metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace(), ResourceVersion: m.GetResourceVersion(),
+		Labels: m.GetLabels(), Annotations: m.GetAnnotations()}, 0), nil
 }
 
 func (dg Digester) slim(m metav1.ObjectMeta, keys int) *Digested {
@@ -257,7 +272,7 @@ func DescribeChanged(changed []string) string {
 // with Kubernetes object names.
 func validEntryName(entry string) bool {
 	kind, rest, ok := strings.Cut(entry, "/")
-	if !ok || (kind != "configmap" && kind != "secret") {
+	if !ok || (kind != configref.ConfigMap.Lower() && kind != configref.Secret.Lower() && kind != configref.SecretProviderClass.Lower()) {
 		return false
 	}
 	parts := strings.Split(rest, "/")

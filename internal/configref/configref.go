@@ -18,6 +18,10 @@ type Kind string
 const (
 	ConfigMap Kind = "ConfigMap"
 	Secret    Kind = "Secret"
+	// SecretProviderClass (secrets-store.csi.x-k8s.io) stands for the objects a Secrets Store
+	// CSI driver mounted for it: wave follows their versions, as its pods' statuses report
+	// them, with Reloader's --enable-csi-integration.
+	SecretProviderClass Kind = "SecretProviderClass"
 )
 
 // Lower is the kind as it appears in logs, Events and records: "configmap", "secret".

@@ -258,6 +258,11 @@ func TestChartRBACEqualsKustomizeRBAC(t *testing.T) {
 	assert.Contains(t, resources(rules(selecting)), "namespaces")
 	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}},
 		rules(decode(t, kustomize(t, "config/wave-namespace-selector"))), "the Kustomize component for --namespace-selector")
+	csiRules := []rbacv1.PolicyRule{{APIGroups: []string{"secrets-store.csi.x-k8s.io"}, Resources: []string{"secretproviderclasspodstatuses", "secretproviderclasses"}, Verbs: []string{"get", "list", "watch"}}}
+	assert.NotContains(t, resources(kust), "secretproviderclasspodstatuses")
+	assert.Equal(t, append(kust, csiRules...), rules(decode(t, helmTemplate(t, "enableCSIIntegration=true"))), "enableCSIIntegration: read access to the driver's objects")
+	assert.Contains(t, string(helmTemplate(t, "enableCSIIntegration=true")), "--enable-csi-integration=true")
+	assert.Equal(t, csiRules, rules(decode(t, kustomize(t, "config/wave-csi"))), "the Kustomize component for --enable-csi-integration")
 	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "rbac.clusterWide=false", "--set", "namespaces={team-a}", "--set", "namespaceSelector={team:a}")
 	require.Error(t, err, "a namespaced install cannot read namespaces")
 	assert.Contains(t, err.Error(), "namespaceSelector reads the labels of namespaces")

@@ -24,6 +24,11 @@ const (
 	StakaterIgnore            = "reloader.stakater.com/ignore" // on a ConfigMap or Secret: never reloads anything
 	StakaterConfigMapsExclude = "configmaps.exclude.reloader.stakater.com/reload"
 	StakaterSecretsExclude    = "secrets.exclude.reloader.stakater.com/reload"
+	// Reloader's annotations for SecretProviderClasses (--enable-csi-integration). Reloader
+	// has no flags to rename them.
+	StakaterSecretProviderClassReload    = "secretproviderclass.reloader.stakater.com/reload"
+	StakaterSecretProviderClassAuto      = "secretproviderclass.reloader.stakater.com/auto"
+	StakaterSecretProviderClassesExclude = "secretproviderclasses.exclude.reloader.stakater.com/reload"
 	// StakaterPausePeriod (workload): after a rollout, further changes wait this long.
 	StakaterPausePeriod = "deployment.reloader.stakater.com/pause-period"
 	// StakaterRolloutStrategy (Argo Rollout): "restart" restarts the pods through the
@@ -66,6 +71,9 @@ var DefaultStakaterNames = StakaterNames{
 type StakaterDialect struct {
 	Names         StakaterNames
 	AutoReloadAll bool
+	// SecretProviderClasses: its annotations for SecretProviderClasses are read too
+	// (--enable-csi-integration); without it they ask for nothing, as in Reloader.
+	SecretProviderClasses bool
 }
 
 // names is d's names, Reloader's defaults for the zero value.
@@ -90,15 +98,16 @@ func (d StakaterDialect) Ignored(annotations map[string]string) bool {
 // StakaterRules is what Stakater Reloader's annotations on one workload ask for.
 type StakaterRules struct {
 	names StakaterNames // for Follows: the match and ignore annotations of objects
-	// Auto: every ConfigMap (Secret) the pods use.
-	AutoConfigMaps, AutoSecrets bool
-	// Named: ConfigMaps (Secrets) whose names match, used by the pods or not. Reloader reads
-	// each entry as an anchored regular expression; a plain name is the common case.
-	ConfigMapNames, SecretNames []*regexp.Regexp
+	// Auto: every ConfigMap (Secret, SecretProviderClass) the pods use.
+	AutoConfigMaps, AutoSecrets, AutoSecretProviderClasses bool
+	// Named: ConfigMaps (Secrets, SecretProviderClasses) whose names match, used by the pods
+	// or not. Reloader reads each entry as an anchored regular expression; a plain name is the
+	// common case.
+	ConfigMapNames, SecretNames, SecretProviderClassNames []*regexp.Regexp
 	// Search: the ConfigMaps and Secrets the pods use that carry reloader.stakater.com/match.
 	Search bool
 	// Excluded names, exactly.
-	ExcludedConfigMaps, ExcludedSecrets sets.Set[string]
+	ExcludedConfigMaps, ExcludedSecrets, ExcludedSecretProviderClasses sets.Set[string]
 	// Problems: entries that are not valid expressions; skipped, and reported.
 	Problems []string
 }
@@ -113,33 +122,45 @@ func ParseStakater(workload, template map[string]string) *StakaterRules {
 func (d StakaterDialect) Parse(workload, template map[string]string) *StakaterRules {
 	n := d.names()
 	a := workload
-	if !n.hasTrigger(a) {
+	if !d.hasTrigger(a) {
 		a = template
-		if !n.hasTrigger(a) && !d.AutoReloadAll {
+		if !d.hasTrigger(a) && !d.AutoReloadAll {
 			return nil
 		}
 	}
 	r := &StakaterRules{names: n}
+	csi := d.SecretProviderClasses
 	auto := isTrue(a[n.Auto])
 	// --auto-reload-all: a kind follows its config unless an auto annotation for it is given
 	// at all (Reloader's rule: "false", or any other value, opts out).
 	all := d.AutoReloadAll && a[n.Auto] == ""
 	r.AutoConfigMaps = auto || isTrue(a[n.ConfigMapAuto]) || all && a[n.ConfigMapAuto] == ""
 	r.AutoSecrets = auto || isTrue(a[n.SecretAuto]) || all && a[n.SecretAuto] == ""
+	r.AutoSecretProviderClasses = csi && (auto || isTrue(a[StakaterSecretProviderClassAuto]) || all && a[StakaterSecretProviderClassAuto] == "")
 	r.Search = isTrue(a[n.Search])
 	r.ConfigMapNames = r.patterns(n.ConfigMapReload, a[n.ConfigMapReload])
 	r.SecretNames = r.patterns(n.SecretReload, a[n.SecretReload])
+	if csi {
+		r.SecretProviderClassNames = r.patterns(StakaterSecretProviderClassReload, a[StakaterSecretProviderClassReload])
+	}
 	// The exclusions are read from the workload's own metadata, as Reloader does.
 	r.ExcludedConfigMaps = names(workload[StakaterConfigMapsExclude])
 	r.ExcludedSecrets = names(workload[StakaterSecretsExclude])
-	if !r.AutoConfigMaps && !r.AutoSecrets && !r.Search && len(r.ConfigMapNames) == 0 && len(r.SecretNames) == 0 && len(r.Problems) == 0 {
+	r.ExcludedSecretProviderClasses = names(workload[StakaterSecretProviderClassesExclude])
+	if !r.AutoConfigMaps && !r.AutoSecrets && !r.AutoSecretProviderClasses && !r.Search &&
+		len(r.ConfigMapNames) == 0 && len(r.SecretNames) == 0 && len(r.SecretProviderClassNames) == 0 && len(r.Problems) == 0 {
 		return nil // e.g. reloader.stakater.com/auto: "false"
 	}
 	return r
 }
 
-func (n StakaterNames) hasTrigger(a map[string]string) bool {
-	for _, k := range []string{n.Auto, n.ConfigMapAuto, n.SecretAuto, n.ConfigMapReload, n.SecretReload, n.Search} {
+func (d StakaterDialect) hasTrigger(a map[string]string) bool {
+	n := d.names()
+	triggers := []string{n.Auto, n.ConfigMapAuto, n.SecretAuto, n.ConfigMapReload, n.SecretReload, n.Search}
+	if d.SecretProviderClasses {
+		triggers = append(triggers, StakaterSecretProviderClassAuto, StakaterSecretProviderClassReload)
+	}
+	for _, k := range triggers {
 		if _, ok := a[k]; ok {
 			return true
 		}
@@ -200,7 +221,7 @@ func Literal(re *regexp.Regexp) (string, bool) {
 
 // HasPatterns reports whether some reload entry is a regular expression, not a plain name.
 func (r *StakaterRules) HasPatterns() bool {
-	for _, list := range [][]*regexp.Regexp{r.ConfigMapNames, r.SecretNames} {
+	for _, list := range [][]*regexp.Regexp{r.ConfigMapNames, r.SecretNames, r.SecretProviderClassNames} {
 		for _, re := range list {
 			if _, ok := Literal(re); !ok {
 				return true
@@ -210,13 +231,20 @@ func (r *StakaterRules) HasPatterns() bool {
 	return false
 }
 
+// NamesOf is the reload list of a kind.
+func (r *StakaterRules) NamesOf(kind configref.Kind) []*regexp.Regexp {
+	switch kind {
+	case configref.Secret:
+		return r.SecretNames
+	case configref.SecretProviderClass:
+		return r.SecretProviderClassNames
+	}
+	return r.ConfigMapNames
+}
+
 // Named reports whether a reload list names the object.
 func (r *StakaterRules) Named(kind configref.Kind, name string) bool {
-	list := r.ConfigMapNames
-	if kind == configref.Secret {
-		list = r.SecretNames
-	}
-	for _, re := range list {
+	for _, re := range r.NamesOf(kind) {
 		if re.MatchString(name) {
 			return true
 		}
@@ -227,10 +255,12 @@ func (r *StakaterRules) Named(kind configref.Kind, name string) bool {
 // Follows reports whether a change of the object rolls the workload. used: the pods use it;
 // annotations: the object's own (for match and ignore).
 func (r *StakaterRules) Follows(kind configref.Kind, name string, used bool, annotations map[string]string) bool {
-	excluded := r.ExcludedConfigMaps.Has(name)
-	auto := r.AutoConfigMaps
-	if kind == configref.Secret {
+	excluded, auto := r.ExcludedConfigMaps.Has(name), r.AutoConfigMaps
+	switch kind {
+	case configref.Secret:
 		excluded, auto = r.ExcludedSecrets.Has(name), r.AutoSecrets
+	case configref.SecretProviderClass:
+		excluded, auto = r.ExcludedSecretProviderClasses.Has(name), r.AutoSecretProviderClasses
 	}
 	switch {
 	case isTrue(annotations[r.names.Ignore]) || excluded: // Reloader checks these first
@@ -243,7 +273,7 @@ func (r *StakaterRules) Follows(kind configref.Kind, name string, used bool, ann
 
 // StakaterEnvName is the env var Reloader's env-vars strategy writes for an object:
 // STAKATER_ + the name in capitals with every run of other characters as one "_" +
-// _CONFIGMAP or _SECRET.
+// _CONFIGMAP, _SECRET or _SECRETPROVIDERCLASS.
 func StakaterEnvName(kind configref.Kind, name string) string {
 	var b strings.Builder
 	b.WriteString(StakaterEnvPrefix)
@@ -257,10 +287,6 @@ func StakaterEnvName(kind configref.Kind, name string) string {
 			valid = false
 		}
 	}
-	if kind == configref.Secret {
-		b.WriteString("_SECRET")
-	} else {
-		b.WriteString("_CONFIGMAP")
-	}
+	b.WriteString("_" + strings.ToUpper(string(kind)))
 	return b.String()
 }

@@ -66,19 +66,41 @@ func TestStakaterFollows(t *testing.T) {
 		{"search: used and matching", map[string]string{StakaterSearch: "true"}, configref.ConfigMap, "cm", true, match, true},
 		{"search: used, not matching", map[string]string{StakaterSearch: "true"}, configref.ConfigMap, "cm", true, nil, false},
 		{"search: matching, not used", map[string]string{StakaterSearch: "true"}, configref.ConfigMap, "cm", false, match, false},
+		{"CSI: reloader auto, a class the pods mount", map[string]string{StakaterAuto: "true"}, configref.SecretProviderClass, "vault", true, nil, true},
+		{"CSI: class auto", map[string]string{StakaterSecretProviderClassAuto: "true"}, configref.SecretProviderClass, "vault", true, nil, true},
+		{"CSI: class auto is not Secrets", map[string]string{StakaterSecretProviderClassAuto: "true"}, configref.Secret, "s", true, nil, false},
+		{"CSI: secret auto is not classes", map[string]string{StakaterSecretAuto: "true"}, configref.SecretProviderClass, "vault", true, nil, false},
+		{"CSI: auto, not mounted", map[string]string{StakaterSecretProviderClassAuto: "true"}, configref.SecretProviderClass, "vault", false, nil, false},
+		{"CSI: named, mounted or not", map[string]string{StakaterSecretProviderClassReload: "vault-.*"}, configref.SecretProviderClass, "vault-prod", false, nil, true},
+		{"CSI: named is not a Secret of that name", map[string]string{StakaterSecretProviderClassReload: "vault"}, configref.Secret, "vault", true, nil, false},
+		{"CSI: excluded", map[string]string{StakaterAuto: "true", StakaterSecretProviderClassesExclude: "vault"}, configref.SecretProviderClass, "vault", true, nil, false},
+		{"CSI: the class says ignore", map[string]string{StakaterAuto: "true"}, configref.SecretProviderClass, "vault", true, ignore, false},
+		{"CSI: search, the class matches", map[string]string{StakaterSearch: "true"}, configref.SecretProviderClass, "vault", true, match, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := ParseStakater(tc.annotations, nil)
+			r := StakaterDialect{SecretProviderClasses: true}.Parse(tc.annotations, nil)
 			require.NotNil(t, r)
 			assert.Equal(t, tc.want, r.Follows(tc.kind, tc.object, tc.used, tc.objAnn))
 		})
 	}
 }
 
+// Without --enable-csi-integration, Reloader's annotations for SecretProviderClasses ask for
+// nothing, and its auto annotation follows no class: as Reloader.
+func TestStakaterSecretProviderClassesOnlyWithCSI(t *testing.T) {
+	assert.Nil(t, ParseStakater(map[string]string{StakaterSecretProviderClassReload: "vault"}, nil))
+	assert.Nil(t, ParseStakater(map[string]string{StakaterSecretProviderClassAuto: "true"}, nil))
+	r := ParseStakater(map[string]string{StakaterAuto: "true"}, nil)
+	require.NotNil(t, r)
+	assert.False(t, r.Follows(configref.SecretProviderClass, "vault", true, nil))
+	assert.True(t, r.Follows(configref.Secret, "vault", true, nil))
+}
+
 func TestStakaterEnvName(t *testing.T) {
 	assert.Equal(t, "STAKATER_APP_CONFIG_CONFIGMAP", StakaterEnvName(configref.ConfigMap, "app-config"))
 	assert.Equal(t, "STAKATER_DB_CREDS_V2_SECRET", StakaterEnvName(configref.Secret, "db.creds--v2"))
 	assert.Equal(t, "STAKATER_A__CONFIGMAP", StakaterEnvName(configref.ConfigMap, "a."), "as Reloader: a trailing separator stays")
+	assert.Equal(t, "STAKATER_VAULT_PROD_SECRETPROVIDERCLASS", StakaterEnvName(configref.SecretProviderClass, "vault-prod"))
 }
 
 func FuzzParseStakater(f *testing.F) {

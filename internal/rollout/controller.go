@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -176,6 +175,9 @@ func NewController(cfg Config) (*Controller, error) {
 		}
 	}
 	cfg.Informers.whole.Wanted = c.used
+	if cfg.Informers.csi != nil {
+		cfg.Informers.csi.OnChange(c.enqueueRef)
+	}
 	for kind, list := range cfg.Informers.configs {
 		for _, inf := range list {
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -262,11 +264,14 @@ func (c *Controller) enqueueNamespace(namespace string) {
 }
 
 func (c *Controller) enqueueUsers(kind configref.Kind, obj any) {
-	m, ok := metaOf(obj)
-	if !ok {
-		return
+	if m, ok := metaOf(obj); ok {
+		c.enqueueRef(configref.Ref{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()})
 	}
-	ref := configref.Ref{Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName()}
+}
+
+// enqueueRef looks again at every workload that uses ref, or may (a reload list's regular
+// expression).
+func (c *Controller) enqueueRef(ref configref.Ref) {
 	users := 0
 	for _, list := range c.Informers.workloads {
 		for _, inf := range list {
@@ -333,10 +338,11 @@ func (c *Controller) configKeys(obj any) ([]string, error) {
 	if !c.AllowCrossNamespaceRefs {
 		used.DropOtherNamespaces(w.Meta.Namespace)
 	}
+	c.addSecretProviderClasses(used, w.Meta.Namespace, &w.Template.Spec, sel)
 	all := sets.New(used.All()...)
 	if sel.stakater != nil { // names in Reloader's reload lists, used by the pods or not
-		for kind, list := range map[configref.Kind][]*regexp.Regexp{configref.ConfigMap: sel.stakater.ConfigMapNames, configref.Secret: sel.stakater.SecretNames} {
-			for _, re := range list {
+		for _, kind := range c.Informers.configKinds() {
+			for _, re := range sel.stakater.NamesOf(kind) {
 				if name, ok := refs.Literal(re); ok {
 					all.Insert(configref.Ref{Kind: kind, Namespace: w.Meta.Namespace, Name: name})
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -126,12 +127,9 @@ func (c *Controller) recorded(ns string, used refs.References, sel selection) re
 	if sel.stakater == nil {
 		return used.Visible
 	}
-	uses := refs.Uses{}
-	for r, u := range used.Visible {
-		uses[r] = u
-	}
+	uses := maps.Clone(used.Visible)
 	patterns := sel.stakater.HasPatterns()
-	for _, kind := range []configref.Kind{configref.ConfigMap, configref.Secret} {
+	for _, kind := range c.Informers.configKinds() {
 		if patterns { // a regular expression may name any object of the namespace
 			for _, name := range c.Informers.configNames(kind, ns) {
 				r := configref.Ref{Kind: kind, Namespace: ns, Name: name}
@@ -141,11 +139,7 @@ func (c *Controller) recorded(ns string, used refs.References, sel selection) re
 			}
 		}
 		// Plain names, there or not yet (absent: their creation rolls).
-		list := sel.stakater.ConfigMapNames
-		if kind == configref.Secret {
-			list = sel.stakater.SecretNames
-		}
-		for _, re := range list {
+		for _, re := range sel.stakater.NamesOf(kind) {
 			if name, ok := refs.Literal(re); ok {
 				r := configref.Ref{Kind: kind, Namespace: ns, Name: name}
 				if _, ok := uses[r]; !ok {
@@ -217,18 +211,33 @@ func (c *Controller) stakaterBehind(ctx context.Context, w workload.Workload, ns
 		if len(marks) == 0 {
 			continue
 		}
-		obj, err := c.full.get(ctx, r)
+		current, exists, err := c.stakaterHash(ctx, r)
 		if err != nil {
 			return false, "", err
 		}
-		current := confighash.StakaterHash(obj)
+		if !exists && r.Kind == configref.SecretProviderClass {
+			continue // no pod reports on it: nothing to tell
+		}
 		for _, m := range marks {
-			if obj == nil || m != current {
+			if !exists || m != current {
 				return true, r.Kind.Lower() + "/" + r.Name + " (Reloader's mark is older)", nil
 			}
 		}
 	}
 	return false, "", nil
+}
+
+// stakaterHash is Reloader's hash of the current data of an object, and whether it exists.
+func (c *Controller) stakaterHash(ctx context.Context, r configref.Ref) (string, bool, error) {
+	if r.Kind == configref.SecretProviderClass {
+		d, ok := c.Informers.secretProviderClassDigests(r)
+		return d["versions"], ok, nil
+	}
+	obj, err := c.full.get(ctx, r)
+	if err != nil || obj == nil {
+		return "", false, err
+	}
+	return confighash.StakaterHash(obj), true, nil
 }
 
 // configNames lists the names of one kind of config object in a namespace, from the cache.

@@ -55,6 +55,9 @@ func newFullObjects(client kubernetes.Interface, inf *Informers) *fullObjects {
 // times a second with the same data (or only new metadata) would otherwise never be read at
 // the cache's resourceVersion, and the workload would be retried forever.
 func (f *fullObjects) get(ctx context.Context, ref configref.Ref) (any, error) {
+	if ref.Kind != configref.ConfigMap && ref.Kind != configref.Secret {
+		return nil, fmt.Errorf("read %s whole: only ConfigMaps and Secrets have data to read", ref)
+	}
 	cached, ok := f.inf.config(ref)
 	if !ok {
 		return nil, nil

@@ -22,6 +22,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 	rec, _ := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation]) // followUp reports a bad one
 	used := refs.Extract(ns, w.Meta.Annotations, &w.Template.Spec)
+	c.addSecretProviderClasses(used, ns, &w.Template.Spec, sel)
 	s := situation{
 		Now: time.Now(), DryRun: c.DryRun, OptedIn: true,
 		Wave: sel.wave, Stakater: sel.stakater != nil,
@@ -65,7 +66,8 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	s.Inputs = confighash.InputsOf(ns, uses, c.Informers.Digests)
 	s.Entries = make(map[string]entry, len(uses)+len(ignored))
 	for r := range uses {
-		s.Entries[r.Short(ns)] = entry{Follows: c.follows(ns, used, sel, r)}
+		// A class is there while pods report on it: their coming and going rolls nothing.
+		s.Entries[r.Short(ns)] = entry{Follows: c.follows(ns, used, sel, r), Transient: r.Kind == configref.SecretProviderClass}
 	}
 	for r := range ignored {
 		s.Entries[r.Short(ns)] = entry{Ignored: true}
@@ -116,6 +118,9 @@ func (c *Controller) annotationProblems(w workload.Workload, sel selection) []st
 func (c *Controller) unkeyedInputs(ctx context.Context, namespace string, uses refs.Uses) (confighash.Inputs, error) {
 	var firstErr error
 	in := confighash.InputsOf(namespace, uses, func(r configref.Ref) (map[string]string, bool) {
+		if r.Kind == configref.SecretProviderClass {
+			return c.Informers.Digests(r) // versions, never keyed
+		}
 		obj, err := c.full.get(ctx, r)
 		if err != nil || obj == nil {
 			if firstErr == nil {

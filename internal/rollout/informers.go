@@ -15,6 +15,7 @@ import (
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/configref"
+	"github.com/configwave/configwave/internal/csi"
 	"github.com/configwave/configwave/internal/wholeobj"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -32,6 +33,9 @@ type Informers struct {
 	whole     *wholeobj.Store // the data of the objects workloads use
 	// namespaces: only with WatchNamespaces (--namespace-selector), for their labels.
 	namespaces cache.SharedIndexInformer
+	// csi: only with WatchSecretProviderClasses (--enable-csi-integration).
+	csi       *csi.Tracker
+	csiSynced []cache.InformerSynced
 }
 
 // WatchNamespaces adds an informer on namespaces, whose labels --namespace-selector reads.
@@ -145,7 +149,7 @@ func (inf *Informers) Synced() []cache.InformerSynced {
 	if inf.namespaces != nil {
 		out = append(out, inf.namespaces.HasSynced)
 	}
-	return out
+	return append(out, inf.csiSynced...)
 }
 
 // HasSynced reports whether every informer has listed once.
@@ -183,6 +187,9 @@ func (inf *Informers) config(ref configref.Ref) (any, bool) {
 
 // Digests is a DigestsFunc over the caches.
 func (inf *Informers) Digests(ref configref.Ref) (map[string]string, bool) {
+	if ref.Kind == configref.SecretProviderClass {
+		return inf.secretProviderClassDigests(ref)
+	}
 	obj, ok := inf.config(ref)
 	if !ok {
 		return nil, false

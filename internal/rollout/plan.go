@@ -82,6 +82,9 @@ type situation struct {
 type entry struct {
 	Ignored bool // configwave.io/ignore or Reloader's ignore: it leaves the record and rolls nothing
 	Follows bool // a change of it rolls the workload, in the dialects it speaks
+	// Transient: it is there while the pods are (a SecretProviderClass, through their
+	// statuses), so only a change of it rolls, never its coming or going.
+	Transient bool
 }
 
 // decision is what plan returns: what to write, what to tell, what to follow. apply performs
@@ -387,10 +390,10 @@ func (s situation) rolling(ran, now map[string]string) []string {
 			continue // newly named, and not there: nothing the pods see changed
 		}
 		created, deleted := !was || before == "absent", now[name] == "absent"
-		if !s.Wave && (created && !s.RollOnCreate || deleted && !s.RollOnDelete) {
+		e, known := s.Entries[name]
+		if !s.Wave && (created && !s.RollOnCreate || deleted && !s.RollOnDelete) || e.Transient && (created || deleted) {
 			continue
 		}
-		e, known := s.Entries[name]
 		if known && !e.Ignored && e.Follows || !known && s.Wave {
 			out = append(out, name)
 		}

@@ -373,6 +373,45 @@ func TestPlan(t *testing.T) {
 			require.NoError(t, err)
 			wantRecordOnly(t, d, ResultBaseline)
 		}},
+		{"CSI: a SecretProviderClass whose versions changed rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1", "secretproviderclass/vault=2"))
+			s.Record = keyed("configmap/a=1,secretproviderclass/vault=1")
+			s.Wave, s.Stakater, s.RollOnCreate, s.RollOnDelete = false, true, true, true
+			s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "secretproviderclass/vault")
+		}},
+		{"CSI: its first pod's status comes: nothing rolls, even with --reload-on-create", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1", "secretproviderclass/vault=2"))
+			s.Record = keyed("configmap/a=1,secretproviderclass/vault=absent")
+			s.Wave, s.Stakater, s.RollOnCreate, s.RollOnDelete = false, true, true, true
+			s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"CSI: its last pod's status goes: nothing rolls, even with --reload-on-delete", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1", "secretproviderclass/vault=absent"))
+			s.Record = keyed("configmap/a=1,secretproviderclass/vault=2")
+			s.Wave, s.Stakater, s.RollOnCreate, s.RollOnDelete = false, true, true, true
+			s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"CSI: a workload in both dialects that starts following a class: nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1", "secretproviderclass/vault=2"))
+			s.Stakater = true
+			s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
 		{"a newly named object that does not exist: nothing the pods see changed", func(t *testing.T) situation {
 			return wave(t, inputs("configmap/a=1", "configmap/b=absent"))
 		}, func(t *testing.T, d decision, err error) {

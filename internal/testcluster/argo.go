@@ -145,13 +145,44 @@ func StartArgoRollouts(t testing.TB, c *Cluster) *Process {
 	if err != nil {
 		t.Fatalf("Argo Rollouts controller: %v", err)
 	}
+	InstallCRDs(t, c, argo.CRDs)
+	healthz, metrics := freePort(t), freePort(t)
+	p := StartProcess(t, argo.Bin, nil, "--kubeconfig="+c.Kubeconfig(), "--leader-elect=false",
+		fmt.Sprintf("--healthzPort=%d", healthz), fmt.Sprintf("--metricsPort=%d", metrics), "--loglevel=info")
+	p.Addr = fmt.Sprintf("127.0.0.1:%d", healthz)
+	deadline := time.Now().Add(time.Minute)
+	for code, _ := p.Get("/healthz"); code != 200; code, _ = p.Get("/healthz") {
+		if p.Exited() || time.Now().After(deadline) {
+			t.Fatalf("the Argo Rollouts controller did not become healthy:\n%s", logTail(p.Log(), failedLogLines))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return p
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	var port int
+	if _, err := fmt.Sscanf(FreeAddr(t), "127.0.0.1:%d", &port); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// InstallCRDs creates the CustomResourceDefinitions in files and waits until they are
+// established. When the test ends they are deleted (and so every object of theirs), so that
+// later tests find those kinds not served.
+func InstallCRDs(t testing.TB, c *Cluster, files []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	dyn, err := dynamic.NewForConfig(c.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	crds := dyn.Resource(crdResource)
 	var names []string
-	for _, f := range argo.CRDs {
+	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -197,25 +228,4 @@ func StartArgoRollouts(t testing.TB, c *Cluster) *Process {
 			t.Fatalf("CRD %s not established: %v", name, err)
 		}
 	}
-	healthz, metrics := freePort(t), freePort(t)
-	p := StartProcess(t, argo.Bin, nil, "--kubeconfig="+c.Kubeconfig(), "--leader-elect=false",
-		fmt.Sprintf("--healthzPort=%d", healthz), fmt.Sprintf("--metricsPort=%d", metrics), "--loglevel=info")
-	p.Addr = fmt.Sprintf("127.0.0.1:%d", healthz)
-	deadline := time.Now().Add(time.Minute)
-	for code, _ := p.Get("/healthz"); code != 200; code, _ = p.Get("/healthz") {
-		if p.Exited() || time.Now().After(deadline) {
-			t.Fatalf("the Argo Rollouts controller did not become healthy:\n%s", logTail(p.Log(), failedLogLines))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return p
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	var port int
-	if _, err := fmt.Sscanf(FreeAddr(t), "127.0.0.1:%d", &port); err != nil {
-		t.Fatal(err)
-	}
-	return port
 }

@@ -5,18 +5,22 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/configwave/configwave/internal/csi"
 	"github.com/configwave/configwave/internal/refs"
 )
 
 // slimTemplate keeps of a pod template what wave reads of it (Cached): its annotations, its
-// scheduler name and every reference to a ConfigMap or Secret (refs.Extract, Stakater
-// Reloader's marks).
+// scheduler name, every reference to a ConfigMap or Secret (refs.Extract, Stakater Reloader's
+// marks) and the volumes of the Secrets Store CSI driver, with the class they name.
 func slimTemplate(t *corev1.PodTemplateSpec) {
 	s := &t.Spec
 	volumes := make([]corev1.Volume, 0, len(s.Volumes))
 	kept := map[string]bool{}
 	for _, v := range s.Volumes {
 		src := corev1.VolumeSource{ConfigMap: v.ConfigMap, Secret: v.Secret}
+		if c := v.CSI; c != nil && c.Driver == csi.Driver {
+			src.CSI = &corev1.CSIVolumeSource{Driver: c.Driver, VolumeAttributes: map[string]string{csi.ClassAttribute: c.VolumeAttributes[csi.ClassAttribute]}}
+		}
 		if p := v.Projected; p != nil {
 			var sources []corev1.VolumeProjection
 			for _, ps := range p.Sources {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/configref"
+	"github.com/configwave/configwave/internal/csi"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -38,6 +39,8 @@ func richTemplate() corev1.PodTemplateSpec {
 					{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj-secret"}}},
 				}}}},
 				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "vault", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: csi.Driver, VolumeAttributes: map[string]string{csi.ClassAttribute: "vault", "other": "x"}}}},
+				{Name: "nfs", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "nfs.csi.k8s.io", VolumeAttributes: map[string]string{"server": "x"}}}},
 			},
 			InitContainers: []corev1.Container{{Name: "init", Image: "init:1", Env: []corev1.EnvVar{{Name: "I", ValueFrom: cmKey("init-cm", "i")}}}},
 			Containers: []corev1.Container{{
@@ -53,7 +56,7 @@ func richTemplate() corev1.PodTemplateSpec {
 					{Prefix: "X_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "bulk"}}},
 					{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "bulk-secret"}}},
 				},
-				VolumeMounts: []corev1.VolumeMount{{Name: "files", MountPath: "/f"}, {Name: "tls", MountPath: "/t"}, {Name: "all", MountPath: "/p"}, {Name: "scratch", MountPath: "/s"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "files", MountPath: "/f"}, {Name: "tls", MountPath: "/t"}, {Name: "all", MountPath: "/p"}, {Name: "scratch", MountPath: "/s"}, {Name: "vault", MountPath: "/v"}, {Name: "nfs", MountPath: "/n"}},
 			}},
 		},
 	}
@@ -107,7 +110,9 @@ func TestCompactKeepsWhatWaveReads(t *testing.T) {
 			assert.Contains(t, app.Env, corev1.EnvVar{Name: refs.StakaterEnvName(configref.ConfigMap, "env"), Value: "0123"}, "Reloader's mark")
 			assert.Empty(t, app.Image, "what wave never reads is gone")
 			assert.Len(t, app.Env, 3, "plain and field env entries are gone")
-			assert.Len(t, after.Template.Spec.Volumes, 4, "the emptyDir is gone")
+			assert.Len(t, after.Template.Spec.Volumes, 5, "the emptyDir and the other CSI driver's volume are gone")
+			assert.Equal(t, csi.ClassesOf(&before.Template.Spec), csi.ClassesOf(&after.Template.Spec), "the Secrets Store volume stays, with its class")
+			assert.Equal(t, map[string]string{"vault": `volume "vault"`}, csi.ClassesOf(&after.Template.Spec))
 		})
 	}
 }

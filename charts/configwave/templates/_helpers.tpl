@@ -40,6 +40,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: ["pods"]
   verbs: ["list"]
 {{- end }}
+{{- if .Values.enableCSIIntegration }}
+# the versions pods mounted through the Secrets Store CSI driver, and the classes' annotations
+# (enableCSIIntegration)
+- apiGroups: ["secrets-store.csi.x-k8s.io"]
+  resources: ["secretproviderclasspodstatuses", "secretproviderclasses"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
 {{- if .Values.namespaceSelector }}
 # their labels, for Stakater Reloader's --namespace-selector (namespaceSelector); cluster-wide
 # only: a namespace is not in a namespace

@@ -1,0 +1,80 @@
+package rollout
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+
+	"github.com/configwave/configwave/internal/configref"
+	"github.com/configwave/configwave/internal/csi"
+	"github.com/configwave/configwave/internal/refs"
+)
+
+// WatchSecretProviderClasses follows the Secrets Store CSI driver (Reloader's
+// --enable-csi-integration): its pods' statuses, for the versions they mounted, and the
+// SecretProviderClasses, for Reloader's match and ignore annotations on them. Call it, when
+// csi.Served says so, before Start.
+func (inf *Informers) WatchSecretProviderClasses(client dynamic.Interface) error {
+	inf.csi = csi.NewTracker()
+	for ns := range inf.watched {
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, ns, nil)
+		statuses := f.ForResource(csi.PodStatuses).Informer()
+		if err := statuses.SetTransform(csi.Transform); err != nil {
+			return err
+		}
+		if err := statuses.AddIndexers(csi.Indexers()); err != nil {
+			return err
+		}
+		if err := inf.csi.Watch(statuses); err != nil {
+			return err
+		}
+		classes := f.ForResource(csi.Classes).Informer()
+		if err := classes.SetTransform(inf.digester.TransformMeta); err != nil {
+			return err
+		}
+		if err := classes.AddIndexers(configIndexers(ns)); err != nil {
+			return err
+		}
+		inf.configs[configref.SecretProviderClass] = append(inf.configs[configref.SecretProviderClass], classes)
+		inf.csiSynced = append(inf.csiSynced, statuses.HasSynced)
+		inf.dynamic = append(inf.dynamic, f)
+	}
+	return nil
+}
+
+// secretProviderClassDigests: the versions a class's pods run, as one digest, or absent when no
+// pod reports on it.
+func (inf *Informers) secretProviderClassDigests(ref configref.Ref) (map[string]string, bool) {
+	if inf.csi == nil {
+		return nil, false
+	}
+	h, ok := inf.csi.Current(ref)
+	if !ok {
+		return nil, false
+	}
+	return map[string]string{"versions": h}, true
+}
+
+// configKinds are the kinds of config wave follows: SecretProviderClasses too with
+// --enable-csi-integration (and the driver's CRDs served).
+func (inf *Informers) configKinds() []configref.Kind {
+	if inf.csi != nil {
+		return []configref.Kind{configref.ConfigMap, configref.Secret, configref.SecretProviderClass}
+	}
+	return []configref.Kind{configref.ConfigMap, configref.Secret}
+}
+
+// addSecretProviderClasses adds to used the SecretProviderClasses the pods mount, for a
+// workload that Reloader's annotations select, as Reloader does only for them. A pod's status
+// comes and goes with the pod, so a class is never required.
+func (c *Controller) addSecretProviderClasses(used refs.References, namespace string, spec *corev1.PodSpec, sel selection) {
+	if c.Informers.csi == nil || sel.stakater == nil {
+		return
+	}
+	for name, where := range csi.ClassesOf(spec) {
+		r := configref.Ref{Kind: configref.SecretProviderClass, Namespace: namespace, Name: name}
+		if _, ok := used.Visible[r]; !ok {
+			used.Visible[r] = &refs.Use{AllKeys: true, Where: where}
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package testcluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The Secrets Store CSI driver's CustomResourceDefinitions, read from its Go module. The driver
+// itself mounts volumes through a kubelet, which these tests do not run: a test writes its
+// SecretProviderClassPodStatuses as the driver does.
+const (
+	secretsStoreModule  = "sigs.k8s.io/secrets-store-csi-driver"
+	SecretsStoreVersion = "v1.5.3"
+)
+
+// SecretsStoreCRDs downloads the driver's module (once, into the module cache) and returns its
+// CRD files.
+func SecretsStoreCRDs(ctx context.Context) ([]string, error) {
+	download := exec.CommandContext(ctx, "go", "mod", "download", "-json", secretsStoreModule+"@"+SecretsStoreVersion)
+	download.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
+	b, err := download.Output()
+	if err != nil {
+		return nil, fmt.Errorf("download %s@%s: %w", secretsStoreModule, SecretsStoreVersion, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(b, &mod); err != nil || mod.Dir == "" {
+		return nil, fmt.Errorf("locate %s@%s: go mod download printed no folder (%v)", secretsStoreModule, SecretsStoreVersion, err)
+	}
+	files, err := filepath.Glob(filepath.Join(mod.Dir, "config", "crd", "bases", "secrets-store.csi.x-k8s.io_*.yaml"))
+	if err != nil || len(files) != 2 {
+		return nil, fmt.Errorf("want the 2 CRDs of %s@%s under config/crd/bases, found %d (%v)", secretsStoreModule, SecretsStoreVersion, len(files), err)
+	}
+	return files, nil
+}
+
+// InstallSecretsStoreCRDs installs SecretProviderClass and SecretProviderClassPodStatus for
+// the test; they are deleted when it ends.
+func InstallSecretsStoreCRDs(t testing.TB, c *Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	files, err := SecretsStoreCRDs(ctx)
+	if err != nil {
+		t.Fatalf("Secrets Store CSI driver CRDs: %v", err)
+	}
+	InstallCRDs(t, c, files)
+}
