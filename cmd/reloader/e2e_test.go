@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -286,21 +287,68 @@ func TestSelectorPerObjectAndFlatClash(t *testing.T) {
 			"a selected object that is deleted takes its files with it")
 	})
 
-	t.Run("flat clash names both objects and keeps the last set", func(t *testing.T) {
+	t.Run("flat clash: the object at fault is left out, the others keep updating", func(t *testing.T) {
 		root := t.TempDir()
 		p := startReloader(t, nil, "--namespace="+ns, "--selector=grafana_dashboard=1", "--configroot="+root)
 		p.WaitReady(t)
 		assert.Equal(t, `{"a":1}`, readFile(root, "a.json"))
-		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), labelled("dash-clash", map[string]string{"a.json": "other"}), metav1.CreateOptions{})
+		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), labelled("dash-clash", map[string]string{"a.json": "other", "clash.json": "{}"}), metav1.CreateOptions{})
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
 			return strings.Contains(p.Log(), fmt.Sprintf(`configmap %s/dash-a key \"a.json\" and configmap %s/dash-clash key \"a.json\" would both unpack to \"a.json\"`, ns, ns))
 		}, eventually, tick)
-		assert.Equal(t, `{"a":1}`, readFile(root, "a.json"), "no silent overwrite")
-		require.Eventually(t, func() bool { return failingButReady(p) }, eventually, tick)
-		assert.Equal(t, "invalid_config", status(t, p).LastResult)
+		assert.Equal(t, `{"a":1}`, readFile(root, "a.json"), "no silent overwrite: dash-a, first in order, keeps it")
+		assert.NoFileExists(t, filepath.Join(root, "clash.json"), "never half an object")
+		assert.True(t, upToDate(p), "a left-out object is not a failed set")
+		assert.Equal(t, 1.0, p.Metric("configwave_reloader_objects_left_out"))
 		require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), "dash-clash", metav1.DeleteOptions{}))
+		require.Eventually(t, func() bool { return p.Metric("configwave_reloader_objects_left_out") == 0 }, eventually, tick)
 	})
+}
+
+// Selector mode with 50 good dashboards, one that clashes with a good one and one whose key
+// would land where another's file is: those two are left out (a Warning Event each on the
+// reloader's pod, the metric, /status), and a change to a good one still lands and is told.
+func TestSelectorIsolatesObjectsThatCannotBeLaidOut(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	label := map[string]string{"grafana_dashboard": "1"}
+	create := func(name string, data map[string]string) {
+		t.Helper()
+		cm := configMap(ns, name, data, nil)
+		cm.Labels = label
+		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), cm, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for i := range 50 {
+		create(fmt.Sprintf("dash-%02d", i), map[string]string{fmt.Sprintf("d%02d.json", i): fmt.Sprintf(`{"v":%d}`, i)})
+	}
+	create("dash-07-copy", map[string]string{"d07.json": `{"copy":true}`})
+	create("dash-nested", map[string]string{"panel": "{}"}) // --items puts it under d03.json, a file
+	root := t.TempDir()
+	app := newFakeApp(t, filepath.Join(root, "d21.json"))
+	p := startReloader(t, []string{"POD_NAME=grafana-0", "POD_NAMESPACE=" + ns}, "--namespace="+ns, "--selector=grafana_dashboard=1",
+		"--configroot="+root, "--items=panel=d03.json/panel.json", "--reload-http="+app.url())
+	p.WaitReady(t)
+	assert.Equal(t, `{"v":7}`, readFile(root, "d07.json"))
+	assert.Equal(t, `{"v":49}`, readFile(root, "d49.json"))
+	podEvent(t, client, ns, "grafana-0", "ConfigLeftOut", ns+"/dash-07-copy left out", `would both unpack to "d07.json"`)
+	podEvent(t, client, ns, "grafana-0", "ConfigLeftOut", ns+"/dash-nested left out", `needs a folder at "d03.json"`)
+	assert.Equal(t, 2.0, p.Metric("configwave_reloader_objects_left_out"))
+	var st struct {
+		LeftOut []string `json:"leftOut"`
+	}
+	_, body := p.Get("/status")
+	require.NoError(t, json.Unmarshal([]byte(body), &st), body)
+	assert.Len(t, st.LeftOut, 2)
+
+	before := len(app.reloads())
+	_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "dash-21", types.MergePatchType, []byte(`{"data":{"d21.json":"{\"v\":2100}"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return readFile(root, "d21.json") == `{"v":2100}` }, eventually, tick, "a change to a good object lands")
+	require.Eventually(t, func() bool { r := app.reloads(); return len(r) > before && r[len(r)-1] == `{"v":2100}` }, eventually, tick, "and the app is told, with the change on disk")
+	assert.True(t, upToDate(p))
+	assert.Equal(t, `{"v":7}`, readFile(root, "d07.json"))
 }
 
 func TestItemsPlaceKeysAtNestedPaths(t *testing.T) {

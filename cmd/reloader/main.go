@@ -141,7 +141,8 @@ func run1(cfg *config) error {
 		src = folders
 		r.Layout = reload.Mounted{}
 		inPlace := reload.InPlace{Dir: cfg.folders[0], Reread: func() (map[string]unpack.File, error) {
-			return reload.Mounted{}.Files(folders.ReadNow().Objects)
+			files, _, err := reload.Mounted{}.Files(folders.ReadNow().Objects)
+			return files, err
 		}}
 		r.Writer = &inPlace
 		if cfg.renderIn != "" {
@@ -164,7 +165,11 @@ func run1(cfg *config) error {
 		src = source.NewAPI(client, cfg.refs, cfg.selector, source.APIOptions{
 			OnWatchRestart: func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
 		})
-		r.Layout = cfg.layout
+		layout := cfg.layout
+		// Objects anyone may add by labelling one: one that cannot be laid out is left out,
+		// and never freezes the others. Named objects are the app's own: all or nothing.
+		layout.Isolate = cfg.selector != nil
+		r.Layout = layout
 		r.Writer = unpack.New(cfg.root)
 		r.Told = &reload.ToldRecord{Path: filepath.Join(cfg.root, reload.ToldRecordName)}
 		if events = podEvents(client); events != nil {

@@ -14,14 +14,14 @@ import (
 type Mounted struct{}
 
 // Files implements FileSet.
-func (Mounted) Files(objects []source.Object) (map[string]unpack.File, error) {
+func (Mounted) Files(objects []source.Object) (map[string]unpack.File, []LeftOut, error) {
 	files := map[string]unpack.File{}
 	for _, o := range objects {
 		for k, v := range o.Data {
 			files[path.Join(o.Name, k)] = unpack.File{Data: v}
 		}
 	}
-	return files, nil
+	return files, nil, nil
 }
 
 // InPlace is the Target of folders the app already reads where they are: kubelet, a CSI driver

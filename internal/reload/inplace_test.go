@@ -13,11 +13,12 @@ import (
 )
 
 func TestMountedFilesKeepEachFoldersPath(t *testing.T) {
-	files, err := Mounted{}.Files([]source.Object{
+	files, left, err := Mounted{}.Files([]source.Object{
 		{Ref: configref.Ref{Kind: source.Folder, Name: "/etc/a"}, Data: map[string][]byte{"x.yml": []byte("1"), "sub/y": []byte("2")}},
 		{Ref: configref.Ref{Kind: source.Folder, Name: "/etc/b"}, Data: map[string][]byte{"x.yml": []byte("3")}},
 	})
 	require.NoError(t, err)
+	assert.Empty(t, left)
 	assert.Equal(t, map[string]unpack.File{
 		"/etc/a/x.yml": {Data: []byte("1")}, "/etc/a/sub/y": {Data: []byte("2")}, "/etc/b/x.yml": {Data: []byte("3")},
 	}, files)

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
+	"slices"
 	"sort"
 
 	"github.com/configwave/configwave/internal/configref"
@@ -24,53 +26,145 @@ type Layout struct {
 	Items map[string]string
 	// ConfigMapMode and SecretMode are the files' permission bits.
 	ConfigMapMode, SecretMode fs.FileMode
+	// Isolate (selector mode) leaves an object that cannot be laid out out of the set, and
+	// lays out the others, instead of failing the whole set: objects that anyone may add by
+	// labelling one must not freeze everyone else's config. Objects are taken in snapshot
+	// order (kind, namespace, name); of two that would write one path, or one folder, the
+	// first keeps it.
+	Isolate bool
+}
+
+// LeftOut is an object a Layout left out of the set, and why. Why names objects, keys and
+// paths, never a value.
+type LeftOut struct {
+	Ref configref.Ref
+	Why string
 }
 
 // Files turns a snapshot into the file set for unpack.Writer. A key that is not a valid file
-// name, or two keys that would land on the same path, fail the whole set with an error that
-// names the objects and keys; no value ever appears in it.
-func (l Layout) Files(objects []source.Object) (map[string]unpack.File, error) {
+// name, or two keys that would land on the same path (or one on a file, one in a folder of
+// that name), fail the whole set with an error that names the objects and keys; with Isolate,
+// the object at fault is left out instead. No value ever appears in either.
+func (l Layout) Files(objects []source.Object) (map[string]unpack.File, []LeftOut, error) {
 	files := map[string]unpack.File{}
-	owner := map[string]string{} // path -> "configmap ns/name key k", for clash errors
-	folders := map[string]configref.Ref{}
+	c := claims{files: map[string]string{}, dirs: map[string]string{}, folders: map[string]configref.Ref{}}
+	var left []LeftOut
 	for _, o := range objects {
-		mode := l.ConfigMapMode
-		if o.Kind == configref.Secret {
-			mode = l.SecretMode
+		own, err := l.objectFiles(o)
+		if err == nil {
+			err = c.check(o.Ref, l.folderOf(o), own)
 		}
-		dir := ""
-		if l.PerObject {
-			dir = o.Name
-			if other, clash := folders[dir]; clash {
-				return nil, fmt.Errorf("%s and %s would both unpack into folder %q: select only one, or use --layout=flat", other, o.Ref, dir)
+		if err != nil {
+			if !l.Isolate {
+				return nil, nil, err
 			}
-			folders[dir] = o.Ref
+			left = append(left, LeftOut{Ref: o.Ref, Why: err.Error()})
+			continue
 		}
-		keys := make([]string, 0, len(o.Data))
-		for k := range o.Data {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			rel := k
-			if p, ok := l.Items[k]; ok {
-				rel = p
-			} else if err := validKey(k); err != nil {
-				return nil, fmt.Errorf("%s key %q: %w; rename the key or map it with --items %s=PATH", o.Ref, k, err, k)
-			}
-			p := path.Join(dir, rel)
-			if err := unpack.ValidatePath(p); err != nil {
-				return nil, fmt.Errorf("%s key %q: %w", o.Ref, k, err)
-			}
-			who := fmt.Sprintf("%s key %q", o.Ref, k)
-			if other, clash := owner[p]; clash {
-				return nil, fmt.Errorf("%s and %s would both unpack to %q: rename one, map one with --items, or use --layout=per-object", other, who, p)
-			}
-			owner[p] = who
-			files[p] = unpack.File{Data: o.Data[k], Mode: mode}
+		c.claim(o.Ref, l.folderOf(o), own)
+		for p, f := range own {
+			files[p] = f.File
 		}
 	}
-	return files, nil
+	return files, left, nil
+}
+
+func (l Layout) folderOf(o source.Object) string {
+	if l.PerObject {
+		return o.Name
+	}
+	return ""
+}
+
+// ownedFile is a file of one object, with the key it comes from, for errors.
+type ownedFile struct {
+	unpack.File
+	who string // `configmap ns/name key "k"`
+}
+
+// objectFiles lays out one object's keys, or says why it cannot be.
+func (l Layout) objectFiles(o source.Object) (map[string]ownedFile, error) {
+	mode := l.ConfigMapMode
+	if o.Kind == configref.Secret {
+		mode = l.SecretMode
+	}
+	dir := l.folderOf(o)
+	own := map[string]ownedFile{}
+	keys := slices.Sorted(maps.Keys(o.Data))
+	c := claims{files: map[string]string{}, dirs: map[string]string{}}
+	for _, k := range keys {
+		rel := k
+		if p, ok := l.Items[k]; ok {
+			rel = p
+		} else if err := validKey(k); err != nil {
+			return nil, fmt.Errorf("%s key %q: %w; rename the key or map it with --items %s=PATH", o.Ref, k, err, k)
+		}
+		p := path.Join(dir, rel)
+		if err := unpack.ValidatePath(p); err != nil {
+			return nil, fmt.Errorf("%s key %q: %w", o.Ref, k, err)
+		}
+		who := fmt.Sprintf("%s key %q", o.Ref, k)
+		if err := c.checkPath(p, who); err != nil {
+			return nil, err
+		}
+		c.claimPath(p, who)
+		own[p] = ownedFile{File: unpack.File{Data: o.Data[k], Mode: mode}, who: who}
+	}
+	return own, nil
+}
+
+// claims are the paths and folders taken so far, each with who took it.
+type claims struct {
+	files   map[string]string // path -> who
+	dirs    map[string]string // every folder some file needs -> who first needed it
+	folders map[string]configref.Ref
+}
+
+func (c claims) check(ref configref.Ref, folder string, own map[string]ownedFile) error {
+	if folder != "" {
+		if other, clash := c.folders[folder]; clash {
+			return fmt.Errorf("%s and %s would both unpack into folder %q: select only one, or use --layout=flat", other, ref, folder)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(own)) {
+		if err := c.checkPath(p, own[p].who); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c claims) checkPath(p, who string) error {
+	if other, clash := c.files[p]; clash {
+		return fmt.Errorf("%s and %s would both unpack to %q: rename one, map one with --items, or use --layout=per-object", other, who, p)
+	}
+	if other, clash := c.dirs[p]; clash {
+		return fmt.Errorf("%s would be a file at %q, where %s needs a folder: rename one, or map one with --items", who, p, other)
+	}
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		if other, clash := c.files[d]; clash {
+			return fmt.Errorf("%s needs a folder at %q, where %s is a file: rename one, or map one with --items", who, d, other)
+		}
+	}
+	return nil
+}
+
+func (c claims) claim(ref configref.Ref, folder string, own map[string]ownedFile) {
+	if folder != "" {
+		c.folders[folder] = ref
+	}
+	for p, f := range own {
+		c.claimPath(p, f.who)
+	}
+}
+
+func (c claims) claimPath(p, who string) {
+	c.files[p] = who
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		if _, ok := c.dirs[d]; !ok {
+			c.dirs[d] = who
+		}
+	}
 }
 
 // UnusedItems lists the Items keys that no object has, sorted: most likely a misspelt key,

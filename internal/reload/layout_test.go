@@ -1,6 +1,9 @@
 package reload
 
 import (
+	"maps"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,11 +100,29 @@ func TestLayoutFiles(t *testing.T) {
 			objects: []source.Object{{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: "n", Name: "b"}, Data: map[string][]byte{"blob": {0, 0xff, '\n'}}}},
 			want:    map[string]unpack.File{"blob": {Data: []byte{0, 0xff, '\n'}, Mode: 0o644}},
 		},
+		{
+			name:    "a key on a file where another needs a folder",
+			layout:  withItems,
+			objects: []source.Object{cm("web", "a", "nginx", "x"), cm("web", "b", "nginx.conf", "y")},
+			wantErr: `configmap web/b key "nginx.conf" needs a folder at "nginx", where configmap web/a key "nginx" is a file`,
+		},
+		{
+			name:    "... and the other way round",
+			layout:  withItems,
+			objects: []source.Object{cm("web", "a", "nginx.conf", "y"), cm("web", "b", "nginx", "x")},
+			wantErr: `configmap web/b key "nginx" would be a file at "nginx", where configmap web/a key "nginx.conf" needs a folder`,
+		},
+		{
+			name:    "... within one object",
+			layout:  withItems,
+			objects: []source.Object{cm("web", "a", "nginx", "x", "nginx.conf", "y")},
+			wantErr: `configmap web/a key "nginx.conf" needs a folder at "nginx", where configmap web/a key "nginx" is a file`,
+		},
 		{name: "no sources, no files", layout: modes, want: map[string]unpack.File{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.layout.Files(tt.objects)
+			got, left, err := tt.layout.Files(tt.objects)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
@@ -109,7 +130,70 @@ func TestLayoutFiles(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
+			assert.Empty(t, left)
 			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// With Isolate (selector mode), an object that cannot be laid out is left out, with why, and
+// every other object is laid out: of two that clash, the first in snapshot order keeps the
+// path.
+func TestLayoutIsolatesObjects(t *testing.T) {
+	flat := Layout{ConfigMapMode: 0o644, SecretMode: 0o600, Isolate: true, Items: map[string]string{"x": "../escape"}}
+	perObject := flat
+	perObject.PerObject = true
+	tests := []struct {
+		name     string
+		layout   Layout
+		objects  []source.Object
+		want     []string // paths laid out
+		wantLeft map[string]string
+	}{
+		{
+			name:   "per-object: the same name in two namespaces; the first namespace keeps the folder",
+			layout: perObject,
+			objects: []source.Object{cm("a", "dash", "d.json", "1"), cm("a", "other", "o.json", "2"),
+				cm("b", "dash", "d.json", "hunter2"), cm("b", "more", "m.json", "3")},
+			want:     []string{"dash/d.json", "more/m.json", "other/o.json"},
+			wantLeft: map[string]string{"configmap b/dash": `configmap a/dash and configmap b/dash would both unpack into folder "dash"`},
+		},
+		{
+			name:     "flat: a key two objects have; the first keeps it",
+			layout:   flat,
+			objects:  []source.Object{cm("a", "one", "app.yaml", "1", "one.yaml", "1"), secret("a", "two", "app.yaml", "hunter2", "two.yaml", "2")},
+			want:     []string{"app.yaml", "one.yaml"},
+			wantLeft: map[string]string{"secret a/two": `configmap a/one key "app.yaml" and secret a/two key "app.yaml" would both unpack to "app.yaml"`},
+		},
+		{
+			name:     "a bad key leaves its whole object out, never half of it",
+			layout:   flat,
+			objects:  []source.Object{cm("a", "bad", "good.yaml", "1", "x", "2"), cm("a", "fine", "f.yaml", "3")},
+			want:     []string{"f.yaml"},
+			wantLeft: map[string]string{"configmap a/bad": `configmap a/bad key "x"`},
+		},
+		{
+			name:     "an object left out claims nothing",
+			layout:   flat,
+			objects:  []source.Object{cm("a", "bad", "shared.yaml", "1", "x", "2"), cm("a", "later", "shared.yaml", "3")},
+			want:     []string{"shared.yaml"},
+			wantLeft: map[string]string{"configmap a/bad": `configmap a/bad key "x"`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files, left, err := tt.layout.Files(tt.objects)
+			require.NoError(t, err)
+			assert.ElementsMatch(t, tt.want, slices.Collect(maps.Keys(files)))
+			got := map[string]string{}
+			for _, l := range left {
+				got[l.Ref.String()] = l.Why
+				assert.NotContains(t, l.Why, "hunter2")
+			}
+			require.Len(t, got, len(tt.wantLeft))
+			for ref, why := range tt.wantLeft {
+				assert.Contains(t, got[ref], why)
+			}
 		})
 	}
 }
@@ -154,16 +238,23 @@ func FuzzLayoutFiles(f *testing.F) {
 		if strings.Contains(key1+key2+itemKey+itemPath+name, "VALUE") {
 			t.Skip()
 		}
-		l := Layout{PerObject: perObject, ConfigMapMode: 0o644, SecretMode: 0o600, Items: map[string]string{itemKey: itemPath}}
+		l := Layout{PerObject: perObject, ConfigMapMode: 0o644, SecretMode: 0o600, Items: map[string]string{itemKey: itemPath}, Isolate: len(name)%2 == 0}
 		objects := []source.Object{cm("ns", name, key1, value), secret("ns", name+"-s", key2, value)}
-		files, err := l.Files(objects)
+		files, left, err := l.Files(objects)
 		if err != nil {
 			assert.NotContains(t, err.Error(), "VALUE")
 			return
 		}
+		for _, lo := range left {
+			assert.NotContains(t, lo.Why, "VALUE")
+		}
 		for p, f := range files {
 			require.NoError(t, unpack.ValidatePath(p), "accepted path %q", p)
 			assert.Equal(t, value, string(f.Data))
+			for d := path.Dir(p); d != "."; d = path.Dir(d) {
+				_, clash := files[d]
+				assert.False(t, clash, "%q is a file and a folder of %q", d, p)
+			}
 		}
 	})
 }

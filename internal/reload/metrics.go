@@ -19,6 +19,8 @@ type Metrics struct {
 	FolderEvents      prometheus.Counter
 	FolderWatchErrors prometheus.Counter
 	FolderWatches     prometheus.Gauge
+	// LeftOut: objects the layout leaves out of the set (selector mode).
+	LeftOut prometheus.Gauge
 }
 
 // Reload results, the values of the "result" label.
@@ -69,12 +71,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "configwave_reloader_file_watches",
 			Help: "Folders the file system watcher watches: each --volume-dir, its subfolders and its parent.",
 		}),
+		LeftOut: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "configwave_reloader_objects_left_out",
+			Help: "Selected objects left out of the config because they cannot be laid out (a clash, a bad key); the others keep updating. /status names them.",
+		}),
 	}
 	for _, r := range []string{ResultSuccess, ResultValidationFailed, ResultNotifyFailed, ResultInvalidConfig, ResultWriteFailed} {
 		m.Reloads.WithLabelValues(r)
 	}
 	m.LastReloadSuccessful.Set(1)
 	reg.MustRegister(m.Reloads, m.LastSuccess, m.ConfigInfo, m.WatchRestarts, m.Ready, m.LastReloadSuccessful,
-		m.FolderEvents, m.FolderWatchErrors, m.FolderWatches)
+		m.FolderEvents, m.FolderWatchErrors, m.FolderWatches, m.LeftOut)
 	return m
 }

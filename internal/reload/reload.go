@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -54,8 +55,9 @@ type PassReport struct {
 
 // FileSet turns a snapshot into the files the app reads: Layout lays ConfigMaps' and Secrets'
 // keys out under the config root; Mounted takes folders that are already on disk as they are.
+// An object that cannot be laid out fails the set, or is left out of it (Layout.Isolate).
 type FileSet interface {
-	Files(objects []source.Object) (map[string]unpack.File, error)
+	Files(objects []source.Object) (map[string]unpack.File, []LeftOut, error)
 }
 
 // unusedItemser is a FileSet that can name the --items keys no source has (Layout).
@@ -120,14 +122,15 @@ type Reloader struct {
 
 // state is everything the loop remembers between passes.
 type state struct {
-	unpacked    bool   // the first complete set is in place
-	liveHash    string // hash of the set under the root
-	liveSum     []byte // its ToldRecord sum, when there is a record
-	notifyDue   bool   // a set went live and the app has not been told yet
-	rejected    string // last set the check rejected; not checked again until it changes
-	waitingFor  string // missing sources last reported
-	unusedItems string // --items keys no source has, last reported
-	result      string // last result, ResultX; "" before the first
+	unpacked    bool      // the first complete set is in place
+	liveHash    string    // hash of the set under the root
+	liveSum     []byte    // its ToldRecord sum, when there is a record
+	notifyDue   bool      // a set went live and the app has not been told yet
+	rejected    string    // last set the check rejected; not checked again until it changes
+	waitingFor  string    // missing sources last reported
+	unusedItems string    // --items keys no source has, last reported
+	leftOut     []LeftOut // objects left out of the set last laid out (Layout.Isolate)
+	result      string    // last result, ResultX; "" before the first
 	lastError   string
 	since       time.Time // when result last changed
 	// failingSince is when the app first failed to take a set it is due; zero when it is not
@@ -141,19 +144,20 @@ type outcome struct {
 	missing     string // sources that do not exist
 	sources     string // the sources, for the log and Events
 	unusedItems string
-	hash        string // hash of the wanted set; "" when it could not be laid out
-	sum         []byte // its ToldRecord sum, when there is a record
-	swapped     bool   // the wanted set went live in this pass
-	tellOnStart bool   // first pass over a set a previous reloader left: the app runs that one
-	untold      bool   // first pass, and the record says the app never took the set on disk
-	first       bool   // this pass made the first unpack
-	result      string // what became of the wanted set: a failing ResultX, or ""
-	err         error  // with a failing result
-	reason      string // the Event's reason for err
-	notified    bool   // the app was told in this pass
-	notifyErr   error  // the app was due and could not be told
-	nobody      bool   // no app to tell (no --reload-http, no app): a swap is the whole change
-	retry       bool   // run again after RetryInterval even without a change
+	leftOut     []LeftOut // objects the layout left out of the wanted set
+	hash        string    // hash of the wanted set; "" when it could not be laid out
+	sum         []byte    // its ToldRecord sum, when there is a record
+	swapped     bool      // the wanted set went live in this pass
+	tellOnStart bool      // first pass over a set a previous reloader left: the app runs that one
+	untold      bool      // first pass, and the record says the app never took the set on disk
+	first       bool      // this pass made the first unpack
+	result      string    // what became of the wanted set: a failing ResultX, or ""
+	err         error     // with a failing result
+	reason      string    // the Event's reason for err
+	notified    bool      // the app was told in this pass
+	notifyErr   error     // the app was due and could not be told
+	nobody      bool      // no app to tell (no --reload-http, no app): a swap is the whole change
+	retry       bool      // run again after RetryInterval even without a change
 }
 
 // Status is the loop's state as /status serves it. It never holds a value from a source.
@@ -167,6 +171,9 @@ type Status struct {
 	FailingSince *time.Time `json:"appFailingToReloadSince,omitempty"`
 	NotifyError  string     `json:"lastReloadError,omitempty"`
 	Waiting      string     `json:"waitingFor,omitempty"`
+	// LeftOut: objects left out of the config, each "configmap ns/name: why"; the others
+	// keep updating.
+	LeftOut []string `json:"leftOut,omitempty"`
 }
 
 // Ready reports what /readyz serves: the first set is unpacked. A rejected or invalid config
@@ -216,9 +223,12 @@ func (r *Reloader) Once(ctx context.Context) error {
 		}
 		return fmt.Errorf("%s not found: create it, or fix %s", joinRefs(snap.Missing), fix)
 	}
-	files, err := r.Layout.Files(snap.Objects)
+	files, left, err := r.Layout.Files(snap.Objects)
 	if err != nil {
 		return err
+	}
+	for _, l := range left {
+		klog.InfoS("warning: object left out of the config", "object", l.Ref.String(), "why", l.Why)
 	}
 	changed, err := r.Writer.WriteChecked(files, r.checkFunc(ctx))
 	if err != nil {
@@ -368,11 +378,12 @@ func (r *Reloader) write(ctx context.Context, o *outcome) {
 		o.missing = joinRefs(snap.Missing)
 		return
 	}
-	files, err := r.Layout.Files(snap.Objects)
+	files, left, err := r.Layout.Files(snap.Objects)
 	if err != nil {
 		o.result, o.reason, o.err = ResultInvalidConfig, "InvalidConfig", err
 		return
 	}
+	o.leftOut = left
 	if l, ok := r.Layout.(unusedItemser); ok {
 		o.unusedItems = strings.Join(l.UnusedItems(snap.Objects), ", ")
 	}
@@ -419,6 +430,9 @@ func (s state) next(o outcome, now time.Time) state {
 	n.waitingFor = o.missing
 	if o.missing == "" {
 		n.unusedItems = o.unusedItems
+	}
+	if o.hash != "" { // laid out: what it left out is current
+		n.leftOut = o.leftOut
 	}
 	if o.first {
 		n.unpacked = true
@@ -488,6 +502,7 @@ func (r *Reloader) report(prev state, o outcome) {
 	if o.unusedItems != "" && o.unusedItems != prev.unusedItems {
 		klog.InfoS("warning: --items names keys that no source has; check their spelling", "keys", o.unusedItems)
 	}
+	r.reportLeftOut(prev.leftOut, now.leftOut)
 	if o.swapped && r.Metrics != nil && now.liveHash != prev.liveHash {
 		r.Metrics.ConfigInfo.Reset()
 		r.Metrics.ConfigInfo.WithLabelValues(now.liveHash).Set(1)
@@ -531,6 +546,42 @@ func (r *Reloader) report(prev state, o outcome) {
 	}
 }
 
+// maxLeftOutEvents bounds the Events of one pass: a label put on many bad objects at once
+// must not flood the namespace's Events.
+const maxLeftOutEvents = 10
+
+// reportLeftOut says which objects the layout newly left out, and which came back.
+func (r *Reloader) reportLeftOut(prev, now []LeftOut) {
+	if slices.Equal(prev, now) {
+		return
+	}
+	before := map[configref.Ref]string{}
+	for _, l := range prev {
+		before[l.Ref] = l.Why
+	}
+	events := 0
+	for _, l := range now {
+		if why, was := before[l.Ref]; was && why == l.Why {
+			delete(before, l.Ref)
+			continue
+		}
+		delete(before, l.Ref)
+		klog.InfoS("warning: object left out of the config; the others keep updating", "object", l.Ref.String(), "why", l.Why)
+		if events++; events <= maxLeftOutEvents {
+			r.event("Warning", "ConfigLeftOut", fmt.Sprintf("%s left out of the config, the other objects keep updating: %s", l.Ref, l.Why))
+		}
+	}
+	if events > maxLeftOutEvents {
+		r.event("Warning", "ConfigLeftOut", fmt.Sprintf("%d more objects left out of the config: see the reloader's log or /status", events-maxLeftOutEvents))
+	}
+	for ref := range before {
+		klog.InfoS("object back in the config", "object", ref.String())
+	}
+	if r.Metrics != nil {
+		r.Metrics.LeftOut.Set(float64(len(now)))
+	}
+}
+
 // publish makes the state visible to the HTTP handlers.
 func (r *Reloader) publish() {
 	s := r.st
@@ -538,6 +589,9 @@ func (r *Reloader) publish() {
 		Ready: s.unpacked, LiveHash: s.liveHash, NotifyDue: s.notifyDue,
 		LastResult: s.result, LastError: s.lastError, Since: s.since, Waiting: s.waitingFor,
 		NotifyError: s.notifyError,
+	}
+	for _, l := range s.leftOut {
+		st.LeftOut = append(st.LeftOut, l.Ref.String()+": "+l.Why)
 	}
 	if !s.failingSince.IsZero() {
 		t := s.failingSince

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -224,4 +226,65 @@ func TestReloaderInvalidConfigIsReportedAndKeepsFiles(t *testing.T) {
 	assert.Contains(t, r.CurrentStatus().LastError, "would both unpack to")
 	assert.True(t, fileIs(root, "app.yaml", "v1")())
 	assert.EqualValues(t, 1, testutil.ToFloat64(r.Metrics.Reloads.WithLabelValues(ResultInvalidConfig)))
+}
+
+type recordedEvents struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (e *recordedEvents) Event(eventtype, reason, message string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, eventtype+" "+reason+" "+message)
+}
+
+func (e *recordedEvents) all() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.list)
+}
+
+// Selector mode: an object that clashes is left out, said once (Event, log, metric, /status),
+// and the others keep updating; once the clash is gone it is back in.
+func TestReloaderLeavesOutWhatCannotBeLaidOut(t *testing.T) {
+	src := newFakeSource(cm("a", "dash", "d.json", "1"), cm("a", "good", "g.json", "1"), cm("b", "dash", "d.json", "2"))
+	n := &countingNotifier{}
+	r, root := newReloader(t, src, n)
+	r.Layout = Layout{PerObject: true, ConfigMapMode: 0o644, Isolate: true}
+	events := &recordedEvents{}
+	r.Events = events
+	start(t, r)
+	require.Eventually(t, r.Ready, wait, tick)
+	assert.True(t, fileIs(root, "dash/d.json", "1")(), "the first namespace keeps the folder")
+	assert.True(t, fileIs(root, "good/g.json", "1")())
+	status := r.CurrentStatus()
+	require.Len(t, status.LeftOut, 1)
+	assert.Contains(t, status.LeftOut[0], `configmap b/dash: configmap a/dash and configmap b/dash would both unpack into folder "dash"`)
+	assert.EqualValues(t, 1, testutil.ToFloat64(r.Metrics.LeftOut))
+	assert.Equal(t, ResultSuccess, orSuccess(status.LastResult), "a left-out object is not a failed set")
+
+	src.set(source.Snapshot{Objects: []source.Object{cm("a", "dash", "d.json", "1"), cm("a", "good", "g.json", "2"), cm("b", "dash", "d.json", "3")}})
+	require.Eventually(t, fileIs(root, "good/g.json", "2"), wait, tick, "a change to another object still lands")
+	require.Eventually(t, func() bool { return n.calls.Load() == 1 }, wait, tick)
+	leftOut := 0
+	for _, e := range events.all() {
+		if strings.Contains(e, "ConfigLeftOut") {
+			leftOut++
+			assert.Equal(t, `Warning ConfigLeftOut configmap b/dash left out of the config, the other objects keep updating: configmap a/dash and configmap b/dash would both unpack into folder "dash": select only one, or use --layout=flat`, e)
+		}
+	}
+	assert.Equal(t, 1, leftOut, "said once, not on every pass")
+
+	src.set(source.Snapshot{Objects: []source.Object{cm("a", "good", "g.json", "2"), cm("b", "dash", "d.json", "3")}})
+	require.Eventually(t, fileIs(root, "dash/d.json", "3"), wait, tick, "the clash gone, the object is back in")
+	require.Eventually(t, func() bool { return len(r.CurrentStatus().LeftOut) == 0 }, wait, tick)
+	assert.Zero(t, testutil.ToFloat64(r.Metrics.LeftOut))
+}
+
+func orSuccess(result string) string {
+	if result == "" {
+		return ResultSuccess
+	}
+	return result
 }

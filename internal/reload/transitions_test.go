@@ -76,7 +76,7 @@ func TestStateNext(t *testing.T) {
 func TestReloaderRestartTellsTheAppOnlyWhenTheSetChanged(t *testing.T) {
 	root := t.TempDir()
 	layout := Layout{ConfigMapMode: 0o644, SecretMode: 0o600}
-	first, err := layout.Files([]source.Object{cm("web", "app", "app.yaml", "v1")})
+	first, _, err := layout.Files([]source.Object{cm("web", "app", "app.yaml", "v1")})
 	require.NoError(t, err)
 	_, err = unpack.New(root).Write(first)
 	require.NoError(t, err)
