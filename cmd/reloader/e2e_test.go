@@ -652,3 +652,45 @@ func TestSelectorAllNamespacesBothKinds(t *testing.T) {
 	require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(root, "creds-b")); return os.IsNotExist(err) }, eventually, tick)
 	assert.Equal(t, "{}", readFile(root, "dash-a/a.json"))
 }
+
+// What a Grafana chart's sidecar (k8s-sidecar) user sets up: dashboards labelled in a list of
+// namespaces, the same name in two of them, each put in the folder its
+// k8s-sidecar-target-directory annotation names (relative, or absolute under the root), with
+// unique file names. A labelled object in a namespace not listed is not read; one whose folder
+// is outside the root is left out; a change lands.
+func TestSelectorNamespaceListFolderAnnotationUniqueFilenames(t *testing.T) {
+	client := adminClient(t)
+	a, b, other := testcluster.Namespace(t, client), testcluster.Namespace(t, client), testcluster.Namespace(t, client)
+	label := "cw-" + a
+	root := t.TempDir()
+	create := func(ns, name, folder, body string) {
+		t.Helper()
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{label: "1"}}, Data: map[string]string{"overview.json": body}}
+		if folder != "" {
+			cm.Annotations = map[string]string{"k8s-sidecar-target-directory": folder}
+		}
+		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), cm, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	create(a, "overview", "Team A", `{"a":1}`)
+	create(b, "overview", filepath.Join(root, "Team B"), `{"b":1}`)
+	create(b, "plain", "", `{"plain":1}`)
+	create(b, "escapes", "/etc", `{"x":1}`)
+	create(other, "overview", "", `{"other":1}`)
+	p := startReloader(t, nil, "--selector="+label+"=1", "--namespace="+a+","+b, "--unique-filenames", "--configroot="+root)
+	p.WaitReady(t)
+	assert.Equal(t, `{"a":1}`, readFile(root, "Team A/namespace_"+a+".configmap_overview.overview.json"))
+	assert.Equal(t, `{"b":1}`, readFile(root, "Team B/namespace_"+b+".configmap_overview.overview.json"))
+	assert.Equal(t, `{"plain":1}`, readFile(root, "namespace_"+b+".configmap_plain.overview.json"))
+	assert.NoFileExists(t, filepath.Join(root, "namespace_"+other+".configmap_overview.overview.json"), "a namespace not listed is not read")
+	require.Eventually(t, func() bool {
+		return strings.Contains(p.Log(), fmt.Sprintf(`configmap %s/escapes annotation k8s-sidecar-target-directory=\"/etc\" is outside the config root`, b))
+	}, eventually, tick)
+	assert.Equal(t, 1.0, p.Metric("configwave_reloader_objects_left_out"))
+
+	_, err := client.CoreV1().ConfigMaps(a).Patch(ctx(t), "overview", types.MergePatchType, []byte(`{"data":{"overview.json":"{\"a\":2}"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return readFile(root, "Team A/namespace_"+a+".configmap_overview.overview.json") == `{"a":2}`
+	}, eventually, tick)
+}

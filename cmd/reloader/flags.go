@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/logflags"
@@ -30,7 +32,9 @@ type options struct {
 	configMaps, secrets []string
 	selector            string
 	selectorKind        string
-	namespace           string
+	namespaces          []string
+	folderAnnotation    string
+	uniqueFilenames     bool
 	allNamespaces       bool
 	layout              string
 	configRoot          string
@@ -86,7 +90,7 @@ Flags:
 	fs.StringArrayVar(&o.secrets, "secret", nil, "Secret to unpack, as [NAMESPACE/]NAME; repeatable.")
 	fs.StringVar(&o.selector, "selector", "", "also unpack every object whose labels match this selector (e.g. grafana_dashboard=1).")
 	fs.StringVar(&o.selectorKind, "selector-kind", "configmap", "what --selector selects: configmap, secret or both.")
-	fs.StringVar(&o.namespace, "namespace", "", "namespace for names without one and for --selector (default: the pod's own namespace from $POD_NAMESPACE or the service account, else \"default\").")
+	fs.StringSliceVar(&o.namespaces, "namespace", nil, "namespace for names without one and for --selector (default: the pod's own namespace from $POD_NAMESPACE or the service account, else \"default\"). Several, comma-separated or repeated, let --selector match in each (as k8s-sidecar's NAMESPACE=a,b); names then need their namespace, NS/NAME.")
 	fs.BoolVar(&o.allNamespaces, "all-namespaces", false, "let --selector match in every namespace.")
 	fs.StringVar(&o.layout, "layout", "flat", "flat: every key directly under --configroot; per-object: each object's keys in a folder named after the object.")
 	fs.StringVar(&o.configRoot, "configroot", "/config", "folder the keys are unpacked into; it must exist. Files the reloader did not write are never touched.")
@@ -94,6 +98,8 @@ Flags:
 	fs.StringArrayVar(&o.watchIgnore, "watch-ignore", nil, "with --volume-dir: a glob of files whose changes are not config changes, matched against the path in the folder and the base name (e.g. token, for a projected service-account token); repeatable.")
 	fs.DurationVar(&o.watchInterval, "watch-interval", 3*time.Minute, "with --volume-dir: read every folder again this often even without a file event, so that no change is ever lost; 0 never.")
 	fs.StringArrayVar(&o.items, "items", nil, "place a key at a relative path instead of its own name, as KEY=REL/PATH; repeatable.")
+	fs.StringVar(&o.folderAnnotation, "folder-annotation", "k8s-sidecar-target-directory", "an object with this annotation has its files put in the folder it names (k8s-sidecar's FOLDER_ANNOTATION): relative to --configroot, or absolute under it; a folder outside it leaves the object out. Empty: no annotation is read.")
+	fs.BoolVar(&o.uniqueFilenames, "unique-filenames", false, "name each file namespace_NS.configmap_NAME.KEY (or .secret_NAME.), so that keys of objects from several namespaces never clash (k8s-sidecar's UNIQUE_FILENAMES).")
 	fs.StringVar(&o.fileMode, "file-mode", "0644", "permission bits of files from ConfigMaps, in octal.")
 	fs.StringVar(&o.secretFileMode, "secret-file-mode", "0600", "permission bits of files from Secrets, in octal.")
 	fs.StringArrayVar(&o.reloadHTTP, "reload-http", nil, "sidecar mode: URL requested after the files changed, e.g. http://127.0.0.1:9090/-/reload; repeatable: each URL is told, each with its own retries. A user:password@ in it is sent as basic auth and never shown.")
@@ -171,15 +177,29 @@ type config struct {
 
 // check turns options into a config; every error names the flag and what to do.
 func (o *options) check(app []string) (*config, error) {
-	ns := o.namespace
-	if ns == "" {
-		ns = source.DefaultNamespace()
+	var namespaces []string
+	for _, n := range o.namespaces {
+		if n = strings.TrimSpace(n); n == "" || slices.Contains(namespaces, n) {
+			continue
+		} else if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			return nil, fmt.Errorf("--namespace: %q is not a namespace name (%s)", n, strings.Join(errs, "; "))
+		}
+		namespaces = append(namespaces, n)
 	}
+	if len(namespaces) == 0 {
+		namespaces = []string{source.DefaultNamespace()}
+	}
+	ns := namespaces[0]
 	c := &config{root: o.configRoot, app: app, validate: o.validateCommand, valTimeout: o.validateTimeout,
 		debounce: o.debounce, retry: o.retryInterval, unhealthy: o.unhealthyAfter, once: o.once, subreaper: o.subreaper, grace: o.shutdownGrace, startupGrace: o.startupGrace, listen: o.listenAddress, kubeconfig: o.kubeconfig,
 		metricsPath: o.metricsPath}
 	if err := o.checkFolders(c); err != nil {
 		return nil, err
+	}
+	for _, s := range slices.Concat(o.configMaps, o.secrets) {
+		if len(namespaces) > 1 && !strings.Contains(s, "/") {
+			return nil, fmt.Errorf("%q has no namespace, and --namespace lists several: write it as NAMESPACE/%s", s, s)
+		}
 	}
 	for _, s := range o.configMaps {
 		r, err := source.ParseRef(configref.ConfigMap, s, ns)
@@ -207,9 +227,9 @@ func (o *options) check(app []string) (*config, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.selector = &source.Selector{Kinds: kinds, Namespace: ns, Labels: sel}
+		c.selector = &source.Selector{Kinds: kinds, Namespaces: namespaces, Labels: sel}
 		if o.allNamespaces {
-			c.selector.Namespace = ""
+			c.selector.Namespaces = nil
 		}
 	} else if o.allNamespaces {
 		return nil, fmt.Errorf("--all-namespaces applies to --selector only; add --selector or drop it")
@@ -232,6 +252,13 @@ func (o *options) check(app []string) (*config, error) {
 	if c.layout.SecretMode, err = parseMode("--secret-file-mode", o.secretFileMode); err != nil {
 		return nil, err
 	}
+	if a := strings.TrimSpace(o.folderAnnotation); a != "" {
+		if errs := validation.IsQualifiedName(a); len(errs) > 0 {
+			return nil, fmt.Errorf("--folder-annotation=%q is not an annotation name (%s); give one such as k8s-sidecar-target-directory, or empty for none", o.folderAnnotation, strings.Join(errs, "; "))
+		}
+		c.layout.FolderAnnotation, c.layout.Root = a, filepath.Clean(o.configRoot)
+	}
+	c.layout.UniqueFilenames = o.uniqueFilenames
 	if len(o.items) > 0 {
 		c.layout.Items = map[string]string{}
 		for _, it := range o.items {

@@ -148,10 +148,26 @@ func TestFlags(t *testing.T) {
 		{name: "selector across namespaces", args: []string{"--selector=grafana_dashboard=1", "--all-namespaces", "--selector-kind=both", "--layout=per-object"},
 			check: func(t *testing.T, c *config) {
 				require.NotNil(t, c.selector)
-				assert.Equal(t, "", c.selector.Namespace)
+				assert.Empty(t, c.selector.Namespaces)
 				assert.Len(t, c.selector.Kinds, 2)
 				assert.True(t, c.layout.PerObject)
 			}},
+		{name: "a namespace list, as k8s-sidecar's NAMESPACE=a,b", args: []string{"--selector=grafana_dashboard=1", "--namespace=mon,team-a", "--namespace=team-b,mon", "--configmap=mon/extra"},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, []string{"mon", "team-a", "team-b"}, c.selector.Namespaces)
+				assert.Equal(t, "mon", c.refs[0].Namespace)
+			}},
+		{name: "k8s-sidecar's folder annotation by default, and unique file names", args: []string{"--selector=x=1", "--unique-filenames"},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, "k8s-sidecar-target-directory", c.layout.FolderAnnotation)
+				assert.Equal(t, c.root, c.layout.Root)
+				assert.True(t, c.layout.UniqueFilenames)
+			}},
+		{name: "no folder annotation", args: []string{"--selector=x=1", "--folder-annotation="},
+			check: func(t *testing.T, c *config) { assert.Empty(t, c.layout.FolderAnnotation) }},
+		{name: "a bad folder annotation", args: []string{"--selector=x=1", "--folder-annotation=a b"}, wantErr: `--folder-annotation="a b" is not an annotation name`},
+		{name: "a name without its namespace among several", args: []string{"--namespace=a,b", "--configmap=app"}, wantErr: `"app" has no namespace, and --namespace lists several: write it as NAMESPACE/app`},
+		{name: "a bad namespace in the list", args: []string{"--namespace=a,B_2", "--selector=x=1"}, wantErr: `--namespace: "B_2" is not a namespace name`},
 		{name: "subprocess command after --", args: []string{"--configmap=app", "--reload-signal=USR1", "--", "nginx", "-g", "daemon off;"},
 			check: func(t *testing.T, c *config) {
 				assert.Equal(t, []string{"nginx", "-g", "daemon off;"}, c.app)

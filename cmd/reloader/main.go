@@ -162,8 +162,13 @@ func run1(cfg *config) error {
 		if err != nil {
 			return err
 		}
+		var keep []string
+		if cfg.layout.FolderAnnotation != "" {
+			keep = []string{cfg.layout.FolderAnnotation}
+		}
 		src = source.NewAPI(client, cfg.refs, cfg.selector, source.APIOptions{
 			OnWatchRestart: func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
+			Annotations:    keep,
 		})
 		layout := cfg.layout
 		// Objects anyone may add by labelling one: one that cannot be laid out is left out,

@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/source"
@@ -32,6 +33,15 @@ type Layout struct {
 	// order (kind, namespace, name); of two that would write one path, or one folder, the
 	// first keeps it.
 	Isolate bool
+	// FolderAnnotation names an annotation whose value is the folder an object's files go
+	// to (k8s-sidecar's FOLDER_ANNOTATION): relative to the root, or absolute under Root.
+	// The source must keep it (source.APIOptions.Annotations).
+	FolderAnnotation string
+	// Root is the config root as the app sees it, for absolute folder annotations.
+	Root string
+	// UniqueFilenames names each file namespace_NS.KIND_NAME.KEY, so that keys of objects
+	// from several namespaces never clash (k8s-sidecar's UNIQUE_FILENAMES).
+	UniqueFilenames bool
 }
 
 // LeftOut is an object a Layout left out of the set, and why. Why names objects, keys and
@@ -52,7 +62,7 @@ func (l Layout) Files(objects []source.Object) (map[string]unpack.File, []LeftOu
 	for _, o := range objects {
 		own, err := l.objectFiles(o)
 		if err == nil {
-			err = c.check(o.Ref, l.folderOf(o), own)
+			err = c.check(o.Ref, l.objectFolder(o), own)
 		}
 		if err != nil {
 			if !l.Isolate {
@@ -61,7 +71,7 @@ func (l Layout) Files(objects []source.Object) (map[string]unpack.File, []LeftOu
 			left = append(left, LeftOut{Ref: o.Ref, Why: err.Error()})
 			continue
 		}
-		c.claim(o.Ref, l.folderOf(o), own)
+		c.claim(o.Ref, l.objectFolder(o), own)
 		for p, f := range own {
 			files[p] = f.File
 		}
@@ -69,11 +79,37 @@ func (l Layout) Files(objects []source.Object) (map[string]unpack.File, []LeftOu
 	return files, left, nil
 }
 
-func (l Layout) folderOf(o source.Object) string {
-	if l.PerObject {
-		return o.Name
+// objectFolder is the folder of an object of its own (per-object), "" when it shares one.
+func (l Layout) objectFolder(o source.Object) string {
+	if !l.PerObject {
+		return ""
 	}
-	return ""
+	base, _ := l.annotatedFolder(o) // an error is objectFiles'
+	return path.Join(base, o.Name)
+}
+
+// annotatedFolder is the folder the object's folder annotation names, relative to the root.
+func (l Layout) annotatedFolder(o source.Object) (string, error) {
+	v, ok := o.Annotations[l.FolderAnnotation]
+	if l.FolderAnnotation == "" || !ok || strings.TrimSpace(v) == "" {
+		return "", nil
+	}
+	v = strings.TrimSpace(v)
+	if path.IsAbs(v) {
+		root := path.Clean(l.Root)
+		rel, ok := strings.CutPrefix(path.Clean(v), root)
+		if l.Root == "" || !ok || rel != "" && rel[0] != '/' {
+			return "", fmt.Errorf("%s annotation %s=%q is outside the config root %q: give a folder under it, or a relative one", o.Ref, l.FolderAnnotation, v, l.Root)
+		}
+		v = strings.TrimPrefix(rel, "/")
+		if v == "" {
+			return "", nil
+		}
+	}
+	if err := unpack.ValidatePath(v); err != nil {
+		return "", fmt.Errorf("%s annotation %s=%q: %w", o.Ref, l.FolderAnnotation, v, err)
+	}
+	return path.Clean(v), nil
 }
 
 // ownedFile is a file of one object, with the key it comes from, for errors.
@@ -88,7 +124,13 @@ func (l Layout) objectFiles(o source.Object) (map[string]ownedFile, error) {
 	if o.Kind == configref.Secret {
 		mode = l.SecretMode
 	}
-	dir := l.folderOf(o)
+	dir, err := l.annotatedFolder(o)
+	if err != nil {
+		return nil, err
+	}
+	if l.PerObject {
+		dir = path.Join(dir, o.Name)
+	}
 	own := map[string]ownedFile{}
 	keys := slices.Sorted(maps.Keys(o.Data))
 	c := claims{files: map[string]string{}, dirs: map[string]string{}}
@@ -98,6 +140,9 @@ func (l Layout) objectFiles(o source.Object) (map[string]ownedFile, error) {
 			rel = p
 		} else if err := validKey(k); err != nil {
 			return nil, fmt.Errorf("%s key %q: %w; rename the key or map it with --items %s=PATH", o.Ref, k, err, k)
+		}
+		if l.UniqueFilenames {
+			rel = path.Join(path.Dir(rel), "namespace_"+o.Namespace+"."+o.Kind.Lower()+"_"+o.Name+"."+path.Base(rel))
 		}
 		p := path.Join(dir, rel)
 		if err := unpack.ValidatePath(p); err != nil {

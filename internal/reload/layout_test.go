@@ -198,6 +198,50 @@ func TestLayoutIsolatesObjects(t *testing.T) {
 	}
 }
 
+// k8s-sidecar's folder annotation and unique file names.
+func TestLayoutFolderAnnotationAndUniqueFilenames(t *testing.T) {
+	const ann = "k8s-sidecar-target-directory"
+	in := func(o source.Object, folder string) source.Object {
+		o.Annotations = map[string]string{ann: folder}
+		return o
+	}
+	l := Layout{ConfigMapMode: 0o644, Isolate: true, FolderAnnotation: ann, Root: "/tmp/dashboards"}
+	files, left, err := l.Files([]source.Object{
+		in(cm("mon", "a", "a.json", "1"), "Team A"),
+		in(cm("mon", "b", "b.json", "2"), "/tmp/dashboards/Team B/sub"),
+		in(cm("mon", "c", "c.json", "3"), "/tmp/dashboards"),
+		in(cm("mon", "d", "d.json", "4"), "  "),
+		cm("mon", "e", "e.json", "5"),
+		in(cm("mon", "out", "o.json", "6"), "/etc"),
+		in(cm("mon", "prefix", "p.json", "7"), "/tmp/dashboards-other"),
+		in(cm("mon", "up", "u.json", "8"), "../x"),
+		in(cm("mon", "dots", "u.json", "9"), "a/../../x"),
+	})
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"Team A/a.json", "Team B/sub/b.json", "c.json", "d.json", "e.json"}, slices.Collect(maps.Keys(files)))
+	why := map[string]string{}
+	for _, lo := range left {
+		why[lo.Ref.Name] = lo.Why
+	}
+	assert.Contains(t, why["out"], `configmap mon/out annotation k8s-sidecar-target-directory="/etc" is outside the config root "/tmp/dashboards"`)
+	assert.Contains(t, why["prefix"], "is outside the config root")
+	assert.Contains(t, why["up"], `annotation k8s-sidecar-target-directory="../x"`)
+	assert.Contains(t, why["dots"], `annotation k8s-sidecar-target-directory="a/../../x"`)
+	assert.Len(t, left, 4)
+
+	l = Layout{ConfigMapMode: 0o644, SecretMode: 0o600, UniqueFilenames: true, FolderAnnotation: ann, Items: map[string]string{"n": "sub/n.conf"}}
+	files, left, err = l.Files([]source.Object{cm("a", "dash", "d.json", "1", "n", "x"), in(cm("b", "dash", "d.json", "2"), "B"), secret("a", "dash", "d.json", "3")})
+	require.NoError(t, err)
+	assert.Empty(t, left)
+	assert.ElementsMatch(t, []string{"namespace_a.configmap_dash.d.json", "sub/namespace_a.configmap_dash.n.conf", "B/namespace_b.configmap_dash.d.json", "namespace_a.secret_dash.d.json"},
+		slices.Collect(maps.Keys(files)), "k8s-sidecar's names: the same key from three objects never clashes")
+
+	perObject := Layout{ConfigMapMode: 0o644, PerObject: true, FolderAnnotation: ann}
+	files, _, err = perObject.Files([]source.Object{in(cm("a", "dash", "d.json", "1"), "A"), in(cm("b", "dash", "d.json", "2"), "B")})
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"A/dash/d.json", "B/dash/d.json"}, slices.Collect(maps.Keys(files)), "per object, under each annotated folder")
+}
+
 func TestUnusedItems(t *testing.T) {
 	l := Layout{Items: map[string]string{"nginx.conf": "a", "ngnix.conf": "b", "tls.key": "c"}}
 	assert.Equal(t, []string{"ngnix.conf"}, l.UnusedItems([]source.Object{cm("web", "app", "nginx.conf", "x"), secret("web", "tls", "tls.key", "k")}))
@@ -240,6 +284,8 @@ func FuzzLayoutFiles(f *testing.F) {
 		}
 		l := Layout{PerObject: perObject, ConfigMapMode: 0o644, SecretMode: 0o600, Items: map[string]string{itemKey: itemPath}, Isolate: len(name)%2 == 0}
 		objects := []source.Object{cm("ns", name, key1, value), secret("ns", name+"-s", key2, value)}
+		objects[0].Annotations = map[string]string{"folder": itemPath} // a folder annotation as anyone writes it
+		l.FolderAnnotation, l.Root, l.UniqueFilenames = "folder", "/root", len(key2)%2 == 1
 		files, left, err := l.Files(objects)
 		if err != nil {
 			assert.NotContains(t, err.Error(), "VALUE")

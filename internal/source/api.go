@@ -28,6 +28,8 @@ type APIOptions struct {
 	// after a dropped connection, a 410 Gone relist, an API server restart, or the server's
 	// routine watch timeout.
 	OnWatchRestart func(source string)
+	// Annotations are the annotations kept in each Object (a layout's folder annotation).
+	Annotations []string
 }
 
 // API is the source of ConfigMaps and Secrets read from the Kubernetes API: one informer per
@@ -63,17 +65,23 @@ func NewAPI(client cache.Getter, refs []configref.Ref, sel *Selector, opts APIOp
 		w.named[r] = inf
 	}
 	if sel != nil {
-		for _, k := range sel.Kinds {
-			labelSel := sel.Labels.String()
-			lw := cache.NewFilteredListWatchFromClient(client, k.Resource(), sel.Namespace, func(o *metav1.ListOptions) {
-				o.LabelSelector = labelSel
-			})
-			ns := sel.Namespace
-			if ns == "" {
-				ns = "all namespaces"
+		namespaces := sel.Namespaces
+		if len(namespaces) == 0 {
+			namespaces = []string{metav1.NamespaceAll}
+		}
+		for _, ns := range namespaces {
+			for _, k := range sel.Kinds {
+				labelSel := sel.Labels.String()
+				lw := cache.NewFilteredListWatchFromClient(client, k.Resource(), ns, func(o *metav1.ListOptions) {
+					o.LabelSelector = labelSel
+				})
+				where := ns
+				if where == metav1.NamespaceAll {
+					where = "all namespaces"
+				}
+				desc := fmt.Sprintf("%ss matching %q in %s", k.Lower(), labelSel, where)
+				w.selected = append(w.selected, w.newInformer(w.counted(lw, desc), k))
 			}
-			desc := fmt.Sprintf("%ss matching %q in %s", k.Lower(), labelSel, ns)
-			w.selected = append(w.selected, w.newInformer(w.counted(lw, desc), k))
 		}
 	}
 	return w
@@ -153,7 +161,7 @@ func (w *API) Snapshot() Snapshot {
 	var s Snapshot
 	seen := map[configref.Ref]bool{}
 	add := func(obj any) {
-		o, ok := toObject(obj)
+		o, ok := toObject(obj, w.opts.Annotations)
 		if ok && !seen[o.Ref] {
 			seen[o.Ref] = true
 			s.Objects = append(s.Objects, o)
@@ -180,7 +188,7 @@ func (w *API) Snapshot() Snapshot {
 	return s
 }
 
-func toObject(obj any) (Object, bool) {
+func toObject(obj any, annotations []string) (Object, bool) {
 	switch o := obj.(type) {
 	case *coreclient.ConfigMap:
 		data := make(map[string][]byte, len(o.Data)+len(o.BinaryData))
@@ -188,11 +196,24 @@ func toObject(obj any) (Object, bool) {
 			data[k] = []byte(v)
 		}
 		maps.Copy(data, o.BinaryData)
-		return Object{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: o.Namespace, Name: o.Name}, Data: data}, true
+		return Object{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: o.Namespace, Name: o.Name}, Data: data, Annotations: kept(o.Annotations, annotations)}, true
 	case *coreclient.Secret:
 		data := make(map[string][]byte, len(o.Data))
 		maps.Copy(data, o.Data)
-		return Object{Ref: configref.Ref{Kind: configref.Secret, Namespace: o.Namespace, Name: o.Name}, Data: data}, true
+		return Object{Ref: configref.Ref{Kind: configref.Secret, Namespace: o.Namespace, Name: o.Name}, Data: data, Annotations: kept(o.Annotations, annotations)}, true
 	}
 	return Object{}, false
+}
+
+func kept(all map[string]string, names []string) map[string]string {
+	var out map[string]string
+	for _, n := range names {
+		if v, ok := all[n]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[n] = v
+		}
+	}
+	return out
 }

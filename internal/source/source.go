@@ -16,12 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Selector selects every object of the given kinds whose labels match, in one namespace or,
-// when Namespace is empty, in all of them.
+// Selector selects every object of the given kinds whose labels match, in the namespaces
+// listed or, when none is, in all of them.
 type Selector struct {
-	Kinds     []configref.Kind
-	Namespace string
-	Labels    labels.Selector
+	Kinds      []configref.Kind
+	Namespaces []string
+	Labels     labels.Selector
 }
 
 // Object is one ConfigMap or Secret as the app sees it: every key of data and binaryData
@@ -30,6 +30,8 @@ type Selector struct {
 type Object struct {
 	configref.Ref
 	Data map[string][]byte
+	// Annotations are those of APIOptions.Annotations the object carries; nil without any.
+	Annotations map[string]string
 }
 
 // Snapshot is the current state of every source.
