@@ -5,6 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -693,4 +696,38 @@ func TestSelectorNamespaceListFolderAnnotationUniqueFilenames(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return readFile(root, "Team A/namespace_"+a+".configmap_overview.overview.json") == `{"a":2}`
 	}, eventually, tick)
+}
+
+// Grafana's reload API as k8s-sidecar calls it: a JSON body (REQ_PAYLOAD) and basic auth from
+// mounted files; the password never reaches the log.
+func TestReloadRequestBodyAndBasicAuthFiles(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "dash", map[string]string{"d.json": "{}"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	type request struct{ method, body, contentType, user, password string }
+	got := make(chan request, 10)
+	grafana := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		user, password, _ := r.BasicAuth()
+		got <- request{r.Method, string(b), r.Header.Get("Content-Type"), user, password}
+	}))
+	t.Cleanup(grafana.Close)
+	secrets := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(secrets, "user"), []byte("admin\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(secrets, "password"), []byte("gr4fana-pw\n"), 0o600))
+	root := t.TempDir()
+	p := startReloader(t, nil, "--namespace="+ns, "--configmap=dash", "--configroot="+root,
+		"--reload-http="+grafana.URL+"/api/admin/provisioning/dashboards/reload", "--reload-http-body={}",
+		"--reload-http-username-file="+filepath.Join(secrets, "user"), "--reload-http-password-file="+filepath.Join(secrets, "password"))
+	p.WaitReady(t)
+	_, err = client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "dash", types.MergePatchType, []byte(`{"data":{"d.json":"{\"v\":2}"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	select {
+	case r := <-got:
+		assert.Equal(t, request{"POST", "{}", "application/json", "admin", "gr4fana-pw"}, r)
+	case <-time.After(eventually):
+		t.Fatalf("no reload request: %s", p.Log())
+	}
+	assert.NotContains(t, p.Log(), "gr4fana-pw")
 }

@@ -53,6 +53,9 @@ type options struct {
 	reloadMethod        string
 	reloadHeaders       []string
 	bearerTokenFile     string
+	reloadBody          string
+	usernameFile        string
+	passwordFile        string
 	tls                 notify.TLSFiles
 	reloadTimeout       time.Duration
 	reloadSuccess       string
@@ -106,6 +109,9 @@ Flags:
 	fs.StringVar(&o.reloadMethod, "reload-http-method", "POST", "HTTP method of the reload request.")
 	fs.StringArrayVar(&o.reloadHeaders, "reload-http-header", nil, "header sent with the reload request, as \"Name: value\", or \"Name: @/path/to/file\" to read the value from a file (a mounted Secret) on every request; repeatable.")
 	fs.StringVar(&o.bearerTokenFile, "reload-http-bearer-token-file", "", "file holding a bearer token for the reload request (a mounted Secret), read again on every request so a rotated token is used at once.")
+	fs.StringVar(&o.reloadBody, "reload-http-body", "", "body of the reload request (k8s-sidecar's REQ_PAYLOAD), or @/path/to/file to read it from a file on every request; sent as application/json when it is JSON, else text/plain, unless --reload-http-header sets Content-Type.")
+	fs.StringVar(&o.usernameFile, "reload-http-username-file", "", "file holding the basic-auth user name of the reload request (a mounted Secret), read on every request; give --reload-http-password-file with it (k8s-sidecar's --req-username-file).")
+	fs.StringVar(&o.passwordFile, "reload-http-password-file", "", "file holding the basic-auth password of the reload request, read on every request (k8s-sidecar's --req-password-file).")
 	fs.StringVar(&o.tls.CAFile, "reload-http-ca-file", "", "https reload URL: PEM file of the CA that signed the app's certificate (default: the system's roots); read again for every request, so a rotated one is used at once.")
 	fs.StringVar(&o.tls.CertFile, "reload-http-cert-file", "", "https reload URL: PEM client certificate, for an app that asks for one (with --reload-http-key-file); read again for every request.")
 	fs.StringVar(&o.tls.KeyFile, "reload-http-key-file", "", "https reload URL: PEM key of --reload-http-cert-file.")
@@ -285,8 +291,8 @@ func (o *options) check(app []string) (*config, error) {
 		if err := o.httpNotifiers(c); err != nil {
 			return nil, err
 		}
-	} else if len(o.reloadHeaders) > 0 || o.bearerTokenFile != "" {
-		return nil, fmt.Errorf("--reload-http-header and --reload-http-bearer-token-file go with the reload request: add --reload-http, or drop them")
+	} else if len(o.reloadHeaders) > 0 || o.bearerTokenFile != "" || o.reloadBody != "" || o.usernameFile != "" || o.passwordFile != "" {
+		return nil, fmt.Errorf("--reload-http-header, --reload-http-bearer-token-file, --reload-http-body and the basic-auth files go with the reload request: add --reload-http, or drop them")
 	}
 	if err := o.checkTLS(c); err != nil {
 		return nil, err
@@ -399,6 +405,31 @@ func (o *options) httpNotifier(raw string, success notify.CodeSet, tries int) (*
 			return nil, err
 		}
 	}
+	if (o.usernameFile == "") != (o.passwordFile == "") {
+		return nil, fmt.Errorf("--reload-http-username-file and --reload-http-password-file go together: give both, or neither")
+	}
+	if o.usernameFile != "" {
+		if u.User != nil {
+			return nil, fmt.Errorf("--reload-http=%q carries a user, and --reload-http-username-file gives one too: keep one", notify.RedactURL(raw))
+		}
+		for flagName, file := range map[string]string{"--reload-http-username-file": o.usernameFile, "--reload-http-password-file": o.passwordFile} {
+			if err := credentialFile(flagName, file); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var body []byte
+	bodyFile, fromFile := strings.CutPrefix(o.reloadBody, "@")
+	switch {
+	case fromFile:
+		if err := credentialFile("--reload-http-body", bodyFile); err != nil {
+			return nil, err
+		}
+	case o.reloadBody != "":
+		body, bodyFile = []byte(o.reloadBody), ""
+	default:
+		bodyFile = ""
+	}
 	if tries < 1 {
 		return nil, fmt.Errorf("--reload-http-tries=%d: must be at least 1", tries)
 	}
@@ -408,6 +439,7 @@ func (o *options) httpNotifier(raw string, success notify.CodeSet, tries int) (*
 	backoff := notify.DefaultBackoff
 	backoff.Steps = tries
 	return &notify.HTTP{URL: raw, Method: method, Header: header, HeaderFiles: headerFiles, BearerTokenFile: o.bearerTokenFile,
+		UsernameFile: o.usernameFile, PasswordFile: o.passwordFile, Body: body, BodyFile: bodyFile,
 		Timeout: o.reloadTimeout, Success: success, Backoff: backoff}, nil
 }
 

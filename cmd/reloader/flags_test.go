@@ -166,6 +166,22 @@ func TestFlags(t *testing.T) {
 		{name: "no folder annotation", args: []string{"--selector=x=1", "--folder-annotation="},
 			check: func(t *testing.T, c *config) { assert.Empty(t, c.layout.FolderAnnotation) }},
 		{name: "a bad folder annotation", args: []string{"--selector=x=1", "--folder-annotation=a b"}, wantErr: `--folder-annotation="a b" is not an annotation name`},
+		{name: "a body and basic auth from files", args: []string{"--configmap=a", "--reload-http=http://127.0.0.1:3000/api/admin/provisioning/dashboards/reload", "--reload-http-body={}",
+			"--reload-http-username-file=/dev/null", "--reload-http-password-file=/dev/null"},
+			check: func(t *testing.T, c *config) {
+				h := c.httpURLs[0]
+				assert.Equal(t, []byte("{}"), h.Body)
+				assert.Equal(t, "/dev/null", h.UsernameFile)
+				assert.Equal(t, "/dev/null", h.PasswordFile)
+			}},
+		{name: "a body from a file", args: []string{"--configmap=a", "--reload-http=http://127.0.0.1:3000/", "--reload-http-body=@/dev/null"},
+			check: func(t *testing.T, c *config) {
+				assert.Nil(t, c.httpURLs[0].Body)
+				assert.Equal(t, "/dev/null", c.httpURLs[0].BodyFile)
+			}},
+		{name: "a user file without a password file", args: []string{"--configmap=a", "--reload-http=http://127.0.0.1:3000/", "--reload-http-username-file=/dev/null"}, wantErr: "give both, or neither"},
+		{name: "a user in the URL and in a file", args: []string{"--configmap=a", "--reload-http=http://u:s3cr3t@127.0.0.1:3000/", "--reload-http-username-file=/dev/null", "--reload-http-password-file=/dev/null"}, wantErr: "keep one"},
+		{name: "a body without a request", args: []string{"--configmap=a", "--reload-http-body={}"}, wantErr: "add --reload-http"},
 		{name: "a name without its namespace among several", args: []string{"--namespace=a,b", "--configmap=app"}, wantErr: `"app" has no namespace, and --namespace lists several: write it as NAMESPACE/app`},
 		{name: "a bad namespace in the list", args: []string{"--namespace=a,B_2", "--selector=x=1"}, wantErr: `--namespace: "B_2" is not a namespace name`},
 		{name: "subprocess command after --", args: []string{"--configmap=app", "--reload-signal=USR1", "--", "nginx", "-g", "daemon off;"},

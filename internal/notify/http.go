@@ -1,7 +1,9 @@
 package notify
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,10 +32,18 @@ type HTTP struct {
 	HeaderFiles map[string]string
 	// BearerTokenFile, when set, is read on every request and sent as "Authorization: Bearer".
 	BearerTokenFile string
-	Timeout         time.Duration // per try; default 10 s
-	Success         CodeSet       // default 2xx
-	Backoff         wait.Backoff  // default DefaultBackoff
-	Client          *http.Client  // default NewClient(), or one with TLS
+	// UsernameFile and PasswordFile, when set, are read on every request and sent as basic
+	// auth (k8s-sidecar's --req-username-file, --req-password-file).
+	UsernameFile, PasswordFile string
+	// Body, or the file BodyFile read on every request, is the request's body (k8s-sidecar's
+	// REQ_PAYLOAD). Without a Content-Type header it is sent as application/json when it is
+	// JSON, as text/plain otherwise.
+	Body     []byte
+	BodyFile string
+	Timeout  time.Duration // per try; default 10 s
+	Success  CodeSet       // default 2xx
+	Backoff  wait.Backoff  // default DefaultBackoff
+	Client   *http.Client  // default NewClient(), or one with TLS
 	// TLS, when set, is used for an https URL (and ignored with Client set).
 	TLS *TLSFiles
 	// OnTry and OnDone, when set, see each try and the end of each Notify, for metrics such as
@@ -125,10 +135,21 @@ func (h *HTTP) try(ctx context.Context, method string) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, h.URL, nil)
+	body := h.Body
+	if h.BodyFile != "" {
+		if body, err = os.ReadFile(h.BodyFile); err != nil {
+			return fmt.Errorf("--reload-http-body: read %s: %w (is it mounted there?)", h.BodyFile, errors.Unwrap(err))
+		}
+	}
+	var reader io.Reader
+	if body != nil {
+		reader = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, h.URL, reader)
 	if err != nil {
 		return err
 	}
+
 	for k, vs := range h.Header {
 		for _, v := range vs {
 			req.Header.Add(k, v)
@@ -147,6 +168,23 @@ func (h *HTTP) try(ctx context.Context, method string) (err error) {
 			return fmt.Errorf("--reload-http-bearer-token-file: %w", err)
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if h.UsernameFile != "" || h.PasswordFile != "" {
+		user, err := readCredential(h.UsernameFile)
+		if err != nil {
+			return fmt.Errorf("--reload-http-username-file: %w", err)
+		}
+		password, err := readCredential(h.PasswordFile)
+		if err != nil {
+			return fmt.Errorf("--reload-http-password-file: %w", err)
+		}
+		req.SetBasicAuth(user, password)
+	}
+	if body != nil && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+		if json.Valid(body) {
+			req.Header.Set("Content-Type", "application/json")
+		}
 	}
 	client, err := h.TLS.clientFor(h.Client, req)
 	if err != nil {

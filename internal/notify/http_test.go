@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -239,4 +240,54 @@ func TestHTTPNotifyRedactsQueryValues(t *testing.T) {
 	err = (&HTTP{URL: u, Backoff: fastBackoff}).Notify(context.Background())
 	require.ErrorContains(t, err, "is the app listening")
 	assert.NotContains(t, err.Error(), "hunter22")
+}
+
+// k8s-sidecar's REQ_PAYLOAD and basic auth from files: the body is sent on every try, typed as
+// JSON when it is JSON; a body file and the credential files are read on every request.
+func TestHTTPNotifyBodyAndBasicAuthFiles(t *testing.T) {
+	type seen struct{ body, contentType, user, password string }
+	got := make(chan seen, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		user, password, _ := r.BasicAuth()
+		got <- seen{string(b), r.Header.Get("Content-Type"), user, password}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	userFile, passFile, bodyFile := filepath.Join(dir, "user"), filepath.Join(dir, "pass"), filepath.Join(dir, "body")
+	require.NoError(t, os.WriteFile(userFile, []byte("admin\n"), 0o600))
+	require.NoError(t, os.WriteFile(passFile, []byte("pw-1\n"), 0o600))
+	require.NoError(t, os.WriteFile(bodyFile, []byte("reload please"), 0o600))
+
+	h := &HTTP{URL: srv.URL, Backoff: fastBackoff, Body: []byte(`{"dashboards": true}`), UsernameFile: userFile, PasswordFile: passFile}
+	require.NoError(t, h.Notify(context.Background()))
+	assert.Equal(t, seen{`{"dashboards": true}`, "application/json", "admin", "pw-1"}, <-got)
+
+	require.NoError(t, os.WriteFile(passFile, []byte("pw-2"), 0o600)) // rotated
+	h = &HTTP{URL: srv.URL, Backoff: fastBackoff, BodyFile: bodyFile, UsernameFile: userFile, PasswordFile: passFile}
+	require.NoError(t, h.Notify(context.Background()))
+	assert.Equal(t, seen{"reload please", "text/plain; charset=utf-8", "admin", "pw-2"}, <-got)
+
+	h = &HTTP{URL: srv.URL, Backoff: fastBackoff, Body: []byte("a=1"), Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}}
+	require.NoError(t, h.Notify(context.Background()))
+	assert.Equal(t, seen{"a=1", "application/x-www-form-urlencoded", "", ""}, <-got, "a Content-Type given wins")
+
+	fails := 0
+	retried := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{body: string(b)}
+		if fails++; fails < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer retried.Close()
+	require.NoError(t, (&HTTP{URL: retried.URL, Backoff: fastBackoff, Body: []byte("x")}).Notify(context.Background()))
+	for range 3 {
+		assert.Equal(t, "x", (<-got).body, "every try carries the whole body")
+	}
+
+	require.NoError(t, os.Remove(passFile))
+	err := (&HTTP{URL: srv.URL, Backoff: fastBackoff, UsernameFile: userFile, PasswordFile: passFile}).Notify(context.Background())
+	require.ErrorContains(t, err, "--reload-http-password-file")
+	assert.NotContains(t, err.Error(), "admin")
 }
