@@ -237,7 +237,9 @@ func TestReloaderChartArguments(t *testing.T) {
 	before := inputsHash(waitRecorded(t, client, ns, "app"))
 	patchCM(t, client, ns, "app-config", `{"data":{"a":"2"}}`)
 	waitTemplateHashChange(t, client, ns, "app", before)
-	assert.EqualValues(t, 1, chart.Metric(`reloader_reload_executed_total{success="true"}`), "Reloader's series, where its ServiceMonitor scrapes")
+	// The count follows the write's answer, which may come after the Deployment shows it.
+	require.Eventually(t, func() bool { return chart.Metric(`reloader_reload_executed_total{success="true"}`) == 1 }, eventually, tick,
+		"Reloader's series, where its ServiceMonitor scrapes")
 	assert.EqualValues(t, 0, chart.Metric(`reloader_reload_executed_total{success="false"}`))
 	assert.EqualValues(t, 1, chart.Metric(`reloader_reload_executed_total_by_namespace{namespace="`+ns+`",success="true"}`))
 	select {
