@@ -731,3 +731,52 @@ func TestReloadRequestBodyAndBasicAuthFiles(t *testing.T) {
 	}
 	assert.NotContains(t, p.Log(), "gr4fana-pw")
 }
+
+// The Grafana chart's dashboard sidecar with our image: no arguments, k8s-sidecar's
+// environment as the chart renders it. The dashboards land in FOLDER, Grafana's reload API gets
+// its first POST with basic auth once they are there (REQ_SKIP_INIT unset), and one per change;
+// the password from REQ_PASSWORD never reaches the log.
+func TestK8sSidecarEnvironment(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	label := "grafana_dashboard_" + ns
+	cm := configMap(ns, "node-exporter", map[string]string{"node.json": `{"title":"Nodes"}`}, nil)
+	cm.Labels = map[string]string{label: "1"}
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), cm, metav1.CreateOptions{})
+	require.NoError(t, err)
+	type request struct{ method, user, password string }
+	got := make(chan request, 10)
+	grafana := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, password, _ := r.BasicAuth()
+		got <- request{r.Method + " " + r.URL.Path, user, password}
+	}))
+	t.Cleanup(grafana.Close)
+	folder := t.TempDir()
+	addr := testcluster.FreeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	p := testcluster.StartProcess(t, reloaderBin, []string{"KUBECONFIG=" + cluster.Kubeconfig(), "HEALTH_HOST=127.0.0.1", "HEALTH_PORT=" + port,
+		"METHOD=WATCH", "LABEL=" + label, "LABEL_VALUE=1", "FOLDER=" + folder, "RESOURCE=both", "NAMESPACE=" + ns,
+		"REQ_USERNAME=admin", "REQ_PASSWORD=pr0m-gr4fana", "REQ_URL=" + grafana.URL + "/api/admin/provisioning/dashboards/reload", "REQ_METHOD=POST"})
+	p.Addr = addr
+	p.WaitReady(t)
+	assert.Equal(t, `{"title":"Nodes"}`, readFile(folder, "node.json"))
+	want := request{"POST /api/admin/provisioning/dashboards/reload", "admin", "pr0m-gr4fana"}
+	next := func() request {
+		select {
+		case r := <-got:
+			return r
+		case <-time.After(eventually):
+			t.Fatalf("no reload request: %s", p.Log())
+		}
+		return request{}
+	}
+	assert.Equal(t, want, next(), "the first request, once the dashboards are there")
+
+	_, err = client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "node-exporter", types.MergePatchType, []byte(`{"data":{"node.json":"{\"title\":\"Nodes v2\"}"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, want, next())
+	assert.Equal(t, `{"title":"Nodes v2"}`, readFile(folder, "node.json"))
+	assert.Contains(t, p.Log(), "started with k8s-sidecar's environment")
+	assert.Contains(t, p.Log(), `"msg":`, "JSON logs, k8s-sidecar's default LOG_FORMAT")
+	assert.NotContains(t, p.Log(), "pr0m-gr4fana")
+}

@@ -74,6 +74,8 @@ type options struct {
 	listenAddress       string
 	kubeconfig          string
 	version             bool
+	notes               []string // lines to log at start (a peer's environment read)
+	reloadOnStart       bool
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
@@ -109,6 +111,7 @@ Flags:
 	fs.StringVar(&o.reloadMethod, "reload-http-method", "POST", "HTTP method of the reload request.")
 	fs.StringArrayVar(&o.reloadHeaders, "reload-http-header", nil, "header sent with the reload request, as \"Name: value\", or \"Name: @/path/to/file\" to read the value from a file (a mounted Secret) on every request; repeatable.")
 	fs.StringVar(&o.bearerTokenFile, "reload-http-bearer-token-file", "", "file holding a bearer token for the reload request (a mounted Secret), read again on every request so a rotated token is used at once.")
+	fs.BoolVar(&o.reloadOnStart, "reload-http-on-start", false, "send the reload request once the first set is unpacked, as k8s-sidecar does unless REQ_SKIP_INIT=true (the app may have started before its files were there).")
 	fs.StringVar(&o.reloadBody, "reload-http-body", "", "body of the reload request (k8s-sidecar's REQ_PAYLOAD), or @/path/to/file to read it from a file on every request; sent as application/json when it is JSON, else text/plain, unless --reload-http-header sets Content-Type.")
 	fs.StringVar(&o.usernameFile, "reload-http-username-file", "", "file holding the basic-auth user name of the reload request (a mounted Secret), read on every request; give --reload-http-password-file with it (k8s-sidecar's --req-username-file).")
 	fs.StringVar(&o.passwordFile, "reload-http-password-file", "", "file holding the basic-auth password of the reload request, read on every request (k8s-sidecar's --req-password-file).")
@@ -161,6 +164,7 @@ type config struct {
 	// prometheus-config-reloader's --config-file and --config-envsubst-file
 	renderIn, renderOut string
 	tellOnStart         bool
+	notes               []string      // lines to log at start
 	runtimeInfoURL      string        // with --reload-method=signal
 	settle              time.Duration // --delay-interval
 	ordinalFrom         string        // --statefulset-ordinal-from-envvar
@@ -198,7 +202,7 @@ func (o *options) check(app []string) (*config, error) {
 	ns := namespaces[0]
 	c := &config{root: o.configRoot, app: app, validate: o.validateCommand, valTimeout: o.validateTimeout,
 		debounce: o.debounce, retry: o.retryInterval, unhealthy: o.unhealthyAfter, once: o.once, subreaper: o.subreaper, grace: o.shutdownGrace, startupGrace: o.startupGrace, listen: o.listenAddress, kubeconfig: o.kubeconfig,
-		metricsPath: o.metricsPath}
+		metricsPath: o.metricsPath, notes: o.notes}
 	if err := o.checkFolders(c); err != nil {
 		return nil, err
 	}
@@ -291,7 +295,8 @@ func (o *options) check(app []string) (*config, error) {
 		if err := o.httpNotifiers(c); err != nil {
 			return nil, err
 		}
-	} else if len(o.reloadHeaders) > 0 || o.bearerTokenFile != "" || o.reloadBody != "" || o.usernameFile != "" || o.passwordFile != "" {
+		c.tellOnStart = c.tellOnStart || o.reloadOnStart
+	} else if len(o.reloadHeaders) > 0 || o.bearerTokenFile != "" || o.reloadBody != "" || o.usernameFile != "" || o.passwordFile != "" || o.reloadOnStart {
 		return nil, fmt.Errorf("--reload-http-header, --reload-http-bearer-token-file, --reload-http-body and the basic-auth files go with the reload request: add --reload-http, or drop them")
 	}
 	if err := o.checkTLS(c); err != nil {

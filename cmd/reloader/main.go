@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -40,7 +41,21 @@ func main() {
 }
 
 func runMain(args []string) int {
+	return runMainEnv(args, os.Getenv)
+}
+
+func runMainEnv(args []string, getenv func(string) string) int {
 	var o options
+	if len(args) == 0 {
+		sidecar, notes, ok, err := k8sSidecarArgs(getenv)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "reloader: %v\n", err)
+			return 2
+		}
+		if ok {
+			args, o.notes = sidecar, append([]string{"started with k8s-sidecar's environment, read as " + strings.Join(redactArgs(sidecar), " ")}, notes...)
+		}
+	}
 	fs := newFlagSet(&o)
 	if code, stop := cli.Parse("reloader", fs, args, &o.version, version); stop {
 		return code
@@ -152,7 +167,6 @@ func run1(cfg *config) error {
 			}
 			r.Writer = rendered
 		}
-		r.TellOnStart = cfg.tellOnStart
 	} else {
 		restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+cli.Version(version), 0, 0)
 		if err != nil {
@@ -182,6 +196,7 @@ func run1(cfg *config) error {
 		}
 	}
 	r.Source = src
+	r.TellOnStart = cfg.tellOnStart
 	if cfg.http != nil {
 		r.Notifier = cfg.http
 	} else if cfg.process != nil {
@@ -279,6 +294,9 @@ func run1(cfg *config) error {
 	}
 	klog.InfoS("reloader started", "version", cli.Version(version), "sources", len(cfg.refs), "selector", cfg.selector != nil, "folders", cfg.folders,
 		"configroot", cfg.root, "subprocess", len(cfg.app) > 0, "reloadHTTP", cfg.http != nil, "reloadProcess", cfg.process != nil)
+	for _, n := range cfg.notes {
+		klog.InfoS(n)
+	}
 	return g.Run()
 }
 

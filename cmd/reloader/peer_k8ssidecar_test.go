@@ -1,0 +1,103 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestK8sSidecarArgs(t *testing.T) {
+	// The Grafana chart's dashboard sidecar, as its values render it by default (with the
+	// reload API on).
+	grafana := map[string]string{
+		"METHOD": "WATCH", "LABEL": "grafana_dashboard", "LABEL_VALUE": "1", "FOLDER": "/tmp/dashboards", "RESOURCE": "both",
+		"REQ_USERNAME": "admin", "REQ_PASSWORD": "s3cr3t", "REQ_URL": "http://localhost:3000/api/admin/provisioning/dashboards/reload",
+		"REQ_METHOD": "POST",
+	}
+	with := func(extra map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range grafana {
+			out[k] = v
+		}
+		for k, v := range extra {
+			if v == "" {
+				delete(out, k)
+			} else {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		env       map[string]string
+		notK8s    bool
+		want      []string
+		wantNotes []string
+		wantErr   string
+	}{
+		{name: "no LABEL: not k8s-sidecar's environment", env: map[string]string{"FOLDER": "/x"}, notK8s: true},
+		{name: "the Grafana chart's sidecar", env: grafana, want: []string{
+			"--selector=grafana_dashboard=1", "--configroot=/tmp/dashboards", "--selector-kind=both", "--listen-address=:8080", "--log-format=json",
+			"--reload-http=http://admin:s3cr3t@localhost:3000/api/admin/provisioning/dashboards/reload", "--reload-http-method=POST", "--reload-http-on-start"}},
+		{name: "any value of the label, all namespaces, unique names, a file mode, a folder annotation, logfmt, debug, LIST",
+			env: map[string]string{"LABEL": "dash", "FOLDER": "/d", "NAMESPACE": "ALL", "UNIQUE_FILENAMES": "true", "DEFAULT_FILE_MODE": "440",
+				"FOLDER_ANNOTATION": "grafana_folder", "LOG_FORMAT": "LOGFMT", "LOG_LEVEL": "DEBUG", "METHOD": "LIST", "HEALTH_PORT": "9999", "HEALTH_HOST": "::"},
+			want: []string{"--selector=dash", "--configroot=/d", "--folder-annotation=grafana_folder", "--all-namespaces", "--once", "--unique-filenames",
+				"--file-mode=0440", "--secret-file-mode=0440", "--listen-address=[::]:9999", "--log-level=debug"}},
+		{name: "a namespace list; GET by default; credentials from files; a payload only with POST; retries and timeout; no first request",
+			env: map[string]string{"LABEL": "x", "FOLDER": "/d", "NAMESPACE": "a,b", "REQ_URL": "http://127.0.0.1:3000/r", "REQ_PAYLOAD": "{}",
+				"REQ_USERNAME": "ignored", "REQ_USERNAME_FILE": "/s/user", "REQ_PASSWORD_FILE": "/s/pw", "REQ_TIMEOUT": "2.5", "REQ_RETRY_TOTAL": "3", "REQ_SKIP_INIT": "true"},
+			want: []string{"--selector=x", "--configroot=/d", "--namespace=a,b", "--listen-address=:8080", "--log-format=json",
+				"--reload-http=http://127.0.0.1:3000/r", "--reload-http-method=GET", "--reload-http-username-file=/s/user", "--reload-http-password-file=/s/pw",
+				"--reload-http-timeout=2.5s", "--reload-http-tries=4"}},
+		{name: "SLEEP and the watch tuning are taken, each said in one line", env: with(map[string]string{"METHOD": "SLEEP", "SLEEP_TIME": "30", "WATCH_SERVER_TIMEOUT": "60"}),
+			wantNotes: []string{"k8s-sidecar's SLEEP_TIME is taken and not needed", "k8s-sidecar's WATCH_SERVER_TIMEOUT is taken and not needed", "METHOD=SLEEP"}},
+		{name: "SCRIPT is refused", env: with(map[string]string{"SCRIPT": "/x.sh"}), wantErr: "k8s-sidecar's SCRIPT is set: the reloader runs no script"},
+		{name: "ENABLE_5XX is refused", env: with(map[string]string{"ENABLE_5XX": "true"}), wantErr: "k8s-sidecar's ENABLE_5XX is set"},
+		{name: "ENABLE_5XX=false is its default", env: with(map[string]string{"ENABLE_5XX": "false"})},
+		{name: "skipping the API server's TLS verification is refused", env: with(map[string]string{"SKIP_TLS_VERIFY": "true"}), wantErr: "k8s-sidecar's SKIP_TLS_VERIFY is set"},
+		{name: "skipping the app's TLS verification, over https", env: with(map[string]string{"REQ_SKIP_TLS_VERIFY": "true", "REQ_URL": "https://grafana:3000/r", "REQ_USERNAME": "", "REQ_PASSWORD": ""}),
+			want: []string{"--selector=grafana_dashboard=1", "--configroot=/tmp/dashboards", "--selector-kind=both", "--listen-address=:8080", "--log-format=json",
+				"--reload-http=https://grafana:3000/r", "--reload-http-method=POST", "--reload-http-insecure-skip-verify", "--reload-http-on-start"}},
+		{name: "RESOURCE_NAME is refused with what to use", env: with(map[string]string{"RESOURCE_NAME": "secret/x"}), wantErr: "--secret=NAMESPACE/NAME"},
+		{name: "no FOLDER", env: map[string]string{"LABEL": "x"}, wantErr: "FOLDER is not set"},
+		{name: "a bad REQ_METHOD", env: with(map[string]string{"REQ_METHOD": "DELETE"}), wantErr: `REQ_METHOD="DELETE": use GET or POST`},
+		{name: "credentials without a URL", env: with(map[string]string{"REQ_URL": ""}), wantErr: "REQ_METHOD is set without REQ_URL"},
+		{name: "a bad LOG_FORMAT", env: with(map[string]string{"LOG_FORMAT": "XML"}), wantErr: `LOG_FORMAT="XML"`},
+		{name: "a bad REQ_TIMEOUT", env: with(map[string]string{"REQ_TIMEOUT": "soon"}), wantErr: `REQ_TIMEOUT="soon"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args, notes, ok, err := k8sSidecarArgs(func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.NotContains(t, err.Error(), "s3cr3t")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, !tt.notK8s, ok)
+			if tt.want != nil {
+				assert.Equal(t, tt.want, args)
+			}
+			for _, n := range tt.wantNotes {
+				found := false
+				for _, got := range notes {
+					found = found || strings.Contains(got, n)
+				}
+				assert.True(t, found, "a note containing %q in %q", n, notes)
+			}
+			if ok {
+				// Whatever the environment held, the flags it became parse and check.
+				o := options{}
+				fs := newFlagSet(&o)
+				require.NoError(t, fs.Parse(args))
+			}
+		})
+	}
+	assert.Equal(t, []string{"--reload-http=http://admin:xxxxx@h/r?token=xxxxx", "--reload-http-body=(9 bytes)"},
+		redactArgs([]string{"--reload-http=http://admin:s3cr3t@h/r?token=t0k", `--reload-http-body={"k":"v"}`}))
+}
