@@ -733,11 +733,24 @@ func TestReloadRequestBodyAndBasicAuthFiles(t *testing.T) {
 }
 
 // The Grafana chart's dashboard sidecar with our image: no arguments, k8s-sidecar's
-// environment as the chart renders it. The dashboards land in FOLDER, Grafana's reload API gets
-// its first POST with basic auth once they are there (REQ_SKIP_INIT unset), and one per change;
-// the password from REQ_PASSWORD never reaches the log.
+// environment as the chart renders it, through the image's entrypoint (wave, which hands over
+// to the reloader beside it) and through the reloader itself. The dashboards land in FOLDER,
+// Grafana's reload API gets its first POST with basic auth once they are there (REQ_SKIP_INIT
+// unset), and one per change; the password from REQ_PASSWORD never reaches the log.
 func TestK8sSidecarEnvironment(t *testing.T) {
 	client := adminClient(t)
+	wave, remove, err := testcluster.BuildCommand("../wave", "wave")
+	require.NoError(t, err)
+	t.Cleanup(remove)
+	b, err := os.ReadFile(reloaderBin)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(wave), "reloader"), b, 0o755), "the image holds both binaries in one folder")
+	for name, bin := range map[string]string{"the image's entrypoint, wave": wave, "the reloader": reloaderBin} {
+		t.Run(name, func(t *testing.T) { k8sSidecarEnvironment(t, client, bin) })
+	}
+}
+
+func k8sSidecarEnvironment(t *testing.T, client kubernetes.Interface, bin string) {
 	ns := testcluster.Namespace(t, client)
 	label := "grafana_dashboard_" + ns
 	cm := configMap(ns, "node-exporter", map[string]string{"node.json": `{"title":"Nodes"}`}, nil)
@@ -754,7 +767,7 @@ func TestK8sSidecarEnvironment(t *testing.T) {
 	folder := t.TempDir()
 	addr := testcluster.FreeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
-	p := testcluster.StartProcess(t, reloaderBin, []string{"KUBECONFIG=" + cluster.Kubeconfig(), "HEALTH_HOST=127.0.0.1", "HEALTH_PORT=" + port,
+	p := testcluster.StartProcess(t, bin, []string{"KUBECONFIG=" + cluster.Kubeconfig(), "HEALTH_HOST=127.0.0.1", "HEALTH_PORT=" + port,
 		"METHOD=WATCH", "LABEL=" + label, "LABEL_VALUE=1", "FOLDER=" + folder, "RESOURCE=both", "NAMESPACE=" + ns,
 		"REQ_USERNAME=admin", "REQ_PASSWORD=pr0m-gr4fana", "REQ_URL=" + grafana.URL + "/api/admin/provisioning/dashboards/reload", "REQ_METHOD=POST"})
 	p.Addr = addr
@@ -779,4 +792,44 @@ func TestK8sSidecarEnvironment(t *testing.T) {
 	assert.Contains(t, p.Log(), "started with k8s-sidecar's environment")
 	assert.Contains(t, p.Log(), `"msg":`, "JSON logs, k8s-sidecar's default LOG_FORMAT")
 	assert.NotContains(t, p.Log(), "pr0m-gr4fana")
+}
+
+// The connection to the API server goes silent, neither closed nor reset (a dropped route; the
+// watches of k8s-sidecar's users went silent so while its /healthz stayed green): the dead
+// connection is found, the watch opened again on a new one and counted, and a change made
+// meanwhile lands. Over HTTP/2 client-go's health check finds it (shortened here from its
+// 30 s + 15 s); over HTTP/1.1, which has none, --watch-idle-timeout does (shortened from 3m).
+func TestSilentConnectionIsFoundAndTheChangeLands(t *testing.T) {
+	for name, setup := range map[string]struct {
+		env  []string
+		args []string
+	}{
+		"HTTP/2 health check":               {env: []string{"HTTP2_READ_IDLE_TIMEOUT_SECONDS=1", "HTTP2_PING_TIMEOUT_SECONDS=1"}},
+		"HTTP/1.1 and --watch-idle-timeout": {env: []string{"DISABLE_HTTP2=1"}, args: []string{"--watch-idle-timeout=2s"}},
+	} {
+		t.Run(name, func(t *testing.T) { silentConnection(t, setup.env, setup.args) })
+	}
+}
+
+func silentConnection(t *testing.T, env, args []string) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	proxy := testcluster.StartProxy(t, cluster.APIAddr())
+	kubeconfig, err := cluster.KubeconfigVia(t.TempDir(), proxy.Addr)
+	require.NoError(t, err)
+	root := t.TempDir()
+	app := newFakeApp(t, filepath.Join(root, "app.yaml"))
+	p := startReloader(t, env, append([]string{"--kubeconfig=" + kubeconfig, "--namespace=" + ns, "--configmap=app", "--configroot=" + root,
+		"--reload-http=" + app.url()}, args...)...)
+	p.WaitReady(t)
+	restarts := p.Metric(`configwave_reloader_watch_restarts_total{source="configmap ` + ns + `/app"}`)
+
+	proxy.Blackhole()
+	_, err = client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "app", types.MergePatchType, []byte(`{"data":{"app.yaml":"v2"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return readFile(root, "app.yaml") == "v2" }, eventually, tick, "the change lands: %s", p.Log())
+	require.Eventually(t, func() bool { r := app.reloads(); return len(r) > 0 && r[len(r)-1] == "v2" }, eventually, tick, "and the app is told")
+	assert.Greater(t, p.Metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), restarts, "the watch opened again is counted")
 }

@@ -34,6 +34,7 @@ type options struct {
 	selectorKind        string
 	namespaces          []string
 	folderAnnotation    string
+	watchIdleTimeout    time.Duration
 	uniqueFilenames     bool
 	allNamespaces       bool
 	layout              string
@@ -104,6 +105,7 @@ Flags:
 	fs.DurationVar(&o.watchInterval, "watch-interval", 3*time.Minute, "with --volume-dir: read every folder again this often even without a file event, so that no change is ever lost; 0 never.")
 	fs.StringArrayVar(&o.items, "items", nil, "place a key at a relative path instead of its own name, as KEY=REL/PATH; repeatable.")
 	fs.StringVar(&o.folderAnnotation, "folder-annotation", "k8s-sidecar-target-directory", "an object with this annotation has its files put in the folder it names (k8s-sidecar's FOLDER_ANNOTATION): relative to --configroot, or absolute under it; a folder outside it leaves the object out. Empty: no annotation is read.")
+	fs.DurationVar(&o.watchIdleTimeout, "watch-idle-timeout", 3*time.Minute, "a watch from which neither an event nor a bookmark (the API server sends one about every minute) came for this long is ended and opened again, and counted in configwave_reloader_watch_restarts_total; 0 never. A connection that died silently is found sooner, by client-go's HTTP/2 health check (HTTP2_READ_IDLE_TIMEOUT_SECONDS, HTTP2_PING_TIMEOUT_SECONDS).")
 	fs.BoolVar(&o.uniqueFilenames, "unique-filenames", false, "name each file namespace_NS.configmap_NAME.KEY (or .secret_NAME.), so that keys of objects from several namespaces never clash (k8s-sidecar's UNIQUE_FILENAMES).")
 	fs.StringVar(&o.fileMode, "file-mode", "0644", "permission bits of files from ConfigMaps, in octal.")
 	fs.StringVar(&o.secretFileMode, "secret-file-mode", "0600", "permission bits of files from Secrets, in octal.")
@@ -164,6 +166,7 @@ type config struct {
 	// prometheus-config-reloader's --config-file and --config-envsubst-file
 	renderIn, renderOut string
 	tellOnStart         bool
+	watchIdle           time.Duration
 	notes               []string      // lines to log at start
 	runtimeInfoURL      string        // with --reload-method=signal
 	settle              time.Duration // --delay-interval
@@ -202,7 +205,10 @@ func (o *options) check(app []string) (*config, error) {
 	ns := namespaces[0]
 	c := &config{root: o.configRoot, app: app, validate: o.validateCommand, valTimeout: o.validateTimeout,
 		debounce: o.debounce, retry: o.retryInterval, unhealthy: o.unhealthyAfter, once: o.once, subreaper: o.subreaper, grace: o.shutdownGrace, startupGrace: o.startupGrace, listen: o.listenAddress, kubeconfig: o.kubeconfig,
-		metricsPath: o.metricsPath, notes: o.notes}
+		metricsPath: o.metricsPath, notes: o.notes, watchIdle: o.watchIdleTimeout}
+	if o.watchIdleTimeout < 0 || o.watchIdleTimeout > 0 && o.watchIdleTimeout < time.Second {
+		return nil, fmt.Errorf("--watch-idle-timeout=%s: give 0 (never) or at least 1s; a healthy watch brings a bookmark about every minute, so 2m or more keeps healthy watches open", o.watchIdleTimeout)
+	}
 	if err := o.checkFolders(c); err != nil {
 		return nil, err
 	}

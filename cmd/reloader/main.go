@@ -181,8 +181,12 @@ func run1(cfg *config) error {
 			keep = []string{cfg.layout.FolderAnnotation}
 		}
 		src = source.NewAPI(client, cfg.refs, cfg.selector, source.APIOptions{
-			OnWatchRestart: func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
-			Annotations:    keep,
+			OnWatchRestart:   func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
+			Annotations:      keep,
+			WatchIdleTimeout: cfg.watchIdle,
+			OnWatchIdle: func(src string) {
+				klog.InfoS("watch silent: no event and no bookmark; opening it again", "source", src, "for", cfg.watchIdle)
+			},
 		})
 		layout := cfg.layout
 		// Objects anyone may add by labelling one: one that cannot be laid out is left out,

@@ -264,3 +264,12 @@ func TestReloaderAlertEnvWithoutURL(t *testing.T) {
 	_, err := o.check()
 	require.ErrorContains(t, err, "ALERT_ON_RELOAD is true but ALERT_WEBHOOK_URL is empty")
 }
+
+func TestK8sSidecarStartHandsOver(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	sidecar := map[string]string{"LABEL": "grafana_dashboard", "FOLDER": "/tmp/dashboards"}
+	assert.True(t, k8sSidecarStart(nil, env(sidecar)))
+	assert.False(t, k8sSidecarStart([]string{"--namespaces=a"}, env(sidecar)), "with arguments it is wave's start")
+	assert.False(t, k8sSidecarStart(nil, env(map[string]string{"LABEL": "x"})), "LABEL alone is not k8s-sidecar's")
+	assert.False(t, k8sSidecarStart(nil, env(nil)))
+}

@@ -56,6 +56,11 @@ var version = ""
 func main() { os.Exit(runMain(os.Args[1:])) }
 
 func runMain(args []string) int {
+	if k8sSidecarStart(args, os.Getenv) {
+		err := handOverToReloader()
+		fmt.Fprintf(os.Stderr, "wave: started with k8s-sidecar's environment (LABEL, FOLDER) and no arguments, which the reloader reads, but %v; give the container the command /reloader\n", err)
+		return 2
+	}
 	if len(args) > 0 && args[0] == "status" {
 		return runStatus(args[1:], os.Stdout)
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -30,6 +31,10 @@ type APIOptions struct {
 	OnWatchRestart func(source string)
 	// Annotations are the annotations kept in each Object (a layout's folder annotation).
 	Annotations []string
+	// WatchIdleTimeout ends a watch from which no event and no bookmark came for this long,
+	// so that a new one is opened (and counted); 0 never. OnWatchIdle is told when it does.
+	WatchIdleTimeout time.Duration
+	OnWatchIdle      func(source string)
 }
 
 // API is the source of ConfigMaps and Secrets read from the Kubernetes API: one informer per
@@ -87,9 +92,10 @@ func NewAPI(client cache.Getter, refs []configref.Ref, sel *Selector, opts APIOp
 	return w
 }
 
-// counted reports every watch of lw after the first to OnWatchRestart.
+// counted reports every watch of lw after the first to OnWatchRestart, and ends a watch that
+// stays silent for WatchIdleTimeout.
 func (w *API) counted(lw *cache.ListWatch, desc string) *cache.ListWatch {
-	if w.opts.OnWatchRestart == nil {
+	if w.opts.OnWatchRestart == nil && w.opts.WatchIdleTimeout <= 0 {
 		return lw
 	}
 	var watches atomic.Int64
@@ -99,10 +105,18 @@ func (w *API) counted(lw *cache.ListWatch, desc string) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: lw.ListWithContextFunc,
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			if watches.Add(1) > 1 {
+			if watches.Add(1) > 1 && w.opts.OnWatchRestart != nil {
 				w.opts.OnWatchRestart(desc)
 			}
-			return next(ctx, o)
+			wi, err := next(ctx, o)
+			if err != nil || w.opts.WatchIdleTimeout <= 0 {
+				return wi, err
+			}
+			return newIdleWatch(wi, w.opts.WatchIdleTimeout, func() {
+				if w.opts.OnWatchIdle != nil {
+					w.opts.OnWatchIdle(desc)
+				}
+			}), nil
 		},
 	}
 }

@@ -395,19 +395,31 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-func (c *Cluster) writeKubeconfig() error { return c.writeKubeconfigFile(c.kubeconfig, c.token) }
+func (c *Cluster) writeKubeconfig() error {
+	return c.writeKubeconfigFile(c.kubeconfig, c.token, c.APIAddr())
+}
+
+// APIAddr is the API server's host:port.
+func (c *Cluster) APIAddr() string { return fmt.Sprintf("127.0.0.1:%d", c.apiPort) }
+
+// KubeconfigVia writes an admin kubeconfig into dir that reaches the API server through addr
+// (a Proxy), with the API server's own certificate checks.
+func (c *Cluster) KubeconfigVia(dir, addr string) (string, error) {
+	path := filepath.Join(dir, "kubeconfig-via-proxy")
+	return path, c.writeKubeconfigFile(path, c.token, addr)
+}
 
 // KubeconfigFor writes a kubeconfig file that authenticates with token into dir, for a binary
 // under test that must run with a ServiceAccount's rights only.
 func (c *Cluster) KubeconfigFor(dir, token string) (string, error) {
 	path := filepath.Join(dir, "kubeconfig-token")
-	return path, c.writeKubeconfigFile(path, token)
+	return path, c.writeKubeconfigFile(path, token, c.APIAddr())
 }
 
-func (c *Cluster) writeKubeconfigFile(path, token string) error {
+func (c *Cluster) writeKubeconfigFile(path, token, addr string) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["configwave"] = &clientcmdapi.Cluster{
-		Server:                   fmt.Sprintf("https://127.0.0.1:%d", c.apiPort),
+		Server:                   "https://" + addr,
 		CertificateAuthorityData: c.pki.CACert,
 	}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
