@@ -752,9 +752,8 @@ func TestK8sSidecarEnvironment(t *testing.T) {
 
 func k8sSidecarEnvironment(t *testing.T, client kubernetes.Interface, bin string) {
 	ns := testcluster.Namespace(t, client)
-	label := "grafana_dashboard_" + ns
 	cm := configMap(ns, "node-exporter", map[string]string{"node.json": `{"title":"Nodes"}`}, nil)
-	cm.Labels = map[string]string{label: "1"}
+	cm.Labels = map[string]string{"grafana_dashboard": ns} // a value of its own: other tests' objects never match
 	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), cm, metav1.CreateOptions{})
 	require.NoError(t, err)
 	type request struct{ method, user, password string }
@@ -768,7 +767,7 @@ func k8sSidecarEnvironment(t *testing.T, client kubernetes.Interface, bin string
 	addr := testcluster.FreeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
 	p := testcluster.StartProcess(t, bin, []string{"KUBECONFIG=" + cluster.Kubeconfig(), "HEALTH_HOST=127.0.0.1", "HEALTH_PORT=" + port,
-		"METHOD=WATCH", "LABEL=" + label, "LABEL_VALUE=1", "FOLDER=" + folder, "RESOURCE=both", "NAMESPACE=" + ns,
+		"METHOD=WATCH", "LABEL=grafana_dashboard", "LABEL_VALUE=" + ns, "FOLDER=" + folder, "RESOURCE=both", "NAMESPACE=" + ns,
 		"REQ_USERNAME=admin", "REQ_PASSWORD=pr0m-gr4fana", "REQ_URL=" + grafana.URL + "/api/admin/provisioning/dashboards/reload", "REQ_METHOD=POST"})
 	p.Addr = addr
 	p.WaitReady(t)
