@@ -211,3 +211,26 @@ func waveStatus(t *testing.T, kubeconfig, ns string) []WorkloadStatus {
 	}
 	return rows
 }
+
+// wave status against the API: an opted-in workload that no wave has looked at says so, not
+// "up to date"; given wave's filters, one they leave out says which.
+func TestWaveStatusNotRecordedAndFilteredOut(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createDeployment(t, client, optIn(testcluster.Deployment(ns, "unseen", 1)))
+	run := func(args ...string) []WorkloadStatus {
+		t.Helper()
+		out, err := exec.Command(waveBin, append([]string{"status", "--kubeconfig=" + cluster.Kubeconfig(), "-n", ns, "-o", "json"}, args...)...).Output()
+		require.NoError(t, err, string(out))
+		var rows []WorkloadStatus
+		require.NoError(t, json.Unmarshal(out, &rows), string(out))
+		require.Len(t, rows, 1)
+		return rows
+	}
+	row := run()[0]
+	assert.Equal(t, outcome.NotRecorded, row.State)
+	assert.Contains(t, row.Reason, "check that wave runs and watches namespace "+ns)
+	row = run("--label-selector=team=payments")[0]
+	assert.Equal(t, outcome.FilteredOut, row.State)
+	assert.Equal(t, "its labels do not match --label-selector=team=payments", row.Reason)
+}

@@ -14,6 +14,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/configwave/configwave/internal/cli"
@@ -27,6 +28,9 @@ import (
 // statusOptions are the flags of `wave status`.
 type statusOptions struct {
 	namespaces      string
+	labelSelector   string
+	annotations     string
+	ignoreNS        []string
 	output          string
 	rolloutDeadline time.Duration
 	kubeconfig      string
@@ -39,7 +43,9 @@ func newStatusFlagSet(o *statusOptions) *flag.FlagSet {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `wave status lists the workloads that opted in to wave (in Wave's or Stakater Reloader's
 annotations), the ConfigMaps and Secrets each one uses, and whether its pods run the
-current config: up to date, rolling, failed, or waiting for missing config, and since when.
+current config: up to date, rolling, failed, or waiting for missing config, and since when;
+"not recorded" when wave has not looked at it yet, "filtered out" when the filters given here
+(as wave's) leave it out.
 It reads the records wave writes on the workloads, so it needs read access to Deployments,
 StatefulSets, DaemonSets, CronJobs and Argo Rollouts only.
 
@@ -50,6 +56,9 @@ Flags:
 	}
 	fs.StringVarP(&o.namespaces, "namespaces", "n", "", "comma-separated namespaces; empty lists all.")
 	fs.StringVarP(&o.output, "output", "o", "table", `"table" or "json".`)
+	fs.StringVar(&o.labelSelector, "label-selector", "", "as wave's flag: a workload whose labels do not match shows as filtered out.")
+	fs.StringVar(&o.annotations, "annotations", "wave,stakater", "as wave's flag: a workload that opts in only in a dialect not read shows as filtered out.")
+	fs.StringSliceVar(&o.ignoreNS, "namespaces-to-ignore", nil, "as wave's (Stakater Reloader's) flag: workloads there show as filtered out.")
 	fs.DurationVar(&o.rolloutDeadline, "rollout-deadline", 10*time.Minute, "as wave's flag: a StatefulSet or DaemonSet rollout older than this that is not complete shows as failed.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
@@ -84,6 +93,11 @@ func runStatus(args []string, stdout io.Writer) int {
 		fmt.Fprintf(os.Stderr, "wave status: --output=%q: use table or json\n", o.output)
 		return 2
 	}
+	filter, err := o.filter()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wave status: %v\n", err)
+		return 2
+	}
 	restCfg, err := kubeclient.Config(o.kubeconfig, "configwave-wave-status/"+cli.Version(version), 50, 100)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "wave status: %v\n", err)
@@ -96,7 +110,7 @@ func runStatus(args []string, stdout io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rows, err := collectStatus(ctx, clients, kinds, namespaces, time.Now(), o.rolloutDeadline)
+	rows, err := collectStatus(ctx, clients, kinds, namespaces, time.Now(), o.rolloutDeadline, filter)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "wave status: %v\n", err)
 		return 1
@@ -114,7 +128,7 @@ func runStatus(args []string, stdout io.Writer) int {
 }
 
 // collectStatus lists every opted-in workload of every kind, a page at a time.
-func collectStatus(ctx context.Context, clients workload.Clients, kinds []workload.Type, namespaces []string, now time.Time, deadline time.Duration) ([]WorkloadStatus, error) {
+func collectStatus(ctx context.Context, clients workload.Clients, kinds []workload.Type, namespaces []string, now time.Time, deadline time.Duration, filter statusFilter) ([]WorkloadStatus, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
@@ -133,7 +147,7 @@ func collectStatus(ctx context.Context, clients workload.Clients, kinds []worklo
 				}
 				for _, w := range ws {
 					if wave, stakater := rollout.Select(rollout.Dialects{}, refs.StakaterDialect{}, w); wave || stakater != nil {
-						rows = append(rows, statusOf(w, now, deadline))
+						rows = append(rows, statusOf(w, now, deadline, filter))
 					}
 				}
 				if next == "" {
@@ -156,13 +170,77 @@ func collectStatus(ctx context.Context, clients workload.Clients, kinds []worklo
 	return rows, nil
 }
 
-func statusOf(w workload.Workload, now time.Time, deadline time.Duration) WorkloadStatus {
+// statusFilter is what of wave's filters wave status was told, to tell a workload wave leaves
+// out from one it has not looked at yet.
+type statusFilter struct {
+	labels   labels.Selector // nil: every workload
+	dialects rollout.Dialects
+	ignoreNS map[string]bool
+}
+
+func (o *statusOptions) filter() (statusFilter, error) {
+	f := statusFilter{ignoreNS: map[string]bool{}}
+	if o.labelSelector != "" {
+		sel, err := labels.Parse(o.labelSelector)
+		if err != nil {
+			return f, fmt.Errorf("--label-selector=%q: %w", o.labelSelector, err)
+		}
+		f.labels = sel
+	}
+	d, err := rollout.ParseDialects(o.annotations)
+	if err != nil {
+		return f, err
+	}
+	f.dialects = d
+	for _, ns := range o.ignoreNS {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			f.ignoreNS[ns] = true
+		}
+	}
+	return f, nil
+}
+
+// filteredOut says why wave's filters leave w out, or "".
+func (f statusFilter) filteredOut(w workload.Workload) string {
+	switch {
+	case f.ignoreNS[w.Meta.Namespace]:
+		return "its namespace is in --namespaces-to-ignore"
+	case f.labels != nil && !f.labels.Matches(labels.Set(w.Meta.Labels)):
+		return fmt.Sprintf("its labels do not match --label-selector=%s", f.labels)
+	}
+	if wave, stakater := rollout.Select(f.dialects, refs.StakaterDialect{}, w); !wave && stakater == nil {
+		return fmt.Sprintf("it opts in only in a dialect that --annotations=%s does not read", dialectNames(f.dialects))
+	}
+	return ""
+}
+
+func dialectNames(d rollout.Dialects) string {
+	var out []string
+	if d.Wave {
+		out = append(out, "wave")
+	}
+	if d.Stakater {
+		out = append(out, "stakater")
+	}
+	return strings.Join(out, ",")
+}
+
+func statusOf(w workload.Workload, now time.Time, deadline time.Duration, filter statusFilter) WorkloadStatus {
 	row := WorkloadStatus{Namespace: w.Meta.Namespace, Kind: w.Kind, Name: w.Meta.Name, Config: []string{}}
 	used := refs.Extract(w.Meta.Namespace, w.Meta.Annotations, &w.Template.Spec)
 	for _, r := range used.All() {
 		row.Config = append(row.Config, r.Short(w.Meta.Namespace))
 	}
 	slices.Sort(row.Config)
+	if why := filter.filteredOut(w); why != "" {
+		row.Verdict = outcome.Verdict{State: outcome.FilteredOut, Reason: why}
+		return row
+	}
+	if _, recorded := w.Meta.Annotations[rollout.InputsAnnotation]; !recorded {
+		row.Verdict = outcome.Verdict{State: outcome.NotRecorded,
+			Reason: "wave has not looked at it: check that wave runs and watches namespace " + w.Meta.Namespace + " (its --namespaces, --namespace-selector)"}
+		return row
+	}
 	rec, err := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation])
 	if err != nil {
 		row.Verdict = outcome.Verdict{State: "unknown", Reason: err.Error()}

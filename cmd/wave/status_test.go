@@ -15,6 +15,7 @@ import (
 
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/workload"
 )
 
@@ -33,7 +34,7 @@ func TestStatusTable(t *testing.T) {
 		return d
 	}
 	optedIn := func(extra map[string]string) map[string]string {
-		m := map[string]string{refs.UpdateOnConfigChangeAnnotation: "true", refs.ExtraSecretsAnnotation: "db"}
+		m := map[string]string{refs.UpdateOnConfigChangeAnnotation: "true", refs.ExtraSecretsAnnotation: "db", rollout.InputsAnnotation: "key=k1,configmap/cm=abc"}
 		for k, v := range extra {
 			m[k] = v
 		}
@@ -46,22 +47,48 @@ func TestStatusTable(t *testing.T) {
 		dep("fresh", optedIn(nil), true),
 		dep("broken-record", optedIn(map[string]string{outcome.Annotation: "{"}), true),
 		dep("not-opted-in", nil, true),
+		dep("never-seen", map[string]string{refs.StakaterAuto: "true"}, true),
 	)
-	rows, err := collectStatus(t.Context(), workload.Clients{Kube: client}, workload.Builtin(), nil, now, 10*time.Minute)
+	rows, err := collectStatus(t.Context(), workload.Clients{Kube: client}, workload.Builtin(), nil, now, 10*time.Minute, statusFilter{dialects: rollout.Dialects{Wave: true, Stakater: true}})
 	require.NoError(t, err)
 	var out bytes.Buffer
 	printStatusTable(&out, rows, now)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 5, out.String())
+	require.Len(t, lines, 6, out.String())
 	assert.Regexp(t, `^NAMESPACE +KIND +NAME +STATE +SINCE +CONFIG +DETAIL$`, lines[0])
 	assert.Regexp(t, `^ns +Deployment +broken-record +unknown +- +configmap/cm,secret/db +annotation configwave.io/rollout is not what wave writes`, lines[1])
 	assert.Regexp(t, `^ns +Deployment +done +up to date +90s +configmap/cm,secret/db +configmap/cm changed$`, lines[2])
 	assert.Regexp(t, `^ns +Deployment +fresh +up to date +- +configmap/cm,secret/db +$`, lines[3])
-	assert.Regexp(t, `^ns +Deployment +rolling +rolling +90s +configmap/cm,secret/db +configmap/cm changed$`, lines[4])
+	assert.Regexp(t, `^ns +Deployment +never-seen +not recorded +- +configmap/cm +wave has not looked at it: check that wave runs and watches namespace ns`, lines[4],
+		"an opted-in workload wave never recorded is not up to date")
+	assert.Regexp(t, `^ns +Deployment +rolling +rolling +90s +configmap/cm,secret/db +configmap/cm changed$`, lines[5])
+
+	// wave's filters, as given to wave status: the workloads they leave out say so and why.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--label-selector=team=a"}, "its labels do not match --label-selector=team=a"},
+		{[]string{"--annotations=stakater"}, "it opts in only in a dialect that --annotations=stakater does not read"},
+		{[]string{"--namespaces-to-ignore=other,ns"}, "its namespace is in --namespaces-to-ignore"},
+	} {
+		var o statusOptions
+		require.NoError(t, newStatusFlagSet(&o).Parse(tc.args))
+		f, err := o.filter()
+		require.NoError(t, err)
+		rows, err := collectStatus(t.Context(), workload.Clients{Kube: client}, workload.Builtin(), nil, now, 10*time.Minute, f)
+		require.NoError(t, err)
+		for _, r := range rows {
+			if r.Name == "done" {
+				assert.Equal(t, outcome.FilteredOut, r.State, "%v", tc.args)
+				assert.Equal(t, tc.want, r.Reason)
+			}
+		}
+	}
 }
 
 func TestStatusRefusesBadFlagsWithOneLine(t *testing.T) {
-	for _, args := range [][]string{{"-o", "yaml"}, {"--namespaces=Bad_NS"}, {"extra"}, {"--no-such-flag"}} {
+	for _, args := range [][]string{{"-o", "yaml"}, {"--namespaces=Bad_NS"}, {"extra"}, {"--no-such-flag"}, {"--label-selector=a in (b"}, {"--annotations=helm"}} {
 		assert.Equal(t, 2, runStatus(args, &bytes.Buffer{}), "%v", args)
 	}
 }
