@@ -3,7 +3,6 @@ package manifests_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"io"
 	"os"
@@ -193,27 +192,48 @@ func TestHelmChartApplies(t *testing.T) {
 	out = string(helmTemplate(t, "namespaceSelector={team:a,env:*}", "crashLoopDetection=false"))
 	assert.Contains(t, out, "--namespace-selector=team:a,env:*")
 	assert.Contains(t, out, "--crash-loop-detection=false")
-	// The install key: made by the chart, named to wave; not with a hash key, nor when told not to.
-	defaults := decode(t, helmTemplate(t))
-	var keySecret *unstructured.Unstructured
+	// The install key: wave makes it on first start; the chart names it to wave and lets wave
+	// create it, and renders nothing random, so that `helm template` (Argo CD, Flux) gives the
+	// same output every time. Not with a hash key, nor when told not to.
+	first, second := helmTemplate(t), helmTemplate(t)
+	assert.Equal(t, string(first), string(second), "two renders are the same: no drift under GitOps")
+	defaults := decode(t, first)
+	assert.NotContains(t, kinds(defaults), "Secret", "the chart makes no Secret")
+	var keyRole *unstructured.Unstructured
 	for _, o := range defaults {
-		if o.GetKind() == "Secret" {
-			keySecret = o
+		if o.GetKind() == "Role" && strings.HasSuffix(o.GetName(), "-install-key") {
+			keyRole = o
 		}
 	}
-	require.NotNil(t, keySecret, "the chart makes the install key")
-	key, _, _ := unstructured.NestedString(keySecret.Object, "data", "key")
-	raw, err := base64.StdEncoding.DecodeString(key)
-	require.NoError(t, err)
-	assert.Len(t, raw, 32)
-	assert.Equal(t, "keep", keySecret.GetAnnotations()["helm.sh/resource-policy"], "an uninstall leaves it")
-	assert.Contains(t, string(helmTemplate(t)), "--install-key-secret="+keySecret.GetName())
+	require.NotNil(t, keyRole, "wave may create its install key")
+	var role rbacv1.Role
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(keyRole.Object, &role))
+	assert.Contains(t, role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}})
+	assert.Contains(t, string(first), "--install-key-secret="+keyRole.GetName())
 	for _, set := range [][]string{{"hashKeySecret.name=wave-hash-key"}, {"installKey.create=false"}} {
-		assert.NotContains(t, kinds(decode(t, helmTemplate(t, set...))), "Secret", "%v", set)
+		assert.NotContains(t, string(helmTemplate(t, set...)), "-install-key\n", "%v", set)
 	}
 	assert.Contains(t, string(helmTemplate(t, "installKey.create=false", "installKey.secretName=ops/wave-key")), "--install-key-secret=ops/wave-key")
-	_, err = helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "extraArgs={v=2}")
+	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "extraArgs={v=2}")
 	require.Error(t, err, "values.schema.json rejects an extra argument that is not a flag")
+
+	// Values that would make a broken install stop the render, saying what to set.
+	for set, want := range map[string]string{
+		"leaderElection.enabled=false": "replicaCount above 1 without leaderElection.enabled",
+		"replicaCount=1":               "podDisruptionBudget.minAvailable is not below replicaCount",
+		"metrics.service.enabled=false,metrics.serviceMonitor.enabled=true": "metrics.serviceMonitor.enabled scrapes through the metrics Service",
+	} {
+		args := []string{"template", "x", filepath.Join(root, "charts", "configwave")}
+		for _, s := range strings.Split(set, ",") {
+			args = append(args, "--set", s)
+		}
+		_, err := helm(t, args...)
+		require.Error(t, err, set)
+		assert.Contains(t, err.Error(), want, set)
+	}
+	assert.NotEmpty(t, helmTemplate(t, "replicaCount=1", "podDisruptionBudget.enabled=false", "leaderElection.enabled=false"), "one replica, no PDB, no election")
+	assert.NotEmpty(t, helmTemplate(t, "global.imageRegistry=registry.example.com"), "a subchart: the schema accepts global")
+	assert.NotContains(t, string(helmTemplate(t, "podSecurityContext.runAsUser=null")), "runAsUser", "OpenShift: its SCC assigns the user")
 
 	// The ServiceMonitor needs the Prometheus Operator's CRDs, which this cluster lacks: check
 	// that it renders, not that it applies.
@@ -304,6 +324,9 @@ func TestExamplesApply(t *testing.T) {
 			_, err = os.Stat(filepath.Join(filepath.Dir(f), "README.md"))
 			require.NoError(t, err, "every example has a README")
 			applyDryRun(t, decode(t, b), "default")
+			// The reloader's Events name its pod by POD_NAME and POD_UID: kubectl describe pod
+			// shows only Events whose UID is the pod's.
+			assert.Equal(t, strings.Count(string(b), "name: POD_NAME,"), strings.Count(string(b), "name: POD_UID,"), "POD_UID beside every POD_NAME")
 			if filepath.Base(filepath.Dir(f)) == "prometheus-volume" {
 				// The file-mode example reads no API: no RBAC, no token in the pod.
 				assert.Contains(t, string(b), "automountServiceAccountToken: false")
