@@ -20,12 +20,11 @@ import (
 // k8sSidecarRefused: the variable, when set to something other than its default, stops the
 // start with this line.
 var k8sSidecarRefused = map[string]string{
-	"SCRIPT":                  "the reloader runs no script after a change; run the app's own reload through REQ_URL, or run the reloader as its parent process (reloader ... -- app)",
-	"ENABLE_5XX":              "keys ending in .url are written as files, never fetched; put the content in the ConfigMap",
-	"SKIP_TLS_VERIFY":         "the API server's certificate is always verified; mount its CA (the service account's ca.crt is used in a pod)",
-	"RESOURCE_NAME":           "name the objects with --configmap=NAMESPACE/NAME and --secret=NAMESPACE/NAME instead",
-	"LOG_CONFIG":              "use LOG_LEVEL and LOG_FORMAT",
-	"REQ_BASIC_AUTH_ENCODING": "the user and password are sent as UTF-8, as RFC 7617 says; unset it",
+	"SCRIPT":          "the reloader runs no script after a change; run the app's own reload through REQ_URL, or run the reloader as its parent process (reloader ... -- app)",
+	"ENABLE_5XX":      "keys ending in .url are written as files, never fetched; put the content in the ConfigMap",
+	"SKIP_TLS_VERIFY": "the API server's certificate is always verified; mount its CA (the service account's ca.crt is used in a pod)",
+	"RESOURCE_NAME":   "name the objects with --configmap=NAMESPACE/NAME and --secret=NAMESPACE/NAME instead",
+	"LOG_CONFIG":      "use LOG_LEVEL and LOG_FORMAT",
 }
 
 // k8sSidecarNoted: taken, and not needed; one line each at start.
@@ -41,6 +40,7 @@ var k8sSidecarNoted = map[string]string{
 	"LOG_TZ":                           "times are logged in UTC",
 	"DISABLE_X509_STRICT_VERIFICATION": "Go's certificate verification applies",
 	"KUBECONFIG":                       "read as $KUBECONFIG",
+	"REQ_BASIC_AUTH_ENCODING":          "the user name and password are sent as their UTF-8 bytes, the same as latin1 for ASCII ones",
 }
 
 // k8sSidecarArgs turns k8s-sidecar's environment into the reloader's arguments; ok is false
@@ -52,7 +52,7 @@ func k8sSidecarArgs(getenv func(string) string) (args, notes []string, ok bool, 
 	}
 	for _, name := range slices.Sorted(maps.Keys(k8sSidecarRefused)) {
 		v := strings.TrimSpace(getenv(name))
-		if v == "" || v == "false" || name == "REQ_BASIC_AUTH_ENCODING" && strings.EqualFold(v, "utf-8") {
+		if v == "" || v == "false" {
 			continue
 		}
 		return nil, nil, true, fmt.Errorf("k8s-sidecar's %s is set: %s", name, k8sSidecarRefused[name])
