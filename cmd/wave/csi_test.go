@@ -3,11 +3,13 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -176,4 +178,17 @@ func TestSecretProviderClasses(t *testing.T) {
 	settle(t, p)
 	assert.Equal(t, want, count(), "nothing rolls twice for one rotation")
 	assert.False(t, strings.Contains(p.Log(), "panic"))
+
+	// With the CRDs served but no right to read them, wave stops at once, saying what to grant,
+	// instead of never becoming ready.
+	kubeconfig := roleKubeconfig(t, client, ns, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "no-csi"}})
+	var stopped *testcluster.Process
+	require.Eventually(t, func() bool { // the ServiceAccount's token reaches the authenticator in a moment
+		q, ready := tryStartWave(t, ns, "--kubeconfig="+kubeconfig, "--install-key-secret=", "--enable-csi-integration")
+		require.False(t, ready)
+		q.Wait(t, 5*time.Second)
+		stopped = q
+		return strings.Contains(q.Log(), "may not list them")
+	}, eventually, 500*time.Millisecond)
+	assert.Contains(t, stopped.Log(), "grant get, list and watch on secretproviderclasspodstatuses and secretproviderclasses")
 }

@@ -21,8 +21,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	flag "github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -422,7 +424,7 @@ func runWave(cfg *config) error {
 		inf.WatchNamespaces(client)
 	}
 	if cfg.csi {
-		if err := watchSecretProviderClasses(inf, client.Discovery(), clients.Dynamic, restCfg); err != nil {
+		if err := watchSecretProviderClasses(ctx, inf, cfg.namespaceList, client.Discovery(), clients.Dynamic, restCfg); err != nil {
 			return err
 		}
 	}
@@ -622,7 +624,10 @@ func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, wo
 
 // watchSecretProviderClasses follows the Secrets Store CSI driver where its CRDs are served
 // (--enable-csi-integration); where they are not, it says so in one line, as Reloader does.
-func watchSecretProviderClasses(inf *rollout.Informers, d discovery.DiscoveryInterface, dyn dynamic.Interface, restCfg *rest.Config) error {
+func watchSecretProviderClasses(ctx context.Context, inf *rollout.Informers, namespaces []string, d discovery.DiscoveryInterface, dyn dynamic.Interface, restCfg *rest.Config) error {
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
 	served, err := csi.Served(d)
 	if err != nil {
 		return fmt.Errorf("--enable-csi-integration: %w", err)
@@ -634,6 +639,19 @@ func watchSecretProviderClasses(inf *rollout.Informers, d discovery.DiscoveryInt
 	if dyn == nil { // no custom workload kind is served: no dynamic client yet
 		if dyn, err = dynamic.NewForConfig(restCfg); err != nil {
 			return fmt.Errorf("--enable-csi-integration: create the API client for SecretProviderClasses: %w", err)
+		}
+	}
+	// Without list on them the informers never sync and wave is never ready, saying nothing:
+	// so it is checked once, here, in the namespaces wave watches.
+	for _, gvr := range []schema.GroupVersionResource{csi.PodStatuses, csi.Classes} {
+		for _, ns := range namespaces {
+			_, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
+			switch {
+			case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+				return fmt.Errorf("--enable-csi-integration reads %s, and wave may not list them (%w): grant get, list and watch on secretproviderclasspodstatuses and secretproviderclasses (the chart's enableCSIIntegration, or config/wave-csi), or drop the flag", gvr.GroupResource(), err)
+			case err != nil:
+				return fmt.Errorf("--enable-csi-integration: list %s: %w", gvr.GroupResource(), err)
+			}
 		}
 	}
 	if err := inf.WatchSecretProviderClasses(dyn); err != nil {
