@@ -29,10 +29,8 @@ func (inf *Informers) WatchSecretProviderClasses(client dynamic.Interface) error
 			return err
 		}
 		classes := f.ForResource(csi.Classes).Informer()
+		// A dynamic informer has the namespace index configNames reads already.
 		if err := classes.SetTransform(inf.digester.TransformMeta); err != nil {
-			return err
-		}
-		if err := classes.AddIndexers(configIndexers(ns)); err != nil {
 			return err
 		}
 		inf.configs[configref.SecretProviderClass] = append(inf.configs[configref.SecretProviderClass], classes)
