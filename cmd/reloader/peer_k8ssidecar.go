@@ -84,9 +84,10 @@ func k8sSidecarArgs(getenv func(string) string) (args, notes []string, ok bool, 
 	if v := strings.ToLower(strings.TrimSpace(getenv("RESOURCE"))); v != "" {
 		args = append(args, "--selector-kind="+v)
 	}
+	list := false
 	switch m := strings.ToUpper(strings.TrimSpace(getenv("METHOD"))); m {
 	case "LIST":
-		args = append(args, "--once")
+		args, list = append(args, "--once"), true
 	case "SLEEP":
 		notes = append(notes, "k8s-sidecar's METHOD=SLEEP: the reloader watches instead, so changes land at once")
 	}
@@ -109,28 +110,39 @@ func k8sSidecarArgs(getenv func(string) string) (args, notes []string, ok bool, 
 		return nil, nil, true, fmt.Errorf("k8s-sidecar's LOG_FORMAT=%q: use JSON or LOGFMT", getenv("LOG_FORMAT"))
 	}
 	if v := strings.ToLower(strings.TrimSpace(getenv("LOG_LEVEL"))); v != "" {
-		if v == "critical" {
+		switch v {
+		case "critical":
 			v = "error"
+		case "warning":
+			v = "warn"
 		}
 		args = append(args, "--log-level="+v)
 	}
-	reqArgs, err := k8sSidecarRequest(getenv)
+	if list {
+		if getenv("REQ_URL") != "" {
+			notes = append(notes, "k8s-sidecar's METHOD=LIST: the files are written once and the reloader exits; the app, started after it, reads them, so REQ_URL is not requested")
+		}
+		return args, notes, true, nil
+	}
+	reqArgs, reqNotes, err := k8sSidecarRequest(getenv)
 	if err != nil {
 		return nil, nil, true, err
 	}
-	return append(args, reqArgs...), notes, true, nil
+	return append(args, reqArgs...), append(notes, reqNotes...), true, nil
 }
 
 // k8sSidecarRequest turns REQ_* into the reload request's flags.
-func k8sSidecarRequest(getenv func(string) string) ([]string, error) {
+func k8sSidecarRequest(getenv func(string) string) (args, notes []string, err error) {
 	raw := strings.TrimSpace(getenv("REQ_URL"))
 	if raw == "" {
+		// The Grafana chart sets the credentials even when it skips the reload: as k8s-sidecar,
+		// nothing is requested.
 		for _, v := range []string{"REQ_METHOD", "REQ_PAYLOAD", "REQ_USERNAME", "REQ_PASSWORD", "REQ_USERNAME_FILE", "REQ_PASSWORD_FILE"} {
 			if getenv(v) != "" {
-				return nil, fmt.Errorf("k8s-sidecar's %s is set without REQ_URL: set REQ_URL, the app's reload endpoint, or unset %s", v, v)
+				notes = append(notes, fmt.Sprintf("k8s-sidecar's %s is set without REQ_URL: nothing is requested after a change", v))
 			}
 		}
-		return nil, nil
+		return nil, notes, nil
 	}
 	method := strings.ToUpper(strings.TrimSpace(getenv("REQ_METHOD")))
 	switch method {
@@ -138,7 +150,7 @@ func k8sSidecarRequest(getenv func(string) string) ([]string, error) {
 		method = "GET" // k8s-sidecar's default
 	case "GET", "POST":
 	default:
-		return nil, fmt.Errorf("k8s-sidecar's REQ_METHOD=%q: use GET or POST", getenv("REQ_METHOD"))
+		return nil, nil, fmt.Errorf("k8s-sidecar's REQ_METHOD=%q: use GET or POST", getenv("REQ_METHOD"))
 	}
 	user, password := getenv("REQ_USERNAME"), getenv("REQ_PASSWORD")
 	userFile, passwordFile := getenv("REQ_USERNAME_FILE"), getenv("REQ_PASSWORD_FILE")
@@ -146,12 +158,12 @@ func k8sSidecarRequest(getenv func(string) string) ([]string, error) {
 		// Values from the environment: carried in the URL, which is only ever shown redacted.
 		u, err := url.Parse(raw)
 		if err != nil {
-			return nil, fmt.Errorf("k8s-sidecar's REQ_URL does not parse as a URL (not shown: it may hold a password)")
+			return nil, nil, fmt.Errorf("k8s-sidecar's REQ_URL does not parse as a URL (not shown: it may hold a password)")
 		}
 		u.User = url.UserPassword(user, password)
 		raw = u.String()
 	}
-	args := []string{"--reload-http=" + raw, "--reload-http-method=" + method}
+	args = []string{"--reload-http=" + raw, "--reload-http-method=" + method}
 	if userFile != "" || passwordFile != "" {
 		args = append(args, "--reload-http-username-file="+userFile, "--reload-http-password-file="+passwordFile)
 	}
@@ -161,14 +173,14 @@ func k8sSidecarRequest(getenv func(string) string) ([]string, error) {
 	if v := strings.TrimSpace(getenv("REQ_TIMEOUT")); v != "" {
 		s, err := strconv.ParseFloat(v, 64)
 		if err != nil || s <= 0 {
-			return nil, fmt.Errorf("k8s-sidecar's REQ_TIMEOUT=%q: give seconds, e.g. 10", v)
+			return nil, nil, fmt.Errorf("k8s-sidecar's REQ_TIMEOUT=%q: give seconds, e.g. 10", v)
 		}
 		args = append(args, fmt.Sprintf("--reload-http-timeout=%gs", s))
 	}
 	if v := strings.TrimSpace(getenv("REQ_RETRY_TOTAL")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, fmt.Errorf("k8s-sidecar's REQ_RETRY_TOTAL=%q: give a number of retries, e.g. 5", v)
+			return nil, nil, fmt.Errorf("k8s-sidecar's REQ_RETRY_TOTAL=%q: give a number of retries, e.g. 5", v)
 		}
 		args = append(args, fmt.Sprintf("--reload-http-tries=%d", n+1))
 	}
@@ -178,7 +190,7 @@ func k8sSidecarRequest(getenv func(string) string) ([]string, error) {
 	if skip, _ := strconv.ParseBool(getenv("REQ_SKIP_INIT")); !skip {
 		args = append(args, "--reload-http-on-start") // k8s-sidecar's first request, after the first sync
 	}
-	return args, nil
+	return args, nil, nil
 }
 
 func lookup(getenv func(string) string, name string) (string, bool) {

@@ -66,7 +66,14 @@ func TestK8sSidecarArgs(t *testing.T) {
 		{name: "RESOURCE_NAME is refused with what to use", env: with(map[string]string{"RESOURCE_NAME": "secret/x"}), wantErr: "--secret=NAMESPACE/NAME"},
 		{name: "no FOLDER", env: map[string]string{"LABEL": "x"}, wantErr: "FOLDER is not set"},
 		{name: "a bad REQ_METHOD", env: with(map[string]string{"REQ_METHOD": "DELETE"}), wantErr: `REQ_METHOD="DELETE": use GET or POST`},
-		{name: "credentials without a URL", env: with(map[string]string{"REQ_URL": ""}), wantErr: "REQ_METHOD is set without REQ_URL"},
+		{name: "credentials without a URL (the Grafana chart with skipReload): nothing is requested, as k8s-sidecar",
+			env:       with(map[string]string{"REQ_URL": "", "REQ_METHOD": ""}),
+			want:      []string{"--selector=grafana_dashboard=1", "--configroot=/tmp/dashboards", "--selector-kind=both", "--listen-address=:8080", "--log-format=json"},
+			wantNotes: []string{"k8s-sidecar's REQ_PASSWORD is set without REQ_URL: nothing is requested"}},
+		{name: "LIST, an init container: written once, nothing requested",
+			env:       with(map[string]string{"METHOD": "LIST", "LOG_LEVEL": "WARNING"}),
+			want:      []string{"--selector=grafana_dashboard=1", "--configroot=/tmp/dashboards", "--selector-kind=both", "--once", "--listen-address=:8080", "--log-format=json", "--log-level=warn"},
+			wantNotes: []string{"METHOD=LIST: the files are written once"}},
 		{name: "a bad LOG_FORMAT", env: with(map[string]string{"LOG_FORMAT": "XML"}), wantErr: `LOG_FORMAT="XML"`},
 		{name: "a bad REQ_TIMEOUT", env: with(map[string]string{"REQ_TIMEOUT": "soon"}), wantErr: `REQ_TIMEOUT="soon"`},
 	}
@@ -92,10 +99,20 @@ func TestK8sSidecarArgs(t *testing.T) {
 				assert.True(t, found, "a note containing %q in %q", n, notes)
 			}
 			if ok {
-				// Whatever the environment held, the flags it became parse and check.
+				// Whatever the environment held, the flags it became parse and pass the
+				// reloader's own checks (with FOLDER made, and no credential file to read).
+				for i, a := range args {
+					if strings.HasPrefix(a, "--configroot=") {
+						args[i] = "--configroot=" + t.TempDir()
+					}
+				}
 				o := options{}
 				fs := newFlagSet(&o)
 				require.NoError(t, fs.Parse(args))
+				if !strings.Contains(strings.Join(args, " "), "-file=") {
+					_, err := o.check(nil)
+					require.NoError(t, err, "%v", args)
+				}
 			}
 		})
 	}
