@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 
 	"github.com/configwave/configwave/internal/testcluster"
 )
@@ -336,4 +337,34 @@ func TestExamplesApply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The alerts: promtool accepts the rule file and its unit tests pass (each alert fires on the
+// series that should raise it, and not before); the chart's PrometheusRule carries exactly
+// those groups.
+func TestPrometheusRules(t *testing.T) {
+	promtool := testcluster.NeedProgram(t, "promtool", "prometheus")
+	rules := filepath.Join(root, "charts", "configwave", "files", "prometheus-rules.yaml")
+	out, err := exec.Command(promtool, "check", "rules", rules).CombinedOutput()
+	require.NoError(t, err, string(out))
+	cmd := exec.Command(promtool, "test", "rules", "prometheus-rules_test.yaml")
+	cmd.Dir = "testdata"
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+
+	var file map[string]any
+	b, err := os.ReadFile(rules)
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(b, &file))
+	var rule *unstructured.Unstructured
+	for _, o := range decode(t, helmTemplate(t, "metrics.prometheusRule.enabled=true", "metrics.prometheusRule.labels.release=kube-prometheus-stack")) {
+		if o.GetKind() == "PrometheusRule" {
+			rule = o
+		}
+	}
+	require.NotNil(t, rule)
+	assert.Equal(t, "kube-prometheus-stack", rule.GetLabels()["release"], "the labels its ruleSelector matches")
+	spec, _, _ := unstructured.NestedMap(rule.Object, "spec")
+	assert.Equal(t, file["groups"], spec["groups"])
+	assert.NotContains(t, kinds(decode(t, helmTemplate(t))), "PrometheusRule", "off by default: it needs the operator's CRDs")
 }
