@@ -96,7 +96,7 @@ func runMainEnv(args []string, getenv func(string) string) int {
 
 // run1 wires the parts and runs them until one of them stops.
 func run1(cfg *config) error {
-	reg := serve.NewRegistry()
+	reg := serve.NewRegistry("reloader", cli.Version(version))
 	metrics := reload.NewMetrics(reg)
 	r := &reload.Reloader{
 		Debounce:       cfg.debounce,

@@ -350,7 +350,7 @@ func runWave(cfg *config) error {
 	if err != nil {
 		return err
 	}
-	reg := serve.NewRegistry()
+	reg := serve.NewRegistry("wave", cli.Version(version))
 	apiRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configwave_wave_api_requests_total",
 		Help: "Requests sent to the API server, by HTTP method and client: workloads (config and workloads: the hot path), events, pods (crash-loop checks). Watches count once, when opened.",
@@ -460,6 +460,13 @@ func runWave(cfg *config) error {
 		}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_rollouts_held",
 		Help: "Workloads whose rollout waits for --coalesce or for their floor between rollouts."}, ctrl.Held))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_leader",
+		Help: "1 while this replica leads and reconciles (always, without --leader-election), else 0."}, func() float64 {
+		if ctrl.Leading() {
+			return 1
+		}
+		return 0
+	}))
 
 	var g run.Group
 	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))

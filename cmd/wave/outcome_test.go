@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -106,6 +107,8 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	var status rollout.Status
 	require.NoError(t, json.Unmarshal([]byte(body), &status), body)
 	assert.True(t, status.Leader)
+	assert.Equal(t, 1.0, p.Metric("configwave_wave_leader"), "the leader gauge says so too")
+	assert.Equal(t, 1.0, p.Metric(`configwave_build_info{binary="wave",goversion="`+runtime.Version()+`",version="(devel)"}`))
 	require.Len(t, status.Failed, 2)
 	assert.Equal(t, "deployment "+ns+"/bad", status.Failed[0].Workload)
 	assert.Equal(t, "deployment "+ns+"/crashing", status.Failed[1].Workload)

@@ -20,6 +20,9 @@ type Status struct {
 	Failed []follow.FailedRollout `json:"failedRollouts"`
 }
 
+// Leading reports whether this replica reconciles now (it holds the Lease, or there is none).
+func (c *Controller) Leading() bool { return c.leading.Load() }
+
 // Status for /status. It names workloads and objects, never a value.
 func (c *Controller) Status() any {
 	return Status{Leader: c.leading.Load(), Failed: c.follow.FailedRollouts()}

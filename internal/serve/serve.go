@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -108,9 +109,17 @@ func (s *Server) Stop(error) {
 }
 
 // NewRegistry returns a registry with the Go runtime and process collectors (RSS, file
-// descriptors), as Kubernetes components expose them.
-func NewRegistry() *prometheus.Registry {
+// descriptors), as Kubernetes components expose them, and configwave_build_info: always 1,
+// labelled with the binary, its version and the Go version it was built with, so that a
+// dashboard shows which version runs where.
+func NewRegistry(binary, version string) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "configwave_build_info",
+		Help:        "Always 1; the labels say which binary and version run, built with which Go.",
+		ConstLabels: prometheus.Labels{"binary": binary, "version": version, "goversion": runtime.Version()},
+	})
+	info.Set(1)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
 	return reg
 }
