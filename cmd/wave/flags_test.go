@@ -135,7 +135,12 @@ func TestFlags(t *testing.T) {
 			}},
 		{name: "a bad annotation name", args: []string{"--ignore-annotation=not a name"}, wantErr: `--ignore-annotation="not a name" is not an annotation name`},
 		{name: "a bad --auto-reload-all", args: []string{"--auto-reload-all=sometimes"}, wantErr: `--auto-reload-all="sometimes": use true or false`},
-		{name: "Reloader's --webhook-url, as its chart renders it, is refused with what to use", args: []string{"--webhook-url", "https://hooks.example.com/x"}, wantErr: "--webhook-url is Stakater Reloader's and means nothing to wave: wave rolls workloads itself"},
+		{name: "Reloader's --webhook-url, as its chart renders it (flag, then value)", args: []string{"--webhook-url", "https://hooks.example.com/x"},
+			check: func(t *testing.T, c *config) {
+				require.NotNil(t, c.changeWebhook)
+				assert.Equal(t, "https://hooks.example.com", c.changeWebhook.Host())
+			}},
+		{name: "--webhook-url over http to another host", args: []string{"--webhook-url=http://hooks.example.com/x"}, wantErr: "--webhook-url: an http:// URL to hooks.example.com"},
 		{name: "a bad resource to ignore", args: []string{"--resources-to-ignore=pods"}, wantErr: `--resources-to-ignore: "pods" is not configmaps or secrets`},
 		{name: "a bad workload type", args: []string{"--ignored-workload-types=deployments"}, wantErr: `--ignored-workload-types: "deployments" is not jobs or cronjobs`},
 		{name: "a bad boolean", args: []string{"--reload-on-create=maybe"}, wantErr: `--reload-on-create="maybe": use true or false`},

@@ -195,6 +195,7 @@ type config struct {
 	hashKey          []byte
 	webhook          *alert.Webhook
 	reloadAlerts     *alert.Webhook    // Stakater Reloader's ALERT_ON_RELOAD; nil when off
+	changeWebhook    *alert.Webhook    // Stakater Reloader's --webhook-url mode; nil when off
 	reloadAlertEnv   alert.StakaterEnv // its message
 	installKeyNS     string            // the install key Secret; "" name: none
 	installKeyName   string
@@ -296,6 +297,11 @@ func (o *options) check() (*config, error) {
 	if o.notifyWebhook != "" {
 		if c.webhook, err = alert.NewWith(o.notifyWebhook, alert.Options{AllowHTTP: o.allowHTTPWebhooks}); err != nil {
 			return nil, fmt.Errorf("--notify-webhook: %w", err)
+		}
+	}
+	if o.reloader.webhookURL != "" {
+		if c.changeWebhook, err = alert.NewWith(o.reloader.webhookURL, alert.Options{Format: alert.ReloaderWebhook, Setting: "--webhook-url", AllowHTTP: o.allowHTTPWebhooks}); err != nil {
+			return nil, fmt.Errorf("--webhook-url: %w", err)
 		}
 	}
 	if o.leaderElection {
@@ -447,11 +453,23 @@ func runWave(cfg *config) error {
 	if err != nil {
 		return err
 	}
+	// What the leader runs: the controller, or in Reloader's --webhook-url mode the hook that
+	// tells the webhook of every change and writes nothing.
+	work := func(ctx context.Context) error { return ctrl.Run(ctx, cfg.workers) }
+	leading := ctrl.Leading
+	var hook *rollout.ChangeHook
+	if cfg.changeWebhook != nil {
+		hook = &rollout.ChangeHook{Informers: inf, Reloader: cfg.reloaderOpts, Send: cfg.changeWebhook.Send}
+		if err := hook.Register(); err != nil {
+			return err
+		}
+		work, leading = hook.Run, hook.Leading
+	}
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "configwave_wave_alerts_dropped_total",
-		Help: "Alerts (--notify-webhook, ALERT_ON_RELOAD) never delivered: the queue full, every try failed, or still queued when the grace period after a stop ended."},
+		Help: "Alerts (--notify-webhook, ALERT_ON_RELOAD, --webhook-url) never delivered: the queue full, every try failed, or still queued when the grace period after a stop ended."},
 		func() float64 {
 			n := int64(0)
-			for _, w := range []*alert.Webhook{cfg.webhook, cfg.reloadAlerts} {
+			for _, w := range []*alert.Webhook{cfg.webhook, cfg.reloadAlerts, cfg.changeWebhook} {
 				if w != nil {
 					n += w.Dropped()
 				}
@@ -462,7 +480,7 @@ func runWave(cfg *config) error {
 		Help: "Workloads whose rollout waits for --coalesce or for their floor between rollouts."}, ctrl.Held))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_leader",
 		Help: "1 while this replica leads and reconciles (always, without --leader-election), else 0."}, func() float64 {
-		if ctrl.Leading() {
+		if leading() {
 			return 1
 		}
 		return 0
@@ -484,6 +502,11 @@ func runWave(cfg *config) error {
 	if cfg.webhook != nil {
 		hctx, hcancel := context.WithCancel(ctx)
 		g.Add(func() error { return cfg.webhook.Run(hctx) }, afterController(hcancel))
+	}
+	if hook != nil {
+		wctx, wcancel := context.WithCancel(ctx)
+		g.Add(func() error { return cfg.changeWebhook.Run(wctx) }, afterController(wcancel))
+		klog.InfoS("Stakater Reloader's --webhook-url: every change of a ConfigMap's or Secret's data is told to the webhook, and no workload is written", "webhook", cfg.changeWebhook.Host())
 	}
 	if cfg.listenAddress != "" {
 		srv, err := serve.Listen(cfg.listenAddress, reg, serve.Checks{Ready: inf.HasSynced, Status: ctrl.Status})
@@ -523,9 +546,9 @@ func runWave(cfg *config) error {
 		g.Add(func() error {
 			defer close(controllerDone)
 			if !cfg.leaderElection {
-				return ctrl.Run(cctx, cfg.workers)
+				return work(cctx)
 			}
-			return runLeader(cctx, cfg, client, func(ctx context.Context) error { return ctrl.Run(ctx, cfg.workers) })
+			return runLeader(cctx, cfg, client, work)
 		}, func(error) { ccancel() })
 	}
 	if ignored := cfg.waveOnly.given(); len(ignored) > 0 {

@@ -38,14 +38,16 @@ type reloaderFlags struct {
 	// enableCSI is --enable-csi-integration: follow the Secrets Store CSI driver's pod
 	// statuses.
 	enableCSI string
-	pprofAddr string
-	refused   map[string]*string
+	// webhookURL is --webhook-url: Reloader's mode that tells a webhook of every change
+	// instead of rolling anything.
+	webhookURL string
+	pprofAddr  string
+	refused    map[string]*string
 }
 
-// refusedReloaderFlags maps each Reloader flag wave does not take to what to use instead.
-var refusedReloaderFlags = map[string]string{
-	"webhook-url": "wave rolls workloads itself; --notify-webhook reports rollouts that failed",
-}
+// refusedReloaderFlags maps each Reloader flag wave does not take to what to use instead. None
+// is left; a new Reloader flag with no equivalent goes here.
+var refusedReloaderFlags = map[string]string{}
 
 // booleanReloaderFlags are the refused and noted flags that Reloader declares as booleans:
 // given without a value they mean true. The others take a value, given after "=" or as the next
@@ -102,6 +104,7 @@ func (r *reloaderFlags) add(fs *flag.FlagSet) {
 	fs.Lookup("enable-ha").NoOptDefVal = "true"
 	fs.StringVar(&r.enableCSI, "enable-csi-integration", "false", "Stakater Reloader's: follow SecretProviderClasses (Secrets Store CSI driver): a workload that Reloader's annotations select rolls when the versions its pods mounted change, as their SecretProviderClassPodStatuses report them. Needs list and watch on secretproviderclasspodstatuses and secretproviderclasses (secrets-store.csi.x-k8s.io); without the driver's CRDs, one line says so and nothing else changes.")
 	fs.Lookup("enable-csi-integration").NoOptDefVal = "true"
+	fs.StringVar(&r.webhookURL, "webhook-url", "", `Stakater Reloader's: instead of rolling workloads, POST Reloader's {"webhook":"update successful"} to this URL on every change of a ConfigMap's or Secret's data in the watched namespaces (its filters apply; creations and deletions with --reload-on-create, --reload-on-delete); no workload is ever written. "@FILE" reads the URL from a file; http:// only to loopback or with --allow-http-webhooks.`)
 	fs.StringVar(&r.isArgoRollouts, "is-Argo-Rollouts", "", "")
 	_ = fs.MarkHidden("is-Argo-Rollouts")
 	fs.Lookup("is-Argo-Rollouts").NoOptDefVal = "true"

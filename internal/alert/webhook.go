@@ -46,7 +46,8 @@ type Webhook struct {
 type Options struct {
 	// Format is the body: "" is {"text": ...} (Slack's incoming webhooks and the many that
 	// take their format); Stakater Reloader's sinks "slack" (an attachment), "teams",
-	// "gchat" and "raw" (the text as text/plain, without its * marks).
+	// "gchat" and "raw" (the text as text/plain, without its * marks); "reloader-webhook" is
+	// the fixed body Stakater Reloader's --webhook-url mode posts on every change.
 	Format string
 	// Proxy, when set, is the proxy to reach the webhook through; otherwise HTTPS_PROXY and
 	// the others from the environment.
@@ -59,7 +60,11 @@ type Options struct {
 }
 
 // Formats Options.Format takes.
-var Formats = []string{"", "slack", "teams", "gchat", "raw"}
+var Formats = []string{"", "slack", "teams", "gchat", "raw", ReloaderWebhook}
+
+// ReloaderWebhook is the Format of Stakater Reloader's --webhook-url: its body, whatever the
+// text (which only the log shows).
+const ReloaderWebhook = "reloader-webhook"
 
 const (
 	queueSize   = 100
@@ -241,6 +246,8 @@ func (w *Webhook) body(text string) ([]byte, string) {
 		v = map[string]any{"attachments": []map[string]string{{"text": text, "color": "good", "author_name": "configwave"}}}
 	case "raw":
 		return []byte(strings.ReplaceAll(text, "*", "")), "text/plain"
+	case ReloaderWebhook:
+		return []byte(`{"webhook":"update successful"}`), "application/json"
 	default: // "", teams, gchat: each takes {"text": ...}
 		v = map[string]string{"text": text}
 	}

@@ -1,0 +1,63 @@
+package rollout
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/configref"
+	"github.com/configwave/configwave/internal/refs"
+)
+
+// Reloader's --webhook-url mode: which notifications the webhook is told of.
+func TestHookChange(t *testing.T) {
+	dg := confighash.Digester{KeepLabels: true}
+	cm := func(ns, value string, lbl, ann map[string]string) *confighash.Digested {
+		d, err := dg.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app", Labels: lbl, Annotations: ann}, Data: map[string]string{"a": value}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.(*confighash.Digested)
+	}
+	team := labels.SelectorFromSet(labels.Set{"team": "a"})
+	nsLabels := func(ns string) map[string]string { return map[string]string{"team": ns} }
+	for _, tc := range []struct {
+		name   string
+		kind   configref.Kind
+		event  string
+		old    any
+		obj    any
+		opts   ReloaderOptions
+		wanted string
+	}{
+		{"data changed", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), ReloaderOptions{}, "update"},
+		{"metadata only", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "1", map[string]string{"x": "y"}, nil), ReloaderOptions{}, ""},
+		{"created, without --reload-on-create", configref.ConfigMap, "create", nil, cm("a", "1", nil, nil), ReloaderOptions{}, ""},
+		{"created, with it", configref.ConfigMap, "create", nil, cm("a", "1", nil, nil), ReloaderOptions{RollOnCreate: true}, "create"},
+		{"deleted, with --reload-on-delete", configref.ConfigMap, "delete", nil, cm("a", "1", nil, nil), ReloaderOptions{RollOnDelete: true}, "delete"},
+		{"deleted, without", configref.ConfigMap, "delete", nil, cm("a", "1", nil, nil), ReloaderOptions{}, ""},
+		{"--resources-to-ignore=configmaps", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), ReloaderOptions{ConfigMaps: true}, ""},
+		{"--namespaces-to-ignore", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), ReloaderOptions{Namespaces: map[string]bool{"a": true}}, ""},
+		{"--resource-label-selector, not matching", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), ReloaderOptions{ResourceSelector: team}, ""},
+		{"--resource-label-selector, matching", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", map[string]string{"team": "a"}, nil), ReloaderOptions{ResourceSelector: team}, "update"},
+		{"--namespace-selector, not matching", configref.ConfigMap, "update", cm("b", "1", nil, nil), cm("b", "2", nil, nil), ReloaderOptions{NamespaceSelector: team}, ""},
+		{"--namespace-selector, matching", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), ReloaderOptions{NamespaceSelector: team}, "update"},
+		{"the object says ignore", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, map[string]string{refs.StakaterIgnore: "true"}), ReloaderOptions{}, ""},
+		{"a tombstone's object is read", configref.ConfigMap, "delete", nil, cacheTombstone(cm("a", "1", nil, nil)), ReloaderOptions{RollOnDelete: true}, "delete"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref, event := hookChange(tc.kind, tc.event, tc.old, tc.obj, tc.opts, nsLabels)
+			assert.Equal(t, tc.wanted, event)
+			if event != "" {
+				assert.Equal(t, "configmap "+ref.Namespace+"/app", ref.String())
+			}
+		})
+	}
+}
+
+func cacheTombstone(obj any) any { return cache.DeletedFinalStateUnknown{Key: "a/app", Obj: obj} }
