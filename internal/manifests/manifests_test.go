@@ -174,6 +174,13 @@ func TestHelmChartApplies(t *testing.T) {
 			"allowCrossNamespaceRefs=true", "networkPolicy.metricsFrom[0].podSelector.matchLabels.app=prometheus",
 			"namespaceSelector={team:a}", "crashLoopDetection=false", "hashFormat=wave-v07"},
 		"namespace-scoped RBAC": {"rbac.clusterWide=false", "namespaces={team-a,team-b}"},
+		"names, the ServiceAccount, the image digest, more env and volumes, the notify webhook, Reloader's filters": {
+			"fullnameOverride=cw", "serviceAccount.name=cw-sa", "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/wave",
+			"deploymentAnnotations.example\\.com/owner=platform", "image.digest=sha256:" + strings.Repeat("a", 64),
+			"extraEnv[0].name=GOMEMLIMIT", "extraEnv[0].value=200MiB", "extraVolumes[0].name=tmp", "extraVolumes[0].emptyDir.medium=Memory",
+			"extraVolumeMounts[0].name=tmp", "extraVolumeMounts[0].mountPath=/tmp", "notifyWebhook.existingSecret=wave-hooks",
+			"reloader.namespacesToIgnore={kube-system}", "reloader.resourceLabelSelector={reloader:enabled}", "reloader.reloadOnCreate=true",
+			"reloader.reloadOnDelete=true", "reloader.autoReloadAll=true"},
 	}
 	ensureNamespace(t, "team-a")
 	ensureNamespace(t, "team-b")
@@ -189,6 +196,22 @@ func TestHelmChartApplies(t *testing.T) {
 		assert.Contains(t, out, want)
 	}
 	assert.Contains(t, string(helmTemplate(t)), "kind: NetworkPolicy", "on by default: only the metrics port is reachable")
+	out = string(helmTemplate(t, "fullnameOverride=cw", "serviceAccount.name=cw-sa", "image.digest=sha256:"+strings.Repeat("a", 64),
+		"notifyWebhook.existingSecret=wave-hooks", "reloader.namespacesToIgnore={kube-system,monitoring}", "reloader.resourceLabelSelector={reloader:enabled}",
+		"reloader.reloadOnCreate=true", "reloader.reloadOnDelete=true", "reloader.autoReloadAll=true"))
+	for _, want := range []string{"name: cw\n", "serviceAccountName: cw-sa", "configwave@sha256:" + strings.Repeat("a", 64),
+		"--notify-webhook=@/var/run/secrets/configwave/notify-webhook/url", "secretName: wave-hooks", "--namespaces-to-ignore=kube-system,monitoring",
+		"--resource-label-selector=reloader:enabled", "--reload-on-create=true", "--reload-on-delete=true", "--auto-reload-all=true"} {
+		assert.Contains(t, out, want)
+	}
+	noRBAC := kinds(decode(t, helmTemplate(t, "rbac.create=false", "serviceAccount.create=false", "serviceAccount.name=mine")))
+	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"} {
+		assert.NotContains(t, noRBAC, kind, "rbac.create=false, serviceAccount.create=false: the platform team grants it")
+	}
+	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "image.digest=latest")
+	require.Error(t, err, "values.schema.json rejects a digest that is not one")
+	lint, err := helm(t, "lint", filepath.Join(root, "charts", "configwave"), "--strict", "--set", "rbac.create=false")
+	require.NoError(t, err, "helm lint, NOTES.txt included: %s", lint)
 	assert.NotContains(t, string(helmTemplate(t, "networkPolicy.enabled=false")), "NetworkPolicy")
 	out = string(helmTemplate(t, "namespaceSelector={team:a,env:*}", "crashLoopDetection=false"))
 	assert.Contains(t, out, "--namespace-selector=team:a,env:*")
@@ -215,7 +238,7 @@ func TestHelmChartApplies(t *testing.T) {
 		assert.NotContains(t, string(helmTemplate(t, set...)), "-install-key\n", "%v", set)
 	}
 	assert.Contains(t, string(helmTemplate(t, "installKey.create=false", "installKey.secretName=ops/wave-key")), "--install-key-secret=ops/wave-key")
-	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "extraArgs={v=2}")
+	_, err = helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "extraArgs={v=2}")
 	require.Error(t, err, "values.schema.json rejects an extra argument that is not a flag")
 
 	// Values that would make a broken install stop the render, saying what to set.

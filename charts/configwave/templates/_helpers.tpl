@@ -1,4 +1,5 @@
-{{- define "configwave.name" -}}{{ .Release.Name }}-wave{{- end -}}
+{{- define "configwave.name" -}}{{ default (printf "%s-wave" .Release.Name) .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- define "configwave.serviceAccountName" -}}{{ default (include "configwave.name" .) .Values.serviceAccount.name }}{{- end -}}
 {{- define "configwave.labels" -}}
 app.kubernetes.io/name: configwave-wave
 app.kubernetes.io/instance: {{ .Release.Name }}
