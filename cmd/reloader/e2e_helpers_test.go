@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -221,4 +222,35 @@ func upToDate(p *testcluster.Process) bool {
 // /status, while the replica stays ready, serving with the last good config.
 func failingButReady(p *testcluster.Process) bool {
 	return p.Metric("configwave_reloader_last_reload_successful") == 0 && p.Ready()
+}
+
+// reloadRequest is what a recorded reload request carried.
+type reloadRequest struct{ method, body, contentType, user, password string }
+
+// reloadEndpoint is an app's reload API that records each request; next waits for the next one.
+type reloadEndpoint struct {
+	*httptest.Server
+	got chan reloadRequest
+}
+
+func newReloadEndpoint(t testing.TB) *reloadEndpoint {
+	e := &reloadEndpoint{got: make(chan reloadRequest, 10)}
+	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		user, password, _ := r.BasicAuth()
+		e.got <- reloadRequest{r.Method + " " + r.URL.Path, string(b), r.Header.Get("Content-Type"), user, password}
+	}))
+	t.Cleanup(e.Close)
+	return e
+}
+
+func (e *reloadEndpoint) next(t testing.TB, p *testcluster.Process) reloadRequest {
+	t.Helper()
+	select {
+	case r := <-e.got:
+		return r
+	case <-time.After(eventually):
+		t.Fatalf("no reload request: %s", p.Log())
+	}
+	return reloadRequest{}
 }

@@ -5,9 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -705,14 +702,7 @@ func TestReloadRequestBodyAndBasicAuthFiles(t *testing.T) {
 	ns := testcluster.Namespace(t, client)
 	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "dash", map[string]string{"d.json": "{}"}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
-	type request struct{ method, body, contentType, user, password string }
-	got := make(chan request, 10)
-	grafana := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		user, password, _ := r.BasicAuth()
-		got <- request{r.Method, string(b), r.Header.Get("Content-Type"), user, password}
-	}))
-	t.Cleanup(grafana.Close)
+	grafana := newReloadEndpoint(t)
 	secrets := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(secrets, "user"), []byte("admin\n"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(secrets, "password"), []byte("gr4fana-pw\n"), 0o600))
@@ -723,12 +713,7 @@ func TestReloadRequestBodyAndBasicAuthFiles(t *testing.T) {
 	p.WaitReady(t)
 	_, err = client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "dash", types.MergePatchType, []byte(`{"data":{"d.json":"{\"v\":2}"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
-	select {
-	case r := <-got:
-		assert.Equal(t, request{"POST", "{}", "application/json", "admin", "gr4fana-pw"}, r)
-	case <-time.After(eventually):
-		t.Fatalf("no reload request: %s", p.Log())
-	}
+	assert.Equal(t, reloadRequest{"POST /api/admin/provisioning/dashboards/reload", "{}", "application/json", "admin", "gr4fana-pw"}, grafana.next(t, p))
 	assert.NotContains(t, p.Log(), "gr4fana-pw")
 }
 
@@ -756,13 +741,7 @@ func k8sSidecarEnvironment(t *testing.T, client kubernetes.Interface, bin string
 	cm.Labels = map[string]string{"grafana_dashboard": ns} // a value of its own: other tests' objects never match
 	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), cm, metav1.CreateOptions{})
 	require.NoError(t, err)
-	type request struct{ method, user, password string }
-	got := make(chan request, 10)
-	grafana := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		user, password, _ := r.BasicAuth()
-		got <- request{r.Method + " " + r.URL.Path, user, password}
-	}))
-	t.Cleanup(grafana.Close)
+	grafana := newReloadEndpoint(t)
 	folder := t.TempDir()
 	addr := testcluster.FreeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
@@ -772,21 +751,12 @@ func k8sSidecarEnvironment(t *testing.T, client kubernetes.Interface, bin string
 	p.Addr = addr
 	p.WaitReady(t)
 	assert.Equal(t, `{"title":"Nodes"}`, readFile(folder, "node.json"))
-	want := request{"POST /api/admin/provisioning/dashboards/reload", "admin", "pr0m-gr4fana"}
-	next := func() request {
-		select {
-		case r := <-got:
-			return r
-		case <-time.After(eventually):
-			t.Fatalf("no reload request: %s", p.Log())
-		}
-		return request{}
-	}
-	assert.Equal(t, want, next(), "the first request, once the dashboards are there")
+	want := reloadRequest{"POST /api/admin/provisioning/dashboards/reload", "", "", "admin", "pr0m-gr4fana"}
+	assert.Equal(t, want, grafana.next(t, p), "the first request, once the dashboards are there")
 
 	_, err = client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "node-exporter", types.MergePatchType, []byte(`{"data":{"node.json":"{\"title\":\"Nodes v2\"}"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, want, next())
+	assert.Equal(t, want, grafana.next(t, p))
 	assert.Equal(t, `{"title":"Nodes v2"}`, readFile(folder, "node.json"))
 	assert.Contains(t, p.Log(), "started with k8s-sidecar's environment")
 	assert.Contains(t, p.Log(), `"msg":`, "JSON logs, k8s-sidecar's default LOG_FORMAT")

@@ -72,7 +72,7 @@ func k8sSidecarArgs(getenv func(string) string) (args, notes []string, ok bool, 
 		return nil, nil, true, fmt.Errorf("k8s-sidecar's FOLDER is not set: it names the folder the files go to (an emptyDir the app reads)")
 	}
 	args = append(args, "--configroot="+folder)
-	if v, set := lookup(getenv, "FOLDER_ANNOTATION"); set {
+	if v := getenv("FOLDER_ANNOTATION"); v != "" {
 		args = append(args, "--folder-annotation="+v)
 	}
 	switch ns := strings.TrimSpace(getenv("NAMESPACE")); {
@@ -191,11 +191,6 @@ func k8sSidecarRequest(getenv func(string) string) (args, notes []string, err er
 		args = append(args, "--reload-http-on-start") // k8s-sidecar's first request, after the first sync
 	}
 	return args, nil, nil
-}
-
-func lookup(getenv func(string) string, name string) (string, bool) {
-	v := getenv(name)
-	return v, v != ""
 }
 
 func joinHostPort(host, port string) string {

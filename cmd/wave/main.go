@@ -445,7 +445,8 @@ func runWave(cfg *config) error {
 	}
 	rc := rollout.Config{Client: client, Dynamic: clients.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
-		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.reloaderOpts}
+		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.reloaderOpts,
+		Passive: cfg.changeWebhook != nil}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
 	}

@@ -56,5 +56,7 @@ func TestReloaderWebhookURLMode(t *testing.T) {
 	d := getDeployment(t, client, ns, "app")
 	assert.NotContains(t, d.Annotations, rollout.InputsAnnotation, "no workload is written")
 	assert.Len(t, replicaSets(t, client, ns, "app"), 1, "nothing rolls")
+	assert.Zero(t, p.Metric("configwave_wave_queue_depth"), "nothing is queued for a controller that does not run")
+	assert.Equal(t, 1.0, p.Metric("configwave_wave_workloads_tracked"), "the opted-in workload is still counted")
 	assert.Contains(t, p.Log(), "Stakater Reloader's --webhook-url")
 }

@@ -60,9 +60,9 @@ func (l Layout) Files(objects []source.Object) (map[string]unpack.File, []LeftOu
 	c := claims{files: map[string]string{}, dirs: map[string]string{}, folders: map[string]configref.Ref{}}
 	var left []LeftOut
 	for _, o := range objects {
-		own, err := l.objectFiles(o)
+		own, folder, err := l.objectFiles(o)
 		if err == nil {
-			err = c.check(o.Ref, l.objectFolder(o), own)
+			err = c.check(o.Ref, folder, own)
 		}
 		if err != nil {
 			if !l.Isolate {
@@ -71,21 +71,12 @@ func (l Layout) Files(objects []source.Object) (map[string]unpack.File, []LeftOu
 			left = append(left, LeftOut{Ref: o.Ref, Why: err.Error()})
 			continue
 		}
-		c.claim(o.Ref, l.objectFolder(o), own)
+		c.claim(o.Ref, folder, own)
 		for p, f := range own {
 			files[p] = f.File
 		}
 	}
 	return files, left, nil
-}
-
-// objectFolder is the folder of an object of its own (per-object), "" when it shares one.
-func (l Layout) objectFolder(o source.Object) string {
-	if !l.PerObject {
-		return ""
-	}
-	base, _ := l.annotatedFolder(o) // an error is objectFiles'
-	return path.Join(base, o.Name)
 }
 
 // annotatedFolder is the folder the object's folder annotation names, relative to the root.
@@ -118,20 +109,22 @@ type ownedFile struct {
 	who string // `configmap ns/name key "k"`
 }
 
-// objectFiles lays out one object's keys, or says why it cannot be.
-func (l Layout) objectFiles(o source.Object) (map[string]ownedFile, error) {
+// objectFiles lays out one object's keys, or says why it cannot be; folder is the object's
+// own folder (per-object), "" when it shares one.
+func (l Layout) objectFiles(o source.Object) (own map[string]ownedFile, folder string, err error) {
 	mode := l.ConfigMapMode
 	if o.Kind == configref.Secret {
 		mode = l.SecretMode
 	}
 	dir, err := l.annotatedFolder(o)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if l.PerObject {
 		dir = path.Join(dir, o.Name)
+		folder = dir
 	}
-	own := map[string]ownedFile{}
+	own = map[string]ownedFile{}
 	keys := slices.Sorted(maps.Keys(o.Data))
 	c := claims{files: map[string]string{}, dirs: map[string]string{}}
 	for _, k := range keys {
@@ -139,23 +132,23 @@ func (l Layout) objectFiles(o source.Object) (map[string]ownedFile, error) {
 		if p, ok := l.Items[k]; ok {
 			rel = p
 		} else if err := validKey(k); err != nil {
-			return nil, fmt.Errorf("%s key %q: %w; rename the key or map it with --items %s=PATH", o.Ref, k, err, k)
+			return nil, "", fmt.Errorf("%s key %q: %w; rename the key or map it with --items %s=PATH", o.Ref, k, err, k)
 		}
 		if l.UniqueFilenames {
 			rel = path.Join(path.Dir(rel), "namespace_"+o.Namespace+"."+o.Kind.Lower()+"_"+o.Name+"."+path.Base(rel))
 		}
 		p := path.Join(dir, rel)
 		if err := unpack.ValidatePath(p); err != nil {
-			return nil, fmt.Errorf("%s key %q: %w", o.Ref, k, err)
+			return nil, "", fmt.Errorf("%s key %q: %w", o.Ref, k, err)
 		}
 		who := fmt.Sprintf("%s key %q", o.Ref, k)
 		if err := c.checkPath(p, who); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		c.claimPath(p, who)
 		own[p] = ownedFile{File: unpack.File{Data: o.Data[k], Mode: mode}, who: who}
 	}
-	return own, nil
+	return own, folder, nil
 }
 
 // claims are the paths and folders taken so far, each with who took it.

@@ -73,6 +73,9 @@ type Config struct {
 	// is set); the Informers' Digester must use it too. Default HashKey.
 	DigestKey []byte
 	DryRun    bool // decide, log and emit Events; write nothing
+	// Passive keeps the indexes (for the gauges) and queues nothing, keeps no whole object:
+	// Stakater Reloader's --webhook-url mode, where nothing rolls and Run is never called.
+	Passive bool
 	// AllowCrossNamespaceRefs lets extra-* entries name other namespaces (Wave's behaviour).
 	AllowCrossNamespaceRefs bool
 	// Dialects are the annotation dialects read (--annotations); zero: Wave's and Reloader's.
@@ -153,6 +156,9 @@ func NewController(cfg Config) (*Controller, error) {
 			if err := inf.AddIndexers(cache.Indexers{byConfig: c.configKeys, byOptIn: c.optInKey, byPattern: c.patternKey}); err != nil {
 				return nil, fmt.Errorf("index %s by the config they use: %w", kind, err)
 			}
+			if cfg.Passive {
+				continue
+			}
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 				AddFunc:    c.enqueueWorkload,
 				UpdateFunc: func(_, obj any) { c.enqueueWorkload(obj) },
@@ -161,6 +167,9 @@ func NewController(cfg Config) (*Controller, error) {
 				return nil, err
 			}
 		}
+	}
+	if cfg.Passive {
+		return c, nil
 	}
 	if ns := cfg.Informers.namespaces; ns != nil {
 		// A namespace's labels decide for all its workloads (--namespace-selector).

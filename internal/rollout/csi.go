@@ -40,13 +40,18 @@ func (inf *Informers) WatchSecretProviderClasses(client dynamic.Interface) error
 	return nil
 }
 
-// secretProviderClassDigests: the versions a class's pods run, as one digest, or absent when no
-// pod reports on it.
-func (inf *Informers) secretProviderClassDigests(ref configref.Ref) (map[string]string, bool) {
+// secretProviderClassHash is Reloader's hash of the versions a class's pods run, and whether
+// any pod reports on it.
+func (inf *Informers) secretProviderClassHash(ref configref.Ref) (string, bool) {
 	if inf.csi == nil {
-		return nil, false
+		return "", false
 	}
-	h, ok := inf.csi.Current(ref)
+	return inf.csi.Current(ref)
+}
+
+// secretProviderClassDigests: that hash as the record's one digest of the class.
+func (inf *Informers) secretProviderClassDigests(ref configref.Ref) (map[string]string, bool) {
+	h, ok := inf.secretProviderClassHash(ref)
 	if !ok {
 		return nil, false
 	}

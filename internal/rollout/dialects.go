@@ -230,8 +230,8 @@ func (c *Controller) stakaterBehind(ctx context.Context, w workload.Workload, ns
 // stakaterHash is Reloader's hash of the current data of an object, and whether it exists.
 func (c *Controller) stakaterHash(ctx context.Context, r configref.Ref) (string, bool, error) {
 	if r.Kind == configref.SecretProviderClass {
-		d, ok := c.Informers.secretProviderClassDigests(r)
-		return d["versions"], ok, nil
+		h, ok := c.Informers.secretProviderClassHash(r)
+		return h, ok, nil
 	}
 	obj, err := c.full.get(ctx, r)
 	if err != nil || obj == nil {

@@ -60,6 +60,15 @@ func TestPlan(t *testing.T) {
 		return s
 	}
 	hash := func(h string) func() (string, error) { return func() (string, error) { return h, nil } }
+	// csi: a Reloader workload that follows SecretProviderClass vault (a transient entry), whose
+	// pods ran entry ran and now run entry now, with --reload-on-create and --reload-on-delete.
+	csi := func(t *testing.T, ran, now string) situation {
+		s := wave(t, inputs("configmap/a=1", now))
+		s.Record = keyed("configmap/a=1," + ran)
+		s.Wave, s.Stakater, s.RollOnCreate, s.RollOnDelete = false, true, true, true
+		s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
+		return s
+	}
 	missing := &refs.MissingError{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "a"}, Where: "container app envFrom"}
 	wantRecordOnly := func(t *testing.T, d decision, result string) {
 		t.Helper()
@@ -374,31 +383,19 @@ func TestPlan(t *testing.T) {
 			wantRecordOnly(t, d, ResultBaseline)
 		}},
 		{"CSI: a SecretProviderClass whose versions changed rolls", func(t *testing.T) situation {
-			s := wave(t, inputs("configmap/a=1", "secretproviderclass/vault=2"))
-			s.Record = keyed("configmap/a=1,secretproviderclass/vault=1")
-			s.Wave, s.Stakater, s.RollOnCreate, s.RollOnDelete = false, true, true, true
-			s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
-			return s
+			return csi(t, "secretproviderclass/vault=1", "secretproviderclass/vault=2")
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
 			wantRollout(t, d, "secretproviderclass/vault")
 		}},
 		{"CSI: its first pod's status comes: nothing rolls, even with --reload-on-create", func(t *testing.T) situation {
-			s := wave(t, inputs("configmap/a=1", "secretproviderclass/vault=2"))
-			s.Record = keyed("configmap/a=1,secretproviderclass/vault=absent")
-			s.Wave, s.Stakater, s.RollOnCreate, s.RollOnDelete = false, true, true, true
-			s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
-			return s
+			return csi(t, "secretproviderclass/vault=absent", "secretproviderclass/vault=2")
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
 			wantRecordOnly(t, d, ResultBaseline)
 		}},
 		{"CSI: its last pod's status goes: nothing rolls, even with --reload-on-delete", func(t *testing.T) situation {
-			s := wave(t, inputs("configmap/a=1", "secretproviderclass/vault=absent"))
-			s.Record = keyed("configmap/a=1,secretproviderclass/vault=2")
-			s.Wave, s.Stakater, s.RollOnCreate, s.RollOnDelete = false, true, true, true
-			s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
-			return s
+			return csi(t, "secretproviderclass/vault=2", "secretproviderclass/vault=absent")
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
 			wantRecordOnly(t, d, ResultBaseline)

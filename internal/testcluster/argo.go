@@ -72,19 +72,13 @@ func EnsureArgoRollouts(ctx context.Context, out io.Writer) (ArgoRollouts, error
 	// GOTOOLCHAIN=auto: its go.mod may ask for a newer Go than the machine's, which the module
 	// proxy serves.
 	env := append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=auto", "GOFLAGS=-mod=readonly")
-	download := exec.CommandContext(ctx, "go", "mod", "download", "-json", argoRolloutsModule+"@"+ArgoRolloutsVersion)
-	download.Env = env
-	b, err := download.Output()
+	modDir, err := downloadModule(ctx, env, argoRolloutsModule, ArgoRolloutsVersion)
 	if err != nil {
-		return ArgoRollouts{}, fmt.Errorf("download %s@%s: %w", argoRolloutsModule, ArgoRolloutsVersion, err)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(b, &mod); err != nil || mod.Dir == "" {
-		return ArgoRollouts{}, fmt.Errorf("locate %s@%s: go mod download printed no folder (%v)", argoRolloutsModule, ArgoRolloutsVersion, err)
+		return ArgoRollouts{}, err
 	}
 	src := filepath.Join(dir, "src")
 	_ = os.RemoveAll(src)
-	if err := os.CopyFS(src, os.DirFS(mod.Dir)); err != nil {
+	if err := os.CopyFS(src, os.DirFS(modDir)); err != nil {
 		return ArgoRollouts{}, fmt.Errorf("copy the Argo Rollouts sources: %w", err)
 	}
 	defer os.RemoveAll(src)
@@ -96,9 +90,9 @@ func EnsureArgoRollouts(ctx context.Context, out io.Writer) (ArgoRollouts, error
 	if err := runWithProgress(ctx, out, cmd, "go build rollouts-controller"); err != nil {
 		return ArgoRollouts{}, err
 	}
-	crds, err := filepath.Glob(filepath.Join(mod.Dir, "manifests", "crds", "*-crd.yaml"))
+	crds, err := filepath.Glob(filepath.Join(modDir, "manifests", "crds", "*-crd.yaml"))
 	if err != nil || len(crds) == 0 {
-		return ArgoRollouts{}, fmt.Errorf("no Argo Rollouts CRDs under %s/manifests/crds (%v)", mod.Dir, err)
+		return ArgoRollouts{}, fmt.Errorf("no Argo Rollouts CRDs under %s/manifests/crds (%v)", modDir, err)
 	}
 	for _, f := range crds {
 		b, err := os.ReadFile(f)
@@ -113,6 +107,22 @@ func EnsureArgoRollouts(ctx context.Context, out io.Writer) (ArgoRollouts, error
 		return ArgoRollouts{}, fmt.Errorf("mark the Argo Rollouts cache complete: %w", err)
 	}
 	return a, listCRDs()
+}
+
+// downloadModule brings module@version into the module cache (from the module proxy, once)
+// and returns its folder.
+func downloadModule(ctx context.Context, env []string, module, version string) (string, error) {
+	download := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version)
+	download.Env = env
+	b, err := download.Output()
+	if err != nil {
+		return "", fmt.Errorf("download %s@%s: %w", module, version, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(b, &mod); err != nil || mod.Dir == "" {
+		return "", fmt.Errorf("locate %s@%s: go mod download printed no folder (%v)", module, version, err)
+	}
+	return mod.Dir, nil
 }
 
 // listenOnLoopback changes the controller's listen address in the copy at src to loopback. It

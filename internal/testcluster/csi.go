@@ -2,10 +2,8 @@ package testcluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,17 +20,11 @@ const (
 // SecretsStoreCRDs downloads the driver's module (once, into the module cache) and returns its
 // CRD files.
 func SecretsStoreCRDs(ctx context.Context) ([]string, error) {
-	download := exec.CommandContext(ctx, "go", "mod", "download", "-json", secretsStoreModule+"@"+SecretsStoreVersion)
-	download.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
-	b, err := download.Output()
+	dir, err := downloadModule(ctx, append(os.Environ(), "GOFLAGS=-mod=readonly"), secretsStoreModule, SecretsStoreVersion)
 	if err != nil {
-		return nil, fmt.Errorf("download %s@%s: %w", secretsStoreModule, SecretsStoreVersion, err)
+		return nil, err
 	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(b, &mod); err != nil || mod.Dir == "" {
-		return nil, fmt.Errorf("locate %s@%s: go mod download printed no folder (%v)", secretsStoreModule, SecretsStoreVersion, err)
-	}
-	files, err := filepath.Glob(filepath.Join(mod.Dir, "config", "crd", "bases", "secrets-store.csi.x-k8s.io_*.yaml"))
+	files, err := filepath.Glob(filepath.Join(dir, "config", "crd", "bases", "secrets-store.csi.x-k8s.io_*.yaml"))
 	if err != nil || len(files) != 2 {
 		return nil, fmt.Errorf("want the 2 CRDs of %s@%s under config/crd/bases, found %d (%v)", secretsStoreModule, SecretsStoreVersion, len(files), err)
 	}
