@@ -127,6 +127,78 @@ func applyDryRun(t *testing.T, objs []*unstructured.Unstructured, namespace stri
 	}
 }
 
+// checkAppConfigs runs the real applications' own checks on the configs the examples carry:
+// nginx -t on every nginx.conf and promtool on every prometheus.yml.
+func checkAppConfigs(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "ConfigMap" {
+			continue
+		}
+		data, _, err := unstructured.NestedStringMap(o.Object, "data")
+		require.NoError(t, err)
+		for key, content := range data {
+			var cmd *exec.Cmd
+			dir := t.TempDir()
+			file := filepath.Join(dir, key)
+			switch key {
+			case "nginx.conf":
+				nginx := testcluster.NeedProgram(t, "nginx", "nginx-light")
+				cmd = exec.Command(nginx, "-t", "-q", "-c", file, "-p", dir+"/", "-e", filepath.Join(dir, "error.log"))
+			case "prometheus.yml":
+				promtool := testcluster.NeedProgram(t, "promtool", "prometheus")
+				cmd = exec.Command(promtool, "check", "config", "--syntax-only", file)
+			default:
+				continue
+			}
+			require.NoError(t, os.WriteFile(file, []byte(content), 0o644))
+			out, err := cmd.CombinedOutput()
+			assert.NoError(t, err, "ConfigMap %s key %s: %s", o.GetName(), key, out)
+		}
+	}
+}
+
+// assertRestricted creates, with server-side dry-run, a Pod from every pod template among objs
+// in a namespace that enforces the restricted Pod Security profile. The profile is enforced on
+// Pods only (a Deployment whose template breaks it is stored, and its ReplicaSet then makes no
+// pods), so the templates are checked as the Pods they become.
+func assertRestricted(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	const ns = "pod-security-restricted"
+	client, err := kubernetes.NewForConfig(cluster.Config())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}, metav1.CreateOptions{})
+	if err != nil && !strings.Contains(err.Error(), "already exists") {
+		require.NoError(t, err)
+	}
+	checked := 0
+	for _, o := range objs {
+		path := []string{"spec", "template"}
+		if o.GetKind() == "CronJob" {
+			path = []string{"spec", "jobTemplate", "spec", "template"}
+		}
+		tmpl, found, err := unstructured.NestedMap(o.Object, path...)
+		require.NoError(t, err)
+		if !found {
+			continue
+		}
+		var pod corev1.Pod
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &pod))
+		pod.Name = strings.ToLower(o.GetKind()) + "-" + o.GetName()
+		pod.Namespace = ns
+		// Pod Security does not look at the ServiceAccount, and the namespace has none of the
+		// example's.
+		pod.Spec.ServiceAccountName = ""
+		_, err = client.CoreV1().Pods(ns).Create(ctx, &pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		assert.NoError(t, err, "%s %s: its pods fail the restricted Pod Security profile", o.GetKind(), o.GetName())
+		checked++
+	}
+	assert.NotZero(t, checked, "no pod template found")
+}
+
 func ensureNamespace(t *testing.T, name string) {
 	t.Helper()
 	testcluster.Need(t, cluster)
@@ -150,7 +222,13 @@ func TestKustomizeBasesApply(t *testing.T) {
 	testcluster.Need(t, cluster)
 	ensureNamespace(t, "configwave-system")
 	for _, dir := range []string{"config/wave", "config/wave-hash-key", "config/wave-migrate", "config/reloader-rbac"} {
-		t.Run(dir, func(t *testing.T) { applyDryRun(t, decode(t, kustomize(t, dir)), "default") })
+		t.Run(dir, func(t *testing.T) {
+			objs := decode(t, kustomize(t, dir))
+			applyDryRun(t, objs, "default")
+			if dir != "config/reloader-rbac" {
+				assertRestricted(t, objs)
+			}
+		})
 	}
 	assert.ElementsMatch(t, []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget", "Service"},
 		kinds(decode(t, kustomize(t, "config/wave"))))
@@ -185,7 +263,11 @@ func TestHelmChartApplies(t *testing.T) {
 	ensureNamespace(t, "team-a")
 	ensureNamespace(t, "team-b")
 	for name, set := range cases {
-		t.Run(name, func(t *testing.T) { applyDryRun(t, decode(t, helmTemplate(t, set...)), "configwave-system") })
+		t.Run(name, func(t *testing.T) {
+			objs := decode(t, helmTemplate(t, set...))
+			applyDryRun(t, objs, "configwave-system")
+			assertRestricted(t, objs)
+		})
 	}
 	out := string(helmTemplate(t, "namespaces={team-a,team-b}", "labelSelector=team=a"))
 	assert.Contains(t, out, "--namespaces=team-a,team-b")
@@ -347,7 +429,10 @@ func TestExamplesApply(t *testing.T) {
 			require.NoError(t, err)
 			_, err = os.Stat(filepath.Join(filepath.Dir(f), "README.md"))
 			require.NoError(t, err, "every example has a README")
-			applyDryRun(t, decode(t, b), "default")
+			objs := decode(t, b)
+			applyDryRun(t, objs, "default")
+			assertRestricted(t, objs)
+			checkAppConfigs(t, objs)
 			// The reloader's Events name its pod by POD_NAME and POD_UID: kubectl describe pod
 			// shows only Events whose UID is the pod's.
 			assert.Equal(t, strings.Count(string(b), "name: POD_NAME,"), strings.Count(string(b), "name: POD_UID,"), "POD_UID beside every POD_NAME")
