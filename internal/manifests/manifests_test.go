@@ -259,7 +259,19 @@ func TestHelmChartApplies(t *testing.T) {
 			"extraVolumeMounts[0].name=tmp", "extraVolumeMounts[0].mountPath=/tmp", "notifyWebhook.existingSecret=wave-hooks",
 			"reloader.namespacesToIgnore={kube-system}", "reloader.resourceLabelSelector={reloader:enabled}", "reloader.reloadOnCreate=true",
 			"reloader.reloadOnDelete=true", "reloader.autoReloadAll=true"},
+		// Checked against the Prometheus Operator's own CRDs.
+		"a ServiceMonitor and the PrometheusRule in the operator's namespace": {"metrics.serviceMonitor.enabled=true",
+			"metrics.serviceMonitor.namespace=monitoring", "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
+			"metrics.serviceMonitor.scrapeTimeout=10s", "metrics.serviceMonitor.relabelings[0].action=replace",
+			"metrics.serviceMonitor.relabelings[0].sourceLabels={__meta_kubernetes_pod_node_name}", "metrics.serviceMonitor.relabelings[0].targetLabel=node",
+			"metrics.serviceMonitor.metricRelabelings[0].action=drop", "metrics.serviceMonitor.metricRelabelings[0].sourceLabels={__name__}",
+			"metrics.serviceMonitor.metricRelabelings[0].regex=go_gc_.*",
+			"metrics.prometheusRule.enabled=true", "metrics.prometheusRule.namespace=monitoring"},
+		"a PodMonitor": {"metrics.podMonitor.enabled=true", "metrics.podMonitor.labels.release=kube-prometheus-stack",
+			"metrics.podMonitor.relabelings[0].action=labeldrop", "metrics.podMonitor.relabelings[0].regex=container"},
 	}
+	testcluster.InstallPrometheusOperatorCRDs(t, cluster)
+	ensureNamespace(t, "monitoring")
 	ensureNamespace(t, "team-a")
 	ensureNamespace(t, "team-b")
 	for name, set := range cases {
@@ -328,6 +340,7 @@ func TestHelmChartApplies(t *testing.T) {
 		"leaderElection.enabled=false": "replicaCount above 1 without leaderElection.enabled",
 		"replicaCount=1":               "podDisruptionBudget.minAvailable is not below replicaCount",
 		"metrics.service.enabled=false,metrics.serviceMonitor.enabled=true": "metrics.serviceMonitor.enabled scrapes through the metrics Service",
+		"metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true": "would scrape every replica twice: enable one",
 	} {
 		args := []string{"template", "x", filepath.Join(root, "charts", "configwave")}
 		for _, s := range strings.Split(set, ",") {
@@ -341,10 +354,26 @@ func TestHelmChartApplies(t *testing.T) {
 	assert.NotEmpty(t, helmTemplate(t, "global.imageRegistry=registry.example.com"), "a subchart: the schema accepts global")
 	assert.NotContains(t, string(helmTemplate(t, "podSecurityContext.runAsUser=null")), "runAsUser", "OpenShift: its SCC assigns the user")
 
-	// The ServiceMonitor needs the Prometheus Operator's CRDs, which this cluster lacks: check
-	// that it renders, not that it applies.
-	sm := decode(t, helmTemplate(t, "metrics.serviceMonitor.enabled=true"))
-	assert.Contains(t, kinds(sm), "ServiceMonitor")
+	// A monitor in the operator's namespace selects wave's pods in the release's; one in the
+	// release's namespace needs no selector.
+	for _, o := range decode(t, helmTemplate(t, "metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.namespace=monitoring",
+		"metrics.serviceMonitor.relabelings[0].action=labeldrop", "metrics.serviceMonitor.relabelings[0].regex=container")) {
+		if o.GetKind() == "ServiceMonitor" {
+			assert.Equal(t, "monitoring", o.GetNamespace())
+			names, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "namespaceSelector", "matchNames")
+			assert.Equal(t, []string{"configwave-system"}, names)
+			endpoints, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
+			require.Len(t, endpoints, 1)
+			assert.Equal(t, []any{map[string]any{"action": "labeldrop", "regex": "container"}}, endpoints[0].(map[string]any)["relabelings"])
+		}
+	}
+	for _, o := range decode(t, helmTemplate(t, "metrics.podMonitor.enabled=true")) {
+		if o.GetKind() == "PodMonitor" {
+			assert.Equal(t, "configwave-system", o.GetNamespace())
+			_, found, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "namespaceSelector")
+			assert.False(t, found)
+		}
+	}
 
 	_, err = helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "hashFormat=md5")
 	require.Error(t, err, "values.schema.json rejects a bad hash format")

@@ -56,3 +56,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   verbs: ["get", "list", "watch"]
 {{- end }}
 {{- end }}
+
+{{/* The scrape settings a ServiceMonitor endpoint and a PodMonitor endpoint share. */}}
+{{- define "configwave.scrapeEndpoint" -}}
+interval: {{ .interval }}
+{{- with .scrapeTimeout }}
+scrapeTimeout: {{ . }}
+{{- end }}
+{{- with .relabelings }}
+relabelings: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .metricRelabelings }}
+metricRelabelings: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
