@@ -78,6 +78,7 @@ func TestSidecarFollowsKeysAndBinaryData(t *testing.T) {
 	assert.Len(t, app.reloads(), 2, "a metadata-only update must not reload")
 	assert.Equal(t, "not the reloader's", readFile(root, "mine.txt"), "files the reloader did not write are never touched")
 	assert.EqualValues(t, 2, p.Metric(`configwave_reloader_reloads_total{result="success"}`))
+	assert.EqualValues(t, 2, p.Metric(`configwave_reloader_reload_duration_seconds_count`), "two changes told, each with its latency")
 	assert.Greater(t, p.Metric("configwave_reloader_last_reload_success_timestamp_seconds"), float64(0))
 	assert.NotContains(t, p.Log(), "t0k3n", "a header value never reaches the log")
 

@@ -45,6 +45,7 @@ import (
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/migrate"
+	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/profiles"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/serve"
@@ -435,7 +436,8 @@ func runWave(cfg *config) error {
 		}
 	}
 	var ctrl *rollout.Controller
-	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() })
+	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() },
+		func(s outcome.State) float64 { return ctrl.Workloads(s) })
 	stakater := compat.NewStakaterReloader(reg, cfg.countByNamespace)
 	metrics.OnRolloutWrite = func(rw rollout.RolloutWrite) {
 		stakater.Rollout(rw.Namespace, rw.OK)

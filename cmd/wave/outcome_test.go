@@ -102,6 +102,13 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 
 	assert.Equal(t, 2.0, p.Metric(`configwave_wave_rollouts_total{result="failed"}`))
 	assert.Equal(t, 1.0, p.Metric(`configwave_wave_rollouts_total{result="succeeded"}`))
+	assert.Equal(t, 2.0, p.Metric(`configwave_wave_rollout_duration_seconds_count{result="failed"}`))
+	assert.Equal(t, 1.0, p.Metric(`configwave_wave_rollout_duration_seconds_count{result="succeeded"}`))
+	assert.Equal(t, 3.0, p.Metric(`configwave_wave_trigger_duration_seconds_count`), "one change, three rollouts; the workload waiting for its config rolled nothing")
+	assert.Greater(t, p.Metric(`configwave_wave_trigger_duration_seconds_sum`), 0.0)
+	for state, want := range map[string]float64{"up_to_date": 1, "rolling": 0, "failed": 2, "missing_config": 1} {
+		assert.Equal(t, want, p.Metric(`configwave_wave_workloads{state="`+state+`"}`), state)
+	}
 	code, body := p.Get("/status")
 	require.Equal(t, http.StatusOK, code)
 	var status rollout.Status

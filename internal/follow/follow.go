@@ -113,6 +113,19 @@ func (f *Tracker) Transition(key, name string, rec outcome.Record, v outcome.Ver
 	return Nothing
 }
 
+// Count is how many of the workloads followed were last judged to be in state s.
+func (f *Tracker) Count(s outcome.State) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, w := range f.seen {
+		if w.state == s {
+			n++
+		}
+	}
+	return n
+}
+
 // FailedRollouts lists the workloads whose last config rollout failed, for /status.
 func (f *Tracker) FailedRollouts() []FailedRollout {
 	f.mu.Lock()

@@ -52,3 +52,20 @@ func TestTransition(t *testing.T) {
 	assert.Empty(t, f.FailedRollouts())
 	assert.False(t, f.IsOurs("k"))
 }
+
+// Count is what the workloads gauge shows: each workload in the state it was last judged in,
+// and a forgotten one in none.
+func TestCount(t *testing.T) {
+	f := New()
+	rec := outcome.Record{Change: "configmap/a", Started: time.Unix(1000, 0)}
+	f.Transition("a", "a", rec, outcome.Verdict{State: outcome.UpToDate})
+	f.Transition("b", "b", rec, outcome.Verdict{State: outcome.Failed})
+	f.Transition("c", "c", rec, outcome.Verdict{State: outcome.Failed})
+	f.Started("d", rec)
+	f.Transition("c", "c", rec, outcome.Verdict{State: outcome.UpToDate})
+	f.Forget("a")
+	assert.Equal(t, 1, f.Count(outcome.UpToDate))
+	assert.Equal(t, 1, f.Count(outcome.Failed))
+	assert.Equal(t, 1, f.Count(outcome.Rolling))
+	assert.Zero(t, f.Count(outcome.Waiting))
+}

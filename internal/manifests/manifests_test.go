@@ -339,7 +339,7 @@ func TestHelmChartApplies(t *testing.T) {
 	for set, want := range map[string]string{
 		"leaderElection.enabled=false": "replicaCount above 1 without leaderElection.enabled",
 		"replicaCount=1":               "podDisruptionBudget.minAvailable is not below replicaCount",
-		"metrics.service.enabled=false,metrics.serviceMonitor.enabled=true": "metrics.serviceMonitor.enabled scrapes through the metrics Service",
+		"metrics.service.enabled=false,metrics.serviceMonitor.enabled=true":   "metrics.serviceMonitor.enabled scrapes through the metrics Service",
 		"metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true": "would scrape every replica twice: enable one",
 	} {
 		args := []string{"template", "x", filepath.Join(root, "charts", "configwave")}

@@ -21,7 +21,13 @@ type Metrics struct {
 	FolderWatches     prometheus.Gauge
 	// LeftOut: objects the layout leaves out of the set (selector mode).
 	LeftOut prometheus.Gauge
+	// ReloadLatency: from a change of the sources reaching the reloader to the app told of it.
+	ReloadLatency prometheus.Histogram
 }
+
+// latencyBuckets span a reload told in a millisecond to one that waited minutes for the app:
+// the debounce (100 ms), Prometheus' own reload (seconds), retries (up to minutes).
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
 
 // Reload results, the values of the "result" label.
 const (
@@ -76,11 +82,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Selected objects left out of the config because they cannot be laid out (a clash, a bad key); the others keep updating. /status names them.",
 		}),
 	}
+	m.ReloadLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "configwave_reloader_reload_duration_seconds",
+		Help:    "Seconds from a change of the sources reaching the reloader to the app told of it: the debounce, the check, the swap and the retries until the app answered.",
+		Buckets: latencyBuckets,
+	})
 	for _, r := range []string{ResultSuccess, ResultValidationFailed, ResultNotifyFailed, ResultInvalidConfig, ResultWriteFailed} {
 		m.Reloads.WithLabelValues(r)
 	}
 	m.LastReloadSuccessful.Set(1)
 	reg.MustRegister(m.Reloads, m.LastSuccess, m.ConfigInfo, m.WatchRestarts, m.Ready, m.LastReloadSuccessful,
-		m.FolderEvents, m.FolderWatchErrors, m.FolderWatches, m.LeftOut)
+		m.FolderEvents, m.FolderWatchErrors, m.FolderWatches, m.LeftOut, m.ReloadLatency)
 	return m
 }

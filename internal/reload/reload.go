@@ -255,6 +255,7 @@ func (r *Reloader) Run(ctx context.Context) error {
 		return nil // ctx ended
 	}
 	var retry <-chan time.Time
+	var changedAt time.Time // the first change the app has not been told of; zero: none
 	for {
 		o, err := r.pass(ctx)
 		if err != nil {
@@ -268,6 +269,7 @@ func (r *Reloader) Run(ctx context.Context) error {
 		r.report(prev, o)
 		r.publish()
 		ended := r.clock()
+		changedAt = r.observeLatency(changedAt, o, ended)
 
 		retry = nil
 		if o.retry {
@@ -277,10 +279,26 @@ func (r *Reloader) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-r.Source.Changed():
+			if changedAt.IsZero() {
+				changedAt = r.clock()
+			}
 			r.settle(ctx, ended)
 		case <-retry:
 		}
 	}
+}
+
+// observeLatency counts the time from the change changedAt to a pass that told the app, and
+// says from when the next one counts: a pass that will be retried keeps the change pending,
+// one with nothing to tell (the same content, a rejected set) ends it.
+func (r *Reloader) observeLatency(changedAt time.Time, o outcome, now time.Time) time.Time {
+	switch {
+	case changedAt.IsZero() || o.retry:
+		return changedAt
+	case o.notified && r.Metrics != nil:
+		r.Metrics.ReloadLatency.Observe(now.Sub(changedAt).Seconds())
+	}
+	return time.Time{}
 }
 
 // settle decides when a pass follows a change signal. The first change after a quiet period is

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -117,6 +118,45 @@ func TestReloaderFirstUnpackThenOneReloadPerChange(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	assert.EqualValues(t, 1, n.calls.Load())
 	assert.EqualValues(t, 1, testutil.ToFloat64(r.Metrics.Reloads.WithLabelValues(ResultSuccess)))
+	count, _ := histogram(t, r.Metrics.ReloadLatency)
+	assert.EqualValues(t, 1, count, "one change told, one latency; the first unpack and a change with the same content count none")
+}
+
+// histogram reads a histogram's sample count and sum.
+func histogram(t *testing.T, h prometheus.Histogram) (uint64, float64) {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, h.Write(&m))
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+}
+
+func TestObserveLatency(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	now := t0.Add(250 * time.Millisecond)
+	for name, tc := range map[string]struct {
+		changedAt time.Time
+		o         outcome
+		observed  bool
+		pending   time.Time
+	}{
+		"told":                              {changedAt: t0, o: outcome{notified: true}, observed: true},
+		"told on start, no change pending":  {o: outcome{notified: true}},
+		"the app did not answer: retried":   {changedAt: t0, o: outcome{retry: true}, pending: t0},
+		"the same content: nothing to tell": {changedAt: t0},
+		"rejected by the check":             {changedAt: t0, o: outcome{err: errors.New("rejected")}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &Reloader{Metrics: NewMetrics(prometheus.NewRegistry())}
+			assert.Equal(t, tc.pending, r.observeLatency(tc.changedAt, tc.o, now))
+			count, sum := histogram(t, r.Metrics.ReloadLatency)
+			if tc.observed {
+				assert.EqualValues(t, 1, count)
+				assert.InDelta(t, 0.25, sum, 1e-9)
+			} else {
+				assert.Zero(t, count)
+			}
+		})
+	}
 }
 
 func TestReloaderBurstGivesOneReloadOfTheFinalContent(t *testing.T) {
@@ -187,6 +227,8 @@ func TestReloaderRetriesAFailedNotification(t *testing.T) {
 	calls := n.calls.Load()
 	time.Sleep(200 * time.Millisecond)
 	assert.Equal(t, calls, n.calls.Load(), "no more requests once the app was told")
+	count, _ := histogram(t, r.Metrics.ReloadLatency)
+	assert.EqualValues(t, 1, count, "the retries are part of the one change's latency")
 }
 
 func TestReloaderWaitsForMissingSourcesAndKeepsFilesWhenDeleted(t *testing.T) {

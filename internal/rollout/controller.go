@@ -45,6 +45,7 @@ import (
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/crashloop"
 	"github.com/configwave/configwave/internal/follow"
+	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/pacing"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
@@ -118,6 +119,7 @@ type Controller struct {
 	crash   *crashloop.Finder // nil without a PodClient
 	pace    *pacing.Pacer
 	warned  warnedOf
+	pending *changesPending
 	leading atomic.Bool // Run is running: this replica decides
 }
 
@@ -137,6 +139,7 @@ func NewController(cfg Config) (*Controller, error) {
 	c.keyID = confighash.KeyID(c.DigestKey)
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
 	c.follow = follow.New()
+	c.pending = newChangesPending()
 	c.pace = pacing.New(cfg.Coalesce, cfg.MinRolloutInterval, cfg.Reloader.Dialect.PausePeriod())
 	c.pace.LimitRate(cfg.UpdateRate, cfg.UpdateBurst)
 	if cfg.PodClient != nil {
@@ -227,6 +230,10 @@ func NewController(cfg Config) (*Controller, error) {
 // Held is how many workloads have a rollout held back (--coalesce, a floor), for the gauge.
 func (c *Controller) Held() float64 { return c.pace.Held() }
 
+// Workloads is how many workloads this replica last judged to be in state s, for the gauge; a
+// standby judges none.
+func (c *Controller) Workloads(s outcome.State) float64 { return float64(c.follow.Count(s)) }
+
 // QueueDepth and Tracked feed the gauges.
 func (c *Controller) QueueDepth() float64 { return float64(c.queue.Len()) }
 func (c *Controller) Tracked() float64 {
@@ -282,16 +289,25 @@ func (c *Controller) enqueueUsers(kind configref.Kind, obj any) {
 // expression).
 func (c *Controller) enqueueRef(ref configref.Ref) {
 	users := 0
+	now, leading := time.Now(), c.leading.Load()
+	enqueue := func(obj any) {
+		if key, ok := workload.KeyOf(obj); ok {
+			if leading {
+				c.pending.note(key, now)
+			}
+			c.queue.Add(key)
+		}
+	}
 	for _, list := range c.Informers.workloads {
 		for _, inf := range list {
 			objs, _ := inf.GetIndexer().ByIndex(byConfig, ref.String())
 			for _, obj := range objs {
-				c.enqueueWorkload(obj)
+				enqueue(obj)
 			}
 			users += len(objs)
 			patterned, _ := inf.GetIndexer().ByIndex(byPattern, ref.Namespace)
 			for _, obj := range patterned {
-				c.enqueueWorkload(obj)
+				enqueue(obj)
 			}
 		}
 	}
@@ -423,6 +439,11 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	result, err := c.sync(ctx, key)
+	if err == nil {
+		if d, ok := c.pending.settle(key, result, time.Now()); ok {
+			c.Metrics.TriggerLatency.Observe(d.Seconds())
+		}
+	}
 	if errors.Is(err, errStale) || apierrors.IsConflict(err) {
 		// The decision was made on a cache that is a moment behind; the informer catches up
 		// and the next try decides again. Routine during rollouts, not an error.
@@ -469,6 +490,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 func (c *Controller) forget(key string) {
 	c.pace.Abandon(key, time.Now())
 	c.follow.Forget(key)
+	c.pending.drop(key)
 	c.warned.set(key, "")
 	if c.crash != nil {
 		c.crash.Forget(key)

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -44,7 +43,7 @@ func TestSelectionHonoursDialectsAndReloaderOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewSimpleClientset()
 			c, err := NewController(Config{Client: client, Informers: NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"a"}, labels.Everything(), time.Minute, confighash.Digester{}),
-				Recorder: record.NewFakeRecorder(1), Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
+				Recorder: record.NewFakeRecorder(1), Metrics: testMetrics(),
 				Dialects: tc.dialects, Reloader: tc.opts})
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, c.selectionOf(tc.w).optedIn())

@@ -77,6 +77,7 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) error {
 		c.Recorder.Eventf(w.Object, corev1.EventTypeNormal, "ConfigRolledOut", "the %s change is rolled out: every pod runs the current config (%s after wave started the rollout)", v.Change, took)
 		klog.InfoS("config rolled out", "workload", w.String(), "change", v.Change, "took", took)
 		c.Metrics.Rollouts.WithLabelValues(RolloutSucceeded).Inc()
+		c.Metrics.RolloutDuration.WithLabelValues(RolloutSucceeded).Observe(now.Sub(rec.Started).Seconds())
 		if r == follow.Recovered {
 			c.alert(fmt.Sprintf("configwave: %s recovered: its pods run the current config (%s).", w, v.Change))
 		}
@@ -84,6 +85,7 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) error {
 		c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "ConfigRolloutFailed", "the rollout of the %s change failed: %s; the old pods keep serving. Revert the change, or fix the config: the next change rolls again", v.Change, v.Reason)
 		klog.InfoS("config rollout failed", "workload", w.String(), "change", v.Change, "reason", v.Reason)
 		c.Metrics.Rollouts.WithLabelValues(RolloutFailed).Inc()
+		c.Metrics.RolloutDuration.WithLabelValues(RolloutFailed).Observe(now.Sub(rec.Started).Seconds())
 		c.alert(fmt.Sprintf("configwave: the rollout of %s failed after %s changed: %s. The old pods keep serving; revert the change (git revert) or fix the config.", w, v.Change, v.Reason))
 	}
 	return noteErr

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,7 +30,7 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	rec := record.NewFakeRecorder(20)
 	var alerts []string
 	c, err := NewController(Config{Client: client, Informers: NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
-		Recorder: rec, Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
+		Recorder: rec, Metrics: testMetrics(),
 		RolloutDeadline: time.Minute, Alert: func(s string) { alerts = append(alerts, s) }})
 	require.NoError(t, err)
 	started := time.Now().Add(-5 * time.Second)
@@ -127,7 +126,7 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 func TestFollowUpLooksAgainAtWavesDeadline(t *testing.T) {
 	client := fake.NewSimpleClientset()
 	c, err := NewController(Config{Client: client, Informers: NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
-		Recorder: record.NewFakeRecorder(20), Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
+		Recorder: record.NewFakeRecorder(20), Metrics: testMetrics(),
 		RolloutDeadline: 300 * time.Millisecond})
 	require.NoError(t, err)
 	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", Generation: 2,

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,7 +28,7 @@ func newTestController(t *testing.T, allowCross bool, objs ...*corev1.ConfigMap)
 	}
 	inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
 	c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
-		Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }), AllowCrossNamespaceRefs: allowCross})
+		Metrics: testMetrics(), AllowCrossNamespaceRefs: allowCross})
 	require.NoError(t, err)
 	return c, client
 }
@@ -121,7 +120,7 @@ func TestIndexDoesNotDependOnNamespaceLabels(t *testing.T) {
 	sel, err := labels.Parse("team=a")
 	require.NoError(t, err)
 	c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
-		Metrics:  NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
+		Metrics:  testMetrics(),
 		Reloader: ReloaderOptions{NamespaceSelector: sel}})
 	require.NoError(t, err)
 	defer c.queue.ShutDown()

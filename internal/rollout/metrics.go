@@ -1,6 +1,10 @@
 package rollout
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/configwave/configwave/internal/outcome"
+)
 
 // Metrics are wave's Prometheus series, registered in a registry passed in.
 type Metrics struct {
@@ -8,6 +12,10 @@ type Metrics struct {
 	Patches    *prometheus.CounterVec
 	Errors     prometheus.Counter
 	Rollouts   *prometheus.CounterVec
+	// TriggerLatency: from a config change reaching wave to the rollout patch written.
+	TriggerLatency prometheus.Histogram
+	// RolloutDuration: from the rollout patch to its outcome, by result.
+	RolloutDuration *prometheus.HistogramVec
 	// OnRolloutWrite, when set, sees every rollout patch, written or refused by the API server
 	// (a 409 aside: that is decided again), for Stakater Reloader's series and its alert on
 	// every reload.
@@ -40,8 +48,17 @@ const (
 	ResultResumed   = "resumed"   // a Deployment Stakater Reloader paused for its pause-period, resumed
 )
 
-// NewMetrics registers wave's series; queueDepth and tracked are read at scrape time.
-func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64) *Metrics {
+// WorkloadStates are the values of the workloads gauge's "state" label: what the leader last
+// judged of each workload whose rollouts it follows (wave status shows the same states).
+var WorkloadStates = map[string]outcome.State{
+	"up_to_date":     outcome.UpToDate,
+	"rolling":        outcome.Rolling,
+	"failed":         outcome.Failed,
+	"missing_config": outcome.Waiting,
+}
+
+// NewMetrics registers wave's series; queueDepth, tracked and workloads are read at scrape time.
+func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64, workloads func(outcome.State) float64) *Metrics {
 	m := &Metrics{
 		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "configwave_wave_reconciles_total",
@@ -60,12 +77,31 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64) *
 			Help: "Config rollouts wave caused and followed to the end, by result: succeeded, failed (seen by the leader as they happened).",
 		}, []string{"result"}),
 	}
+	m.TriggerLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "configwave_wave_trigger_duration_seconds",
+		Help:    "Seconds from a change of a ConfigMap or Secret reaching wave to the rollout of a workload that uses it written: holds (--coalesce, floors, --update-rate) and retries included.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900},
+	})
+	m.RolloutDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "configwave_wave_rollout_duration_seconds",
+		Help:    "Seconds from a config rollout written to its outcome, by result: succeeded (every pod runs the new config), failed.",
+		Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600},
+	}, []string{"result"})
 	m.Rollouts.WithLabelValues(RolloutSucceeded)
 	m.Rollouts.WithLabelValues(RolloutFailed)
+	m.RolloutDuration.WithLabelValues(RolloutSucceeded)
+	m.RolloutDuration.WithLabelValues(RolloutFailed)
+	for label, state := range WorkloadStates {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "configwave_wave_workloads",
+			Help:        "Workloads by where their pods stand with their config, as the leader last judged them: up_to_date, rolling, failed, missing_config (0 on a standby).",
+			ConstLabels: prometheus.Labels{"state": label},
+		}, func() float64 { return workloads(state) }))
+	}
 	for _, r := range []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed} {
 		m.Reconciles.WithLabelValues(r)
 	}
-	reg.MustRegister(m.Reconciles, m.Patches, m.Errors, m.Rollouts,
+	reg.MustRegister(m.Reconciles, m.Patches, m.Errors, m.Rollouts, m.TriggerLatency, m.RolloutDuration,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_queue_depth", Help: "Workloads waiting in the work queue."}, queueDepth),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_workloads_tracked", Help: "Opted-in workloads in the reverse index."}, tracked),
 	)

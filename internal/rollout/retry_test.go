@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -54,7 +53,7 @@ func TestFailingWritesBackOff(t *testing.T) {
 	})
 	inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
 	c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(20),
-		Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }), RolloutDeadline: time.Hour})
+		Metrics: testMetrics(), RolloutDeadline: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, inf.workloads["Deployment"][0].GetIndexer().Add(d))
 	require.NoError(t, inf.configs[configref.ConfigMap][0].GetIndexer().Add(digested))

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -202,7 +201,7 @@ func TestSyncDecisionTable(t *testing.T) {
 			}
 			inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{ns}, labels.Everything(), time.Minute, confighash.Digester{Key: digestKey})
 			c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
-				Metrics: NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 }),
+				Metrics: testMetrics(),
 				HashKey: tt.hashKey, DigestKey: tt.digestKey, DryRun: tt.dryRun, Reloader: tt.reloader})
 			require.NoError(t, err)
 			require.NoError(t, inf.workloads["Deployment"][0].GetIndexer().Add(tt.workload))
