@@ -267,7 +267,8 @@ func TestHelmChartApplies(t *testing.T) {
 			"metrics.serviceMonitor.metricRelabelings[0].action=drop", "metrics.serviceMonitor.metricRelabelings[0].sourceLabels={__name__}",
 			"metrics.serviceMonitor.metricRelabelings[0].regex=go_gc_.*",
 			"metrics.prometheusRule.enabled=true", "metrics.prometheusRule.namespace=monitoring"},
-		"a PodMonitor": {"metrics.podMonitor.enabled=true", "metrics.podMonitor.labels.release=kube-prometheus-stack",
+		"a PodMonitor and the Grafana dashboard": {"metrics.podMonitor.enabled=true", "metrics.grafanaDashboard.enabled=true",
+			"metrics.grafanaDashboard.annotations.grafana_folder=Platform", "metrics.podMonitor.labels.release=kube-prometheus-stack",
 			"metrics.podMonitor.relabelings[0].action=labeldrop", "metrics.podMonitor.relabelings[0].regex=container"},
 	}
 	testcluster.InstallPrometheusOperatorCRDs(t, cluster)
