@@ -83,15 +83,17 @@ fuzz:
 demo: controlplane
 	$(GO) run ./hack/demo
 
-# Latency, cost and memory against floors measured in the same run, written to
+# Latency, cost and memory against floors measured in the same run, written to README.md's figures,
 # docs/benchmarks.md, bench/results.json and docs/plots/. BENCH_MODE=full for every scale.
 BENCH_MODE ?= quick
 bench: controlplane
 	cd bench && $(GO) run . -mode=$(BENCH_MODE) $(BENCH_ARGS)
 
-# Flag references in docs/ from the binaries' own --help (a test fails when they are stale).
+# Flag references in docs/ from the binaries' own --help, and the README's figures from
+# bench/results.json (a test fails when either is stale).
 docs:
 	$(GO) test -short -run TestFlagsDocIsCurrent ./cmd/reloader ./cmd/wave -args -update
+	$(GO) test -run TestReadmeFiguresMatchResults ./internal/figures -args -update
 
 clean:
 	rm -rf $(BIN)

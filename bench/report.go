@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/configwave/configwave/internal/figures"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -136,7 +137,29 @@ func (r *report) write(root string) error {
 		return fmt.Errorf("%s lacks the generated-section markers", doc)
 	}
 	s = s[:i+len(beginMarker)] + "\n" + r.markdown() + s[j:]
-	return os.WriteFile(doc, []byte(s), 0o644)
+	if err := os.WriteFile(doc, []byte(s), 0o644); err != nil {
+		return err
+	}
+	return writeReadmeFigures(root)
+}
+
+// writeReadmeFigures renders the README's figures from the results just written, as the test
+// of internal/figures checks them.
+func writeReadmeFigures(root string) error {
+	results, err := figures.Load(filepath.Join(root, "bench", "results.json"))
+	if err != nil {
+		return err
+	}
+	readme := filepath.Join(root, "README.md")
+	doc, err := os.ReadFile(readme)
+	if err != nil {
+		return err
+	}
+	out, err := figures.Rewrite(doc, figures.Markdown(results))
+	if err != nil {
+		return fmt.Errorf("%s: %w", readme, err)
+	}
+	return os.WriteFile(readme, out, 0o644)
 }
 
 func row(cells ...any) string {

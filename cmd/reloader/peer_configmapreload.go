@@ -11,7 +11,7 @@ import (
 
 // configmap-reload's flags (jimmidyson/configmap-reload, as its main parses them), so that a
 // sidecar of it keeps its arguments and changes only its image. Each is a second name for one
-// of ours; the README's migration table says where we differ.
+// of ours; the migration table in docs/migrating.md says where we differ.
 func addConfigmapReloadFlags(fs *flag.FlagSet, o *options) {
 	fs.StringArrayVar(&o.reloadHTTP, "webhook-url", nil, "configmap-reload's name for --reload-http; repeatable.")
 	fs.StringVar(&o.reloadMethod, "webhook-method", "POST", "configmap-reload's name for --reload-http-method.")

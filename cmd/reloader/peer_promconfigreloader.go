@@ -49,7 +49,7 @@ type promOptions struct {
 
 // The Prometheus Operator's prometheus-config-reloader (Thanos' pkg/reloader) takes these flags,
 // so that the operator's --prometheus-config-reloader can name this image: each means what it
-// means there, over the reloader's pipeline. The README's migration table says where we differ.
+// means there, over the reloader's pipeline. The migration table in docs/migrating.md says where we differ.
 func addPromConfigReloaderFlags(fs *flag.FlagSet, o *options) {
 	p := &o.prom
 	fs.StringArrayVar(&o.folders, "watched-dir", nil, "prometheus-config-reloader's name for --volume-dir.")

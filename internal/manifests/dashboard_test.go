@@ -43,8 +43,8 @@ type dashboard struct {
 }
 
 // The Grafana dashboard loads: its JSON has what Grafana needs to import it, every query is
-// PromQL that a real Prometheus accepts, every configwave series it reads is one the README's
-// metrics reference lists, and the chart's ConfigMap carries the file as it is.
+// PromQL that a real Prometheus accepts, every configwave series it reads is one the metrics
+// reference, docs/metrics.md, lists, and the chart's ConfigMap carries the file as it is.
 func TestGrafanaDashboard(t *testing.T) {
 	prometheus := testcluster.NeedProgram(t, "prometheus", "prometheus")
 	file := filepath.Join(root, "charts", "configwave", "files", "grafana-dashboard.json")
@@ -77,11 +77,11 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	require.Greater(t, len(exprs), 20)
 
-	// Every configwave series read is in the README's metrics reference (its first column).
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	// Every configwave series read is in the metrics reference, docs/metrics.md (its first column).
+	reference, err := os.ReadFile(filepath.Join(root, "docs", "metrics.md"))
 	require.NoError(t, err)
 	documented := map[string]bool{}
-	for _, line := range strings.Split(string(readme), "\n") {
+	for _, line := range strings.Split(string(reference), "\n") {
 		if cell, ok := strings.CutPrefix(line, "| `configwave_"); ok {
 			cell, _, _ = strings.Cut("`configwave_"+cell, " | ")
 			for _, m := range regexp.MustCompile("`([a-z_]+)").FindAllStringSubmatch(cell, -1) {
@@ -97,7 +97,7 @@ func TestGrafanaDashboard(t *testing.T) {
 				name = strings.TrimSuffix(name, suffix)
 			}
 			read = append(read, name)
-			assert.True(t, documented[name], "%s is not in the README's metrics reference", name)
+			assert.True(t, documented[name], "%s is not in docs/metrics.md", name)
 		}
 	}
 	slices.Sort(read)

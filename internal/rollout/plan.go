@@ -126,7 +126,7 @@ type logLine struct {
 	KV  []any
 }
 
-// plan decides for one workload from its situation alone, in the order of the README's rule:
+// plan decides for one workload from its situation alone, in the order of docs/wave.md's rule:
 //
 //   - not opted in: forget it; never write to it.
 //   - required config missing: an Event names it (once); no rollout, since new pods could not

@@ -1,0 +1,67 @@
+package figures
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the README's figures from bench/results.json")
+
+var root = filepath.Join("..", "..")
+
+// The README quotes exactly what the last `make bench` measured.
+func TestReadmeFiguresMatchResults(t *testing.T) {
+	r, err := Load(filepath.Join(root, "bench", "results.json"))
+	require.NoError(t, err)
+	readme := filepath.Join(root, "README.md")
+	doc, err := os.ReadFile(readme)
+	require.NoError(t, err)
+	want := Markdown(r)
+	if *update {
+		out, err := Rewrite(doc, want)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(readme, out, 0o644))
+		return
+	}
+	got, err := Current(doc)
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "README.md's figures differ from bench/results.json: run make docs")
+}
+
+func TestMarkdown(t *testing.T) {
+	var r Results
+	r.Command = "make bench"
+	empty := Markdown(r)
+	assert.Contains(t, empty, "| what | measured (median) | against, in the same run |")
+	assert.Equal(t, 2, strings.Count(empty, "\n|"), "a run that measured nothing quotes nothing")
+
+	r.Propagation = &struct {
+		Floor       Stats `json:"floor_watch"`
+		HTTP        Stats `json:"reload_request"`
+		DefaultHTTP Stats `json:"reload_request_default_debounce"`
+	}{Floor: Stats{Median: 8}, HTTP: Stats{Median: 9}, DefaultHTTP: Stats{Median: 10}}
+	out := Markdown(r)
+	assert.Contains(t, out, "| 10.0 ms | a bare watch on the same ConfigMap, 8.0 ms: 1.25× |")
+	assert.Contains(t, out, "| 9.0 ms | 1.12× the bare watch |")
+	assert.NotContains(t, out, "wave:", "no wave figure without wave's measurements")
+}
+
+func TestRewrite(t *testing.T) {
+	doc := []byte("# x\n\n" + Begin + "\nold\n" + End + "\n\nafter\n")
+	out, err := Rewrite(doc, "new\n")
+	require.NoError(t, err)
+	assert.Equal(t, "# x\n\n"+Begin+"\nnew\n"+End+"\n\nafter\n", string(out))
+	got, err := Current(out)
+	require.NoError(t, err)
+	assert.Equal(t, "new\n", got)
+	_, err = Rewrite([]byte("no markers"), "new\n")
+	assert.Error(t, err)
+	_, err = Current([]byte(End + Begin))
+	assert.Error(t, err)
+}
