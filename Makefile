@@ -22,12 +22,20 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/sourc
 	FuzzExpand:./internal/render FuzzToldRecord:./internal/reload FuzzTransform:./internal/csi
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-IMAGE   ?= configwave:$(VERSION)
+IMAGE   ?= configwave:$(patsubst v%,%,$(VERSION))
 
-.PHONY: build image test lint fuzz deps controlplane argo-rollouts demo bench docs clean
+.PHONY: build image release test lint fuzz deps controlplane argo-rollouts demo bench docs clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/reloader ./cmd/wave
+
+# What a release publishes, under dist/ (emptied first): static binaries for each platform,
+# the chart package, an SPDX SBOM and SHA256SUMS. `make test` builds it for this machine's
+# platform only (hack/release's test): a second platform's compile would cost CI 2 minutes.
+RELEASE_PLATFORMS ?= linux/amd64,linux/arm64
+release: $(HELM)
+	rm -rf dist
+	$(GO) run ./hack/release --version=$(VERSION) --out=dist --platforms=$(RELEASE_PLATFORMS) --helm=$(HELM)
 
 # Needs a container engine (none runs on the development machines).
 image:

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestChartVersionOf(t *testing.T) {
+	chart := filepath.Join(t.TempDir(), "Chart.yaml")
+	require.NoError(t, os.WriteFile(chart, []byte("apiVersion: v2\nname: x\nversion: 0.2.0\nappVersion: \"0.2.0\"\n"), 0o644))
+	for version, want := range map[string]string{
+		"v0.1.0":                  "0.1.0",
+		"v1.2.3-rc.1":             "1.2.3-rc.1",
+		"v0.1.0-3-g3431252-dirty": "0.1.0-3-g3431252-dirty", // SemVer already: a pre-release of v0.1.0
+		"3431252":                 "0.2.0-dev.3431252",
+		"3431252-dirty":           "0.2.0-dev.3431252-dirty",
+		"release/candidate one":   "0.2.0-dev.release.candidate.one",
+		"v1.2":                    "0.2.0-dev.v1.2",
+	} {
+		got, err := chartVersionOf(version, chart)
+		require.NoError(t, err, version)
+		assert.Equal(t, want, got, version)
+		assert.Regexp(t, semver, got)
+	}
+	_, err := chartVersionOf("3431252", filepath.Join(t.TempDir(), "missing.yaml"))
+	assert.ErrorContains(t, err, "read the chart's version")
+}
+
+// What a release publishes, built for this machine's platform as `make release` builds it for
+// every platform: static binaries that say their version, a chart package of that version, an
+// SBOM of exactly what each binary embeds, and checksums that match. The version differs from
+// Chart.yaml's, so that a chart packaged without it would show.
+func TestReleaseForThisPlatform(t *testing.T) {
+	helm := os.Getenv("HELM")
+	if helm == "" {
+		if p, err := exec.LookPath("helm"); err == nil {
+			helm = p
+		}
+	}
+	if helm == "" {
+		msg := "Helm's CLI is not set (HELM) or on PATH: make test installs it"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	platform := runtime.GOOS + "/" + runtime.GOARCH
+	files, err := run(ctx, options{version: "v0.9.7", out: out, platforms: []string{platform}, helm: helm, root: root})
+	require.NoError(t, err)
+	suffix := "-v0.9.7-" + runtime.GOOS + "-" + runtime.GOARCH
+	assert.Equal(t, []string{"reloader" + suffix, "wave" + suffix, "configwave-0.9.7.tgz", "configwave-v0.9.7.spdx.json", "SHA256SUMS"}, files)
+
+	for _, b := range binaries {
+		path := filepath.Join(out, b+suffix)
+		f, err := elf.Open(path)
+		require.NoError(t, err)
+		for _, p := range f.Progs {
+			assert.NotEqual(t, elf.PT_INTERP, p.Type, "%s is static", b)
+		}
+		_ = f.Close()
+		version, err := exec.Command(path, "--version").Output()
+		require.NoError(t, err)
+		assert.Equal(t, b+" v0.9.7\n", string(version))
+	}
+
+	sums, err := os.Open(filepath.Join(out, "SHA256SUMS"))
+	require.NoError(t, err)
+	defer sums.Close()
+	listed := 0
+	for sc := bufio.NewScanner(sums); sc.Scan(); listed++ {
+		sum, name, ok := strings.Cut(sc.Text(), "  ")
+		require.True(t, ok, sc.Text())
+		got, err := sha256File(filepath.Join(out, name))
+		require.NoError(t, err)
+		assert.Equal(t, got, sum, name)
+	}
+	assert.Equal(t, 4, listed)
+
+	var doc spdxDocument
+	b, err := os.ReadFile(filepath.Join(out, "configwave-v0.9.7.spdx.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &doc))
+	assert.Equal(t, "SPDX-2.3", doc.SPDXVersion)
+	ids := map[string]spdxPackage{}
+	versions := map[string]string{}
+	for _, p := range doc.Packages {
+		ids[p.SPDXID] = p
+		versions[p.Name] = p.VersionInfo
+	}
+	for _, r := range doc.Relationships {
+		assert.True(t, r.Element == "SPDXRef-DOCUMENT" || ids[r.Element].Name != "", "relationship from %s", r.Element)
+		assert.NotEmpty(t, ids[r.Related].Name, "relationship to %s", r.Related)
+	}
+	clientGo, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "k8s.io/client-go").Output()
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSpace(string(clientGo)), versions["k8s.io/client-go"], "the module the binaries link, at go.mod's version")
+	assert.Equal(t, strings.TrimPrefix(runtime.Version(), "go"), versions["stdlib"])
+	assert.NotContains(t, versions, "github.com/stretchr/testify", "a test-only module is not in the binaries, so not in their SBOM")
+	for _, bin := range binaries {
+		p := ids[spdxID("Package", bin+suffix)]
+		sum, err := sha256File(filepath.Join(out, bin+suffix))
+		require.NoError(t, err)
+		require.Len(t, p.Checksums, 1, bin)
+		assert.Equal(t, sum, p.Checksums[0].ChecksumValue, bin)
+	}
+
+	chart := filepath.Join(out, "configwave-0.9.7.tgz")
+	show, err := exec.Command(helm, "show", "chart", chart).Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(show), "\nversion: 0.9.7\n")
+	assert.Contains(t, string(show), "appVersion: 0.9.7\n")
+	rendered, err := exec.Command(helm, "template", "x", chart).Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(rendered), `image: "ghcr.io/configwave/configwave:0.9.7"`, "the image tag the chart defaults to is the release's")
+
+	_, err = run(ctx, options{version: "v0.9.7", out: out, platforms: []string{platform}, helm: helm, root: root})
+	assert.ErrorContains(t, err, "must be an empty folder", "nothing of an earlier release is published with another")
+}
