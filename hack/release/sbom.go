@@ -64,7 +64,9 @@ type spdxRelationship struct {
 
 var notID = regexp.MustCompile(`[^A-Za-z0-9.-]+`)
 
-func spdxID(kind, name string) string { return "SPDXRef-" + kind + "-" + notID.ReplaceAllString(name, "-") }
+func spdxID(kind, name string) string {
+	return "SPDXRef-" + kind + "-" + notID.ReplaceAllString(name, "-")
+}
 
 func purl(path, version string) spdxExternalRef {
 	return spdxExternalRef{ReferenceCategory: "PACKAGE-MANAGER", ReferenceType: "purl", ReferenceLocator: "pkg:golang/" + path + "@" + version}

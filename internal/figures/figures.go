@@ -116,7 +116,7 @@ func Load(path string) (Results, error) {
 	return r, nil
 }
 
-func ms(v float64) string { return fmt.Sprintf("%.1f ms", v) }
+func ms(v float64) string  { return fmt.Sprintf("%.1f ms", v) }
 func mib(v float64) string { return fmt.Sprintf("%.1f MiB", v) }
 func times(a, b float64) string {
 	if b == 0 {
