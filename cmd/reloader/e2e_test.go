@@ -79,6 +79,13 @@ func TestSidecarFollowsKeysAndBinaryData(t *testing.T) {
 	assert.Equal(t, "not the reloader's", readFile(root, "mine.txt"), "files the reloader did not write are never touched")
 	assert.EqualValues(t, 2, p.Metric(`configwave_reloader_reloads_total{result="success"}`))
 	assert.EqualValues(t, 2, p.Metric(`configwave_reloader_reload_duration_seconds_count`), "two changes told, each with its latency")
+	// Every series of the metrics reference is exported, under its documented name.
+	documented, err := testcluster.DocumentedMetrics(filepath.Join("..", "..", "docs", "metrics.md"), "reloader")
+	require.NoError(t, err)
+	exported := p.MetricNames()
+	for _, name := range documented {
+		assert.True(t, exported[name], "docs/metrics.md lists %s, which the reloader does not export", name)
+	}
 	assert.Greater(t, p.Metric("configwave_reloader_last_reload_success_timestamp_seconds"), float64(0))
 	assert.NotContains(t, p.Log(), "t0k3n", "a header value never reaches the log")
 

@@ -182,6 +182,7 @@ func run1(cfg *config) error {
 		}
 		src = source.NewAPI(client, cfg.refs, cfg.selector, source.APIOptions{
 			OnWatchRestart:   func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
+			OnWatch:          func(src string) { metrics.WatchRestarts.WithLabelValues(src) }, // at 0 until the first restart
 			Annotations:      keep,
 			WatchIdleTimeout: cfg.watchIdle,
 			OnWatchIdle: func(src string) {

@@ -372,7 +372,12 @@ func runWave(cfg *config) error {
 	for c, cfg := range map[string]*rest.Config{"workloads": restCfg, "events": eventCfg, "pods": podCfg} {
 		kubeclient.CountRequests(cfg, func(m string) { apiRequests.WithLabelValues(m, c).Inc() })
 	}
-	kubeclient.CountWatchRestarts(restCfg, func(resource string) { watchRestarts.WithLabelValues(resource).Inc() })
+	kubeclient.CountWatchRestarts(restCfg, func(resource string, again bool) {
+		c := watchRestarts.WithLabelValues(resource) // at 0 from the first watch on
+		if again {
+			c.Inc()
+		}
+	})
 	clients, kinds, err := workload.Connect(restCfg)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -109,6 +110,16 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	for state, want := range map[string]float64{"up_to_date": 1, "rolling": 0, "failed": 2, "missing_config": 1} {
 		assert.Equal(t, want, p.Metric(`configwave_wave_workloads{state="`+state+`"}`), state)
 	}
+	// Every series of the metrics reference is exported, under its documented name.
+	documented, err := testcluster.DocumentedMetrics(filepath.Join("..", "..", "docs", "metrics.md"), "wave")
+	require.NoError(t, err)
+	exported := p.MetricNames()
+	for _, name := range documented {
+		if name == "reloader_reload_executed_total_by_namespace" {
+			continue // only with METRICS_COUNT_BY_NAMESPACE=enabled, as in Reloader (TestReloaderChartArguments)
+		}
+		assert.True(t, exported[name], "docs/metrics.md lists %s, which wave does not export", name)
+	}
 	code, body := p.Get("/status")
 	require.Equal(t, http.StatusOK, code)
 	var status rollout.Status
@@ -143,7 +154,7 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	assert.Equal(t, "configmap/later-cm missing", byName["later"].Reason)
 
 	// The team fixes the app; its pods now start, and wave says the config is out.
-	_, err := client.AppsV1().Deployments(ns).Patch(ctx(t), "bad", types.JSONPatchType,
+	_, err = client.AppsV1().Deployments(ns).Patch(ctx(t), "bad", types.JSONPatchType,
 		[]byte(`[{"op":"remove","path":"/spec/template/metadata/labels/configwave.test~1new-pods-never-ready"}]`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(events(t, client, ns, "bad", "ConfigRolledOut")) > 0 }, eventually, tick, "the recovery is reported")

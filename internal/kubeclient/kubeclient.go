@@ -41,11 +41,13 @@ func CountRequests(cfg *rest.Config, count func(method string)) {
 	})
 }
 
-// CountWatchRestarts makes cfg report every watch it opens again to restarted, with the
-// resource (configmaps, deployments, ...): a watch on the same path and selectors after the
-// first one follows a dropped connection, a 410 Gone relist, an API server restart or the
-// server's routine timeout. The reloader counts the same thing on its own ListWatches.
-func CountWatchRestarts(cfg *rest.Config, restarted func(resource string)) {
+// CountWatchRestarts makes cfg report every watch it opens to watched, with the resource
+// (configmaps, deployments, ...) and whether it is one opened again: a watch on the same path
+// and selectors after the first one follows a dropped connection, a 410 Gone relist, an API
+// server restart or the server's routine timeout. A first watch is reported too, so that a
+// counter of restarts exists at 0 before the first one, and rate() sees that one. The reloader
+// counts the same thing on its own ListWatches.
+func CountWatchRestarts(cfg *rest.Config, watched func(resource string, again bool)) {
 	var mu sync.Mutex
 	opened := map[string]bool{}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -56,9 +58,7 @@ func CountWatchRestarts(cfg *rest.Config, restarted func(resource string)) {
 				again := opened[key]
 				opened[key] = true
 				mu.Unlock()
-				if again {
-					restarted(path.Base(r.URL.Path))
-				}
+				watched(path.Base(r.URL.Path), again)
 			}
 			return rt.RoundTrip(r)
 		})

@@ -14,8 +14,14 @@ func TestCountWatchRestarts(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
 	cfg := &rest.Config{Host: srv.URL}
-	var restarted []string
-	CountWatchRestarts(cfg, func(resource string) { restarted = append(restarted, resource) })
+	var opened, restarted []string
+	CountWatchRestarts(cfg, func(resource string, again bool) {
+		if again {
+			restarted = append(restarted, resource)
+		} else {
+			opened = append(opened, resource)
+		}
+	})
 	client, err := rest.HTTPClientFor(cfg)
 	require.NoError(t, err)
 
@@ -33,4 +39,5 @@ func TestCountWatchRestarts(t *testing.T) {
 		resp.Body.Close()
 	}
 	assert.Equal(t, []string{"configmaps", "deployments"}, restarted)
+	assert.Equal(t, []string{"configmaps", "configmaps", "deployments", "deployments"}, opened)
 }

@@ -27,8 +27,10 @@ import (
 type APIOptions struct {
 	// OnWatchRestart is called whenever a source's watch is opened again after the first one:
 	// after a dropped connection, a 410 Gone relist, an API server restart, or the server's
-	// routine watch timeout.
+	// routine watch timeout. OnWatch is called when a source's first watch is opened, so that
+	// a counter of restarts can exist at 0 before the first one.
 	OnWatchRestart func(source string)
+	OnWatch        func(source string)
 	// Annotations are the annotations kept in each Object (a layout's folder annotation).
 	Annotations []string
 	// WatchIdleTimeout ends a watch from which no event and no bookmark came for this long,
@@ -95,7 +97,7 @@ func NewAPI(client cache.Getter, refs []configref.Ref, sel *Selector, opts APIOp
 // counted reports every watch of lw after the first to OnWatchRestart, and ends a watch that
 // stays silent for WatchIdleTimeout.
 func (w *API) counted(lw *cache.ListWatch, desc string) *cache.ListWatch {
-	if w.opts.OnWatchRestart == nil && w.opts.WatchIdleTimeout <= 0 {
+	if w.opts.OnWatchRestart == nil && w.opts.OnWatch == nil && w.opts.WatchIdleTimeout <= 0 {
 		return lw
 	}
 	var watches atomic.Int64
@@ -105,7 +107,10 @@ func (w *API) counted(lw *cache.ListWatch, desc string) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: lw.ListWithContextFunc,
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			if watches.Add(1) > 1 && w.opts.OnWatchRestart != nil {
+			switch first := watches.Add(1) == 1; {
+			case first && w.opts.OnWatch != nil:
+				w.opts.OnWatch(desc)
+			case !first && w.opts.OnWatchRestart != nil:
 				w.opts.OnWatchRestart(desc)
 			}
 			wi, err := next(ctx, o)

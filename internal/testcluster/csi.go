@@ -35,11 +35,18 @@ func SecretsStoreCRDs(ctx context.Context) ([]string, error) {
 // the test; they are deleted when it ends.
 func InstallSecretsStoreCRDs(t testing.TB, c *Cluster) {
 	t.Helper()
+	installModuleCRDs(t, c, "Secrets Store CSI driver", SecretsStoreCRDs)
+}
+
+// installModuleCRDs installs the CRDs that files finds in a Go module (downloading it once)
+// for the test; they are deleted when it ends.
+func installModuleCRDs(t testing.TB, c *Cluster, project string, files func(context.Context) ([]string, error)) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	files, err := SecretsStoreCRDs(ctx)
+	found, err := files(ctx)
 	if err != nil {
-		t.Fatalf("Secrets Store CSI driver CRDs: %v", err)
+		t.Fatalf("%s CRDs: %v", project, err)
 	}
-	InstallCRDs(t, c, files)
+	InstallCRDs(t, c, found)
 }

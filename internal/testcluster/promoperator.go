@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // The Prometheus Operator's CustomResourceDefinitions for what the chart renders
@@ -42,11 +41,5 @@ func PrometheusOperatorCRDs(ctx context.Context) ([]string, error) {
 // test; they are deleted when it ends.
 func InstallPrometheusOperatorCRDs(t testing.TB, c *Cluster) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	files, err := PrometheusOperatorCRDs(ctx)
-	if err != nil {
-		t.Fatalf("Prometheus Operator CRDs: %v", err)
-	}
-	InstallCRDs(t, c, files)
+	installModuleCRDs(t, c, "Prometheus Operator", PrometheusOperatorCRDs)
 }
