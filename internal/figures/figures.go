@@ -34,73 +34,96 @@ type Results struct {
 	Machine string    `json:"machine"`
 	Command string    `json:"command"`
 
-	Propagation *struct {
-		Floor       Stats `json:"floor_watch"`
-		HTTP        Stats `json:"reload_request"`
-		DefaultHTTP Stats `json:"reload_request_default_debounce"`
-	} `json:"reloader_propagation"`
-	Burst *struct {
-		Updates     int     `json:"updates"`
-		Spread      float64 `json:"spread_ms"`
-		Reloads     int     `json:"reloads"`
-		FinalOnDisk float64 `json:"final_on_disk_after_last_update_ms"`
-	} `json:"reloader_burst"`
-	Footprint *struct {
-		RSSMiB float64 `json:"rss_mib"`
-	} `json:"sidecar_footprint"`
-	Folders *struct {
-		Floor                Stats   `json:"floor_fsnotify_and_request"`
-		Reloader             Stats   `json:"reloader_request"`
-		ConfigmapReload      Stats   `json:"configmap_reload_request"`
-		BurstSwaps           int     `json:"burst_swaps"`
-		BurstSpread          float64 `json:"burst_spread_ms"`
-		BurstReloads         int     `json:"burst_reloads"`
-		BurstFinal           float64 `json:"burst_final_told_after_last_swap_ms"`
-		BurstConfigmapReload int     `json:"burst_configmap_reload_reloads"`
-		IdleRSS              float64 `json:"idle_rss_mib"`
-		ConfigmapReloadRSS   float64 `json:"configmap_reload_idle_rss_mib"`
-	} `json:"reloader_folders"`
-	WaveLatency []struct {
-		Deployments       int     `json:"deployments"`
-		Latency           Stats   `json:"latency"`
-		Floor             Stats   `json:"floor_watch_plus_patch"`
-		RequestsPerChange float64 `json:"api_requests_per_change"`
-	} `json:"wave_latency"`
-	Shared *struct {
-		Deployments int   `json:"deployments"`
-		QPS         int   `json:"kube_api_qps"`
-		UntilLast   Stats `json:"until_last_patched"`
-		Floor       Stats `json:"floor_bare_patch_loop"`
-	} `json:"wave_shared_configmap"`
-	Coalescing *struct {
-		Pairs         int     `json:"pairs"`
-		Gap           Stats   `json:"gap"`
-		Default       float64 `json:"default_ms"`
-		Rollouts      int     `json:"rollouts"`
-		RolloutsFloor int     `json:"rollouts_floor"`
-		Latency       Stats   `json:"latency"`
-		Floor         Stats   `json:"latency_floor"`
-	} `json:"wave_coalescing"`
-	Runaway *struct {
-		Writes   int     `json:"writes"`
-		Seconds  float64 `json:"seconds"`
-		Floor    float64 `json:"floor_s"`
-		Rollouts int     `json:"rollouts"`
-		Bound    int     `json:"bound"`
-	} `json:"wave_runaway"`
-	Memory []struct {
-		ConfigMaps int     `json:"configmaps"`
-		Secrets    int     `json:"secrets"`
-		ConfigMiB  float64 `json:"config_mib"`
-		RSSMiB     float64 `json:"rss_mib"`
-	} `json:"wave_memory"`
-	Scale []struct {
-		Objects   int     `json:"objects"`
-		Workloads int     `json:"workloads"`
-		ReadyS    float64 `json:"ready_s"`
-		RSSMiB    float64 `json:"rss_mib"`
-		PeakMiB   float64 `json:"peak_rss_mib"`
-	} `json:"wave_scale"`
+	Propagation *Propagation     `json:"reloader_propagation"`
+	Burst       *Burst           `json:"reloader_burst"`
+	Footprint   *Footprint       `json:"sidecar_footprint"`
+	Folders     *Folders         `json:"reloader_folders"`
+	WaveLatency []WaveLatencyRun `json:"wave_latency"`
+	Shared      *Shared          `json:"wave_shared_configmap"`
+	Coalescing  *Coalescing      `json:"wave_coalescing"`
+	Runaway     *Runaway         `json:"wave_runaway"`
+	Memory      []MemoryRun      `json:"wave_memory"`
+	Scale       []ScaleRun       `json:"wave_scale"`
+}
+
+// The sections of results.json the README quotes, with the fields it quotes; bench/report.go
+// writes them.
+
+type Propagation struct {
+	Floor       Stats `json:"floor_watch"`
+	HTTP        Stats `json:"reload_request"`
+	DefaultHTTP Stats `json:"reload_request_default_debounce"`
+}
+
+type Burst struct {
+	Updates     int     `json:"updates"`
+	Spread      float64 `json:"spread_ms"`
+	Reloads     int     `json:"reloads"`
+	FinalOnDisk float64 `json:"final_on_disk_after_last_update_ms"`
+}
+
+type Footprint struct {
+	RSSMiB float64 `json:"rss_mib"`
+}
+
+type Folders struct {
+	Floor                Stats   `json:"floor_fsnotify_and_request"`
+	Reloader             Stats   `json:"reloader_request"`
+	ConfigmapReload      Stats   `json:"configmap_reload_request"`
+	BurstSwaps           int     `json:"burst_swaps"`
+	BurstSpread          float64 `json:"burst_spread_ms"`
+	BurstReloads         int     `json:"burst_reloads"`
+	BurstFinal           float64 `json:"burst_final_told_after_last_swap_ms"`
+	BurstConfigmapReload int     `json:"burst_configmap_reload_reloads"`
+	IdleRSS              float64 `json:"idle_rss_mib"`
+	ConfigmapReloadRSS   float64 `json:"configmap_reload_idle_rss_mib"`
+}
+
+type WaveLatencyRun struct {
+	Deployments       int     `json:"deployments"`
+	Latency           Stats   `json:"latency"`
+	Floor             Stats   `json:"floor_watch_plus_patch"`
+	RequestsPerChange float64 `json:"api_requests_per_change"`
+}
+
+type Shared struct {
+	Deployments int   `json:"deployments"`
+	QPS         int   `json:"kube_api_qps"`
+	UntilLast   Stats `json:"until_last_patched"`
+	Floor       Stats `json:"floor_bare_patch_loop"`
+}
+
+type Coalescing struct {
+	Pairs         int     `json:"pairs"`
+	Gap           Stats   `json:"gap"`
+	Default       float64 `json:"default_ms"`
+	Rollouts      int     `json:"rollouts"`
+	RolloutsFloor int     `json:"rollouts_floor"`
+	Latency       Stats   `json:"latency"`
+	Floor         Stats   `json:"latency_floor"`
+}
+
+type Runaway struct {
+	Writes   int     `json:"writes"`
+	Seconds  float64 `json:"seconds"`
+	Floor    float64 `json:"floor_s"`
+	Rollouts int     `json:"rollouts"`
+	Bound    int     `json:"bound"`
+}
+
+type MemoryRun struct {
+	ConfigMaps int     `json:"configmaps"`
+	Secrets    int     `json:"secrets"`
+	ConfigMiB  float64 `json:"config_mib"`
+	RSSMiB     float64 `json:"rss_mib"`
+}
+
+type ScaleRun struct {
+	Objects   int     `json:"objects"`
+	Workloads int     `json:"workloads"`
+	ReadyS    float64 `json:"ready_s"`
+	RSSMiB    float64 `json:"rss_mib"`
+	PeakMiB   float64 `json:"peak_rss_mib"`
 }
 
 // Load reads a results file.

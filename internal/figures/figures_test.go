@@ -41,11 +41,7 @@ func TestMarkdown(t *testing.T) {
 	assert.Contains(t, empty, "| what | measured (median) | against, in the same run |")
 	assert.Equal(t, 2, strings.Count(empty, "\n|"), "a run that measured nothing quotes nothing")
 
-	r.Propagation = &struct {
-		Floor       Stats `json:"floor_watch"`
-		HTTP        Stats `json:"reload_request"`
-		DefaultHTTP Stats `json:"reload_request_default_debounce"`
-	}{Floor: Stats{Median: 8}, HTTP: Stats{Median: 9}, DefaultHTTP: Stats{Median: 10}}
+	r.Propagation = &Propagation{Floor: Stats{Median: 8}, HTTP: Stats{Median: 9}, DefaultHTTP: Stats{Median: 10}}
 	out := Markdown(r)
 	assert.Contains(t, out, "| 10.0 ms | a bare watch on the same ConfigMap, 8.0 ms: 1.25× |")
 	assert.Contains(t, out, "| 9.0 ms | 1.12× the bare watch |")
