@@ -262,7 +262,7 @@ func TestHelmChartApplies(t *testing.T) {
 		// Checked against the Prometheus Operator's own CRDs.
 		"a ServiceMonitor and the PrometheusRule in the operator's namespace": {"metrics.serviceMonitor.enabled=true",
 			"metrics.serviceMonitor.namespace=monitoring", "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
-			"metrics.serviceMonitor.scrapeTimeout=10s", "metrics.serviceMonitor.relabelings[0].action=replace",
+			"metrics.serviceMonitor.scrapeTimeout=10s", "metrics.serviceMonitor.interval=1m30s", "metrics.serviceMonitor.relabelings[0].action=replace",
 			"metrics.serviceMonitor.relabelings[0].sourceLabels={__meta_kubernetes_pod_node_name}", "metrics.serviceMonitor.relabelings[0].targetLabel=node",
 			"metrics.serviceMonitor.metricRelabelings[0].action=drop", "metrics.serviceMonitor.metricRelabelings[0].sourceLabels={__name__}",
 			"metrics.serviceMonitor.metricRelabelings[0].regex=go_gc_.*",
@@ -505,4 +505,18 @@ func TestPrometheusRules(t *testing.T) {
 	spec, _, _ := unstructured.NestedMap(rule.Object, "spec")
 	assert.Equal(t, file["groups"], spec["groups"])
 	assert.NotContains(t, kinds(decode(t, helmTemplate(t))), "PrometheusRule", "off by default: it needs the operator's CRDs")
+}
+
+// Every top-level value of the chart is in docs/install.md's table, so that a new value is
+// never one only values.yaml knows of.
+func TestChartValuesDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "charts", "configwave", "values.yaml"))
+	require.NoError(t, err)
+	var values map[string]any
+	require.NoError(t, yaml.Unmarshal(b, &values))
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "install.md"))
+	require.NoError(t, err)
+	for key := range values {
+		assert.Contains(t, string(doc), "`"+key, "docs/install.md does not name the chart value %s", key)
+	}
 }
