@@ -77,8 +77,12 @@ func run(ctx context.Context, o options) ([]string, error) {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return nil, err
 	}
-	if entries, err := os.ReadDir(o.out); err != nil || len(entries) > 0 {
-		return nil, fmt.Errorf("%s must be an empty folder, so that nothing of an earlier release is published with this one (%v)", o.out, err)
+	entries, err := os.ReadDir(o.out)
+	if err != nil {
+		return nil, fmt.Errorf("read the output folder: %w", err)
+	}
+	if len(entries) > 0 {
+		return nil, fmt.Errorf("%s must be an empty folder, so that nothing of an earlier release is published with this one: remove it, or give another --out", o.out)
 	}
 	out, err := filepath.Abs(o.out)
 	if err != nil {

@@ -138,18 +138,18 @@ func checkAppConfigs(t *testing.T, objs []*unstructured.Unstructured) {
 		data, _, err := unstructured.NestedStringMap(o.Object, "data")
 		require.NoError(t, err)
 		for key, content := range data {
-			var cmd *exec.Cmd
+			if key != "nginx.conf" && key != "prometheus.yml" {
+				continue
+			}
 			dir := t.TempDir()
 			file := filepath.Join(dir, key)
-			switch key {
-			case "nginx.conf":
+			var cmd *exec.Cmd
+			if key == "nginx.conf" {
 				nginx := testcluster.NeedProgram(t, "nginx", "nginx-light")
 				cmd = exec.Command(nginx, "-t", "-q", "-c", file, "-p", dir+"/", "-e", filepath.Join(dir, "error.log"))
-			case "prometheus.yml":
+			} else {
 				promtool := testcluster.NeedProgram(t, "promtool", "prometheus")
 				cmd = exec.Command(promtool, "check", "config", "--syntax-only", file)
-			default:
-				continue
 			}
 			require.NoError(t, os.WriteFile(file, []byte(content), 0o644))
 			out, err := cmd.CombinedOutput()
