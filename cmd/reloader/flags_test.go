@@ -17,10 +17,24 @@ import (
 
 func parse(t *testing.T, args ...string) (*config, error) {
 	t.Helper()
-	var o options
-	fs := newFlagSet(&o)
-	require.NoError(t, fs.Parse(args))
-	return o.check(fs.Args())
+	return parseAs(t, "reloader", args...)
+}
+
+// parseAs reads args as the program argv0 does: parsed, translated from the peer that speaks,
+// and checked.
+func parseAs(t *testing.T, argv0 string, args ...string) (*config, error) {
+	t.Helper()
+	cl := newCommandLine()
+	require.NoError(t, cl.fs.Parse(cl.args(args)))
+	app, err := cl.appArgs()
+	if err != nil {
+		return nil, err
+	}
+	o, err := cl.translate(argv0, app)
+	if err != nil {
+		return nil, err
+	}
+	return o.check(app)
 }
 
 func TestFlags(t *testing.T) {
@@ -46,7 +60,7 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, "POST", c.httpURLs[0].Method)
 				assert.Equal(t, "Bearer x", c.httpURLs[0].Header.Get("Authorization"))
 				assert.Equal(t, 8, c.httpURLs[0].Backoff.Steps)
-				assert.Empty(t, c.peer)
+				assert.Empty(t, c.peer.name)
 			}},
 		{name: "configmap-reload's arguments as the Prometheus chart renders them",
 			args: []string{"--volume-dir=/etc/config", "--webhook-url=http://127.0.0.1:9090/-/reload"},
@@ -56,9 +70,20 @@ func TestFlags(t *testing.T) {
 				require.Len(t, c.httpURLs, 1)
 				assert.Equal(t, "http://127.0.0.1:9090/-/reload", c.httpURLs[0].URL)
 				assert.Equal(t, "POST", c.httpURLs[0].Method)
-				assert.Equal(t, peerConfigmapReload, c.peer, "configmap-reload's series are exported")
+				assert.Equal(t, peerConfigmapReload, c.peer.name, "configmap-reload's series are exported")
 				assert.Equal(t, 3*time.Minute, c.folderOpts.Interval)
 			}},
+		{name: "configmap-reload's flags in Go's syntax, as fluent-bit's chart writes them",
+			args: []string{"-volume-dir=/etc/config", "-webhook-url", "http://127.0.0.1:2020/api/v2/reload", "--webhook-method=POST", "-webhook-retries=2"},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, []string{"/etc/config"}, c.folders)
+				require.Len(t, c.httpURLs, 1)
+				assert.Equal(t, "http://127.0.0.1:2020/api/v2/reload", c.httpURLs[0].URL)
+				assert.Equal(t, 2, c.httpURLs[0].Backoff.Steps)
+				assert.Equal(t, peerConfigmapReload, c.peer.name)
+			}},
+		{name: "two peers' flags at once", args: []string{"--volume-dir=/x", "--webhook-url=http://x/", "--reload-url=http://y/"},
+			wantErr: "--webhook-url is configmap-reload's and --reload-url prometheus-config-reloader's"},
 		{name: "every webhook URL is told; configmap-reload's status code, retries, method and web flags",
 			args: []string{"--volume-dir=/a", "--volume-dir=/b", "--volume-dir=/a", "--webhook-url=http://127.0.0.1:1/x", "--webhook-url=http://127.0.0.1:2/y",
 				"--webhook-status-code=202", "--webhook-retries=3", "--webhook-method=PUT", "--web.listen-address=127.0.0.1:9999", "--web.telemetry-path=/m",
@@ -89,14 +114,14 @@ func TestFlags(t *testing.T) {
 				"--watched-dir=/etc/prometheus/config"},
 			check: func(t *testing.T, c *config) {
 				assert.Equal(t, []string{"/etc/prometheus/rules/prometheus-k8s-rulefiles-0", "/etc/prometheus/config"}, c.folders)
-				assert.Equal(t, "/etc/prometheus/config/prometheus.yaml.gz", c.renderIn)
-				assert.Equal(t, "/etc/prometheus/config_out/prometheus.env.yaml", c.renderOut)
+				assert.Equal(t, "/etc/prometheus/config/prometheus.yaml.gz", c.peer.renderIn)
+				assert.Equal(t, "/etc/prometheus/config_out/prometheus.env.yaml", c.peer.renderOut)
 				assert.True(t, c.tellOnStart, "one reload at start with --config-file")
 				require.Len(t, c.httpURLs, 1)
 				assert.Equal(t, "http://127.0.0.1:9090/-/reload", c.httpURLs[0].URL)
 				assert.Equal(t, 30*time.Second, c.httpURLs[0].Timeout)
 				assert.Equal(t, 5*time.Second, c.retry)
-				assert.Equal(t, peerPrometheusConfigReloader, c.peer)
+				assert.Equal(t, peerPrometheusConfigReloader, c.peer.name)
 				assert.False(t, c.once)
 			}},
 		{name: "the operator's init container writes the output once and tells nobody",
@@ -114,7 +139,7 @@ func TestFlags(t *testing.T) {
 				require.NotNil(t, c.process)
 				assert.Equal(t, "prometheus", c.process.Name)
 				assert.EqualValues(t, 1, c.process.Sig, "SIGHUP")
-				assert.Equal(t, "http://127.0.0.1:9090/api/v1/status/runtimeinfo", c.runtimeInfoURL)
+				assert.Equal(t, "http://127.0.0.1:9090/api/v1/status/runtimeinfo", c.peer.runtimeInfoURL)
 				assert.Nil(t, c.http)
 			}},
 		{name: "prometheus-config-reloader's default reload URL", args: []string{"--watched-dir=/etc/rules", "--delay-interval=2s"},
@@ -224,7 +249,7 @@ func TestFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := tt.args
-			if !containsPrefix(args, "--configroot") && !containsPrefix(args, "--volume-dir") && !containsPrefix(args, "--watched-dir") && !containsPrefix(args, "--config-file") {
+			if !containsPrefix(args, "--configroot") && !containsPrefix(args, "--volume-dir") && !containsPrefix(args, "-volume-dir") && !containsPrefix(args, "--watched-dir") && !containsPrefix(args, "--config-file") {
 				args = append([]string{"--configroot=" + root}, args...)
 			}
 			checkFlags(t, args, tt.wantErr, tt.check)
@@ -281,14 +306,20 @@ func FuzzReloaderFlags(f *testing.F) {
 		if !hasFlag(args, "--configroot") {
 			args = append([]string{"--configroot=" + root}, args...)
 		}
-		var o options
-		fs := newFlagSet(&o)
-		fs.SetOutput(io.Discard)
-		if err := fs.Parse(args); err != nil {
+		cl := newCommandLine()
+		cl.fs.SetOutput(io.Discard)
+		if err := cl.fs.Parse(cl.args(args)); err != nil {
 			assert.NotContains(t, err.Error(), "\n", "one line")
 			return
 		}
-		_, err := o.check(fs.Args())
+		o := cl.own
+		app, err := cl.appArgs()
+		if err == nil {
+			var translated options
+			if translated, err = cl.translate("reloader", app); err == nil {
+				_, err = translated.check(app)
+			}
+		}
 		if err == nil {
 			return
 		}
@@ -376,10 +407,10 @@ func TestInvalidFlagsExit2(t *testing.T) {
 		{"--configmap=a", "stray", "--", "app"},
 		{},
 	} {
-		assert.Equal(t, 2, runMain(args), "%v", args)
+		assert.Equal(t, 2, runMain("reloader", args, noEnv), "%v", args)
 	}
-	assert.Equal(t, 0, runMain([]string{"--version"}))
-	assert.Equal(t, 0, runMain([]string{"--help"}))
+	assert.Equal(t, 0, runMain("reloader", []string{"--version"}, noEnv))
+	assert.Equal(t, 0, runMain("reloader", []string{"--help"}, noEnv))
 }
 
 func TestStatefulSetOrdinalFromEnv(t *testing.T) {
@@ -422,17 +453,29 @@ func TestTLSFlags(t *testing.T) {
 			args: []string{"--watched-dir=/etc/rules", "--reload-url=https://localhost:9090/-/reload"},
 			check: func(t *testing.T, c *config) {
 				assert.True(t, c.httpURLs[0].TLS.InsecureSkipVerify)
-				assert.True(t, c.tlsLoopbackUnverified)
+				assert.Equal(t, "https://localhost:9090/-/reload", c.peer.unverifiedLoopback)
 			}},
 		{name: "the operator's runtime-info URL on loopback, likewise",
 			args:  []string{"--watched-dir=/etc/rules", "--reload-method=signal", "--runtimeinfo-url=https://127.0.0.1:9090/api/v1/status/runtimeinfo"},
-			check: func(t *testing.T, c *config) { assert.True(t, c.tls.InsecureSkipVerify) }},
+			check: func(t *testing.T, c *config) { assert.True(t, c.runtimeInfoTLS.InsecureSkipVerify) }},
+		{name: "the exception is the loopback URL's alone: another URL on the same command line is verified",
+			args: []string{"--watched-dir=/etc/rules", "--reload-url=https://localhost:9090/-/reload", "--reload-http=https://prometheus.monitoring:9090/-/reload"},
+			check: func(t *testing.T, c *config) {
+				require.Len(t, c.httpURLs, 2)
+				for _, h := range c.httpURLs {
+					if h.URL == "https://localhost:9090/-/reload" {
+						assert.True(t, h.TLS.InsecureSkipVerify)
+					} else {
+						assert.Nil(t, h.TLS, "%s is verified with the system's roots", h.URL)
+					}
+				}
+			}},
 		{name: "a peer's https URL elsewhere is verified", args: []string{"--watched-dir=/etc/rules", "--reload-url=https://prometheus.monitoring:9090/-/reload"},
 			check: func(t *testing.T, c *config) { assert.Nil(t, c.httpURLs[0].TLS) }},
 		{name: "a peer's loopback URL with a CA file is verified", args: []string{"--watched-dir=/etc/rules", "--reload-url=https://localhost:9090/-/reload", "--reload-http-ca-file=" + ca},
 			check: func(t *testing.T, c *config) {
 				assert.False(t, c.httpURLs[0].TLS.InsecureSkipVerify)
-				assert.False(t, c.tlsLoopbackUnverified)
+				assert.Empty(t, c.peer.unverifiedLoopback)
 			}},
 		{name: "TLS flags without a reload URL", args: []string{"--reload-process=nginx", "--reload-http-ca-file=" + ca}, wantErr: "go with an https reload URL: add --reload-http"},
 		{name: "skip-verify and a CA file", args: []string{url, "--reload-http-insecure-skip-verify", "--reload-http-ca-file=" + ca}, wantErr: "keep one"},
@@ -452,3 +495,5 @@ func TestTLSFlags(t *testing.T) {
 		})
 	}
 }
+
+func noEnv(string) string { return "" }

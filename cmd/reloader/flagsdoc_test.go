@@ -17,8 +17,7 @@ var update = flag.Bool("update", false, "rewrite docs/reloader-flags.md from the
 // The flags reference is generated from the binary's own --help, so it cannot go stale:
 // this test fails when they differ; `make docs` rewrites it.
 func TestFlagsDocIsCurrent(t *testing.T) {
-	var o options
-	want := cli.FlagsDoc("reloader", newFlagSet(&o))
+	want := cli.FlagsDoc("reloader", newCommandLine().fs)
 	path := filepath.Join("..", "..", "docs", "reloader-flags.md")
 	if *update {
 		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))

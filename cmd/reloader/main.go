@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -37,44 +37,15 @@ import (
 var version = ""
 
 func main() {
-	os.Exit(runMain(os.Args[1:]))
+	os.Exit(runMain(os.Args[0], os.Args[1:], os.Getenv))
 }
 
-func runMain(args []string) int {
-	return runMainEnv(args, os.Getenv)
-}
-
-func runMainEnv(args []string, getenv func(string) string) int {
-	var o options
-	if len(args) == 0 {
-		sidecar, notes, ok, err := k8sSidecarArgs(getenv)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "reloader: %v\n", err)
-			return 2
-		}
-		if ok {
-			args, o.notes = sidecar, append([]string{"started with k8s-sidecar's environment, read as " + strings.Join(redactArgs(sidecar), " ")}, notes...)
-		}
-	}
-	fs := newFlagSet(&o)
-	if code, stop := cli.Parse("reloader", fs, args, &o.version, version); stop {
+// runMain runs the reloader as started: argv0 is the program name (a peer's, where the image
+// gives one), args the arguments.
+func runMain(argv0 string, args []string, getenv func(string) string) int {
+	cfg, code, stop := parseCommandLine(argv0, args, getenv)
+	if stop {
 		return code
-	}
-	var app []string
-	if dash := fs.ArgsLenAtDash(); dash >= 0 {
-		if dash > 0 {
-			fmt.Fprintf(os.Stderr, "reloader: unexpected argument %q before --; the app's command goes after --\n", fs.Args()[0])
-			return 2
-		}
-		app = fs.Args()
-	} else if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "reloader: unexpected argument %q; put the app's command after --\n", fs.Arg(0))
-		return 2
-	}
-	cfg, err := o.check(app)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "reloader: %v\n", err)
-		return 2
 	}
 	applyPromProcessSettings(cfg)
 	defer klog.Flush()
@@ -94,6 +65,41 @@ func runMainEnv(args []string, getenv func(string) string) int {
 	return 0
 }
 
+// parseCommandLine reads the command line (or k8s-sidecar's environment) into a checked
+// config. When the reloader must stop at once (--help, --version, a bad flag) it returns the
+// exit code and true, having said why.
+func parseCommandLine(argv0 string, args []string, getenv func(string) string) (*config, int, bool) {
+	fail := func(err error) (*config, int, bool) {
+		fmt.Fprintf(os.Stderr, "reloader: %v\n", err)
+		return nil, 2, true
+	}
+	sidecar, notes, ok, err := k8sSidecarStart(args, getenv)
+	if err != nil {
+		return fail(err)
+	}
+	if ok {
+		args = sidecar
+	}
+	cl := newCommandLine()
+	if code, stop := cli.Parse("reloader", cl.fs, cl.args(args), &cl.own.version, version); stop {
+		return nil, code, true
+	}
+	app, err := cl.appArgs()
+	if err != nil {
+		return fail(err)
+	}
+	o, err := cl.translate(argv0, app)
+	if err != nil {
+		return fail(err)
+	}
+	o.peer.notes = append(notes, o.peer.notes...)
+	cfg, err := o.check(app)
+	if err != nil {
+		return fail(err)
+	}
+	return cfg, 0, false
+}
+
 // run1 wires the parts and runs them until one of them stops.
 func run1(cfg *config) error {
 	reg := serve.NewRegistry("reloader", cli.Version(version))
@@ -103,123 +109,167 @@ func run1(cfg *config) error {
 		RetryInterval:  cfg.retry,
 		UnhealthyAfter: cfg.unhealthy,
 		Metrics:        metrics,
+		TellOnStart:    cfg.tellOnStart,
 	}
-	var cmr *compat.ConfigmapReload
-	var pcr *compat.PrometheusConfigReloader
-	switch cfg.peer {
-	case peerConfigmapReload:
-		cmr = compat.NewConfigmapReload(reg)
-		for _, h := range cfg.httpURLs {
-			h.OnTry, h.OnDone = cmr.Try, cmr.Done
-		}
-	case peerPrometheusConfigReloader:
-		method := "http"
-		if cfg.process != nil {
-			method = "signal"
-		}
-		pcr = compat.NewPrometheusConfigReloader(reg, method)
-		r.Observer = pcr
-	}
-	var src interface {
-		reload.Source
-		Run(context.Context)
-	}
+	peers := exportPeerSeries(cfg, reg, r)
+	var src runningSource
 	var events *podevents.Recorder
+	var err error
 	if len(cfg.folders) > 0 {
-		// Mounted folders: no API client at all, so the pod needs no token.
-		opts := cfg.folderOpts
-		opts.OnEvent = func() {
-			metrics.FolderEvents.Inc()
-			if pcr != nil {
-				pcr.WatchEvent()
-			}
-		}
-		opts.OnError = func(error) {
-			metrics.FolderWatchErrors.Inc()
-			if cmr != nil {
-				cmr.WatcherError()
-			}
-			if pcr != nil {
-				pcr.WatchError()
-			}
-		}
-		opts.OnWatches = func(n int) {
-			metrics.FolderWatches.Set(float64(n))
-			if pcr != nil {
-				pcr.Watches(n)
-			}
-		}
-		folders, err := source.NewFolders(cfg.folders, opts)
-		if err != nil {
-			return fmt.Errorf("--volume-dir: %w", err)
-		}
-		src = folders
-		r.Layout = reload.Mounted{}
-		inPlace := reload.InPlace{Dir: cfg.folders[0], Reread: func() (map[string]unpack.File, error) {
-			files, _, err := reload.Mounted{}.Files(folders.ReadNow().Objects)
-			return files, err
-		}}
-		r.Writer = &inPlace
-		if cfg.renderIn != "" {
-			rendered := &reload.Rendered{InPlace: inPlace, Input: cfg.renderIn, Output: cfg.renderOut}
-			if pcr != nil {
-				rendered.OnRender = pcr.Rendered
-			}
-			r.Writer = rendered
-		}
+		src, err = readFolders(cfg, r, metrics, peers)
 	} else {
-		restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+cli.Version(version), 0, 0)
-		if err != nil {
-			return err
-		}
-		client, err := coreclient.New(restCfg)
-		if err != nil {
-			return err
-		}
-		var keep []string
-		if cfg.layout.FolderAnnotation != "" {
-			keep = []string{cfg.layout.FolderAnnotation}
-		}
-		src = source.NewAPI(client, cfg.refs, cfg.selector, source.APIOptions{
-			OnWatchRestart:   func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
-			OnWatch:          func(src string) { metrics.WatchRestarts.WithLabelValues(src) }, // at 0 until the first restart
-			Annotations:      keep,
-			WatchIdleTimeout: cfg.watchIdle,
-			OnWatchIdle: func(src string) {
-				klog.InfoS("watch silent: no event and no bookmark; opening it again", "source", src, "for", cfg.watchIdle)
-			},
-		})
-		layout := cfg.layout
-		// Objects anyone may add by labelling one: one that cannot be laid out is left out,
-		// and never freezes the others. Named objects are the app's own: all or nothing.
-		layout.Isolate = cfg.selector != nil
-		r.Layout = layout
-		r.Writer = unpack.New(cfg.root)
-		r.Told = &reload.ToldRecord{Path: filepath.Join(cfg.root, reload.ToldRecordName)}
-		if events = podEvents(client); events != nil {
-			r.Events = events
-		}
+		src, events, err = readAPI(cfg, r, metrics)
+	}
+	if err != nil {
+		return err
 	}
 	r.Source = src
-	r.TellOnStart = cfg.tellOnStart
-	if cfg.http != nil {
-		r.Notifier = cfg.http
-	} else if cfg.process != nil {
-		r.Notifier = cfg.process
-		if cfg.runtimeInfoURL != "" {
-			r.Notifier = &notify.RuntimeInfoConfirmed{Notifier: cfg.process, URL: cfg.runtimeInfoURL, TLS: cfg.tls}
-		}
-	}
+	tellApp(cfg, r)
 	if hasSecrets(cfg) {
 		r.HashKey = make([]byte, 32)
 		if _, err := rand.Read(r.HashKey); err != nil {
 			return fmt.Errorf("make a key for the content hash: %w", err)
 		}
 	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var g run.Group
+	g, err := actors(ctx, cfg, r, src, reg, events)
+	if err != nil {
+		return err
+	}
+	klog.InfoS("reloader started", "version", cli.Version(version), "sources", len(cfg.refs), "selector", cfg.selector != nil, "folders", cfg.folders,
+		"configroot", cfg.root, "subprocess", len(cfg.app) > 0, "reloadHTTP", cfg.http != nil, "reloadProcess", cfg.process != nil)
+	for _, n := range cfg.peer.notes {
+		klog.InfoS(n)
+	}
+	return g.Run()
+}
+
+// peerSeries are the peers' series exported beside ours, when the command line was a peer's.
+type peerSeries struct {
+	cmr *compat.ConfigmapReload
+	pcr *compat.PrometheusConfigReloader
+}
+
+func exportPeerSeries(cfg *config, reg *prometheus.Registry, r *reload.Reloader) peerSeries {
+	var p peerSeries
+	switch cfg.peer.name {
+	case peerConfigmapReload:
+		p.cmr = compat.NewConfigmapReload(reg)
+		for _, h := range cfg.httpURLs {
+			h.OnTry, h.OnDone = p.cmr.Try, p.cmr.Done
+		}
+	case peerPrometheusConfigReloader:
+		method := "http"
+		if cfg.process != nil {
+			method = "signal"
+		}
+		p.pcr = compat.NewPrometheusConfigReloader(reg, method)
+		r.Observer = p.pcr
+	}
+	return p
+}
+
+// readFolders makes the mounted folders the source: no API client at all, so the pod needs no
+// token. The files are read where they are, and rendered when a peer asks.
+func readFolders(cfg *config, r *reload.Reloader, metrics *reload.Metrics, peers peerSeries) (runningSource, error) {
+	opts := cfg.folderOpts
+	opts.OnEvent = func() {
+		metrics.FolderEvents.Inc()
+		if peers.pcr != nil {
+			peers.pcr.WatchEvent()
+		}
+	}
+	opts.OnError = func(error) {
+		metrics.FolderWatchErrors.Inc()
+		if peers.cmr != nil {
+			peers.cmr.WatcherError()
+		}
+		if peers.pcr != nil {
+			peers.pcr.WatchError()
+		}
+	}
+	opts.OnWatches = func(n int) {
+		metrics.FolderWatches.Set(float64(n))
+		if peers.pcr != nil {
+			peers.pcr.Watches(n)
+		}
+	}
+	folders, err := source.NewFolders(cfg.folders, opts)
+	if err != nil {
+		return nil, fmt.Errorf("--volume-dir: %w", err)
+	}
+	r.Layout = reload.Mounted{}
+	inPlace := reload.InPlace{Dir: cfg.folders[0], Reread: func() (map[string]unpack.File, error) {
+		files, _, err := reload.Mounted{}.Files(folders.ReadNow().Objects)
+		return files, err
+	}}
+	r.Writer = &inPlace
+	if cfg.peer.renderIn != "" {
+		rendered := &reload.Rendered{InPlace: inPlace, Input: cfg.peer.renderIn, Output: cfg.peer.renderOut}
+		if peers.pcr != nil {
+			rendered.OnRender = peers.pcr.Rendered
+		}
+		r.Writer = rendered
+	}
+	return folders, nil
+}
+
+// readAPI makes the API the source: the named and selected objects, unpacked under
+// --configroot, and Events on the reloader's own pod when it runs in one.
+func readAPI(cfg *config, r *reload.Reloader, metrics *reload.Metrics) (runningSource, *podevents.Recorder, error) {
+	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+cli.Version(version), 0, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := coreclient.New(restCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	var keep []string
+	if cfg.layout.FolderAnnotation != "" {
+		keep = []string{cfg.layout.FolderAnnotation}
+	}
+	src := source.NewAPI(client, cfg.refs, cfg.selector, source.APIOptions{
+		OnWatchRestart:   func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
+		OnWatch:          func(src string) { metrics.WatchRestarts.WithLabelValues(src) }, // at 0 until the first restart
+		Annotations:      keep,
+		WatchIdleTimeout: cfg.watchIdle,
+		OnWatchIdle: func(src string) {
+			klog.InfoS("watch silent: no event and no bookmark; opening it again", "source", src, "for", cfg.watchIdle)
+		},
+	})
+	layout := cfg.layout
+	// Objects anyone may add by labelling one: one that cannot be laid out is left out,
+	// and never freezes the others. Named objects are the app's own: all or nothing.
+	layout.Isolate = cfg.selector != nil
+	r.Layout = layout
+	r.Writer = unpack.New(cfg.root)
+	r.Told = &reload.ToldRecord{Path: filepath.Join(cfg.root, reload.ToldRecordName)}
+	events := podEvents(client)
+	if events != nil {
+		r.Events = events
+	}
+	return src, events, nil
+}
+
+// tellApp sets how the app is told: HTTP, or a signal to a named process (confirmed through
+// Prometheus' runtime info when a peer asks). A child after -- is told once it runs (actors).
+func tellApp(cfg *config, r *reload.Reloader) {
+	switch {
+	case cfg.http != nil:
+		r.Notifier = cfg.http
+	case cfg.process != nil:
+		r.Notifier = cfg.process
+		if cfg.peer.runtimeInfoURL != "" {
+			r.Notifier = &notify.RuntimeInfoConfirmed{Notifier: cfg.process, URL: cfg.peer.runtimeInfoURL, TLS: cfg.runtimeInfoTLS}
+		}
+	}
+}
+
+// actors is what runs, each part with what stops it.
+func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSource, reg *prometheus.Registry, events *podevents.Recorder) (*run.Group, error) {
+	g := &run.Group{}
 
 	// The actors that start processes (the loop with --validate-command, the supervisor) wait
 	// for their exit statuses from the reaper, so the reaper stops last: only once they have
@@ -237,7 +287,7 @@ func run1(cfg *config) error {
 	if len(cfg.app) > 0 || cfg.validate != "" {
 		var err error
 		if reaper, err = supervise.NewReaper(cfg.subreaper && len(cfg.app) > 0); err != nil {
-			return err
+			return nil, err
 		}
 		rctx, rcancel := context.WithCancel(ctx)
 		g.Add(func() error { reaper.Run(rctx); return nil }, func(error) { go func() { reaperUsers.Wait(); rcancel() }() })
@@ -246,29 +296,20 @@ func run1(cfg *config) error {
 		check := &reload.Command{Shell: cfg.validate, Timeout: cfg.valTimeout, Reaper: reaper, ShowOutput: !hasSecrets(cfg)}
 		r.Check = check.Check
 	}
-
-	{ // the source: informers, or the folder watch
-		wctx, wcancel := context.WithCancel(ctx)
-		g.Add(func() error { src.Run(wctx); return nil }, func(error) { wcancel() })
-	}
+	addContextActor(g, ctx, func(ctx context.Context) error { src.Run(ctx); return nil }) // informers, or the folder watch
 	if events != nil {
-		ectx, ecancel := context.WithCancel(ctx)
-		g.Add(func() error { events.Run(ectx); return nil }, func(error) { ecancel() })
+		addContextActor(g, ctx, func(ctx context.Context) error { events.Run(ctx); return nil })
 	}
 	if cfg.once {
-		octx, ocancel := context.WithCancel(ctx)
-		g.Add(usesReaper(func() error { return r.Once(octx) }), func(error) { ocancel() })
+		addContextActor(g, ctx, usesReaperCtx(usesReaper, r.Once))
 		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
-		if err := g.Run(); err != nil {
-			return err
-		}
-		return nil
+		return g, nil
 	}
 	if cfg.listen != "" {
 		srv, err := serve.Listen(cfg.listen, reg, serve.Checks{Ready: r.Ready, Healthy: r.Healthy, Status: func() any { return r.CurrentStatus() },
 			MetricsPath: cfg.metricsPath})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		klog.InfoS("serving /healthz, /readyz, /status and metrics", "address", srv.Addr(), "metricsPath", cfg.metricsPath)
 		g.Add(srv.Run, srv.Stop)
@@ -282,27 +323,35 @@ func run1(cfg *config) error {
 			}
 			return &notify.Signal{Process: child, Sig: cfg.reloadSig, NotBefore: child.Started().Add(cfg.startupGrace)}, nil
 		}
-		sctx, scancel := context.WithCancel(ctx)
-		g.Add(usesReaper(func() error { return sup.Run(sctx) }), func(error) { scancel() })
+		addContextActor(g, ctx, usesReaperCtx(usesReaper, sup.Run))
 	} else {
 		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 	}
-	{ // the loop
-		lctx, lcancel := context.WithCancel(ctx)
-		g.Add(usesReaper(func() error {
-			if err := r.Run(lctx); err != nil {
-				return err
-			}
-			<-lctx.Done() // Run returns early only on error; otherwise wait to be stopped
-			return nil
-		}), func(error) { lcancel() })
-	}
-	klog.InfoS("reloader started", "version", cli.Version(version), "sources", len(cfg.refs), "selector", cfg.selector != nil, "folders", cfg.folders,
-		"configroot", cfg.root, "subprocess", len(cfg.app) > 0, "reloadHTTP", cfg.http != nil, "reloadProcess", cfg.process != nil)
-	for _, n := range cfg.notes {
-		klog.InfoS(n)
-	}
-	return g.Run()
+	addContextActor(g, ctx, usesReaperCtx(usesReaper, func(ctx context.Context) error { // the loop
+		if err := r.Run(ctx); err != nil {
+			return err
+		}
+		<-ctx.Done() // Run returns early only on error; otherwise wait to be stopped
+		return nil
+	}))
+	return g, nil
+}
+
+// runningSource is a source that runs until its context ends.
+type runningSource interface {
+	reload.Source
+	Run(context.Context)
+}
+
+// addContextActor runs execute on a context of its own, ended when the group stops.
+func addContextActor(g *run.Group, parent context.Context, execute func(context.Context) error) {
+	ctx, cancel := context.WithCancel(parent)
+	g.Add(func() error { return execute(ctx) }, func(error) { cancel() })
+}
+
+// usesReaperCtx is usesReaper for an actor that takes a context.
+func usesReaperCtx(usesReaper func(func() error) func() error, execute func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error { return usesReaper(func() error { return execute(ctx) })() }
 }
 
 // hasSecrets reports whether a Secret's value may be among the files: then the content hash

@@ -106,11 +106,8 @@ func TestK8sSidecarArgs(t *testing.T) {
 						args[i] = "--configroot=" + t.TempDir()
 					}
 				}
-				o := options{}
-				fs := newFlagSet(&o)
-				require.NoError(t, fs.Parse(args))
 				if !strings.Contains(strings.Join(args, " "), "-file=") {
-					_, err := o.check(nil)
+					_, err := parse(t, args...)
 					require.NoError(t, err, "%v", args)
 				}
 			}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,7 +13,7 @@ import (
 	flag "github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
-	"github.com/configwave/configwave/internal/notify"
+	"github.com/configwave/configwave/internal/netaddr"
 )
 
 // The peers whose series the reloader exports beside its own.
@@ -32,8 +30,12 @@ const (
 	promReloadTimeout  = 30 * time.Second
 )
 
-// promOptions are prometheus-config-reloader's own flags.
-type promOptions struct {
+// promFlags are prometheus-config-reloader's own flags (the Prometheus Operator's reloader,
+// over Thanos' pkg/reloader), so that the operator's --prometheus-config-reloader can name this
+// image. They land here, apart from the reloader's own options; translate alone turns them into
+// options. The migration table in docs/migrating.md says where we differ.
+type promFlags struct {
+	watchedDirs              []string
 	configFile, envsubstFile string
 	reloadURL                string
 	reloadMethod             string
@@ -47,12 +49,14 @@ type promOptions struct {
 	memlimitRatio            float64
 }
 
-// The Prometheus Operator's prometheus-config-reloader (Thanos' pkg/reloader) takes these flags,
-// so that the operator's --prometheus-config-reloader can name this image: each means what it
-// means there, over the reloader's pipeline. The migration table in docs/migrating.md says where we differ.
-func addPromConfigReloaderFlags(fs *flag.FlagSet, o *options) {
-	p := &o.prom
-	fs.StringArrayVar(&o.folders, "watched-dir", nil, "prometheus-config-reloader's name for --volume-dir.")
+// promOnly are the flags only prometheus-config-reloader has: one of them given makes the
+// command line its. --watch-interval and --listen-address are its and ours alike.
+var promOnly = []string{"watched-dir", "config-file", "config-envsubst-file", "reload-url", "reload-method", "process-executable-name",
+	"runtimeinfo-url", "delay-interval", "retry-interval", "reload-timeout", "statefulset-ordinal-from-envvar",
+	"web-config-file", "auto-gomemlimit-ratio"}
+
+func (p *promFlags) add(fs *flag.FlagSet) {
+	fs.StringArrayVar(&p.watchedDirs, "watched-dir", nil, "prometheus-config-reloader's name for --volume-dir.")
 	fs.StringVar(&p.configFile, "config-file", "", "prometheus-config-reloader's: a config file to watch (its folder is watched); gunzipped and with $(NAME) expanded into --config-envsubst-file; the app is told once at start.")
 	fs.StringVar(&p.envsubstFile, "config-envsubst-file", "", "prometheus-config-reloader's: where --config-file is written, gunzipped and with each $(NAME) replaced by environment variable NAME (an unset one is left as written, with a warning); written atomically.")
 	fs.StringVar(&p.reloadURL, "reload-url", "", "prometheus-config-reloader's name for --reload-http (default "+promReloadURL+" with its other flags).")
@@ -67,99 +71,78 @@ func addPromConfigReloaderFlags(fs *flag.FlagSet, o *options) {
 	fs.Float64Var(&p.memlimitRatio, "auto-gomemlimit-ratio", 0, "prometheus-config-reloader's: set Go's memory limit to this share (0 to 1) of the container's memory limit; 0 off.")
 }
 
-// promFlags are the flags that make the reloader behave as prometheus-config-reloader.
-var promFlags = []string{"watched-dir", "config-file", "config-envsubst-file", "reload-url", "reload-method", "process-executable-name",
-	"runtimeinfo-url", "delay-interval", "retry-interval", "reload-timeout", "statefulset-ordinal-from-envvar",
-	"web-config-file", "auto-gomemlimit-ratio"}
-
-// promConfigReloader turns prometheus-config-reloader's flags into the reloader's, when any is given.
-func (o *options) promConfigReloader(c *config) error {
-	p := &o.prom
-	used := false
-	for _, f := range promFlags {
-		used = used || o.changed(f)
-	}
-	if !used {
-		return nil
-	}
-	c.peer = peerPrometheusConfigReloader
+// translate turns a prometheus-config-reloader command line into the reloader's options. It
+// returns a new options; own is not changed.
+func (p promFlags) translate(own options) (options, error) {
+	o := own
+	o.peer.name = peerPrometheusConfigReloader
 	if p.webConfigFile != "" {
-		return fmt.Errorf("--web-config-file (TLS and authentication on --listen-address) is not supported: serve the metrics on the pod network without it, or keep prometheus-config-reloader for this pod")
+		return options{}, fmt.Errorf("--web-config-file (TLS and authentication on --listen-address) is not supported: serve the metrics on the pod network without it, or keep prometheus-config-reloader for this pod")
 	}
 	if p.envsubstFile != "" && p.configFile == "" {
-		return fmt.Errorf("--config-envsubst-file is where --config-file is written: add --config-file")
+		return options{}, fmt.Errorf("--config-envsubst-file is where --config-file is written: add --config-file")
 	}
+	o.folders = append(append([]string(nil), own.folders...), p.watchedDirs...)
 	if p.configFile != "" {
-		p.configFile = filepath.Clean(p.configFile)
-		o.folders = append(o.folders, filepath.Dir(p.configFile))
-		c.renderIn, c.renderOut = p.configFile, p.envsubstFile
-		c.tellOnStart = true
+		in := filepath.Clean(p.configFile)
+		o.folders = append(o.folders, filepath.Dir(in))
+		o.peer.renderIn, o.peer.renderOut = in, p.envsubstFile
+		o.peer.tellOnStart = true
 	}
 	if len(o.folders) == 0 {
-		return fmt.Errorf("nothing to watch: pass --config-file or --watched-dir")
+		return options{}, fmt.Errorf("nothing to watch: pass --config-file or --watched-dir")
 	}
 	if p.memlimitRatio < 0 || p.memlimitRatio > 1 {
-		return fmt.Errorf("--auto-gomemlimit-ratio=%v: give a share between 0 and 1", p.memlimitRatio)
+		return options{}, fmt.Errorf("--auto-gomemlimit-ratio=%v: give a share between 0 and 1", p.memlimitRatio)
 	}
-	c.ordinalFrom, c.memlimitRatio = p.ordinalFrom, p.memlimitRatio
-	if o.watchInterval == 0 {
+	o.peer.ordinalFrom, o.peer.memlimitRatio = p.ordinalFrom, p.memlimitRatio
+	if own.watchInterval == 0 {
 		// The operator's init container: write the output once and exit, telling nobody.
-		c.once, c.tellOnStart = true, false
+		o.once, o.peer.tellOnStart = true, false
 		o.reloadHTTP, o.reloadProcess = nil, ""
-		return nil
+		return o, nil
 	}
-	if !o.changed("reload-retry-interval") {
-		o.retryInterval, c.retry = p.retryInterval, p.retryInterval
+	if !own.changed("reload-retry-interval") {
+		o.retryInterval = p.retryInterval
 	}
-	if !o.changed("reload-http-timeout") {
+	if !own.changed("reload-http-timeout") {
 		o.reloadTimeout = p.reloadTimeout
 	}
-	if o.changed("delay-interval") {
+	if own.changed("delay-interval") {
 		if p.delayInterval < 0 {
-			return fmt.Errorf("--delay-interval=%s: must be 0 or more", p.delayInterval)
+			return options{}, fmt.Errorf("--delay-interval=%s: must be 0 or more", p.delayInterval)
 		}
-		c.settle = p.delayInterval
+		o.peer.settle = p.delayInterval
 	}
+	var told string // the URL prometheus-config-reloader itself would request
 	switch p.reloadMethod {
 	case "http":
-		if p.reloadURL != "" {
-			o.reloadHTTP = append(o.reloadHTTP, p.reloadURL)
-		} else if len(o.reloadHTTP) == 0 && o.reloadProcess == "" && len(c.app) == 0 {
+		switch {
+		case p.reloadURL != "":
+			o.reloadHTTP = append(append([]string(nil), own.reloadHTTP...), p.reloadURL)
+			told = p.reloadURL
+		case len(own.reloadHTTP) == 0 && own.reloadProcess == "" && !own.hasApp:
 			o.reloadHTTP = []string{promReloadURL}
 		}
 	case "signal":
 		if p.reloadURL != "" {
-			return fmt.Errorf("--reload-url is not used with --reload-method=signal: drop one")
+			return options{}, fmt.Errorf("--reload-url is not used with --reload-method=signal: drop one")
 		}
 		o.reloadProcess = p.processName
-		c.runtimeInfoURL = p.runtimeInfoURL
+		o.peer.runtimeInfoURL = p.runtimeInfoURL
+		told = p.runtimeInfoURL
 	default:
-		return fmt.Errorf("--reload-method=%q: use http or signal", p.reloadMethod)
+		return options{}, fmt.Errorf("--reload-method=%q: use http or signal", p.reloadMethod)
 	}
-	o.keepPromLoopbackTLS(c)
-	return nil
-}
-
-// keepPromLoopbackTLS keeps what prometheus-config-reloader does with the https URL the operator
-// gives it when Prometheus serves TLS (https://localhost:9090/...): it never checks the
-// certificate, and the operator passes no CA. Only for a loopback host, only when no TLS flag of
-// ours is given, and said once at start: the request never leaves the pod's network namespace.
-// Anything else is verified, as everywhere in the reloader.
-func (o *options) keepPromLoopbackTLS(c *config) {
-	if o.tls != (notify.TLSFiles{}) || o.changed("reload-http-insecure-skip-verify") {
-		return
+	// What prometheus-config-reloader does with the https URL the operator gives it when
+	// Prometheus serves TLS (https://localhost:9090/...): it never checks the certificate, and
+	// the operator passes no CA. Kept for that one URL, only on the loopback interface, only
+	// when no TLS flag of ours is given, and said once at start: the request never leaves the
+	// pod's network namespace. Every other URL is verified, as everywhere in the reloader.
+	if !own.tlsGiven() && strings.HasPrefix(told, "https://") && netaddr.IsLoopbackURL(told) {
+		o.peer.unverifiedLoopback = told
 	}
-	raw := c.runtimeInfoURL // --reload-method=signal
-	if o.prom.reloadMethod == "http" {
-		raw = o.prom.reloadURL
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "https" {
-		return
-	}
-	if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || (ip != nil && ip.IsLoopback()) {
-		o.tls.InsecureSkipVerify, c.tlsLoopbackUnverified = true, true
-	}
+	return o, nil
 }
 
 var trailingDigits = regexp.MustCompile(`\d+$`)
@@ -167,16 +150,16 @@ var trailingDigits = regexp.MustCompile(`\d+$`)
 // applyPromProcessSettings does what prometheus-config-reloader's flags ask of the process
 // itself, once the command line is checked.
 func applyPromProcessSettings(c *config) {
-	if c.peer != peerPrometheusConfigReloader {
+	if c.peer.name != peerPrometheusConfigReloader {
 		return
 	}
-	if c.tlsLoopbackUnverified {
-		klog.InfoS("https reload URL on the loopback interface: its certificate is not verified, as prometheus-config-reloader never verifies it; pass --reload-http-ca-file to verify it")
+	if c.peer.unverifiedLoopback != "" {
+		klog.InfoS("https URL on the loopback interface: its certificate is not verified, as prometheus-config-reloader never verifies it; pass --reload-http-ca-file to verify it")
 	}
-	if err := setOrdinal(c.ordinalFrom); err != nil {
+	if err := setOrdinal(c.peer.ordinalFrom); err != nil {
 		klog.InfoS("warning: $STATEFULSET_ORDINAL_NUMBER not set", "err", err.Error())
 	}
-	setMemoryLimit(c.memlimitRatio)
+	setMemoryLimit(c.peer.memlimitRatio)
 }
 
 // setOrdinal sets STATEFULSET_ORDINAL_NUMBER from the digits that end $from (prometheus-k8s-1 → 1).

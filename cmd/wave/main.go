@@ -23,7 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
@@ -49,7 +48,6 @@ import (
 	"github.com/configwave/configwave/internal/profiles"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/serve"
-	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/workload"
 )
 
@@ -185,137 +183,6 @@ Flags:
 	return fs
 }
 
-type config struct {
-	options
-	countByNamespace bool // METRICS_COUNT_BY_NAMESPACE=enabled
-	namespaceList    []string
-	selector         labels.Selector
-	dialects         rollout.Dialects
-	reloaderOpts     rollout.ReloaderOptions
-	format           confighash.HashFormat
-	hashKey          []byte
-	webhook          *alert.Webhook
-	reloadAlerts     *alert.Webhook    // Stakater Reloader's ALERT_ON_RELOAD; nil when off
-	changeWebhook    *alert.Webhook    // Stakater Reloader's --webhook-url mode; nil when off
-	reloadAlertEnv   alert.StakaterEnv // its message
-	installKeyNS     string            // the install key Secret; "" name: none
-	installKeyName   string
-	csi              bool // --enable-csi-integration
-}
-
-func (o *options) check() (*config, error) {
-	ha, err := o.reloader.highAvailability()
-	if err != nil {
-		return nil, err
-	}
-	if ha {
-		o.leaderElection = true
-		if !o.changed("leader-election-id") {
-			o.leaderID = stakaterLease
-		}
-	}
-	getenv := o.getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	env := readReloaderEnv(getenv)
-	if env.namespace != "" && !o.changed("namespaces") {
-		o.namespaces = env.namespace
-	}
-	if !env.chart || o.reloaderListen == o.listenAddress {
-		o.reloaderListen = ""
-	}
-	c := &config{options: *o, selector: labels.Everything(), countByNamespace: env.countByNamespace}
-	c.reloadAlertEnv = alert.ReadStakaterEnv(getenv)
-	if c.reloadAlerts, err = c.reloadAlertEnv.Webhook(o.allowHTTPWebhooks); err != nil {
-		return nil, err
-	}
-	if c.namespaceList, err = parseNamespaces(o.namespaces); err != nil {
-		return nil, err
-	}
-	if o.labelSelector != "" {
-		sel, err := labels.Parse(o.labelSelector)
-		if err != nil {
-			return nil, fmt.Errorf("--label-selector=%q: %w", o.labelSelector, err)
-		}
-		c.selector = sel
-	}
-	if c.dialects, err = rollout.ParseDialects(o.annotations); err != nil {
-		return nil, err
-	}
-	if err := o.reloader.check(&c.reloaderOpts); err != nil {
-		return nil, err
-	}
-	if c.csi, err = o.reloader.csiIntegration(); err != nil {
-		return nil, err
-	}
-	c.reloaderOpts.Dialect.SecretProviderClasses = c.csi
-	if c.format, err = confighash.ParseHashFormat(o.hashFormat); err != nil {
-		return nil, err
-	}
-	if o.hashKeyFile != "" {
-		key, err := readKey(o.hashKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--hash-key-file=%q: %w", o.hashKeyFile, err)
-		}
-		if c.hashKey = key; len(c.hashKey) < 16 {
-			return nil, fmt.Errorf("--hash-key-file=%q: the key has %d bytes; use at least 16 random bytes (e.g. head -c 32 /dev/urandom | base64)", o.hashKeyFile, len(c.hashKey))
-		}
-	}
-	if o.metricsAddr != "" {
-		if o.listenAddress != defaultListenAddress && o.listenAddress != o.metricsAddr {
-			return nil, fmt.Errorf("--metrics-addr=%q and --listen-address=%q: give only --listen-address (--metrics-addr is Wave's name for it)", o.metricsAddr, o.listenAddress)
-		}
-		c.listenAddress = o.metricsAddr
-	}
-	switch {
-	case o.syncPeriod < time.Second:
-		return nil, fmt.Errorf("--sync-period=%s: use at least 1s (default 5m)", o.syncPeriod)
-	case o.qps <= 0 || o.burst < 1:
-		return nil, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
-	case o.workers < 1:
-		return nil, fmt.Errorf("--workers=%d: use at least 1", o.workers)
-	case o.coalesce < 0 || o.coalesce > time.Second:
-		return nil, fmt.Errorf("--coalesce=%s: use 0 (roll at once) up to 1s", o.coalesce)
-	case o.minInterval < 0 || o.minInterval > 24*time.Hour:
-		return nil, fmt.Errorf("--min-rollout-interval=%s: use 0 (none) up to 24h", o.minInterval)
-	case o.updateRate < 0 || o.updateBurst < 1:
-		return nil, fmt.Errorf("--update-rate=%g --update-burst=%d: use a rate of 0 (no limit) or more rollouts per second, and a burst of at least 1", o.updateRate, o.updateBurst)
-	case o.rolloutDeadline < 0:
-		return nil, fmt.Errorf("--rollout-deadline=%s: use a positive duration, or 0 to never fail a rollout on time alone", o.rolloutDeadline)
-	case o.leaderElection && !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0):
-		return nil, fmt.Errorf("leader election needs --leader-election-lease-duration > --leader-election-renew-deadline > --leader-election-retry-period > 0")
-	}
-	if o.installKey != "" && o.hashKeyFile == "" {
-		c.installKeyNS, c.installKeyName = source.DefaultNamespace(), o.installKey
-		if ns, name, ok := strings.Cut(o.installKey, "/"); ok {
-			c.installKeyNS, c.installKeyName = ns, name
-		}
-		if len(validation.IsDNS1123Label(c.installKeyNS)) > 0 || len(validation.IsDNS1123Subdomain(c.installKeyName)) > 0 {
-			return nil, fmt.Errorf("--install-key-secret=%q: give a Secret as NAME or NAMESPACE/NAME", o.installKey)
-		}
-	}
-	if o.notifyWebhook != "" {
-		if c.webhook, err = alert.NewWith(o.notifyWebhook, alert.Options{AllowHTTP: o.allowHTTPWebhooks}); err != nil {
-			return nil, fmt.Errorf("--notify-webhook: %w", err)
-		}
-	}
-	if o.reloader.webhookURL != "" {
-		if c.changeWebhook, err = alert.NewWith(o.reloader.webhookURL, alert.Options{Format: alert.ReloaderWebhook, Setting: "--webhook-url", AllowHTTP: o.allowHTTPWebhooks}); err != nil {
-			return nil, fmt.Errorf("--webhook-url: %w", err)
-		}
-	}
-	if o.leaderElection {
-		if errs := validation.IsDNS1123Subdomain(o.leaderID); len(errs) > 0 {
-			return nil, fmt.Errorf("--leader-election-id=%q is not a valid Lease name", o.leaderID)
-		}
-		if c.leaderNamespace == "" {
-			c.leaderNamespace = source.DefaultNamespace()
-		}
-	}
-	return c, nil
-}
-
 // parseNamespaces reads --namespaces: names separated by commas, blanks around them ignored.
 func parseNamespaces(value string) ([]string, error) {
 	var out []string
@@ -352,12 +219,59 @@ func readKey(name string) ([]byte, error) {
 	return bytes.TrimSpace(b), nil
 }
 
+// runWave runs wave as cfg says until it is stopped or loses its Lease: build the clients,
+// load the digest key, fill the caches, make the controller, then run every part.
 func runWave(cfg *config) error {
-	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-wave/"+cli.Version(version), cfg.qps, cfg.burst)
+	reg := serve.NewRegistry("wave", cli.Version(version))
+	cl, err := newClients(cfg, reg)
 	if err != nil {
 		return err
 	}
-	reg := serve.NewRegistry("wave", cli.Version(version))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if cfg.migrate {
+		rep, err := migrate.FromWaveV05(ctx, cl.kube, cfg.namespaceList, cfg.dryRun)
+		klog.InfoS("migration from Wave 0.5 finished", "ownerReferencesRemoved", rep.OwnerReferencesRemoved, "finalizersRemoved", rep.FinalizersRemoved, "dryRun", cfg.dryRun)
+		return err
+	}
+	recorder, stopEvents := recordEvents(ctx, cl.events)
+	defer stopEvents() // after the controller stopped: nothing emits any more
+	digestKey, err := loadDigestKey(ctx, cl.kube, cfg)
+	if err != nil {
+		return err
+	}
+	inf, err := newInformers(ctx, cfg, cl, digestKey)
+	if err != nil {
+		return err
+	}
+	w, err := newWork(cfg, cl, inf, recorder, reg, digestKey)
+	if err != nil {
+		return err
+	}
+	g, err := waveActors(ctx, cfg, cl, inf, w, reg)
+	if err != nil {
+		return err
+	}
+	logStart(cfg, cl, digestKey)
+	return g.Run()
+}
+
+// clients are wave's API clients: one for config and workloads (the hot path), one for Events
+// and one for pods, each on its own rate limit and counted apart.
+type clients struct {
+	rest   *rest.Config
+	kube   kubernetes.Interface
+	all    workload.Clients
+	kinds  []workload.Type
+	events kubernetes.Interface
+	pods   kubernetes.Interface // nil without --crash-loop-detection
+}
+
+func newClients(cfg *config, reg *prometheus.Registry) (*clients, error) {
+	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-wave/"+cli.Version(version), cfg.qps, cfg.burst)
+	if err != nil {
+		return nil, err
+	}
 	apiRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configwave_wave_api_requests_total",
 		Help: "Requests sent to the API server, by HTTP method and client: workloads (config and workloads: the hot path), events, pods (crash-loop checks). Watches count once, when opened.",
@@ -367,7 +281,6 @@ func runWave(cfg *config) error {
 		Help: "Watches opened again (dropped connection, 410 Gone, API server restart, routine timeout), by resource.",
 	}, []string{"resource"})
 	reg.MustRegister(apiRequests, watchRestarts)
-	// Events and pod reads get clients of their own (below), counted apart.
 	eventCfg, podCfg := rest.CopyConfig(restCfg), rest.CopyConfig(restCfg)
 	for c, cfg := range map[string]*rest.Config{"workloads": restCfg, "events": eventCfg, "pods": podCfg} {
 		kubeclient.CountRequests(cfg, func(m string) { apiRequests.WithLabelValues(m, c).Inc() })
@@ -378,71 +291,79 @@ func runWave(cfg *config) error {
 			c.Inc()
 		}
 	})
-	clients, kinds, err := workload.Connect(restCfg)
+	all, kinds, err := workload.Connect(restCfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	client := clients.Kube
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	if cfg.migrate {
-		rep, err := migrate.FromWaveV05(ctx, client, cfg.namespaceList, cfg.dryRun)
-		klog.InfoS("migration from Wave 0.5 finished", "ownerReferencesRemoved", rep.OwnerReferencesRemoved, "finalizersRemoved", rep.FinalizersRemoved, "dryRun", cfg.dryRun)
-		return err
-	}
-
+	cl := &clients{rest: restCfg, kube: all.Kube, all: all, kinds: kinds}
 	// Events get a client of their own, with its own rate limit: with one shared limiter a
 	// ConfigMap used by 1,000 workloads cost 2,000 requests against --kube-api-qps (a patch and
 	// an Event each) and the patches waited behind the Events. Events are best effort: the
 	// broadcaster drops them when its queue is full, never blocking a rollout.
 	eventCfg.QPS, eventCfg.Burst, eventCfg.RateLimiter = eventQPS, eventBurst, nil
-	eventClient, err := kubernetes.NewForConfig(eventCfg)
-	if err != nil {
-		return fmt.Errorf("create the Events client: %w", err)
+	if cl.events, err = kubernetes.NewForConfig(eventCfg); err != nil {
+		return nil, fmt.Errorf("create the Events client: %w", err)
 	}
 	// Pods are read only to see a config rollout's new pods crash-loop: best effort, on a
 	// rate limit of their own, never in the way of the patches.
 	podCfg.QPS, podCfg.Burst, podCfg.RateLimiter = podQPS, podBurst, nil
-	var podClient kubernetes.Interface
 	if cfg.crashLoopDetection {
-		if podClient, err = kubernetes.NewForConfig(podCfg); err != nil {
-			return fmt.Errorf("create the pods client: %w", err)
+		if cl.pods, err = kubernetes.NewForConfig(podCfg); err != nil {
+			return nil, fmt.Errorf("create the pods client: %w", err)
 		}
 	}
+	return cl, nil
+}
+
+// recordEvents starts the Event broadcaster; stop waits a little for the Events still queued,
+// then shuts it down.
+func recordEvents(ctx context.Context, client kubernetes.Interface) (recorder record.EventRecorder, stop func()) {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartStructuredLogging(4)
 	tally := &eventTally{}
-	broadcaster.StartRecordingToSink(talliedSink{&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")}, tally})
-	defer func() { // after the controller stopped: nothing emits any more
+	broadcaster.StartRecordingToSink(talliedSink{&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}, tally})
+	stop = func() {
 		if n := tally.wait(eventGrace); n > 0 {
 			klog.InfoS("Events not written before the stop", "dropped", n)
 		}
 		broadcaster.Shutdown()
-	}()
-	recorder := talliedRecorder{broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"}), tally}
-
-	digestKey, err := loadDigestKey(ctx, client, cfg)
-	if err != nil {
-		return err
 	}
-	inf := rollout.NewInformers(clients, kinds, cfg.namespaceList, cfg.selector, cfg.syncPeriod,
+	return talliedRecorder{broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"}), tally}, stop
+}
+
+// newInformers makes the caches: workloads, ConfigMaps and Secrets as digests, and what
+// Reloader's flags add (namespaces, the CSI driver's pod statuses).
+func newInformers(ctx context.Context, cfg *config, cl *clients, digestKey []byte) (*rollout.Informers, error) {
+	inf := rollout.NewInformers(cl.all, cl.kinds, cfg.namespaceList, cfg.selector, cfg.syncPeriod,
 		confighash.Digester{Key: digestKey, KeepLabels: cfg.reloaderOpts.ResourceSelector != nil,
 			KeepAnnotations: []string{cfg.reloaderOpts.Dialect.Names.Match, cfg.reloaderOpts.Dialect.Names.Ignore}})
 	if cfg.reloaderOpts.NamespaceSelector != nil {
-		if err := checkNamespaceAccess(ctx, client); err != nil {
-			return err
+		if err := checkNamespaceAccess(ctx, cl.kube); err != nil {
+			return nil, err
 		}
-		inf.WatchNamespaces(client)
+		inf.WatchNamespaces(cl.kube)
 	}
 	if cfg.csi {
-		if err := watchSecretProviderClasses(ctx, inf, cfg.namespaceList, client.Discovery(), clients.Dynamic, restCfg); err != nil {
-			return err
+		if err := watchSecretProviderClasses(ctx, inf, cfg.namespaceList, cl.kube.Discovery(), cl.all.Dynamic, cl.rest); err != nil {
+			return nil, err
 		}
 	}
-	var ctrl *rollout.Controller
-	metrics := rollout.NewMetrics(reg, func() float64 { return ctrl.QueueDepth() }, func() float64 { return ctrl.Tracked() },
-		func(s outcome.State) float64 { return ctrl.Workloads(s) })
+	return inf, nil
+}
+
+// work is what the leader runs: the controller, or in Reloader's --webhook-url mode the hook
+// that tells the webhook of every change and writes nothing.
+type work struct {
+	ctrl    *rollout.Controller
+	hook    *rollout.ChangeHook // nil but in --webhook-url mode
+	run     func(context.Context) error
+	leading func() bool
+}
+
+func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.EventRecorder, reg *prometheus.Registry, digestKey []byte) (*work, error) {
+	w := &work{}
+	metrics := rollout.NewMetrics(reg, func() float64 { return w.ctrl.QueueDepth() }, func() float64 { return w.ctrl.Tracked() },
+		func(s outcome.State) float64 { return w.ctrl.Workloads(s) })
 	stakater := compat.NewStakaterReloader(reg, cfg.countByNamespace)
 	metrics.OnRolloutWrite = func(rw rollout.RolloutWrite) {
 		stakater.Rollout(rw.Namespace, rw.OK)
@@ -450,76 +371,73 @@ func runWave(cfg *config) error {
 			cfg.reloadAlerts.Send(cfg.reloadAlertEnv.Message(rw.Changed, rw.Kind, rw.Namespace, rw.Name))
 		}
 	}
-	rc := rollout.Config{Client: client, Dynamic: clients.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: podClient,
+	rc := rollout.Config{Client: cl.kube, Dynamic: cl.all.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: cl.pods,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
 		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.reloaderOpts,
 		Passive: cfg.changeWebhook != nil}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
 	}
-	ctrl, err = rollout.NewController(rc)
-	if err != nil {
-		return err
+	var err error
+	if w.ctrl, err = rollout.NewController(rc); err != nil {
+		return nil, err
 	}
-	// What the leader runs: the controller, or in Reloader's --webhook-url mode the hook that
-	// tells the webhook of every change and writes nothing.
-	work := func(ctx context.Context) error { return ctrl.Run(ctx, cfg.workers) }
-	leading := ctrl.Leading
-	var hook *rollout.ChangeHook
+	w.run = func(ctx context.Context) error { return w.ctrl.Run(ctx, cfg.workers) }
+	w.leading = w.ctrl.Leading
 	if cfg.changeWebhook != nil {
-		hook = &rollout.ChangeHook{Informers: inf, Reloader: cfg.reloaderOpts, Send: cfg.changeWebhook.Send}
-		if err := hook.Register(); err != nil {
-			return err
+		w.hook = &rollout.ChangeHook{Informers: inf, Reloader: cfg.reloaderOpts, Send: cfg.changeWebhook.Send}
+		if err := w.hook.Register(); err != nil {
+			return nil, err
 		}
-		work, leading = hook.Run, hook.Leading
+		w.run, w.leading = w.hook.Run, w.hook.Leading
 	}
+	registerWorkGauges(cfg, reg, w)
+	return w, nil
+}
+
+func registerWorkGauges(cfg *config, reg *prometheus.Registry, w *work) {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "configwave_wave_alerts_dropped_total",
 		Help: "Alerts (--notify-webhook, ALERT_ON_RELOAD, --webhook-url) never delivered: the queue full, every try failed, or still queued when the grace period after a stop ended."},
 		func() float64 {
 			n := int64(0)
-			for _, w := range []*alert.Webhook{cfg.webhook, cfg.reloadAlerts, cfg.changeWebhook} {
-				if w != nil {
-					n += w.Dropped()
+			for _, wh := range []*alert.Webhook{cfg.webhook, cfg.reloadAlerts, cfg.changeWebhook} {
+				if wh != nil {
+					n += wh.Dropped()
 				}
 			}
 			return float64(n)
 		}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_rollouts_held",
-		Help: "Workloads whose rollout waits for --coalesce or for their floor between rollouts."}, ctrl.Held))
+		Help: "Workloads whose rollout waits for --coalesce or for their floor between rollouts."}, w.ctrl.Held))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_leader",
 		Help: "1 while this replica leads and reconciles (always, without --leader-election), else 0."}, func() float64 {
-		if leading() {
+		if w.leading() {
 			return 1
 		}
 		return 0
 	}))
+}
 
-	var g run.Group
+// waveActors is what runs, each part with what stops it. On a stop the controller drains first
+// (its workers finish their items, which may still read the caches and send alerts); the
+// informers and the alert queues stop after it.
+func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Informers, w *work, reg *prometheus.Registry) (*run.Group, error) {
+	g := &run.Group{}
 	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
-	// On a stop the controller drains first (its workers finish their items, which may still
-	// read the caches and send alerts); the informers and the alert queues stop after it.
 	controllerDone := make(chan struct{})
 	afterController := func(stop func()) func(error) {
 		return func(error) { go func() { <-controllerDone; stop() }() }
 	}
-	if cfg.reloadAlerts != nil {
-		actx, acancel := context.WithCancel(ctx)
-		g.Add(func() error { return cfg.reloadAlerts.Run(actx) }, afterController(acancel))
-		klog.InfoS("alerting on every rollout, as Stakater Reloader's ALERT_ON_RELOAD asks", "webhook", cfg.reloadAlerts.Host(), "sink", cfg.reloadAlertEnv.Sink)
-	}
-	if cfg.webhook != nil {
-		hctx, hcancel := context.WithCancel(ctx)
-		g.Add(func() error { return cfg.webhook.Run(hctx) }, afterController(hcancel))
-	}
-	if hook != nil {
-		wctx, wcancel := context.WithCancel(ctx)
-		g.Add(func() error { return cfg.changeWebhook.Run(wctx) }, afterController(wcancel))
-		klog.InfoS("Stakater Reloader's --webhook-url: every change of a ConfigMap's or Secret's data is told to the webhook, and no workload is written", "webhook", cfg.changeWebhook.Host())
+	for _, wh := range []*alert.Webhook{cfg.reloadAlerts, cfg.webhook, cfg.changeWebhook} {
+		if wh != nil {
+			actx, acancel := context.WithCancel(ctx)
+			g.Add(func() error { return wh.Run(actx) }, afterController(acancel))
+		}
 	}
 	if cfg.listenAddress != "" {
-		srv, err := serve.Listen(cfg.listenAddress, reg, serve.Checks{Ready: inf.HasSynced, Status: ctrl.Status})
+		srv, err := serve.Listen(cfg.listenAddress, reg, serve.Checks{Ready: inf.HasSynced, Status: w.ctrl.Status})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		klog.InfoS("serving /healthz, /readyz, /metrics and /status", "address", srv.Addr())
 		g.Add(srv.Run, srv.Stop)
@@ -527,7 +445,7 @@ func runWave(cfg *config) error {
 	if cfg.reloaderListen != "" {
 		srv, err := serve.Listen(cfg.reloaderListen, reg, serve.Checks{Ready: inf.HasSynced, HealthPaths: []string{"/live"}, Flag: "--reloader-listen-address"})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		klog.InfoS("started by Stakater Reloader's chart: serving its /live and /metrics", "address", srv.Addr())
 		g.Add(srv.Run, srv.Stop)
@@ -535,7 +453,7 @@ func runWave(cfg *config) error {
 	if cfg.reloader.enablePprof {
 		prof, err := profiles.Listen(cfg.reloader.pprofAddr)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		klog.InfoS("serving Go's profiles on /debug/pprof/", "address", prof.Addr())
 		g.Add(prof.Run, prof.Stop)
@@ -543,7 +461,7 @@ func runWave(cfg *config) error {
 	{ // informers: every replica keeps warm caches, so a new leader starts at once
 		ictx, icancel := context.WithCancel(ctx)
 		g.Add(func() error {
-			startInformers(ictx, inf, ctrl.QueueDepth)
+			startInformers(ictx, inf, w.ctrl.QueueDepth)
 			<-ictx.Done()
 			inf.Shutdown()
 			return nil
@@ -554,23 +472,33 @@ func runWave(cfg *config) error {
 		g.Add(func() error {
 			defer close(controllerDone)
 			if !cfg.leaderElection {
-				return work(cctx)
+				return w.run(cctx)
 			}
-			return runLeader(cctx, cfg, client, work)
+			return runLeader(cctx, cfg, cl.kube, w.run)
 		}, func(error) { ccancel() })
+	}
+	return g, nil
+}
+
+// logStart says what runs, and what of the peers' flags was taken without effect.
+func logStart(cfg *config, cl *clients, digestKey []byte) {
+	if cfg.reloadAlerts != nil {
+		klog.InfoS("alerting on every rollout, as Stakater Reloader's ALERT_ON_RELOAD asks", "webhook", cfg.reloadAlerts.Host(), "sink", cfg.reloadAlertEnv.Sink)
+	}
+	if cfg.changeWebhook != nil {
+		klog.InfoS("Stakater Reloader's --webhook-url: every change of a ConfigMap's or Secret's data is told to the webhook, and no workload is written", "webhook", cfg.changeWebhook.Host())
 	}
 	if ignored := cfg.waveOnly.given(); len(ignored) > 0 {
 		klog.InfoS("Wave's flags accepted and ignored: wave needs no admission webhook, and logs with --v", "flags", ignored)
 	}
 	if cfg.reloader.isArgoRollouts != "" {
-		klog.InfoS("Stakater Reloader's --is-Argo-Rollouts accepted and ignored: wave rolls Argo Rollouts wherever their CustomResourceDefinition is served", "served", slices.ContainsFunc(kinds, func(t workload.Type) bool { return t.Kind() == workload.ArgoRollout }))
+		klog.InfoS("Stakater Reloader's --is-Argo-Rollouts accepted and ignored: wave rolls Argo Rollouts wherever their CustomResourceDefinition is served", "served", slices.ContainsFunc(cl.kinds, func(t workload.Type) bool { return t.Kind() == workload.ArgoRollout }))
 	}
 	if cfg.metricsAddr != "" {
 		klog.InfoS("--metrics-addr is deprecated: use --listen-address, which serves /metrics beside /healthz, /readyz and /status", "address", cfg.listenAddress)
 	}
 	klog.InfoS("wave started", "version", cli.Version(version), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(), "annotations", cfg.annotations,
 		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "keyedInputs", len(digestKey) > 0, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
-	return g.Run()
 }
 
 // defaultListenAddress serves /metrics where Wave's --metrics-addr did by default.

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -25,6 +24,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/netaddr"
 )
 
 // Webhook sends texts one at a time, in order, in the background: a slow chat service never
@@ -106,7 +107,7 @@ func NewWith(raw string, o Options) (*Webhook, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, errors.New("not an http(s) URL with a host; give the webhook's URL, or @FILE holding it")
 	}
-	if u.Scheme == "http" && !o.AllowHTTP && !loopback(u.Hostname()) {
+	if u.Scheme == "http" && !o.AllowHTTP && !netaddr.IsLoopbackHost(u.Hostname()) {
 		// The callers name the setting (--notify-webhook, ALERT_WEBHOOK_URL) before it.
 		return nil, fmt.Errorf("an http:// URL to %s: the alerts and the URL, often the credential itself, would cross the network unencrypted; use https://, or start wave with --allow-http-webhooks", u.Hostname())
 	}
@@ -126,15 +127,6 @@ func NewWith(raw string, o Options) (*Webhook, error) {
 		grace: stopGrace,
 		opts:  o,
 	}, nil
-}
-
-// loopback: a name or address that never leaves the pod.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func readSmall(path string) ([]byte, error) {
