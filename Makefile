@@ -22,7 +22,6 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/sourc
 	FuzzExpand:./internal/render FuzzToldRecord:./internal/reload FuzzTransform:./internal/csi
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-IMAGE   ?= configwave:$(patsubst v%,%,$(VERSION))
 
 .PHONY: build image release test lint fuzz deps controlplane argo-rollouts demo bench docs clean
 
@@ -30,16 +29,20 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/reloader ./cmd/wave
 
 # What a release publishes, under dist/ (emptied first): static binaries for each platform,
-# the chart package, an SPDX SBOM and SHA256SUMS. `make test` builds it for this machine's
-# platform only (hack/release's test): a second platform's compile would cost CI 2 minutes.
+# the images as one oci-archive, the chart package, an SPDX SBOM and SHA256SUMS. `make test`
+# builds it for this machine's platform only (hack/release's test): a second platform's
+# compile would cost CI 2 minutes.
 RELEASE_PLATFORMS ?= linux/amd64,linux/arm64
 release: $(HELM)
 	rm -rf dist
 	$(GO) run ./hack/release --version=$(VERSION) --out=dist --platforms=$(RELEASE_PLATFORMS) --helm=$(HELM)
 
-# Needs a container engine (none runs on the development machines).
+# The images, built in Go from the static binaries (no container engine, no base image), as an
+# OCI image layout under dist/image: one multi-platform index tagged "reloader" and one tagged
+# "wave". Push with: skopeo copy --all oci:dist/image:wave docker://REGISTRY/configwave:TAG
 image:
-	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	rm -rf dist/image
+	$(GO) run ./hack/release --image-only --version=$(VERSION) --out=dist/image --platforms=$(RELEASE_PLATFORMS)
 
 $(STATICCHECK):
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

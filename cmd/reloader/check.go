@@ -23,6 +23,7 @@ import (
 	"github.com/configwave/configwave/internal/reload"
 	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
+	"github.com/configwave/configwave/internal/webconfig"
 )
 
 // config is a checked command line: what the reloader runs.
@@ -118,6 +119,11 @@ func (o *options) checkFolders(c *config) error {
 		if !seen[d] {
 			seen[d] = true
 			c.folders = append(c.folders, d)
+		}
+		if o.peer.foldersMustExist {
+			if st, err := os.Stat(d); err != nil || !st.IsDir() {
+				return fmt.Errorf("--volume-dir=%q is not a folder: a mounted volume is there when the container starts, so check the path against the volumeMounts (configmap-reload stops here too)", d)
+			}
 		}
 	}
 	c.folderOpts = source.FolderOptions{Ignore: o.watchIgnore, Interval: o.watchInterval, Settle: o.peer.settle}
@@ -220,6 +226,11 @@ func (o *options) checkLayout(c *config) error {
 		}
 	}
 	if len(c.folders) == 0 {
+		if o.peer.createRoot {
+			if err := os.MkdirAll(c.root, 0o755); err != nil {
+				return fmt.Errorf("k8s-sidecar's FOLDER=%q cannot be made: %w; mount a writable volume (an emptyDir) at it or above it", c.root, errors.Unwrap(err))
+			}
+		}
 		if st, err := os.Stat(c.root); err != nil || !st.IsDir() {
 			return fmt.Errorf("--configroot=%q is not an existing folder: create it (an emptyDir volume in a pod)", c.root)
 		}
@@ -284,8 +295,13 @@ func (o *options) checkTiming(*config) error {
 	return nil
 }
 
-// checkServer checks the endpoints' paths.
-func (o *options) checkServer(*config) error {
+// checkServer checks the endpoints: their paths, and a peer's web config.
+func (o *options) checkServer(c *config) error {
+	if f := o.peer.webConfigFile; f != "" && c.listen != "" {
+		if err := webconfig.Check(f); err != nil {
+			return err
+		}
+	}
 	if !strings.HasPrefix(o.metricsPath, "/") || strings.ContainsAny(o.metricsPath, " \t\r\n?#") {
 		return fmt.Errorf("--metrics-path=%q: give a path such as /metrics", o.metricsPath)
 	}

@@ -102,14 +102,24 @@ func (c *commandLine) appArgs() ([]string, error) {
 }
 
 // k8sSidecarStart turns a start with no arguments and k8s-sidecar's environment into the
-// reloader's arguments, with the lines to log at start; ok is false for any other start.
-func k8sSidecarStart(args []string, getenv func(string) string) (sidecar, notes []string, ok bool, err error) {
+// reloader's arguments, and what k8s-sidecar does that no flag of ours says; ok is false for any
+// other start.
+func k8sSidecarStart(args []string, getenv func(string) string) (sidecar []string, peer peerSettings, ok bool, err error) {
 	if len(args) > 0 {
-		return nil, nil, false, nil
+		return nil, peerSettings{}, false, nil
 	}
-	sidecar, notes, ok, err = k8sSidecarArgs(getenv)
+	sidecar, notes, ok, err := k8sSidecarArgs(getenv)
 	if err != nil || !ok {
-		return nil, nil, ok, err
+		return nil, peerSettings{}, ok, err
 	}
-	return sidecar, append([]string{"started with k8s-sidecar's environment, read as " + strings.Join(redactArgs(sidecar), " ")}, notes...), true, nil
+	peer = peerSettings{
+		notes:              append([]string{"started with k8s-sidecar's environment, read as " + strings.Join(redactArgs(sidecar), " ")}, notes...),
+		createRoot:         true, // k8s-sidecar makes FOLDER (Grafana's chart points it into its emptyDir)
+		healthPortOptional: true, // k8s-sidecar runs on without its health port
+		insecureAPI:        getenv("SKIP_TLS_VERIFY") == "true",
+	}
+	if peer.insecureAPI {
+		peer.notes = append(peer.notes, "warning: k8s-sidecar's SKIP_TLS_VERIFY=true: the API server's certificate is not verified, as k8s-sidecar does; unset it to verify against the service account's ca.crt")
+	}
+	return sidecar, peer, true, nil
 }

@@ -73,6 +73,11 @@ type peerSettings struct {
 	settle              time.Duration // --delay-interval
 	ordinalFrom         string        // --statefulset-ordinal-from-envvar
 	memlimitRatio       float64       // --auto-gomemlimit-ratio
+	webConfigFile       string        // --web-config-file: TLS and auth of --listen-address
+	createRoot          bool          // k8s-sidecar: --configroot is made when missing
+	foldersMustExist    bool          // configmap-reload: a --volume-dir missing at start stops it
+	healthPortOptional  bool          // k8s-sidecar: a --listen-address taken by another is not fatal
+	insecureAPI         bool          // k8s-sidecar's SKIP_TLS_VERIFY=true
 	// unverifiedLoopback is the one https URL on the loopback interface whose certificate is
 	// not verified, as prometheus-config-reloader never verifies it.
 	unverifiedLoopback string

@@ -39,6 +39,12 @@ func parseAs(t *testing.T, argv0 string, args ...string) (*config, error) {
 
 func TestFlags(t *testing.T) {
 	root := t.TempDir()
+	mounted := func(name string) string { // configmap-reload's folders exist at start
+		d := filepath.Join(root, name)
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		return d
+	}
+	etcConfig, a, b := mounted("etc-config"), mounted("a"), mounted("b")
 	t.Setenv("POD_NAMESPACE", "web")
 	tests := []struct {
 		name    string
@@ -63,9 +69,9 @@ func TestFlags(t *testing.T) {
 				assert.Empty(t, c.peer.name)
 			}},
 		{name: "configmap-reload's arguments as the Prometheus chart renders them",
-			args: []string{"--volume-dir=/etc/config", "--webhook-url=http://127.0.0.1:9090/-/reload"},
+			args: []string{"--volume-dir=" + etcConfig, "--webhook-url=http://127.0.0.1:9090/-/reload"},
 			check: func(t *testing.T, c *config) {
-				assert.Equal(t, []string{"/etc/config"}, c.folders)
+				assert.Equal(t, []string{etcConfig}, c.folders)
 				assert.Empty(t, c.root, "nothing is unpacked")
 				require.Len(t, c.httpURLs, 1)
 				assert.Equal(t, "http://127.0.0.1:9090/-/reload", c.httpURLs[0].URL)
@@ -74,22 +80,26 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, 3*time.Minute, c.folderOpts.Interval)
 			}},
 		{name: "configmap-reload's flags in Go's syntax, as fluent-bit's chart writes them",
-			args: []string{"-volume-dir=/etc/config", "-webhook-url", "http://127.0.0.1:2020/api/v2/reload", "--webhook-method=POST", "-webhook-retries=2"},
+			args: []string{"-volume-dir=" + etcConfig, "-webhook-url", "http://127.0.0.1:2020/api/v2/reload", "--webhook-method=POST", "-webhook-retries=2"},
 			check: func(t *testing.T, c *config) {
-				assert.Equal(t, []string{"/etc/config"}, c.folders)
+				assert.Equal(t, []string{etcConfig}, c.folders)
 				require.Len(t, c.httpURLs, 1)
 				assert.Equal(t, "http://127.0.0.1:2020/api/v2/reload", c.httpURLs[0].URL)
 				assert.Equal(t, 2, c.httpURLs[0].Backoff.Steps)
 				assert.Equal(t, peerConfigmapReload, c.peer.name)
 			}},
+		{name: "configmap-reload's missing volume stops the start", args: []string{"--volume-dir=/does/not/exist", "--webhook-url=http://x/"},
+			wantErr: `--volume-dir="/does/not/exist" is not a folder`},
+		{name: "our own folder mode waits for a folder to appear", args: []string{"--volume-dir=/does/not/exist", "--reload-http=http://x/"},
+			check: func(t *testing.T, c *config) { assert.Equal(t, []string{"/does/not/exist"}, c.folders) }},
 		{name: "two peers' flags at once", args: []string{"--volume-dir=/x", "--webhook-url=http://x/", "--reload-url=http://y/"},
 			wantErr: "--webhook-url is configmap-reload's and --reload-url prometheus-config-reloader's"},
 		{name: "every webhook URL is told; configmap-reload's status code, retries, method and web flags",
-			args: []string{"--volume-dir=/a", "--volume-dir=/b", "--volume-dir=/a", "--webhook-url=http://127.0.0.1:1/x", "--webhook-url=http://127.0.0.1:2/y",
+			args: []string{"--volume-dir=" + a, "--volume-dir=" + b, "--volume-dir=" + a, "--webhook-url=http://127.0.0.1:1/x", "--webhook-url=http://127.0.0.1:2/y",
 				"--webhook-status-code=202", "--webhook-retries=3", "--webhook-method=PUT", "--web.listen-address=127.0.0.1:9999", "--web.telemetry-path=/m",
 				"--watch-ignore=token", "--watch-interval=10s"},
 			check: func(t *testing.T, c *config) {
-				assert.Equal(t, []string{"/a", "/b"}, c.folders)
+				assert.Equal(t, []string{a, b}, c.folders)
 				require.Len(t, c.httpURLs, 2)
 				assert.Len(t, c.http, 2)
 				for _, h := range c.httpURLs {
@@ -148,7 +158,11 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, "http://127.0.0.1:9090/-/reload", c.httpURLs[0].URL)
 				assert.Equal(t, 2*time.Second, c.folderOpts.Settle)
 			}},
-		{name: "--web-config-file is refused with what to do", args: []string{"--watched-dir=/x", "--web-config-file=/w.yml"}, wantErr: "--web-config-file (TLS and authentication on --listen-address) is not supported"},
+		{name: "a missing web config file stops the start", args: []string{"--watched-dir=/x", "--listen-address=:8080", "--web-config-file=/does/not/exist.yml"}, wantErr: `--web-config-file="/does/not/exist.yml"`},
+		{name: "an empty web config file serves plain HTTP", args: []string{"--watched-dir=/x", "--listen-address=:8080", "--web-config-file=/dev/null"},
+			check: func(t *testing.T, c *config) { assert.Equal(t, "/dev/null", c.peer.webConfigFile) }},
+		{name: "prometheus-config-reloader serves nothing unless told where", args: []string{"--watched-dir=/x"},
+			check: func(t *testing.T, c *config) { assert.Empty(t, c.listen) }},
 		{name: "an output without an input", args: []string{"--watched-dir=/x", "--config-envsubst-file=/o"}, wantErr: "add --config-file"},
 		{name: "a bad reload method", args: []string{"--watched-dir=/x", "--reload-method=grpc"}, wantErr: `--reload-method="grpc": use http or signal`},
 		{name: "a reload URL with the signal method", args: []string{"--watched-dir=/x", "--reload-method=signal", "--reload-url=http://x/"}, wantErr: "drop one"},

@@ -31,6 +31,7 @@ import (
 	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/supervise"
 	"github.com/configwave/configwave/internal/unpack"
+	"github.com/configwave/configwave/internal/webconfig"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -73,7 +74,7 @@ func parseCommandLine(argv0 string, args []string, getenv func(string) string) (
 		fmt.Fprintf(os.Stderr, "reloader: %v\n", err)
 		return nil, 2, true
 	}
-	sidecar, notes, ok, err := k8sSidecarStart(args, getenv)
+	sidecar, sidecarPeer, ok, err := k8sSidecarStart(args, getenv)
 	if err != nil {
 		return fail(err)
 	}
@@ -92,7 +93,9 @@ func parseCommandLine(argv0 string, args []string, getenv func(string) string) (
 	if err != nil {
 		return fail(err)
 	}
-	o.peer.notes = append(notes, o.peer.notes...)
+	if ok {
+		o.peer = sidecarPeer
+	}
 	cfg, err := o.check(app)
 	if err != nil {
 		return fail(err)
@@ -222,6 +225,10 @@ func readAPI(cfg *config, r *reload.Reloader, metrics *reload.Metrics) (runningS
 	if err != nil {
 		return nil, nil, err
 	}
+	if cfg.peer.insecureAPI {
+		restCfg.TLSClientConfig.Insecure = true
+		restCfg.TLSClientConfig.CAFile, restCfg.TLSClientConfig.CAData = "", nil
+	}
 	client, err := coreclient.New(restCfg)
 	if err != nil {
 		return nil, nil, err
@@ -306,13 +313,22 @@ func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSou
 		return g, nil
 	}
 	if cfg.listen != "" {
-		srv, err := serve.Listen(cfg.listen, reg, serve.Checks{Ready: r.Ready, Healthy: r.Healthy, Status: func() any { return r.CurrentStatus() },
-			MetricsPath: cfg.metricsPath})
-		if err != nil {
-			return nil, err
+		checks := serve.Checks{Ready: r.Ready, Healthy: r.Healthy, Status: func() any { return r.CurrentStatus() }, MetricsPath: cfg.metricsPath}
+		if f := cfg.peer.webConfigFile; f != "" {
+			checks.Serve = webconfig.Serve(f)
 		}
-		klog.InfoS("serving /healthz, /readyz, /status and metrics", "address", srv.Addr(), "metricsPath", cfg.metricsPath)
-		g.Add(srv.Run, srv.Stop)
+		srv, err := serve.Listen(cfg.listen, reg, checks)
+		switch {
+		case err != nil && cfg.peer.healthPortOptional:
+			// Grafana's chart runs two sidecars in one pod on one health port; k8s-sidecar runs
+			// on without it, and so does the reloader.
+			klog.InfoS("warning: the health port is taken (by another sidecar of the pod?): running on without /healthz, /readyz and /metrics, as k8s-sidecar does; give each sidecar its own HEALTH_PORT", "err", err.Error())
+		case err != nil:
+			return nil, err
+		default:
+			klog.InfoS("serving /healthz, /readyz, /status and metrics", "address", srv.Addr(), "metricsPath", cfg.metricsPath)
+			g.Add(srv.Run, srv.Stop)
+		}
 	}
 	if len(cfg.app) > 0 {
 		sup := supervise.New(reaper, cfg.app, cfg.grace)

@@ -39,6 +39,7 @@ func (p *configmapReloadFlags) add(fs *flag.FlagSet) {
 func (p configmapReloadFlags) translate(own options) (options, error) {
 	o := own
 	o.peer.name = peerConfigmapReload
+	o.peer.foldersMustExist = true // a mounted volume exists when the container starts: a missing one is a typo
 	o.reloadHTTP = append(append([]string(nil), own.reloadHTTP...), p.webhookURLs...)
 	for _, s := range []struct {
 		theirs, ours string

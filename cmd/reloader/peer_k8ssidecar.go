@@ -20,11 +20,10 @@ import (
 // k8sSidecarRefused: the variable, when set to something other than its default, stops the
 // start with this line.
 var k8sSidecarRefused = map[string]string{
-	"SCRIPT":          "the reloader runs no script after a change; run the app's own reload through REQ_URL, or run the reloader as its parent process (reloader ... -- app)",
-	"ENABLE_5XX":      "keys ending in .url are written as files, never fetched; put the content in the ConfigMap",
-	"SKIP_TLS_VERIFY": "the API server's certificate is always verified; mount its CA (the service account's ca.crt is used in a pod)",
-	"RESOURCE_NAME":   "name the objects with --configmap=NAMESPACE/NAME and --secret=NAMESPACE/NAME instead",
-	"LOG_CONFIG":      "use LOG_LEVEL and LOG_FORMAT",
+	"SCRIPT":        "the reloader runs no script after a change; run the app's own reload through REQ_URL, or run the reloader as its parent process (reloader ... -- app)",
+	"ENABLE_5XX":    "keys ending in .url are written as files, never fetched; put the content in the ConfigMap",
+	"RESOURCE_NAME": "name the objects with --configmap=NAMESPACE/NAME and --secret=NAMESPACE/NAME instead",
+	"LOG_CONFIG":    "use LOG_LEVEL and LOG_FORMAT",
 }
 
 // k8sSidecarNoted: taken, and not needed; one line each at start.

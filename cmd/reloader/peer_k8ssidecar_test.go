@@ -59,7 +59,6 @@ func TestK8sSidecarArgs(t *testing.T) {
 		{name: "SCRIPT is refused", env: with(map[string]string{"SCRIPT": "/x.sh"}), wantErr: "k8s-sidecar's SCRIPT is set: the reloader runs no script"},
 		{name: "ENABLE_5XX is refused", env: with(map[string]string{"ENABLE_5XX": "true"}), wantErr: "k8s-sidecar's ENABLE_5XX is set"},
 		{name: "ENABLE_5XX=false is its default", env: with(map[string]string{"ENABLE_5XX": "false"})},
-		{name: "skipping the API server's TLS verification is refused", env: with(map[string]string{"SKIP_TLS_VERIFY": "true"}), wantErr: "k8s-sidecar's SKIP_TLS_VERIFY is set"},
 		{name: "skipping the app's TLS verification, over https", env: with(map[string]string{"REQ_SKIP_TLS_VERIFY": "true", "REQ_URL": "https://grafana:3000/r", "REQ_USERNAME": "", "REQ_PASSWORD": ""}),
 			want: []string{"--selector=grafana_dashboard=1", "--configroot=/tmp/dashboards", "--selector-kind=both", "--listen-address=:8080", "--log-format=json",
 				"--reload-http=https://grafana:3000/r", "--reload-http-method=POST", "--reload-http-insecure-skip-verify", "--reload-http-on-start"}},
@@ -115,4 +114,25 @@ func TestK8sSidecarArgs(t *testing.T) {
 	}
 	assert.Equal(t, []string{"--reload-http=http://admin:xxxxx@h/r?token=xxxxx", "--reload-http-body=(9 bytes)"},
 		redactArgs([]string{"--reload-http=http://admin:s3cr3t@h/r?token=t0k", `--reload-http-body={"k":"v"}`}))
+}
+
+// What k8s-sidecar does beyond its flags: FOLDER made, a taken health port survived, and the
+// API server's certificate unchecked only for SKIP_TLS_VERIFY exactly "true", said once.
+func TestK8sSidecarStart(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	_, _, ok, err := k8sSidecarStart([]string{"--configmap=a"}, env(map[string]string{"LABEL": "x", "FOLDER": "/d"}))
+	require.NoError(t, err)
+	assert.False(t, ok, "arguments given: not k8s-sidecar's start")
+
+	for value, insecure := range map[string]bool{"true": true, "True": false, "1": false, "false": false, "": false} {
+		args, peer, ok, err := k8sSidecarStart(nil, env(map[string]string{"LABEL": "x", "FOLDER": "/d", "SKIP_TLS_VERIFY": value}))
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Contains(t, args, "--configroot=/d")
+		assert.True(t, peer.createRoot)
+		assert.True(t, peer.healthPortOptional)
+		assert.Equal(t, insecure, peer.insecureAPI, "SKIP_TLS_VERIFY=%q", value)
+		warned := strings.Contains(strings.Join(peer.notes, "\n"), "SKIP_TLS_VERIFY=true: the API server's certificate is not verified")
+		assert.Equal(t, insecure, warned, "SKIP_TLS_VERIFY=%q", value)
+	}
 }

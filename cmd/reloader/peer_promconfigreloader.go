@@ -67,7 +67,7 @@ func (p *promFlags) add(fs *flag.FlagSet) {
 	fs.DurationVar(&p.retryInterval, "retry-interval", promRetryInterval, "prometheus-config-reloader's name for --reload-retry-interval, with its default.")
 	fs.DurationVar(&p.reloadTimeout, "reload-timeout", promReloadTimeout, "prometheus-config-reloader's name for --reload-http-timeout, with its default.")
 	fs.StringVar(&p.ordinalFrom, "statefulset-ordinal-from-envvar", "POD_NAME", "prometheus-config-reloader's: set $STATEFULSET_ORDINAL_NUMBER, for $(STATEFULSET_ORDINAL_NUMBER) in the config, from the digits that end this variable.")
-	fs.StringVar(&p.webConfigFile, "web-config-file", "", "prometheus-config-reloader's TLS and authentication for --listen-address: not supported; the reloader refuses to start with it.")
+	fs.StringVar(&p.webConfigFile, "web-config-file", "", "prometheus-config-reloader's: serve --listen-address as this exporter-toolkit web config file says (TLS, client certificates, basic auth); an empty file: plain HTTP.")
 	fs.Float64Var(&p.memlimitRatio, "auto-gomemlimit-ratio", 0, "prometheus-config-reloader's: set Go's memory limit to this share (0 to 1) of the container's memory limit; 0 off.")
 }
 
@@ -76,8 +76,9 @@ func (p *promFlags) add(fs *flag.FlagSet) {
 func (p promFlags) translate(own options) (options, error) {
 	o := own
 	o.peer.name = peerPrometheusConfigReloader
-	if p.webConfigFile != "" {
-		return options{}, fmt.Errorf("--web-config-file (TLS and authentication on --listen-address) is not supported: serve the metrics on the pod network without it, or keep prometheus-config-reloader for this pod")
+	o.peer.webConfigFile = p.webConfigFile
+	if !own.changed("listen-address") {
+		o.listenAddress = "" // prometheus-config-reloader serves nothing unless told where
 	}
 	if p.envsubstFile != "" && p.configFile == "" {
 		return options{}, fmt.Errorf("--config-envsubst-file is where --config-file is written: add --config-file")

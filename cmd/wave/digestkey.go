@@ -23,15 +23,20 @@ func loadDigestKey(ctx context.Context, client kubernetes.Interface, cfg *config
 		return cfg.hashKey, nil
 	}
 	ns, name := cfg.installKeyNS, cfg.installKeyName
-	key, err := installkey.Load(ctx, client, ns, name, !cfg.dryRun)
+	key, home, err := installkey.Load(ctx, client, ns, name, !cfg.dryRun)
 	switch {
+	case err == nil && home != installkey.InSecret:
+		klog.InfoS("the install key lives in a "+string(home)+", not a Secret: wave may not create Secrets in its namespace (a peer's RBAC); whoever reads "+string(home)+"s there can read it", "object", ns+"/"+name)
+		return key, nil
 	case err == nil:
 		return key, nil
 	case cfg.dryRun && errors.Is(err, installkey.ErrMissing):
 		klog.InfoS("dry run: the install key Secret does not exist and is not made; deciding with unkeyed digests", "secret", ns+"/"+name)
 		return nil, nil
+	case errors.Is(err, installkey.ErrNowhere):
+		return nil, fmt.Errorf("%w; wave writes nothing without it (or set --install-key-secret=\"\" to accept unkeyed digests)", err)
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return nil, fmt.Errorf("%w; wave writes nothing without it: let its ServiceAccount get Secret %s in namespace %s, and create secrets there unless you create the Secret yourself (the Helm chart makes the Secret; config/wave lets wave make it), or set --install-key-secret=\"\" to accept unkeyed digests", err, name, ns)
+		return nil, fmt.Errorf("%w; wave writes nothing without it: let its ServiceAccount get Secret %s in namespace %s (the Helm chart makes the Secret; config/wave lets wave make it), or set --install-key-secret=\"\" to accept unkeyed digests", err, name, ns)
 	default:
 		return nil, fmt.Errorf("%w; wave writes nothing without it (or set --install-key-secret=\"\" to accept unkeyed digests)", err)
 	}

@@ -102,7 +102,7 @@ func TestInstallKeyUnusableFailsClosed(t *testing.T) {
 	p := testcluster.StartProcess(t, waveBin, nil, "--kubeconfig="+cluster.Kubeconfig(), "--namespaces="+ns,
 		"--listen-address="+testcluster.FreeAddr(t), "--install-key-secret="+ns+"/short-key")
 	assert.NotZero(t, p.Wait(t, 30*time.Second), "wave exits")
-	assert.Contains(t, p.Log(), "install key Secret "+ns+"/short-key")
+	assert.Contains(t, p.Log(), "install key "+ns+"/short-key")
 	assert.Contains(t, p.Log(), "wave writes nothing without it")
 	assert.Empty(t, getDeployment(t, client, ns, "app").Annotations[rollout.InputsAnnotation], "no record written")
 }

@@ -1,9 +1,11 @@
 // Command release builds what a configwave release publishes, under one folder: the reloader
-// and wave as static binaries for each platform, the Helm chart package, an SPDX SBOM of the
-// modules each binary embeds, and SHA256SUMS. The image is built from the Dockerfile
-// separately (make image), with a container engine.
+// and wave as static binaries for each platform, the images (an OCI layout of both, for every
+// platform, as one oci-archive), the Helm chart package, an SPDX SBOM of the modules each
+// binary embeds and of the images, and SHA256SUMS.
 //
 //	go run ./hack/release --version=v0.1.0 --out=dist
+//	go run ./hack/release --image-only --out=dist/image     # make image: the OCI layout alone
+//	go run ./hack/release --rootfs=/rootfs                  # the Dockerfile: one image's tree
 package main
 
 import (
@@ -16,9 +18,12 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/configwave/configwave/internal/gobuild"
+	"github.com/configwave/configwave/internal/ociimage"
 )
 
-var binaries = []string{"reloader", "wave"}
+var binaries = ociimage.Binaries
 
 type options struct {
 	version   string   // the tag, vX.Y.Z (see CHANGELOG.md)
@@ -26,6 +31,7 @@ type options struct {
 	platforms []string // GOOS/GOARCH
 	helm      string   // Helm's CLI, for the chart package
 	root      string   // the repository
+	imageOnly bool     // the OCI layout alone, into out
 }
 
 func main() {
@@ -35,6 +41,8 @@ func main() {
 	flag.StringVar(&o.out, "out", "dist", "folder for the artifacts; made, and must be empty")
 	flag.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64", "comma-separated GOOS/GOARCH to build the binaries for")
 	flag.StringVar(&o.helm, "helm", envOr("HELM", "helm"), "Helm's CLI, which packages the chart")
+	flag.BoolVar(&o.imageOnly, "image-only", false, "write only the images, as an OCI layout into --out (make image)")
+	rootfs := flag.String("rootfs", "", "write the tree of an image for this machine's platform (GOOS, GOARCH) into this folder and stop (the Dockerfile)")
 	flag.Parse()
 	o.platforms = strings.Split(platforms, ",")
 	o.root = "."
@@ -47,12 +55,25 @@ func main() {
 		}
 		o.version = strings.TrimSpace(string(out))
 	}
+	if *rootfs != "" {
+		if err := writeRootfs(ctx, o, *rootfs); err != nil {
+			fail(err)
+		}
+		return
+	}
+	run := run
+	if o.imageOnly {
+		run = imageOnly
+	}
 	files, err := run(ctx, o)
 	if err != nil {
 		fail(err)
 	}
 	for _, f := range files {
-		fmt.Println(filepath.Join(o.out, f))
+		if !o.imageOnly {
+			f = filepath.Join(o.out, f)
+		}
+		fmt.Println(f)
 	}
 }
 
@@ -88,32 +109,30 @@ func run(ctx context.Context, o options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	platforms, err := buildBinaries(ctx, o, out, func(b, goos, goarch string) string { return fmt.Sprintf("%s-%s-%s-%s", b, o.version, goos, goarch) })
+	if err != nil {
+		return nil, err
+	}
 	var files, bins []string
-	for _, p := range o.platforms {
-		goos, goarch, ok := strings.Cut(strings.TrimSpace(p), "/")
-		if !ok || goos == "" || goarch == "" {
-			return nil, fmt.Errorf("--platforms: %q is not GOOS/GOARCH", p)
-		}
+	for _, p := range platforms {
 		for _, b := range binaries {
-			name := fmt.Sprintf("%s-%s-%s-%s", b, o.version, goos, goarch)
-			if err := buildBinary(ctx, o, goos, goarch, b, filepath.Join(out, name)); err != nil {
-				return nil, err
-			}
-			if goos == "linux" { // the image's platform; other systems' binaries are not ELF
-				if err := checkStatic(filepath.Join(out, name)); err != nil {
-					return nil, err
-				}
-			}
+			name := filepath.Base(p.Binaries[b])
 			files, bins = append(files, name), append(bins, name)
 		}
 	}
+	image := "configwave-" + o.version + "-image.oci.tar"
+	digests, err := writeImageArchive(ctx, o, platforms, filepath.Join(out, image))
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, image)
 	chart, err := packageChart(ctx, o, chartVersion, out)
 	if err != nil {
 		return nil, err
 	}
 	files = append(files, chart)
 	sbom := "configwave-" + o.version + ".spdx.json"
-	if err := writeSBOM(ctx, o, out, bins, sbom); err != nil {
+	if err := writeSBOM(ctx, o, out, bins, imageSBOM{file: image, digests: digests}, sbom); err != nil {
 		return nil, err
 	}
 	files = append(files, sbom)
@@ -123,18 +142,30 @@ func run(ctx context.Context, o options) ([]string, error) {
 	return append(files, "SHA256SUMS"), nil
 }
 
-// buildBinary builds as the Dockerfile does: static, without symbols, paths trimmed, the
-// version stamped.
-func buildBinary(ctx context.Context, o options, goos, goarch, name, dest string) error {
-	// -buildvcs=auto: from a git checkout the commit goes into the binary, and from there into
-	// the SBOM, whatever GOFLAGS says; from an archive without .git, nothing does.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=auto", "-ldflags", "-s -w -X main.version="+o.version, "-o", dest, "./cmd/"+name)
-	cmd.Dir = o.root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s for %s/%s: %w\n%s", name, goos, goarch, err, out)
+// buildBinaries builds every binary for every platform into dir, named by name.
+func buildBinaries(ctx context.Context, o options, dir string, name func(bin, goos, goarch string) string) ([]ociimage.Platform, error) {
+	var out []ociimage.Platform
+	for _, p := range o.platforms {
+		goos, goarch, ok := strings.Cut(strings.TrimSpace(p), "/")
+		if !ok || goos == "" || goarch == "" {
+			return nil, fmt.Errorf("--platforms: %q is not GOOS/GOARCH", p)
+		}
+		plat := ociimage.Platform{OS: goos, Arch: goarch, Binaries: map[string]string{}}
+		for _, b := range binaries {
+			dest := filepath.Join(dir, name(b, goos, goarch))
+			if err := gobuild.Binary(ctx, gobuild.Target{Root: o.root, OS: goos, Arch: goarch, Version: o.version}, b, dest); err != nil {
+				return nil, err
+			}
+			if goos == "linux" { // the image's platform; other systems' binaries are not ELF
+				if err := gobuild.CheckStatic(dest); err != nil {
+					return nil, err
+				}
+			}
+			plat.Binaries[b] = dest
+		}
+		out = append(out, plat)
 	}
-	return nil
+	return out, nil
 }
 
 // packageChart packages the chart with the release's version; its appVersion, the image tag it

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -65,7 +67,8 @@ func TestReleaseForThisPlatform(t *testing.T) {
 	files, err := run(ctx, options{version: "v0.9.7", out: out, platforms: []string{platform}, helm: helm, root: root})
 	require.NoError(t, err)
 	suffix := "-v0.9.7-" + runtime.GOOS + "-" + runtime.GOARCH
-	assert.Equal(t, []string{"reloader" + suffix, "wave" + suffix, "configwave-0.9.7.tgz", "configwave-v0.9.7.spdx.json", "SHA256SUMS"}, files)
+	image := "configwave-v0.9.7-image.oci.tar"
+	assert.Equal(t, []string{"reloader" + suffix, "wave" + suffix, image, "configwave-0.9.7.tgz", "configwave-v0.9.7.spdx.json", "SHA256SUMS"}, files)
 
 	for _, b := range binaries {
 		path := filepath.Join(out, b+suffix)
@@ -91,7 +94,7 @@ func TestReleaseForThisPlatform(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, got, sum, name)
 	}
-	assert.Equal(t, 4, listed)
+	assert.Equal(t, 5, listed)
 
 	var doc spdxDocument
 	b, err := os.ReadFile(filepath.Join(out, "configwave-v0.9.7.spdx.json"))
@@ -121,6 +124,25 @@ func TestReleaseForThisPlatform(t *testing.T) {
 		assert.Equal(t, sum, p.Checksums[0].ChecksumValue, bin)
 	}
 
+	// The images: the archive holds both, each described in the SBOM by its digest, containing
+	// the binaries.
+	tags := map[string]string{}
+	for _, p := range doc.Packages {
+		if tag, ok := strings.CutPrefix(p.Name, "configwave "); ok && p.PrimaryPackagePurpose == "CONTAINER" {
+			tags[strings.TrimSuffix(tag, " image")] = p.Checksums[0].ChecksumValue
+		}
+	}
+	assert.Len(t, tags, 2, "the reloader and wave images")
+	if skopeo, err := exec.LookPath("skopeo"); err == nil {
+		for tag, sum := range tags {
+			out, err := exec.Command(skopeo, "inspect", "--raw", "oci-archive:"+filepath.Join(out, image)+":"+tag).Output()
+			require.NoError(t, err, tag)
+			assert.Equal(t, sum, sha256Hex(out), "the SBOM names the %s image by its digest", tag)
+		}
+	} else if os.Getenv("CI") == "true" {
+		t.Fatal("skopeo is not on PATH: install Debian's skopeo package (.ci/run does)")
+	}
+
 	chart := filepath.Join(out, "configwave-0.9.7.tgz")
 	show, err := exec.Command(helm, "show", "chart", chart).Output()
 	require.NoError(t, err)
@@ -133,3 +155,5 @@ func TestReleaseForThisPlatform(t *testing.T) {
 	_, err = run(ctx, options{version: "v0.9.7", out: out, platforms: []string{platform}, helm: helm, root: root})
 	assert.ErrorContains(t, err, "must be an empty folder", "nothing of an earlier release is published with another")
 }
+
+func sha256Hex(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:]) }

@@ -7,13 +7,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/configwave/configwave/internal/gobuild"
 )
 
 // An SPDX 2.3 document (the JSON serialisation), with the fields a release's SBOM needs.
@@ -151,9 +153,18 @@ func sbomOf(dir string, bins []string, version string, created time.Time) (spdxD
 	return doc, nil
 }
 
-func writeSBOM(ctx context.Context, o options, dir string, bins []string, name string) error {
-	doc, err := sbomOf(dir, bins, o.version, commitTime(ctx, o.root))
+// imageSBOM is the release's image archive, and the digest of each image in it by tag.
+type imageSBOM struct {
+	file    string
+	digests map[string]string
+}
+
+func writeSBOM(ctx context.Context, o options, dir string, bins []string, image imageSBOM, name string) error {
+	doc, err := sbomOf(dir, bins, o.version, gobuild.CommitTime(ctx, o.root))
 	if err != nil {
+		return err
+	}
+	if err := addImages(&doc, dir, bins, image, o.version); err != nil {
 		return err
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
@@ -163,22 +174,31 @@ func writeSBOM(ctx context.Context, o options, dir string, bins []string, name s
 	return os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644)
 }
 
-// commitTime dates the SBOM by the commit it describes, so that building a release twice gives
-// the same document; SOURCE_DATE_EPOCH wins, and outside git it is now.
-func commitTime(ctx context.Context, root string) time.Time {
-	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
-		var sec int64
-		if _, err := fmt.Sscan(s, &sec); err == nil {
-			return time.Unix(sec, 0)
+// addImages describes the image archive: one package per image (its index digest, which a
+// registry shows after a push), each containing the binaries of every platform.
+func addImages(doc *spdxDocument, dir string, bins []string, image imageSBOM, version string) error {
+	sum, err := sha256File(filepath.Join(dir, image.file))
+	if err != nil {
+		return err
+	}
+	archive := spdxID("Package", image.file)
+	doc.Packages = append(doc.Packages, spdxPackage{SPDXID: archive, Name: image.file, VersionInfo: version, DownloadLocation: "NOASSERTION",
+		Checksums: []spdxChecksum{{Algorithm: "SHA256", ChecksumValue: sum}}, PrimaryPackagePurpose: "ARCHIVE",
+		Comment: "an OCI image layout (skopeo's oci-archive:) holding the images " + strings.Join(slices.Sorted(maps.Keys(image.digests)), " and ")})
+	doc.Relationships = append(doc.Relationships, spdxRelationship{"SPDXRef-DOCUMENT", "DESCRIBES", archive})
+	for _, tag := range slices.Sorted(maps.Keys(image.digests)) {
+		digest := image.digests[tag]
+		id := spdxID("Package", "image-"+tag)
+		algo, hexsum, _ := strings.Cut(digest, ":")
+		doc.Packages = append(doc.Packages, spdxPackage{SPDXID: id, Name: "configwave " + tag + " image", VersionInfo: version, DownloadLocation: "NOASSERTION",
+			Checksums: []spdxChecksum{{Algorithm: strings.ToUpper(algo), ChecksumValue: hexsum}}, PrimaryPackagePurpose: "CONTAINER",
+			ExternalRefs: []spdxExternalRef{{ReferenceCategory: "PACKAGE-MANAGER", ReferenceType: "purl",
+				ReferenceLocator: "pkg:oci/configwave@" + strings.ReplaceAll(digest, ":", "%3A") + "?tag=" + tag}},
+			Comment: "the multi-platform index tagged " + tag + " in " + image.file})
+		doc.Relationships = append(doc.Relationships, spdxRelationship{archive, "CONTAINS", id})
+		for _, b := range bins {
+			doc.Relationships = append(doc.Relationships, spdxRelationship{id, "CONTAINS", spdxID("Package", b)})
 		}
 	}
-	cmd := exec.CommandContext(ctx, "git", "log", "-1", "--format=%ct")
-	cmd.Dir = root
-	if out, err := cmd.Output(); err == nil {
-		var sec int64
-		if _, err := fmt.Sscan(strings.TrimSpace(string(out)), &sec); err == nil {
-			return time.Unix(sec, 0)
-		}
-	}
-	return time.Now()
+	return nil
 }

@@ -22,8 +22,9 @@ import (
 
 // Server is a listening endpoint server.
 type Server struct {
-	ln  net.Listener
-	srv *http.Server
+	ln    net.Listener
+	srv   *http.Server
+	serve func(net.Listener, *http.Server) error // nil: plain HTTP
 }
 
 // Checks decide what the endpoints answer; a nil field means always fine, or no /status.
@@ -37,6 +38,9 @@ type Checks struct {
 	HealthPaths []string
 	// Flag names the address in errors; default --listen-address.
 	Flag string
+	// Serve, when set, serves on the listener instead of plain HTTP (TLS and authentication
+	// as a peer's web config says).
+	Serve func(net.Listener, *http.Server) error
 }
 
 // Listen binds addr (":0" picks a free port) and prepares the handlers.
@@ -82,7 +86,9 @@ func Listen(addr string, gatherer prometheus.Gatherer, c Checks) (*Server, error
 		metricsPath = "/metrics"
 	}
 	mux.Handle(metricsPath, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	return New(ln, mux), nil
+	s := New(ln, mux)
+	s.serve = c.Serve
+	return s, nil
 }
 
 // New serves h on a listener already bound, for endpoints kept apart from Listen's.
@@ -95,7 +101,11 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Run serves until Stop.
 func (s *Server) Run() error {
-	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+	serve := func(ln net.Listener, srv *http.Server) error { return srv.Serve(ln) }
+	if s.serve != nil {
+		serve = s.serve
+	}
+	if err := serve(s.ln, s.srv); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve %s: %w", s.Addr(), err)
 	}
 	return nil

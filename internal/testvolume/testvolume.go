@@ -65,6 +65,11 @@ func (v *Volume) Steps(files map[string]string) []Step {
 				return err
 			}
 			newDir = filepath.Base(d)
+			// As kubelet: other users (the container's) must be able to walk into it, whatever
+			// the umask or MkdirTemp's 0700.
+			if err := os.Chmod(d, 0o755); err != nil {
+				return err
+			}
 			for _, p := range sortedKeys(files) {
 				full := filepath.Join(d, filepath.FromSlash(p))
 				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {

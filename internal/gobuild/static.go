@@ -1,13 +1,13 @@
-package main
+package gobuild
 
 import (
 	"debug/elf"
 	"fmt"
 )
 
-// checkStatic refuses a binary that needs a dynamic loader or a shared library: the image is
-// distroless/static, which has neither.
-func checkStatic(path string) error {
+// CheckStatic refuses a binary that needs a dynamic loader or a shared library: the image has
+// neither.
+func CheckStatic(path string) error {
 	f, err := elf.Open(path)
 	if err != nil {
 		return fmt.Errorf("%s: not an ELF binary: %w", path, err)
