@@ -240,7 +240,16 @@ func runWave(cfg *config) error {
 	if err != nil {
 		return err
 	}
-	inf, err := newInformers(ctx, cfg, cl, digestKey)
+	kinds, err := checkKindAccess(ctx, cl.kube, cl.kinds, cfg.namespaceList)
+	if err != nil {
+		return err
+	}
+	kinds.register(reg)
+	kinds.logNotes()
+	if err := checkPodAccess(ctx, cfg, cl); err != nil {
+		return err
+	}
+	inf, err := newInformers(ctx, cfg, cl, digestKey, kinds)
 	if err != nil {
 		return err
 	}
@@ -248,7 +257,7 @@ func runWave(cfg *config) error {
 	if err != nil {
 		return err
 	}
-	g, err := waveActors(ctx, cfg, cl, inf, w, reg)
+	g, err := waveActors(ctx, cfg, cl, inf, w, reg, kinds)
 	if err != nil {
 		return err
 	}
@@ -333,10 +342,10 @@ func recordEvents(ctx context.Context, client kubernetes.Interface) (recorder re
 
 // newInformers makes the caches: workloads, ConfigMaps and Secrets as digests, and what
 // Reloader's flags add (namespaces, the CSI driver's pod statuses).
-func newInformers(ctx context.Context, cfg *config, cl *clients, digestKey []byte) (*rollout.Informers, error) {
-	inf := rollout.NewInformers(cl.all, cl.kinds, cfg.namespaceList, cfg.selector, cfg.syncPeriod,
+func newInformers(ctx context.Context, cfg *config, cl *clients, digestKey []byte, kinds kindAccess) (*rollout.Informers, error) {
+	inf := rollout.NewInformersWithAccess(cl.all, cl.kinds, cfg.namespaceList, cfg.selector, cfg.syncPeriod,
 		confighash.Digester{Key: digestKey, KeepLabels: cfg.reloaderOpts.ResourceSelector != nil,
-			KeepAnnotations: []string{cfg.reloaderOpts.Dialect.Names.Match, cfg.reloaderOpts.Dialect.Names.Ignore}})
+			KeepAnnotations: []string{cfg.reloaderOpts.Dialect.Names.Match, cfg.reloaderOpts.Dialect.Names.Ignore}}, kinds.Func())
 	if cfg.reloaderOpts.NamespaceSelector != nil {
 		if err := checkNamespaceAccess(ctx, cl.kube); err != nil {
 			return nil, err
@@ -421,7 +430,7 @@ func registerWorkGauges(cfg *config, reg *prometheus.Registry, w *work) {
 // waveActors is what runs, each part with what stops it. On a stop the controller drains first
 // (its workers finish their items, which may still read the caches and send alerts); the
 // informers and the alert queues stop after it.
-func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Informers, w *work, reg *prometheus.Registry) (*run.Group, error) {
+func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Informers, w *work, reg *prometheus.Registry, kinds kindAccess) (*run.Group, error) {
 	g := &run.Group{}
 	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 	controllerDone := make(chan struct{})
@@ -435,7 +444,7 @@ func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Info
 		}
 	}
 	if cfg.listenAddress != "" {
-		srv, err := serve.Listen(cfg.listenAddress, reg, serve.Checks{Ready: inf.HasSynced, Status: w.ctrl.Status})
+		srv, err := serve.Listen(cfg.listenAddress, reg, serve.Checks{Ready: inf.HasSynced, Status: w.ctrl.Status, ReadyDetail: kinds.readyDetail})
 		if err != nil {
 			return nil, err
 		}
@@ -443,7 +452,7 @@ func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Info
 		g.Add(srv.Run, srv.Stop)
 	}
 	if cfg.reloaderListen != "" {
-		srv, err := serve.Listen(cfg.reloaderListen, reg, serve.Checks{Ready: inf.HasSynced, HealthPaths: []string{"/live"}, Flag: "--reloader-listen-address"})
+		srv, err := serve.Listen(cfg.reloaderListen, reg, serve.Checks{Ready: inf.HasSynced, HealthPaths: []string{"/live"}, Flag: "--reloader-listen-address", ReadyDetail: kinds.readyDetail})
 		if err != nil {
 			return nil, err
 		}

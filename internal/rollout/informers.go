@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/csi"
+	"github.com/configwave/configwave/internal/listpoll"
 	"github.com/configwave/configwave/internal/wholeobj"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -36,6 +38,11 @@ type Informers struct {
 	// csi: only with WatchSecretProviderClasses (--enable-csi-integration).
 	csi       *csi.Tracker
 	csiSynced []cache.InformerSynced
+	// polled: the informers of the kinds wave may list but not watch, started apart from the
+	// factories; poker makes them list again on every config change.
+	polled []cache.SharedIndexInformer
+	poker  *listpoll.Poker
+	runs   sync.WaitGroup
 }
 
 // WatchNamespaces adds an informer on namespaces, whose labels --namespace-selector reads.
@@ -60,6 +67,19 @@ func (inf *Informers) namespaceLabels(name string) map[string]string {
 // NewInformers prepares the informers of kinds (workload.Served); namespaces empty means every
 // namespace. The digester reduces config objects as they arrive.
 func NewInformers(clients workload.Clients, kinds []workload.Type, namespaces []string, workloadSelector labels.Selector, resync time.Duration, dg confighash.Digester) *Informers {
+	return NewInformersWithAccess(clients, kinds, namespaces, workloadSelector, resync, dg, nil)
+}
+
+// AccessFunc says how a kind is followed in a namespace (metav1.NamespaceAll for every one).
+type AccessFunc func(kind workload.Kind, namespace string) workload.Access
+
+// NewInformersWithAccess is NewInformers under RBAC that may not let wave watch, or even list,
+// every kind: access says, per kind and namespace, whether an informer watches it, lists it
+// on every config change, or does not follow it. nil: every kind is watched.
+func NewInformersWithAccess(clients workload.Clients, kinds []workload.Type, namespaces []string, workloadSelector labels.Selector, resync time.Duration, dg confighash.Digester, access AccessFunc) *Informers {
+	if access == nil {
+		access = func(workload.Kind, string) workload.Access { return workload.Watched }
+	}
 	client := clients.Kube
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
@@ -82,7 +102,19 @@ func NewInformers(clients workload.Clients, kinds []workload.Type, namespaces []
 		// Config objects never need a resync: a workload resync reads them from the cache.
 		cf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns), informers.WithTransform(dg.Transform))
 		for _, t := range kinds {
-			inf.workloads[t.Kind()] = append(inf.workloads[t.Kind()], t.Informer(wf))
+			switch access(t.Kind(), ns) {
+			case workload.Skipped:
+				continue
+			case workload.Listed:
+				if inf.poker == nil {
+					inf.poker = listpoll.NewPoker()
+				}
+				i := t.PolledInformer(clients, ns, tweak, inf.poker, resync)
+				inf.polled = append(inf.polled, i)
+				inf.workloads[t.Kind()] = append(inf.workloads[t.Kind()], i)
+			default:
+				inf.workloads[t.Kind()] = append(inf.workloads[t.Kind()], t.Informer(wf))
+			}
 		}
 		inf.configs[configref.ConfigMap] = append(inf.configs[configref.ConfigMap], cf.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewConfigMapInformer(c, ns, resync, configIndexers(ns))
@@ -91,6 +123,19 @@ func NewInformers(clients workload.Clients, kinds []workload.Type, namespaces []
 			return coreinformers.NewSecretInformer(c, ns, resync, configIndexers(ns))
 		}))
 		inf.factories = append(inf.factories, wf.Typed, cf)
+	}
+	if inf.poker != nil {
+		// A config change may concern a workload the caches cannot watch: they list again.
+		poke := cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { inf.poker.Poke() },
+			UpdateFunc: func(any, any) { inf.poker.Poke() },
+			DeleteFunc: func(any) { inf.poker.Poke() },
+		}
+		for _, list := range inf.configs {
+			for _, i := range list {
+				_, _ = i.AddEventHandler(poke)
+			}
+		}
 	}
 	return inf
 }
@@ -117,6 +162,10 @@ func (inf *Informers) Start(ctx context.Context) {
 	for _, f := range inf.dynamic {
 		f.Start(ctx.Done())
 	}
+	for _, i := range inf.polled {
+		inf.runs.Add(1)
+		go func() { defer inf.runs.Done(); i.Run(ctx.Done()) }()
+	}
 }
 
 // Compact gathers what the caches keep whole away from the heap the initial lists left; call
@@ -131,6 +180,7 @@ func (inf *Informers) Shutdown() {
 	for _, f := range inf.dynamic {
 		f.Shutdown()
 	}
+	inf.runs.Wait()
 }
 
 // Synced lists every informer's HasSynced.

@@ -38,6 +38,8 @@ type Checks struct {
 	HealthPaths []string
 	// Flag names the address in errors; default --listen-address.
 	Flag string
+	// ReadyDetail, when set, is added to /readyz's answer: what is ready only in part.
+	ReadyDetail func() string
 	// Serve, when set, serves on the listener instead of plain HTTP (TLS and authentication
 	// as a peer's web config says).
 	Serve func(net.Listener, *http.Server) error
@@ -67,11 +69,17 @@ func Listen(addr string, gatherer prometheus.Gatherer, c Checks) (*Server, error
 		mux.HandleFunc(p, healthz)
 	}
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		detail := ""
+		if c.ReadyDetail != nil {
+			if d := c.ReadyDetail(); d != "" {
+				detail = d + "\n"
+			}
+		}
 		if c.Ready != nil && !c.Ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			http.Error(w, "not ready\n"+detail, http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = w.Write([]byte("ok\n"))
+		_, _ = w.Write([]byte("ok\n" + detail))
 	})
 	if c.Status != nil {
 		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/configwave/configwave/internal/listpoll"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -104,6 +105,18 @@ func (argoRolloutType) Informer(f Factories) cache.SharedIndexInformer {
 	inf := f.Dynamic.ForResource(rolloutResource).Informer()
 	// Before the informer starts, so that the cache holds only what wave reads. The error says
 	// only that it started already, which a second call for the same factory means.
+	_ = inf.SetTransform(rolloutFrom)
+	return inf
+}
+
+func (argoRolloutType) GroupResource() schema.GroupResource { return rolloutResource.GroupResource() }
+
+func (argoRolloutType) PolledInformer(c Clients, namespace string, tweak func(*metav1.ListOptions), poker *listpoll.Poker, resync time.Duration) cache.SharedIndexInformer {
+	list := listFunc(func(o metav1.ListOptions) (runtime.Object, error) {
+		tweak(&o)
+		return c.Dynamic.Resource(rolloutResource).Namespace(namespace).List(context.Background(), o)
+	})
+	inf := cache.NewSharedIndexInformer(listpoll.Wrap(list, poker, listpoll.Interval), &unstructured.Unstructured{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	_ = inf.SetTransform(rolloutFrom)
 	return inf
 }

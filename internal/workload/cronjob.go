@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -26,7 +27,8 @@ type cronJobType struct {
 }
 
 var cronJobs = cronJobType{typed[*batchv1.CronJob, *batchv1.CronJobList]{
-	kind: CronJob,
+	kind:     CronJob,
+	resource: schema.GroupResource{Group: "batch", Resource: "cronjobs"},
 	informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 		return f.Batch().V1().CronJobs().Informer()
 	},

@@ -4,6 +4,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -13,7 +14,8 @@ import (
 const DaemonSet Kind = "DaemonSet"
 
 var daemonSets = typed[*appsv1.DaemonSet, *appsv1.DaemonSetList]{
-	kind: DaemonSet,
+	kind:     DaemonSet,
+	resource: schema.GroupResource{Group: "apps", Resource: "daemonsets"},
 	informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 		return f.Apps().V1().DaemonSets().Informer()
 	},

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/configwave/configwave/internal/listpoll"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -54,6 +55,12 @@ type Type interface {
 	Kind() Kind
 	// Informer is the kind's informer in f.
 	Informer(f Factories) cache.SharedIndexInformer
+	// GroupResource names the kind's API resource, for RBAC.
+	GroupResource() schema.GroupResource
+	// PolledInformer is an informer of the kind in namespace for a client that may list it
+	// but not watch it: its watch is a list on every poke (listpoll). It is started apart
+	// from the factories.
+	PolledInformer(c Clients, namespace string, tweak func(*metav1.ListOptions), poker *listpoll.Poker, resync time.Duration) cache.SharedIndexInformer
 	// Of is the Workload view of obj, or false when obj is of another kind.
 	Of(obj any) (Workload, bool)
 	Get(ctx context.Context, c Clients, namespace, name string) (Workload, error)
@@ -294,3 +301,23 @@ func Patch(ctx context.Context, c Clients, kind Kind, namespace, name string, bo
 
 // fieldManager names wave's writes in managedFields (and so to server-side apply users).
 const fieldManager = "configwave-wave"
+
+// Access is how wave follows a kind in a namespace, by what its RBAC lets it do there.
+type Access string
+
+const (
+	Watched Access = "watch" // list and watch: an informer
+	Listed  Access = "list"  // list without watch: an informer whose watch lists on every change (listpoll)
+	Skipped Access = "none"  // not even list: not followed, said at start
+)
+
+// AccessOf decides how a kind is followed by what wave may do with it.
+func AccessOf(list, watch bool) Access {
+	switch {
+	case list && watch:
+		return Watched
+	case list:
+		return Listed
+	}
+	return Skipped
+}

@@ -4,6 +4,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -13,7 +14,8 @@ import (
 const StatefulSet Kind = "StatefulSet"
 
 var statefulSets = typed[*appsv1.StatefulSet, *appsv1.StatefulSetList]{
-	kind: StatefulSet,
+	kind:     StatefulSet,
+	resource: schema.GroupResource{Group: "apps", Resource: "statefulsets"},
 	informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 		return f.Apps().V1().StatefulSets().Informer()
 	},

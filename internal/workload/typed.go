@@ -2,15 +2,20 @@ package workload
 
 import (
 	"context"
+	"reflect"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/listpoll"
 )
 
 // typedClient is the part of a client-go typed client (DeploymentInterface, ...) a kind uses.
@@ -24,6 +29,7 @@ type typedClient[T, L any] interface {
 // differs, where its informer, client, metadata and pod template are.
 type typed[T runtime.Object, L any] struct {
 	kind     Kind
+	resource schema.GroupResource
 	informer func(informers.SharedInformerFactory) cache.SharedIndexInformer
 	client   func(c kubernetes.Interface, namespace string) typedClient[T, L]
 	view     func(T) (*metav1.ObjectMeta, *corev1.PodTemplateSpec)
@@ -43,6 +49,29 @@ func (t typed[T, L]) Kind() Kind { return t.kind }
 func (t typed[T, L]) Informer(f Factories) cache.SharedIndexInformer {
 	return t.informer(f.Typed)
 }
+
+func (t typed[T, L]) GroupResource() schema.GroupResource { return t.resource }
+
+func (t typed[T, L]) PolledInformer(c Clients, namespace string, tweak func(*metav1.ListOptions), poker *listpoll.Poker, resync time.Duration) cache.SharedIndexInformer {
+	list := listFunc(func(o metav1.ListOptions) (runtime.Object, error) {
+		tweak(&o)
+		l, err := t.client(c.Kube, namespace).List(context.Background(), o)
+		if err != nil {
+			return nil, err
+		}
+		return any(l).(runtime.Object), nil
+	})
+	var example T // the informer needs only the type: a new empty T
+	example = reflect.New(reflect.TypeOf(example).Elem()).Interface().(T)
+	inf := cache.NewSharedIndexInformer(listpoll.Wrap(list, poker, listpoll.Interval), example, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = inf.SetTransform(Trim) // as the factories' informers
+	return inf
+}
+
+// listFunc is a list as a function.
+type listFunc func(metav1.ListOptions) (runtime.Object, error)
+
+func (f listFunc) List(o metav1.ListOptions) (runtime.Object, error) { return f(o) }
 
 func (t typed[T, L]) Of(obj any) (Workload, bool) {
 	if c, ok := obj.(*Cached); ok {
