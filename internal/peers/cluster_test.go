@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -79,8 +80,13 @@ func applyRBAC(t *testing.T, client kubernetes.Interface, objs []runtime.Object)
 		case *rbacv1.RoleBinding:
 			ensureNS(o.Namespace)
 			_, err = client.RbacV1().RoleBindings(o.Namespace).Create(c, o, metav1.CreateOptions{})
+		case *corev1.ConfigMap:
+			ensureNS(o.Namespace)
+			_, err = client.CoreV1().ConfigMaps(o.Namespace).Create(c, o, metav1.CreateOptions{})
 		case *appsv1.Deployment, *appsv1.DaemonSet, *appsv1.StatefulSet:
 			continue // run from our image by the test, not by the cluster
+		case *corev1.Service, *unstructured.Unstructured:
+			continue // routing and monitoring (a ServiceMonitor): nothing the pod's launch reads
 		default:
 			t.Fatalf("the rendered chart holds a %T the test does not apply", o)
 		}

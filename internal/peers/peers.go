@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -39,6 +40,13 @@ func Load(file string) ([]runtime.Object, error) {
 			continue
 		}
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
+		if runtime.IsNotRegisteredError(err) { // a custom resource (a ServiceMonitor)
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON(raw.Raw); err != nil {
+				return nil, fmt.Errorf("%s: %w", file, err)
+			}
+			obj, err = u, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}

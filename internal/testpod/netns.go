@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/configwave/configwave/internal/testcluster"
 )
 
 var netnsCount atomic.Int64
@@ -155,4 +157,11 @@ func (n *Netns) Bridge(t testing.TB, addr, target string) {
 			}()
 		}
 	}()
+}
+
+// Exec runs a program of the test's machine in the pod's network: an app beside the pod's
+// containers (a real Prometheus the sidecar tells), stopped when the test ends.
+func (n *Netns) Exec(t testing.TB, bin string, args ...string) *testcluster.Process {
+	t.Helper()
+	return testcluster.StartProcess(t, "ip", nil, append([]string{"netns", "exec", n.Name, bin}, args...)...)
 }
