@@ -23,7 +23,7 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/sourc
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: build image release test lint fuzz deps controlplane argo-rollouts demo bench docs clean
+.PHONY: build image release test lint fuzz deps controlplane argo-rollouts prometheus-operator demo bench docs clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/reloader ./cmd/wave
@@ -78,7 +78,12 @@ controlplane:
 argo-rollouts:
 	$(GO) run ./hack/devcluster --build-argo-rollouts
 
-test: lint controlplane argo-rollouts $(HELM)
+# Builds the Prometheus Operator once into the same cache: the image tests run the reloader
+# containers it renders.
+prometheus-operator:
+	$(GO) run ./hack/devcluster --build-prometheus-operator
+
+test: lint controlplane argo-rollouts prometheus-operator $(HELM)
 	HELM=$(HELM) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) fuzz
 

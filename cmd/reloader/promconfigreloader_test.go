@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
+	"github.com/configwave/configwave/internal/testcerts"
 	"github.com/configwave/configwave/internal/testcluster"
 	"github.com/configwave/configwave/internal/testvolume"
 )
@@ -192,4 +195,57 @@ func TestPrometheusConfigReloaderOverTLS(t *testing.T) {
 	assert.NotContains(t, p.Log(), "not verified")
 	s.writeRule(t, "OverTLS")
 	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]string{"OverTLS"}, alerts()) }, eventually, tick, "the new rule is live: %s", p.Log())
+}
+
+// --web-config-file as exporter-toolkit reads it, with TLS and a client certificate asked for
+// and basic auth: the listener serves only HTTPS with that certificate, wants the user, and
+// refuses a client without a certificate; the probes of a pod reach it as the file says.
+func TestWebConfigFileTLSAndBasicAuth(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "web-ca")
+	cert, key := ca.Server(t, "localhost")
+	clientCert, clientKey := ca.Client(t, "prober")
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cr3t-probe"), bcrypt.MinCost)
+	require.NoError(t, err)
+	for name, content := range map[string][]byte{"tls.crt": cert, "tls.key": key, "ca.crt": ca.PEM,
+		"web.yaml": []byte(fmt.Sprintf("tls_server_config:\n  cert_file: %[1]s/tls.crt\n  key_file: %[1]s/tls.key\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: %[1]s/ca.crt\nbasic_auth_users:\n  probe: %[2]s\n", dir, hash))} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), content, 0o600))
+	}
+	rules := testvolume.New(t.TempDir())
+	require.NoError(t, rules.Write(map[string]string{"r.yaml": "groups: []\n"}))
+	if reloaderBin == "" {
+		t.Skip("needs the reloader binary; skipped in -short mode")
+	}
+	addr := testcluster.FreeAddr(t)
+	p := testcluster.StartProcess(t, reloaderBin, noAPI, "--listen-address="+addr, "--web-config-file="+filepath.Join(dir, "web.yaml"),
+		"--watched-dir="+rules.Dir, "--reload-url=http://127.0.0.1:1/-/reload")
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(ca.PEM))
+	pair, err := tls.X509KeyPair(clientCert, clientKey)
+	require.NoError(t, err)
+	get := func(certs []tls.Certificate, user string) (int, error) {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", Certificates: certs}}}
+		req, _ := http.NewRequest("GET", "https://"+addr+"/healthz", nil)
+		if user != "" {
+			req.SetBasicAuth(user, "s3cr3t-probe")
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	require.Eventually(t, func() bool { code, _ := get([]tls.Certificate{pair}, "probe"); return code == 200 }, eventually, tick, p.Log())
+	code, err := get([]tls.Certificate{pair}, "")
+	require.NoError(t, err)
+	assert.Equal(t, 401, code, "basic auth is asked for")
+	_, err = get(nil, "probe")
+	assert.Error(t, err, "a client without a certificate is refused")
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err == nil {
+		resp.Body.Close()
+		assert.Equal(t, 400, resp.StatusCode, "plain HTTP to a TLS listener")
+	}
+	assert.NotContains(t, p.Log(), "s3cr3t-probe")
 }

@@ -17,6 +17,7 @@ import (
 func main() {
 	buildOnly := flag.Bool("build-only", false, "build (or find in the cache) the control-plane binaries and exit")
 	buildArgo := flag.Bool("build-argo-rollouts", false, "build (or find in the cache) the Argo Rollouts controller that the Rollout tests run, and exit")
+	buildPromOperator := flag.Bool("build-prometheus-operator", false, "build (or find in the cache) the Prometheus Operator whose reloader containers the image tests run, and exit")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -28,6 +29,15 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("Argo Rollouts controller %s at %s\n", testcluster.ArgoRolloutsVersion, argo.Bin)
+		return
+	}
+	if *buildPromOperator {
+		bin, err := testcluster.PrometheusOperatorBin(ctx, os.Stdout)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "devcluster: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Printf("Prometheus Operator %s at %s\n", testcluster.PrometheusOperatorVersion, bin)
 		return
 	}
 	if *buildOnly {
