@@ -116,6 +116,7 @@ func TestFlags(t *testing.T) {
 		{name: "prometheus-config-reloader's --watched-dir", args: []string{"--watched-dir=/etc/rules", "--reload-process=prometheus"},
 			check: func(t *testing.T, c *config) {
 				assert.Equal(t, []string{"/etc/rules"}, c.folders)
+				assert.True(t, c.tellOnStart, "told once at start without --config-file too (ThanosRuler's rules)")
 				assert.Nil(t, c.http, "--reload-process tells the app: no default URL")
 			}},
 		{name: "prometheus-config-reloader's arguments as the Prometheus Operator renders them",

@@ -88,8 +88,11 @@ func (p promFlags) translate(own options) (options, error) {
 		in := filepath.Clean(p.configFile)
 		o.folders = append(o.folders, filepath.Dir(in))
 		o.peer.renderIn, o.peer.renderOut = in, p.envsubstFile
-		o.peer.tellOnStart = true
 	}
+	// Told once at start, after the first scan, with or without --config-file: Thanos' reloader
+	// does its first reload at start with one, and at its first watch interval without, so a
+	// change made while the sidecar restarted is never lost (ThanosRuler's rules).
+	o.peer.tellOnStart = true
 	if len(o.folders) == 0 {
 		return options{}, fmt.Errorf("nothing to watch: pass --config-file or --watched-dir")
 	}

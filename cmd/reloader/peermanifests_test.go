@@ -30,7 +30,7 @@ func TestPeersManifestsTranslate(t *testing.T) {
 			assert.Equal(t, []string{"/etc/config"}, o.folders)
 			assert.Equal(t, "0.0.0.0:8080", o.listenAddress, "the chart's probes' port")
 			assert.Equal(t, []string{"http://127.0.0.1:9090/-/reload"}, o.reloadHTTP)
-			assert.False(t, o.peer.tellOnStart, "no --config-file")
+			assert.True(t, o.peer.tellOnStart, "told once at start, --config-file or not")
 		}},
 		{"alertmanager-chart.yaml", "StatefulSet", "alertmanager", "alertmanager-configmap-reload", func(t *testing.T, o options) {
 			assert.Empty(t, o.listenAddress, "prometheus-config-reloader serves nothing without --listen-address")
