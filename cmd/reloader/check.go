@@ -252,6 +252,12 @@ func (o *options) checkTelling(c *config) error {
 	} else if len(o.reloadHeaders) > 0 || o.bearerTokenFile != "" || o.reloadBody != "" || o.usernameFile != "" || o.passwordFile != "" || o.reloadOnStart {
 		return fmt.Errorf("--reload-http-header, --reload-http-bearer-token-file, --reload-http-body and the basic-auth files go with the reload request: add --reload-http, or drop them")
 	}
+	if raw := c.peer.runtimeInfoURL; raw != "" {
+		// The URL may carry a password: a parse error, which repeats it, is not shown.
+		if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--runtimeinfo-url=%q: give a full http:// or https:// URL, e.g. %s (an empty value turns the check off)", notify.RedactURL(raw), promRuntimeInfoURL)
+		}
+	}
 	if err := o.checkTLS(c); err != nil {
 		return err
 	}

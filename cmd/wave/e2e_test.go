@@ -301,6 +301,51 @@ func TestAdoptsWaveHashWithoutRollout(t *testing.T) {
 	}
 }
 
+// Switching back from Wave: wave recorded a workload; wave stopped; the config changed and Wave
+// rolled the workload, writing its hash of the new config on the template (here written by
+// wave itself on an identical twin, which writes Wave's exact hash); wave started again. The
+// template's Wave hash says the pods run the current config: wave adopts it into its record
+// and rolls nothing, whatever its record held.
+func TestSwitchingBackFromWaveRollsNothing(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "app-config", map[string]string{"key": "v1"})
+	mod := func(s *corev1.PodSpec) {
+		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}}
+	}
+	app, twin := deployment(ns, "app", mod), deployment(ns, "twin", mod)
+	twin.Labels = map[string]string{"twin": "yes"}
+	createDeployment(t, client, app)
+	createDeployment(t, client, twin)
+	p := startWave(t, ns)
+	waitRecorded(t, client, ns, "app")
+	waitRecorded(t, client, ns, "twin")
+	settle(t, p)
+	p.Stop(10 * time.Second)
+
+	patchCM(t, client, ns, "app-config", `{"data":{"key":"v2"}}`)
+	w := startWave(t, ns, "--label-selector=twin=yes") // Wave's hash of v2, as wave-k8s writes it
+	require.Eventually(t, func() bool { return getDeployment(t, client, ns, "twin").Spec.Template.Annotations[refs.ConfigHashAnnotation] != "" }, eventually, tick)
+	settle(t, w)
+	w.Stop(10 * time.Second)
+	waveHash := getDeployment(t, client, ns, "twin").Spec.Template.Annotations[refs.ConfigHashAnnotation]
+	d := getDeployment(t, client, ns, "app")
+	recorded := d.Annotations[rollout.InputsAnnotation]
+	d.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: waveHash} // Wave rolls app
+	_, err := client.AppsV1().Deployments(ns).Update(ctx(t), d, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Len(t, replicaSets(t, client, ns, "app"), 2, "Wave rolled it")
+
+	p2 := startWave(t, ns)
+	require.Eventually(t, func() bool { return getDeployment(t, client, ns, "app").Annotations[rollout.InputsAnnotation] != recorded }, eventually, tick,
+		"the current inputs adopted into the record: %s", p2.Log())
+	settle(t, p2)
+	assert.Len(t, replicaSets(t, client, ns, "app"), 2, "nothing rolled again")
+	assert.Equal(t, waveHash, getDeployment(t, client, ns, "app").Spec.Template.Annotations[refs.ConfigHashAnnotation])
+	assert.NotContains(t, p2.Log(), "config changed; rolling out")
+	assert.Contains(t, p2.Log(), "the pods already run the current config")
+}
+
 func TestHashFormatV05AdoptsWave05Hash(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)

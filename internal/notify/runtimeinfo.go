@@ -20,6 +20,9 @@ type RuntimeInfoConfirmed struct {
 	TLS     *TLSFiles     // for an https URL, as HTTP.TLS
 	Poll    time.Duration // default 1 s
 	Timeout time.Duration // how long to wait for the reload; default 30 s
+	// RequestTimeout bounds each read of the runtime info, so that a wedged app never holds
+	// the loop (and --unhealthy-after still fires); default 10 s.
+	RequestTimeout time.Duration
 }
 
 type runtimeInfo struct {
@@ -76,9 +79,15 @@ func (c *RuntimeInfoConfirmed) Notify(ctx context.Context) error {
 }
 
 func (c *RuntimeInfoConfirmed) get(ctx context.Context) (runtimeInfo, error) {
+	limit := c.RequestTimeout
+	if limit <= 0 {
+		limit = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
-	if err != nil {
-		return runtimeInfo{}, fmt.Errorf("--runtimeinfo-url %s: %w", RedactURL(c.URL), err)
+	if err != nil { // the parse error repeats the URL, password and all: not shown
+		return runtimeInfo{}, fmt.Errorf("--runtimeinfo-url %s does not parse as a URL", RedactURL(c.URL))
 	}
 	client, err := c.TLS.clientFor(c.Client, req)
 	if err != nil {

@@ -65,3 +65,30 @@ func TestRuntimeInfoConfirmedNeedsTheRuntimeInfo(t *testing.T) {
 	require.ErrorContains(t, err, "answered 404")
 	assert.NotContains(t, err.Error(), "s3cr3t")
 }
+
+// A wedged app (it accepts and never answers) holds the check no longer than the request's
+// bound: the loop goes on, and --unhealthy-after can fire.
+func TestRuntimeInfoConfirmedIsBounded(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	done := make(chan error, 1)
+	go func() {
+		done <- (&RuntimeInfoConfirmed{URL: srv.URL + "/api/v1/status/runtimeinfo", RequestTimeout: 200 * time.Millisecond,
+			Notifier: notifyFunc(func(context.Context) error { return nil })}).Notify(context.Background())
+	}()
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "before the reload")
+	case <-time.After(time.Minute): // unbounded, it would wait as long as the app does: forever
+		t.Fatal("the runtime-info check never returned from a wedged app")
+	}
+}
+
+// A URL that does not parse is never repeated: it may hold a password.
+func TestRuntimeInfoConfirmedHidesAMalformedURL(t *testing.T) {
+	err := (&RuntimeInfoConfirmed{URL: "http://admin:s3cr3t@[::1/x", Notifier: notifyFunc(func(context.Context) error { return nil })}).Notify(context.Background())
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cr3t")
+}

@@ -175,11 +175,10 @@ func (c *Controller) ignored(ref configref.Ref) bool {
 	return refs.Ignored(c.Informers.configAnnotations(ref), c.Reloader.Dialect)
 }
 
-// stakaterBehind reports whether Stakater Reloader left a mark on the template (its
-// STAKATER_*_CONFIGMAP / _SECRET env vars, or its last-reloaded-from annotation) whose hash is
-// not that of the current data of an object it follows: Reloader was behind, and the pods run
-// older config. With no mark, or only current ones, the pods run the current config.
-func (c *Controller) stakaterBehind(ctx context.Context, w workload.Workload, ns string, used refs.References, sel selection, uses refs.Uses) (bool, string, error) {
+// stakaterMarks are the marks Stakater Reloader left on the template (its STAKATER_*_CONFIGMAP
+// / _SECRET env vars, or its last-reloaded-from annotation) for each object it follows: the
+// hashes of the data it last rolled the pods to.
+func (c *Controller) stakaterMarks(w workload.Workload, ns string, used refs.References, sel selection, uses refs.Uses) map[configref.Ref][]string {
 	env := map[string]string{}
 	for _, cs := range [][]corev1.Container{w.Template.Spec.InitContainers, w.Template.Spec.Containers} {
 		for _, c := range cs {
@@ -195,22 +194,28 @@ func (c *Controller) stakaterBehind(ctx context.Context, w workload.Workload, ns
 		_ = json.Unmarshal([]byte(v), &last) // not Reloader's: no mark
 	}
 	if len(env) == 0 && last.Hash == "" {
-		return false, "", nil
+		return nil
 	}
+	out := map[configref.Ref][]string{}
 	for r := range uses {
 		if !c.follows(ns, used, sel, r) {
 			continue
 		}
-		marks := []string{}
 		if v, ok := env[refs.StakaterEnvName(r.Kind, r.Name)]; ok {
-			marks = append(marks, v)
+			out[r] = append(out[r], v)
 		}
 		if last.Hash != "" && strings.EqualFold(last.Type, string(r.Kind)) && last.Name == r.Name && (last.Namespace == "" || last.Namespace == ns) {
-			marks = append(marks, last.Hash)
+			out[r] = append(out[r], last.Hash)
 		}
-		if len(marks) == 0 {
-			continue
-		}
+	}
+	return out
+}
+
+// stakaterBehind reports whether a mark Stakater Reloader left on the template is not the hash
+// of the current data of the object it names: Reloader was behind, and the pods run older
+// config. With no mark, or only current ones, the pods run the current config.
+func (c *Controller) stakaterBehind(ctx context.Context, w workload.Workload, ns string, used refs.References, sel selection, uses refs.Uses) (bool, string, error) {
+	for r, marks := range c.stakaterMarks(w, ns, used, sel, uses) {
 		current, exists, err := c.stakaterHash(ctx, r)
 		if err != nil {
 			return false, "", err
@@ -225,6 +230,36 @@ func (c *Controller) stakaterBehind(ctx context.Context, w workload.Workload, ns
 		}
 	}
 	return false, "", nil
+}
+
+// stakaterCurrent reports whether every named object (record entry names) carries a mark of
+// Reloader's on the template, each the hash of its current data: Reloader rolled the pods to
+// it.
+func (c *Controller) stakaterCurrent(ctx context.Context, w workload.Workload, ns string, used refs.References, sel selection, uses refs.Uses, names []string) (bool, error) {
+	marks := c.stakaterMarks(w, ns, used, sel, uses)
+	if len(marks) == 0 {
+		return false, nil
+	}
+	byName := map[string]configref.Ref{}
+	for r := range uses {
+		byName[r.Short(ns)] = r
+	}
+	for _, name := range names {
+		r, ok := byName[name]
+		if !ok || len(marks[r]) == 0 {
+			return false, nil
+		}
+		current, exists, err := c.stakaterHash(ctx, r)
+		if err != nil || !exists {
+			return false, err
+		}
+		for _, m := range marks[r] {
+			if m != current {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
 
 // stakaterHash is Reloader's hash of the current data of an object, and whether it exists.

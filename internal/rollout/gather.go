@@ -92,6 +92,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 		return false, nil
 	}
 	s.StakaterBehind = func() (bool, string, error) { return c.stakaterBehind(ctx, w, ns, used, sel, uses) }
+	s.StakaterCurrent = func(names []string) (bool, error) { return c.stakaterCurrent(ctx, w, ns, used, sel, uses, names) }
 	s.Unkeyed = func() (confighash.Inputs, error) { return c.unkeyedInputs(ctx, ns, uses) }
 	return s
 }

@@ -75,6 +75,9 @@ type situation struct {
 	KeyedWaveHash   func() (string, error) // WaveHash, an HMAC under the install key
 	EarlierWaveHash func() (bool, error)
 	StakaterBehind  func() (bool, string, error)
+	// StakaterCurrent reports whether Reloader left a mark on the template for every named
+	// object (record entry names) and each is Reloader's hash of its current data.
+	StakaterCurrent func(names []string) (bool, error)
 	Unkeyed         func() (confighash.Inputs, error)
 }
 
@@ -184,6 +187,19 @@ func plan(s situation) (decision, error) {
 			recorded.Log = &logLine{V: 2, Msg: "config the workload does not follow changed; recorded, nothing to roll"}
 			return recorded, nil
 		}
+		// The record is behind, but another tool may have rolled the pods meanwhile (Wave or
+		// Reloader, run while wave was stopped): its mark on the template says which config
+		// the pods run. When it is the current one, they run it: adopt, whatever the record
+		// held.
+		current, err := s.markedCurrent(rolling)
+		if err != nil {
+			return decision{}, err
+		}
+		if current {
+			recorded := recordOnly(ResultBaseline)
+			recorded.Log = &logLine{Msg: "the pods already run the current config, by the template's Wave hash or Reloader's mark (another tool rolled them); recorded, nothing to roll", KV: []any{"changed", confighash.DescribeChanged(rolling)}}
+			return recorded, nil
+		}
 	}
 	// Wave's hash of the current config, for a workload in Wave's dialect: read only where it
 	// is written or compared (it may cost reads of whole objects).
@@ -261,6 +277,35 @@ func plan(s situation) (decision, error) {
 	rollout := s.rollout(what, value, hash)
 	rollout.Wanted = first // held by apply if the cluster-wide limit says wait
 	return warn.with(rollout), nil
+}
+
+// markedCurrent reports whether a mark another tool leaves on the template says the pods run
+// the current config of every changed object: Wave's hash (of any release line, keyed or not)
+// of the current config, or Reloader's marks of each changed object, each current. No mark
+// says nothing: then the record decides.
+func (s situation) markedCurrent(changed []string) (bool, error) {
+	if s.Wave && s.CurrentHash != "" {
+		for _, compute := range []func() (string, error){s.WaveHash, s.KeyedWaveHash} {
+			h, err := compute()
+			var missing *refs.MissingError
+			switch {
+			case errors.As(err, &missing):
+				return false, nil // Wave's view misses an object: its hash proves nothing
+			case err != nil:
+				return false, fmt.Errorf("compute the config hash: %w", err)
+			}
+			if h == s.CurrentHash {
+				return true, nil
+			}
+		}
+		if earlier, err := s.EarlierWaveHash(); err != nil || earlier {
+			return earlier, err
+		}
+	}
+	if s.Stakater && s.StakaterCurrent != nil {
+		return s.StakaterCurrent(changed)
+	}
+	return false, nil
 }
 
 // missing waits for required config: no rollout (new pods could not start). The rollout

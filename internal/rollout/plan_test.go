@@ -415,6 +415,47 @@ func TestPlan(t *testing.T) {
 			require.NoError(t, err)
 			wantRecordOnly(t, d, ResultBaseline)
 		}},
+		{"the record is behind, and the template's Wave hash is the current config's (Wave rolled it while wave was stopped): recorded, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.CurrentHash = "h2"
+			s.WaveHash, s.KeyedWaveHash = hash("h2"), hash("k2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, keyed("configmap/a=2"), *d.Inputs, "the current inputs adopted into the record")
+		}},
+		{"the record is behind, and the template's Wave hash is an older config's: roll", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.CurrentHash = "h1"
+			s.WaveHash, s.KeyedWaveHash = hash("h2"), hash("k2")
+			s.EarlierWaveHash = func() (bool, error) { return false, nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+		}},
+		{"the record is behind, and Reloader's marks are the current data's (Reloader rolled it): recorded, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Wave, s.Stakater = false, true
+			s.StakaterCurrent = func(names []string) (bool, error) {
+				assert.Equal(t, []string{"configmap/a"}, names)
+				return true, nil
+			}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"the record is behind, and Reloader left no current mark: roll", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Wave, s.Stakater = false, true
+			s.StakaterCurrent = func([]string) (bool, error) { return false, nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+		}},
 		{"first sight from Reloader: its mark is older: roll once, saying so", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
 			s.Wave, s.Stakater, s.Record, s.HasRecord = false, true, "", false
