@@ -325,7 +325,9 @@ func TestSwitchingBackFromWaveRollsNothing(t *testing.T) {
 
 	patchCM(t, client, ns, "app-config", `{"data":{"key":"v2"}}`)
 	w := startWave(t, ns, "--label-selector=twin=yes") // Wave's hash of v2, as wave-k8s writes it
-	require.Eventually(t, func() bool { return getDeployment(t, client, ns, "twin").Spec.Template.Annotations[refs.ConfigHashAnnotation] != "" }, eventually, tick)
+	require.Eventually(t, func() bool {
+		return getDeployment(t, client, ns, "twin").Spec.Template.Annotations[refs.ConfigHashAnnotation] != ""
+	}, eventually, tick)
 	settle(t, w)
 	w.Stop(10 * time.Second)
 	waveHash := getDeployment(t, client, ns, "twin").Spec.Template.Annotations[refs.ConfigHashAnnotation]
@@ -337,7 +339,9 @@ func TestSwitchingBackFromWaveRollsNothing(t *testing.T) {
 	require.Len(t, replicaSets(t, client, ns, "app"), 2, "Wave rolled it")
 
 	p2 := startWave(t, ns)
-	require.Eventually(t, func() bool { return getDeployment(t, client, ns, "app").Annotations[rollout.InputsAnnotation] != recorded }, eventually, tick,
+	require.Eventually(t, func() bool {
+		return getDeployment(t, client, ns, "app").Annotations[rollout.InputsAnnotation] != recorded
+	}, eventually, tick,
 		"the current inputs adopted into the record: %s", p2.Log())
 	settle(t, p2)
 	assert.Len(t, replicaSets(t, client, ns, "app"), 2, "nothing rolled again")
