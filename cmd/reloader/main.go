@@ -284,12 +284,16 @@ func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSou
 	// killed at shutdown unreaped, and the loop waiting for it forever.
 	var reaper *supervise.Reaper
 	var reaperUsers sync.WaitGroup
-	usesReaper := func(execute func() error) func() error {
-		if reaper == nil {
-			return execute
+	// addReaperUser adds an actor that waits for the reaper; it is counted now, before the
+	// group runs, so that the reaper's stop never waits on a count still to come.
+	addReaperUser := func(execute func(context.Context) error) {
+		actx, cancel := context.WithCancel(ctx)
+		run := func() error { return execute(actx) }
+		if reaper != nil {
+			reaperUsers.Add(1)
+			run = func() error { defer reaperUsers.Done(); return execute(actx) }
 		}
-		reaperUsers.Add(1)
-		return func() error { defer reaperUsers.Done(); return execute() }
+		g.Add(run, func(error) { cancel() })
 	}
 	if len(cfg.app) > 0 || cfg.validate != "" {
 		var err error
@@ -308,7 +312,7 @@ func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSou
 		addContextActor(g, ctx, func(ctx context.Context) error { events.Run(ctx); return nil })
 	}
 	if cfg.once {
-		addContextActor(g, ctx, usesReaperCtx(usesReaper, r.Once))
+		addReaperUser(r.Once)
 		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 		return g, nil
 	}
@@ -339,17 +343,17 @@ func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSou
 			}
 			return &notify.Signal{Process: child, Sig: cfg.reloadSig, NotBefore: child.Started().Add(cfg.startupGrace)}, nil
 		}
-		addContextActor(g, ctx, usesReaperCtx(usesReaper, sup.Run))
+		addReaperUser(sup.Run)
 	} else {
 		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 	}
-	addContextActor(g, ctx, usesReaperCtx(usesReaper, func(ctx context.Context) error { // the loop
+	addReaperUser(func(ctx context.Context) error { // the loop
 		if err := r.Run(ctx); err != nil {
 			return err
 		}
 		<-ctx.Done() // Run returns early only on error; otherwise wait to be stopped
 		return nil
-	}))
+	})
 	return g, nil
 }
 
@@ -363,11 +367,6 @@ type runningSource interface {
 func addContextActor(g *run.Group, parent context.Context, execute func(context.Context) error) {
 	ctx, cancel := context.WithCancel(parent)
 	g.Add(func() error { return execute(ctx) }, func(error) { cancel() })
-}
-
-// usesReaperCtx is usesReaper for an actor that takes a context.
-func usesReaperCtx(usesReaper func(func() error) func() error, execute func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error { return usesReaper(func() error { return execute(ctx) })() }
 }
 
 // hasSecrets reports whether a Secret's value may be among the files: then the content hash

@@ -329,7 +329,7 @@ func TestHelmChartApplies(t *testing.T) {
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(keyRole.Object, &role))
 	assert.Contains(t, role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}})
 	assert.Contains(t, string(first), "--install-key-secret="+keyRole.GetName())
-	for _, set := range [][]string{{"hashKeySecret.name=wave-hash-key"}, {"installKey.create=false"}} {
+	for _, set := range [][]string{{"hashKeySecret.name=wave-hash-key"}, {"installKey.create=false", "installKey.secretName=ops/k"}} {
 		assert.NotContains(t, string(helmTemplate(t, set...)), "-install-key\n", "%v", set)
 	}
 	assert.Contains(t, string(helmTemplate(t, "installKey.create=false", "installKey.secretName=ops/wave-key")), "--install-key-secret=ops/wave-key")
@@ -342,6 +342,7 @@ func TestHelmChartApplies(t *testing.T) {
 		"replicaCount=1":               "podDisruptionBudget.minAvailable is not below replicaCount",
 		"metrics.service.enabled=false,metrics.serviceMonitor.enabled=true":   "metrics.serviceMonitor.enabled scrapes through the metrics Service",
 		"metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true": "would scrape every replica twice: enable one",
+		"installKey.create=false": "installKey.create=false needs installKey.secretName",
 	} {
 		args := []string{"template", "x", filepath.Join(root, "charts", "configwave")}
 		for _, s := range strings.Split(set, ",") {
@@ -352,6 +353,11 @@ func TestHelmChartApplies(t *testing.T) {
 		assert.Contains(t, err.Error(), want, set)
 	}
 	assert.NotEmpty(t, helmTemplate(t, "replicaCount=1", "podDisruptionBudget.enabled=false", "leaderElection.enabled=false"), "one replica, no PDB, no election")
+	for _, o := range decode(t, helmTemplate(t, "metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.labels=null")) {
+		if o.GetKind() == "ConfigMap" && strings.HasSuffix(o.GetName(), "-dashboard") {
+			assert.NotEmpty(t, o.GetLabels()["app.kubernetes.io/name"], "labels: null leaves the chart's labels, valid YAML")
+		}
+	}
 	assert.NotEmpty(t, helmTemplate(t, "global.imageRegistry=registry.example.com"), "a subchart: the schema accepts global")
 	assert.NotContains(t, string(helmTemplate(t, "podSecurityContext.runAsUser=null")), "runAsUser", "OpenShift: its SCC assigns the user")
 
