@@ -378,17 +378,27 @@ func (o *options) httpNotifier(raw string, success notify.CodeSet, tries int) (*
 			return nil, err
 		}
 	}
-	if (o.usernameFile == "") != (o.passwordFile == "") {
-		return nil, fmt.Errorf("--reload-http-username-file and --reload-http-password-file go together: give both, or neither")
+	// A part of basic auth from a file, the other from the URL's user:password@ (k8s-sidecar
+	// mixes REQ_USERNAME_FILE with REQ_PASSWORD); each part from one place only.
+	urlUser, urlPassword := "", ""
+	if u.User != nil {
+		urlUser = u.User.Username()
+		urlPassword, _ = u.User.Password()
 	}
-	if o.usernameFile != "" {
-		if u.User != nil {
-			return nil, fmt.Errorf("--reload-http=%q carries a user, and --reload-http-username-file gives one too: keep one", notify.RedactURL(raw))
+	switch {
+	case o.usernameFile != "" && urlUser != "":
+		return nil, fmt.Errorf("--reload-http=%q carries a user, and --reload-http-username-file gives one too: keep one", notify.RedactURL(raw))
+	case o.passwordFile != "" && urlPassword != "":
+		return nil, fmt.Errorf("--reload-http=%q carries a password, and --reload-http-password-file gives one too: keep one", notify.RedactURL(raw))
+	case o.usernameFile != "" && o.passwordFile == "" && urlPassword == "", o.passwordFile != "" && o.usernameFile == "" && urlUser == "":
+		return nil, fmt.Errorf("--reload-http-username-file and --reload-http-password-file go together (or one of them with the other part in the URL, user:password@): give both, or neither")
+	}
+	for flagName, file := range map[string]string{"--reload-http-username-file": o.usernameFile, "--reload-http-password-file": o.passwordFile} {
+		if file == "" {
+			continue
 		}
-		for flagName, file := range map[string]string{"--reload-http-username-file": o.usernameFile, "--reload-http-password-file": o.passwordFile} {
-			if err := credentialFile(flagName, file); err != nil {
-				return nil, err
-			}
+		if err := credentialFile(flagName, file); err != nil {
+			return nil, err
 		}
 	}
 	var body []byte

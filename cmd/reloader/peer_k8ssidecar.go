@@ -94,7 +94,12 @@ func k8sSidecarArgs(getenv func(string) string) (args, notes []string, ok bool, 
 		args = append(args, "--unique-filenames")
 	}
 	if v := strings.TrimSpace(getenv("DEFAULT_FILE_MODE")); v != "" {
+		// Python's int(v, 8), as k8s-sidecar reads it: 644, 0644, 0o644 and 6_44 alike.
+		v = strings.TrimPrefix(strings.TrimPrefix(strings.ReplaceAll(v, "_", ""), "0o"), "0")
 		args = append(args, "--file-mode=0"+v, "--secret-file-mode=0"+v)
+	} else {
+		// k8s-sidecar writes a Secret's keys as any file, 0666 under the usual umask 022.
+		args = append(args, "--secret-file-mode=0644")
 	}
 	port := "8080"
 	if v := strings.TrimSpace(getenv("HEALTH_PORT")); v != "" {
@@ -151,10 +156,24 @@ func k8sSidecarRequest(getenv func(string) string) (args, notes []string, err er
 	default:
 		return nil, nil, fmt.Errorf("k8s-sidecar's REQ_METHOD=%q: use GET or POST", getenv("REQ_METHOD"))
 	}
+	// As k8s-sidecar: each part from its file when one is named, else from the environment;
+	// basic auth only with both. The environment's parts ride in the URL, which is only ever
+	// shown redacted; the files are read on every request.
 	user, password := getenv("REQ_USERNAME"), getenv("REQ_PASSWORD")
 	userFile, passwordFile := getenv("REQ_USERNAME_FILE"), getenv("REQ_PASSWORD_FILE")
-	if userFile == "" && passwordFile == "" && (user != "" || password != "") {
-		// Values from the environment: carried in the URL, which is only ever shown redacted.
+	if userFile != "" {
+		user = ""
+	}
+	if passwordFile != "" {
+		password = ""
+	}
+	if both := (user != "" || userFile != "") && (password != "" || passwordFile != ""); !both {
+		if userFile != "" || passwordFile != "" || user != "" || password != "" {
+			notes = append(notes, "k8s-sidecar's credentials give a user or a password but not both: no basic auth is sent, as k8s-sidecar sends none")
+		}
+		user, password, userFile, passwordFile = "", "", "", ""
+	}
+	if user != "" || password != "" {
 		u, err := url.Parse(raw)
 		if err != nil {
 			return nil, nil, fmt.Errorf("k8s-sidecar's REQ_URL does not parse as a URL (not shown: it may hold a password)")
@@ -163,8 +182,11 @@ func k8sSidecarRequest(getenv func(string) string) (args, notes []string, err er
 		raw = u.String()
 	}
 	args = []string{"--reload-http=" + raw, "--reload-http-method=" + method}
-	if userFile != "" || passwordFile != "" {
-		args = append(args, "--reload-http-username-file="+userFile, "--reload-http-password-file="+passwordFile)
+	if userFile != "" {
+		args = append(args, "--reload-http-username-file="+userFile)
+	}
+	if passwordFile != "" {
+		args = append(args, "--reload-http-password-file="+passwordFile)
 	}
 	if p := getenv("REQ_PAYLOAD"); p != "" && method == "POST" {
 		args = append(args, "--reload-http-body="+p)
@@ -189,7 +211,7 @@ func k8sSidecarRequest(getenv func(string) string) (args, notes []string, err er
 	if skip, _ := strconv.ParseBool(getenv("REQ_SKIP_INIT")); !skip {
 		args = append(args, "--reload-http-on-start") // k8s-sidecar's first request, after the first sync
 	}
-	return args, nil, nil
+	return args, notes, nil
 }
 
 func joinHostPort(host, port string) string {

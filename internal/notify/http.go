@@ -33,7 +33,9 @@ type HTTP struct {
 	// BearerTokenFile, when set, is read on every request and sent as "Authorization: Bearer".
 	BearerTokenFile string
 	// UsernameFile and PasswordFile, when set, are read on every request and sent as basic
-	// auth (k8s-sidecar's --req-username-file, --req-password-file).
+	// auth (k8s-sidecar's --req-username-file, --req-password-file); a part without a file
+	// comes from the URL's user:password@, as k8s-sidecar mixes REQ_USERNAME_FILE with
+	// REQ_PASSWORD. As k8s-sidecar, basic auth goes only with both a user and a password.
 	UsernameFile, PasswordFile string
 	// Body, or the file BodyFile read on every request, is the request's body (k8s-sidecar's
 	// REQ_PAYLOAD). Without a Content-Type header it is sent as application/json when it is
@@ -170,15 +172,25 @@ func (h *HTTP) try(ctx context.Context, method string) (err error) {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	if h.UsernameFile != "" || h.PasswordFile != "" {
-		user, err := readCredential(h.UsernameFile)
-		if err != nil {
-			return fmt.Errorf("--reload-http-username-file: %w", err)
+		user, password := "", ""
+		if u := req.URL.User; u != nil {
+			user = u.Username()
+			password, _ = u.Password()
 		}
-		password, err := readCredential(h.PasswordFile)
-		if err != nil {
-			return fmt.Errorf("--reload-http-password-file: %w", err)
+		req.URL.User = nil // Go would send the URL's part alone
+		if h.UsernameFile != "" {
+			if user, err = readCredential(h.UsernameFile); err != nil {
+				return fmt.Errorf("--reload-http-username-file: %w", err)
+			}
 		}
-		req.SetBasicAuth(user, password)
+		if h.PasswordFile != "" {
+			if password, err = readCredential(h.PasswordFile); err != nil {
+				return fmt.Errorf("--reload-http-password-file: %w", err)
+			}
+		}
+		if user != "" && password != "" {
+			req.SetBasicAuth(user, password)
+		}
 	}
 	if body != nil && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "text/plain; charset=utf-8")

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -290,4 +291,30 @@ func TestHTTPNotifyBodyAndBasicAuthFiles(t *testing.T) {
 	err := (&HTTP{URL: srv.URL, Backoff: fastBackoff, UsernameFile: userFile, PasswordFile: passFile}).Notify(context.Background())
 	require.ErrorContains(t, err, "--reload-http-password-file")
 	assert.NotContains(t, err.Error(), "admin")
+}
+
+// k8s-sidecar's credentials, mixed: the user from a file read on every request, the password
+// from the URL; basic auth only with both parts, as k8s-sidecar.
+func TestBasicAuthPartsFromFileAndURL(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = append(got, r.Header.Get("Authorization")) }))
+	defer srv.Close()
+	user := filepath.Join(t.TempDir(), "user")
+	require.NoError(t, os.WriteFile(user, []byte("admin\n"), 0o600))
+	withPassword := strings.Replace(srv.URL, "http://", "http://:s3cr3t@", 1)
+	for _, h := range []*HTTP{
+		{URL: withPassword, UsernameFile: user},
+		{URL: srv.URL, UsernameFile: user}, // no password anywhere: no auth
+	} {
+		h.Method = "POST"
+		var err error
+		h.Success, err = ParseCodeSet("200-299")
+		require.NoError(t, err)
+		h.Backoff = DefaultBackoff
+		h.Backoff.Steps = 1
+		require.NoError(t, h.Notify(context.Background()))
+	}
+	require.Len(t, got, 2)
+	assert.Equal(t, "Basic "+base64.StdEncoding.EncodeToString([]byte("admin:s3cr3t")), got[0])
+	assert.Empty(t, got[1])
 }
