@@ -32,6 +32,9 @@ type options struct {
 	helm      string   // Helm's CLI, for the chart package
 	root      string   // the repository
 	imageOnly bool     // the OCI layout alone, into out
+	// allowDirty releases a tree with uncommitted changes (a test's, or --allow-dirty): what
+	// is published must be what a commit holds, or nobody can build it again.
+	allowDirty bool
 }
 
 func main() {
@@ -42,6 +45,7 @@ func main() {
 	flag.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64", "comma-separated GOOS/GOARCH to build the binaries for")
 	flag.StringVar(&o.helm, "helm", envOr("HELM", "helm"), "Helm's CLI, which packages the chart")
 	flag.BoolVar(&o.imageOnly, "image-only", false, "write only the images, as an OCI layout into --out (make image)")
+	flag.BoolVar(&o.allowDirty, "allow-dirty", false, "release a tree with uncommitted changes (never for a published release)")
 	rootfs := flag.String("rootfs", "", "write the tree of an image for this machine's platform (GOOS, GOARCH) into this folder and stop (the Dockerfile)")
 	flag.Parse()
 	o.platforms = strings.Split(platforms, ",")
@@ -91,6 +95,9 @@ func envOr(name, def string) string {
 
 // run builds every artifact into o.out and returns their names, SHA256SUMS last.
 func run(ctx context.Context, o options) ([]string, error) {
+	if rev := gobuild.Revision(ctx, o.root); strings.HasSuffix(rev, "-dirty") && !o.allowDirty {
+		return nil, fmt.Errorf("the tree has uncommitted changes (git status): a release is what a commit holds; commit or stash them, or give --allow-dirty for a build that is not published")
+	}
 	chartVersion, err := chartVersionOf(o.version, filepath.Join(o.root, "charts", "configwave", "Chart.yaml"))
 	if err != nil {
 		return nil, err
@@ -109,7 +116,7 @@ func run(ctx context.Context, o options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	platforms, err := buildBinaries(ctx, o, out, func(b, goos, goarch string) string { return fmt.Sprintf("%s-%s-%s-%s", b, o.version, goos, goarch) })
+	platforms, err := buildBinaries(ctx, o, out, func(b, goos, goarch string) string { return fmt.Sprintf("%s-%s-%s-%s", b, fileVersion(o.version), goos, goarch) })
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +127,7 @@ func run(ctx context.Context, o options) ([]string, error) {
 			files, bins = append(files, name), append(bins, name)
 		}
 	}
-	image := "configwave-" + o.version + "-image.oci.tar"
+	image := "configwave-" + fileVersion(o.version) + "-image.oci.tar"
 	digests, err := writeImageArchive(ctx, o, platforms, filepath.Join(out, image))
 	if err != nil {
 		return nil, err
@@ -131,7 +138,7 @@ func run(ctx context.Context, o options) ([]string, error) {
 		return nil, err
 	}
 	files = append(files, chart)
-	sbom := "configwave-" + o.version + ".spdx.json"
+	sbom := "configwave-" + fileVersion(o.version) + ".spdx.json"
 	if err := writeSBOM(ctx, o, out, bins, imageSBOM{file: image, digests: digests}, sbom); err != nil {
 		return nil, err
 	}

@@ -19,13 +19,33 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// A dirty tree is not released: what is published must be what a commit holds.
+func TestReleaseRefusesADirtyTree(t *testing.T) {
+	repo := t.TempDir()
+	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		require.NoError(t, cmd.Run())
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "charts", "configwave"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "charts", "configwave", "Chart.yaml"), []byte("version: 0.1.0\n"), 0o644))
+	_, err := run(context.Background(), options{version: "v0.1.0", out: t.TempDir(), platforms: []string{"linux/amd64"}, root: repo})
+	assert.ErrorContains(t, err, "the tree has uncommitted changes")
+}
+
+func TestFileVersion(t *testing.T) {
+	assert.Equal(t, "release-v1.2.3", fileVersion("release/v1.2.3"))
+	assert.Equal(t, "v1.2.3", fileVersion("v1.2.3"))
+}
+
 func TestChartVersionOf(t *testing.T) {
 	chart := filepath.Join(t.TempDir(), "Chart.yaml")
 	require.NoError(t, os.WriteFile(chart, []byte("apiVersion: v2\nname: x\nversion: 0.2.0\nappVersion: \"0.2.0\"\n"), 0o644))
 	for version, want := range map[string]string{
 		"v0.1.0":                  "0.1.0",
 		"v1.2.3-rc.1":             "1.2.3-rc.1",
-		"v0.1.0-3-g3431252-dirty": "0.1.0-3-g3431252-dirty", // SemVer already: a pre-release of v0.1.0
+		"v0.1.0-3-g3431252-dirty": "0.1.1-dev.3.g3431252.dirty", // after v0.1.0, before v0.1.1
+		"v0.9.7-12-gabc1234":      "0.9.8-dev.12.gabc1234",
 		"3431252":                 "0.2.0-dev.3431252",
 		"3431252-dirty":           "0.2.0-dev.3431252-dirty",
 		"release/candidate one":   "0.2.0-dev.release.candidate.one",
@@ -64,7 +84,7 @@ func TestReleaseForThisPlatform(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	platform := runtime.GOOS + "/" + runtime.GOARCH
-	files, err := run(ctx, options{version: "v0.9.7", out: out, platforms: []string{platform}, helm: helm, root: root})
+	files, err := run(ctx, options{version: "v0.9.7", out: out, platforms: []string{platform}, helm: helm, root: root, allowDirty: true})
 	require.NoError(t, err)
 	suffix := "-v0.9.7-" + runtime.GOOS + "-" + runtime.GOARCH
 	image := "configwave-v0.9.7-image.oci.tar"
@@ -152,7 +172,7 @@ func TestReleaseForThisPlatform(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(rendered), `image: "ghcr.io/configwave/configwave:0.9.7"`, "the image tag the chart defaults to is the release's")
 
-	_, err = run(ctx, options{version: "v0.9.7", out: out, platforms: []string{platform}, helm: helm, root: root})
+	_, err = run(ctx, options{version: "v0.9.7", out: out, platforms: []string{platform}, helm: helm, root: root, allowDirty: true})
 	assert.ErrorContains(t, err, "must be an empty folder", "nothing of an earlier release is published with another")
 }
 
