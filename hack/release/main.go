@@ -116,7 +116,9 @@ func run(ctx context.Context, o options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	platforms, err := buildBinaries(ctx, o, out, func(b, goos, goarch string) string { return fmt.Sprintf("%s-%s-%s-%s", b, fileVersion(o.version), goos, goarch) })
+	platforms, err := buildBinaries(ctx, o, out, func(b, goos, goarch string) string {
+		return fmt.Sprintf("%s-%s-%s-%s", b, fileVersion(o.version), goos, goarch)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
