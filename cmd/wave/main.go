@@ -329,15 +329,15 @@ func newClients(cfg *config, reg *prometheus.Registry) (*clients, error) {
 func recordEvents(ctx context.Context, client kubernetes.Interface) (recorder record.EventRecorder, stop func()) {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartStructuredLogging(4)
-	tally := &eventTally{}
-	broadcaster.StartRecordingToSink(talliedSink{&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}, tally})
+	sink := &sinkActivity{}
+	broadcaster.StartRecordingToSink(countedSink{&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}, sink})
 	stop = func() {
-		if n := tally.wait(eventGrace); n > 0 {
-			klog.InfoS("Events not written before the stop", "dropped", n)
+		if n := sink.wait(eventGrace, eventQuiet); n > 0 {
+			klog.InfoS("Event writes still under way at the stop, and dropped", "writes", n)
 		}
 		broadcaster.Shutdown()
 	}
-	return talliedRecorder{broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"}), tally}, stop
+	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"}), stop
 }
 
 // newInformers makes the caches: workloads, ConfigMaps and Secrets as digests, and what
