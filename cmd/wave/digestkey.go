@@ -36,7 +36,8 @@ func loadDigestKey(ctx context.Context, client kubernetes.Interface, cfg *config
 	case errors.Is(err, installkey.ErrNowhere):
 		return nil, fmt.Errorf("%w; wave writes nothing without it (or set --install-key-secret=\"\" to accept unkeyed digests)", err)
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return nil, fmt.Errorf("%w; wave writes nothing without it: let its ServiceAccount get Secret %s in namespace %s (the Helm chart makes the Secret; config/wave lets wave make it), or set --install-key-secret=\"\" to accept unkeyed digests", err, name, ns)
+		// The API server's text names the Secret and the namespace again: said once, here.
+		return nil, fmt.Errorf("install key %s/%s: wave may not read it, and writes nothing without it: grant get on Secret %s in namespace %s, or set --install-key-secret=\"\" to accept unkeyed digests", ns, name, name, ns)
 	default:
 		return nil, fmt.Errorf("%w; wave writes nothing without it (or set --install-key-secret=\"\" to accept unkeyed digests)", err)
 	}

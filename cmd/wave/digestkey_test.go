@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -49,7 +50,7 @@ func TestDigestKeyFailsClosed(t *testing.T) {
 		{name: "the key in the Secret", cfg: config{installKeyNS: "wave", installKeyName: "ik"}, objects: []runtime.Object{secret(good)}, want: good},
 		{name: "no install key asked for: --hash-key-file's key, or none", cfg: config{hashKey: []byte("k")}, want: []byte("k")},
 		{name: "may not read it", cfg: config{installKeyNS: "wave", installKeyName: "ik"}, react: forbidden("get"),
-			wantErr: []string{"install key wave/ik", "get Secret ik in namespace wave", `--install-key-secret=""`}},
+			wantErr: []string{"install key wave/ik: wave may not read it", "grant get on Secret ik in namespace wave", `--install-key-secret=""`}},
 		{name: "missing, and may not create a Secret: kept keyed, in a ConfigMap (Stakater Reloader's chart)", cfg: config{installKeyNS: "wave", installKeyName: "ik"},
 			react: forbidden("create"), wantLen: 32},
 		{name: "missing, and may create nothing to hold it", cfg: config{installKeyNS: "wave", installKeyName: "ik"}, react: forbidden("create", "secrets", "configmaps", "leases"),
@@ -81,6 +82,7 @@ func TestDigestKeyFailsClosed(t *testing.T) {
 			for _, s := range tt.wantErr {
 				assert.Contains(t, err.Error(), s)
 			}
+			assert.Equal(t, 1, strings.Count(err.Error(), "wave/ik"), "the key named once: %s", err)
 		})
 	}
 }
