@@ -30,7 +30,7 @@ type statusOptions struct {
 	namespaces      string
 	labelSelector   string
 	annotations     string
-	ignoreNS        []string
+	reloader        reloaderFlags // Stakater Reloader's flags, as wave takes them: names, --auto-reload-all, CSI
 	output          string
 	rolloutDeadline time.Duration
 	kubeconfig      string
@@ -58,7 +58,7 @@ Flags:
 	fs.StringVarP(&o.output, "output", "o", "table", `"table" or "json".`)
 	fs.StringVar(&o.labelSelector, "label-selector", "", "as wave's flag: a workload whose labels do not match shows as filtered out.")
 	fs.StringVar(&o.annotations, "annotations", "wave,stakater", "as wave's flag: a workload that opts in only in a dialect not read shows as filtered out.")
-	fs.StringSliceVar(&o.ignoreNS, "namespaces-to-ignore", nil, "as wave's (Stakater Reloader's) flag: workloads there show as filtered out.")
+	o.reloader.add(fs) // read as wave reads them, so that status lists what wave manages
 	fs.DurationVar(&o.rolloutDeadline, "rollout-deadline", 10*time.Minute, "as wave's flag: a StatefulSet or DaemonSet rollout older than this that is not complete shows as failed.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
@@ -146,7 +146,7 @@ func collectStatus(ctx context.Context, clients workload.Clients, kinds []worklo
 					return nil, fmt.Errorf("list %ss %s: %w (wave status needs list access to them)", strings.ToLower(string(t.Kind())), where, err)
 				}
 				for _, w := range ws {
-					if wave, stakater := rollout.Select(rollout.Dialects{}, refs.StakaterDialect{}, w); wave || stakater != nil {
+					if wave, stakater := rollout.Select(rollout.Dialects{}, filter.stakater, w); wave || stakater != nil {
 						rows = append(rows, statusOf(w, now, deadline, filter))
 					}
 				}
@@ -175,6 +175,7 @@ func collectStatus(ctx context.Context, clients workload.Clients, kinds []worklo
 type statusFilter struct {
 	labels   labels.Selector // nil: every workload
 	dialects rollout.Dialects
+	stakater refs.StakaterDialect // with wave's names, --auto-reload-all and CSI
 	ignoreNS map[string]bool
 }
 
@@ -192,11 +193,14 @@ func (o *statusOptions) filter() (statusFilter, error) {
 		return f, err
 	}
 	f.dialects = d
-	for _, ns := range o.ignoreNS {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			f.ignoreNS[ns] = true
-		}
+	var ro rollout.ReloaderOptions
+	if err := o.reloader.check(&ro); err != nil {
+		return f, err
 	}
+	if ro.Dialect.SecretProviderClasses, err = o.reloader.csiIntegration(); err != nil {
+		return f, err
+	}
+	f.stakater, f.ignoreNS = ro.Dialect, ro.Namespaces
 	return f, nil
 }
 
@@ -208,7 +212,7 @@ func (f statusFilter) filteredOut(w workload.Workload) string {
 	case f.labels != nil && !f.labels.Matches(labels.Set(w.Meta.Labels)):
 		return fmt.Sprintf("its labels do not match --label-selector=%s", f.labels)
 	}
-	if wave, stakater := rollout.Select(f.dialects, refs.StakaterDialect{}, w); !wave && stakater == nil {
+	if wave, stakater := rollout.Select(f.dialects, f.stakater, w); !wave && stakater == nil {
 		return fmt.Sprintf("it opts in only in a dialect that --annotations=%s does not read", dialectNames(f.dialects))
 	}
 	return ""

@@ -92,3 +92,38 @@ func TestStatusRefusesBadFlagsWithOneLine(t *testing.T) {
 		assert.Equal(t, 2, runStatus(args, &bytes.Buffer{}), "%v", args)
 	}
 }
+
+// wave status reads the workloads as wave runs: the annotation names Reloader's flags give,
+// --auto-reload-all, --namespaces-to-ignore. Given wave's own flags, it lists what wave
+// manages, no more and no less.
+func TestStatusReadsWavesOwnFlags(t *testing.T) {
+	d := func(ns, name string, ann map[string]string) *appsv1.Deployment {
+		dd := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann}}
+		dd.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app"}}
+		return dd
+	}
+	client := fake.NewSimpleClientset(
+		d("ns", "custom", map[string]string{"example.com/auto": "true"}),
+		d("ns", "plain", nil),
+		d("skip", "ignored-ns", map[string]string{refs.StakaterAuto: "true"}),
+	)
+	names := func(args ...string) []string {
+		var o statusOptions
+		fs := newStatusFlagSet(&o)
+		require.NoError(t, fs.Parse(args))
+		f, err := o.filter()
+		require.NoError(t, err)
+		rows, err := collectStatus(t.Context(), workload.Clients{Kube: client}, workload.Builtin(), nil, time.Now(), time.Minute, f)
+		require.NoError(t, err)
+		var out []string
+		for _, r := range rows {
+			out = append(out, r.Name+":"+string(r.State))
+		}
+		return out
+	}
+	assert.Equal(t, []string{"ignored-ns:" + string(outcome.NotRecorded)}, names(), "Reloader's default names: the custom annotation is not Reloader's")
+	assert.Equal(t, []string{"custom:" + string(outcome.NotRecorded)}, names("--auto-annotation=example.com/auto"),
+		"read under the name given, and only under it")
+	assert.Equal(t, []string{"ignored-ns:" + string(outcome.FilteredOut)}, names("--namespaces-to-ignore=skip"))
+	assert.Len(t, names("--auto-reload-all"), 3, "every workload follows its config with --auto-reload-all")
+}
