@@ -151,6 +151,9 @@ type outcome struct {
 	tellOnStart bool      // first pass over a set a previous reloader left: the app runs that one
 	untold      bool      // first pass, and the record says the app never took the set on disk
 	first       bool      // this pass made the first unpack
+	// liveKept: a restarted reloader's first set was rejected, and the set its predecessor
+	// made live stays: that one is in place, so the reloader is ready.
+	liveKept bool
 	result      string    // what became of the wanted set: a failing ResultX, or ""
 	err         error     // with a failing result
 	reason      string    // the Event's reason for err
@@ -420,6 +423,7 @@ func (r *Reloader) write(ctx context.Context, o *outcome) {
 	case errors.Is(err, ErrRejected):
 		o.result, o.reason = ResultValidationFailed, "ConfigRejected"
 		o.err = fmt.Errorf("new config kept out, the app keeps the last good one: %w", err)
+		o.liveKept = leftBehind
 		return
 	case err != nil && !changed:
 		o.result, o.reason, o.retry = ResultWriteFailed, "ConfigWriteFailed", true
@@ -452,7 +456,7 @@ func (s state) next(o outcome, now time.Time) state {
 	if o.hash != "" { // laid out: what it left out is current
 		n.leftOut = o.leftOut
 	}
-	if o.first {
+	if o.first || o.liveKept {
 		n.unpacked = true
 	}
 	if o.swapped || o.first {
