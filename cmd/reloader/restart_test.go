@@ -139,3 +139,27 @@ func refusingAppSetUp(t *testing.T) (client kubernetes.Interface, ns, root strin
 	}
 	return client, ns, root, app, refuse
 }
+
+// A sidecar restarted while its ConfigMap holds a config the check rejects: the good set its
+// predecessor made live stays, and the reloader is ready, as /readyz promises, rather than
+// held out of the Service until someone fixes the ConfigMap.
+func TestRestartWithRejectedSourcesIsReady(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	root := t.TempDir()
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app", map[string]string{"app.conf": "good"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := newFakeApp(t, root+"/app.conf")
+	start := func() *testcluster.Process {
+		return startReloader(t, nil, "--configmap="+ns+"/app", "--configroot="+root, "--reload-http="+app.url(),
+			"--validate-command=! grep -q bad \"$CONFIG_DIR/app.conf\"")
+	}
+	p := start()
+	p.WaitReady(t)
+	p.Kill()
+	patchData(t, client, ns, "app", `{"data":{"app.conf":"bad"}}`)
+	p = start()
+	require.Eventually(t, func() bool { return p.Metric(`configwave_reloader_reloads_total{result="validation_failed"}`) == 1 }, eventually, tick, p.Log())
+	p.WaitReady(t)
+	assert.Equal(t, "good", readFile(root, "app.conf"), "the last good set stays live")
+}

@@ -3,6 +3,7 @@ package reload
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"k8s.io/klog/v2"
@@ -27,18 +28,25 @@ type Rendered struct {
 	OnRender func(unset int)
 }
 
-// WriteChecked implements Target.
+// WriteChecked implements Target. The rendered config is checked before it replaces Output:
+// the check runs with $CONFIG_DIR a folder that holds it under Output's name, beside Output,
+// removed after; a rejected config is never live. Without Output, the config file's own folder
+// is checked, where it is.
 func (r *Rendered) WriteChecked(files map[string]unpack.File, check func(dir string) error) (bool, error) {
+	if Hash(files) == r.accepted {
+		return false, nil
+	}
 	in, ok := files[r.Input]
 	if !ok {
 		return false, fmt.Errorf("--config-file %s: no such file in its folder; check the path and the volume that holds it", r.Input)
 	}
+	var out []byte
 	if r.Output != "" {
 		lookup := r.Lookup
 		if lookup == nil {
 			lookup = os.LookupEnv
 		}
-		out, unset, err := render.File(in.Data, lookup)
+		rendered, unset, err := render.File(in.Data, lookup)
 		if err != nil {
 			return false, fmt.Errorf("--config-file %s: %w", r.Input, err)
 		}
@@ -48,9 +56,34 @@ func (r *Rendered) WriteChecked(files map[string]unpack.File, check func(dir str
 		if len(unset) > 0 {
 			klog.InfoS("warning: the config refers to environment variables that are not set; left as written", "file", r.Input, "variables", strings.Join(unset, ","))
 		}
+		out = rendered
+	}
+	if check != nil {
+		if err := r.check(out, check); err != nil {
+			return false, err
+		}
+	}
+	if r.Output != "" {
 		if _, err := render.WriteAtomic(r.Output, out, 0o644); err != nil {
 			return false, fmt.Errorf("--config-envsubst-file: %w", err)
 		}
 	}
-	return r.InPlace.WriteChecked(files, check)
+	return r.InPlace.WriteChecked(files, nil) // checked above: accepted as it is
+}
+
+// check runs the check on the config the app is to read: the rendered out, staged under
+// Output's name in a folder of its own beside Output, or the input where it is.
+func (r *Rendered) check(out []byte, check func(dir string) error) error {
+	if r.Output == "" {
+		return check(filepath.Dir(r.Input))
+	}
+	stage, err := os.MkdirTemp(filepath.Dir(r.Output), ".configwave-check-")
+	if err != nil {
+		return fmt.Errorf("--config-envsubst-file: make a folder to check the rendered config in: %w", err)
+	}
+	defer os.RemoveAll(stage)
+	if err := os.WriteFile(filepath.Join(stage, filepath.Base(r.Output)), out, 0o644); err != nil {
+		return fmt.Errorf("--config-envsubst-file: write the rendered config to check: %w", err)
+	}
+	return check(stage)
 }

@@ -1,0 +1,57 @@
+package reload
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/unpack"
+)
+
+// prometheus-config-reloader's rendered config is checked before it replaces the output: a
+// config the check rejects is never live, and the check sees the rendered file, $(NAME)
+// expanded, in $CONFIG_DIR under the output's name.
+func TestRenderedIsCheckedBeforeItIsLive(t *testing.T) {
+	t.Setenv("REPLICA", "prometheus-0")
+	out := filepath.Join(t.TempDir(), "prometheus.env.yaml")
+	r := &Rendered{Input: "/etc/prometheus/config/prometheus.yaml", Output: out}
+	var seen []string
+	check := func(dir string) error {
+		b, err := os.ReadFile(filepath.Join(dir, "prometheus.env.yaml"))
+		if err != nil {
+			return err
+		}
+		seen = append(seen, string(b))
+		if string(b) == "replica: prometheus-0 bad" {
+			return fmt.Errorf("%w: bad", ErrRejected)
+		}
+		return nil
+	}
+	set := func(v string) map[string]unpack.File {
+		return map[string]unpack.File{r.Input: {Data: []byte("replica: $(REPLICA)" + v)}}
+	}
+
+	changed, err := r.WriteChecked(set(""), check)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	got, _ := os.ReadFile(out)
+	assert.Equal(t, "replica: prometheus-0", string(got))
+
+	changed, err = r.WriteChecked(set(" bad"), check)
+	require.ErrorIs(t, err, ErrRejected)
+	assert.False(t, changed)
+	got, _ = os.ReadFile(out)
+	assert.Equal(t, "replica: prometheus-0", string(got), "the rejected config never replaced the live one")
+	assert.Equal(t, []string{"replica: prometheus-0", "replica: prometheus-0 bad"}, seen, "the check read the rendered config")
+	entries, err := os.ReadDir(filepath.Dir(out))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "the folder the check ran in is gone")
+
+	changed, err = r.WriteChecked(set(""), check)
+	require.NoError(t, err)
+	assert.False(t, changed, "the set accepted before: nothing to do")
+}
