@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
+	"github.com/configwave/configwave/internal/atomicfile"
 	"github.com/configwave/configwave/internal/unpack"
 )
 
@@ -26,6 +26,9 @@ type ToldRecord struct {
 	Path string
 	key  []byte
 	told []byte // keyed hash of the set last told; nil: none recorded
+	// garbled: a record was there and could not be read (a node that crashed while it was
+	// written before records were synced): what the app took is unknown, so it is told again.
+	garbled bool
 }
 
 // ToldRecordName is the record's name in the folder it is kept in: ".." names are never config
@@ -37,7 +40,8 @@ const toldVersion = "configwave-told v1"
 // Load reads the record. A missing file is no record (a first start, or an older reloader);
 // an unreadable or garbled one is reported and treated as none, with a new key.
 func (t *ToldRecord) Load() error {
-	t.told = nil
+	t.told, t.garbled = nil, false
+	_ = atomicfile.Clean(t.Path) // what a crash mid-write left; the record itself is whole
 	b, err := os.ReadFile(t.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return t.newKey()
@@ -52,7 +56,8 @@ func (t *ToldRecord) Load() error {
 	if kerr := t.newKey(); kerr != nil {
 		return kerr
 	}
-	return fmt.Errorf("read what the app was last told from %s: %w; it is written again at the next reload", t.Path, err)
+	t.garbled = true
+	return fmt.Errorf("read what the app was last told from %s: %w; the app is told again, and the record written again", t.Path, err)
 }
 
 func parseTold(b []byte) (key, told []byte, err error) {
@@ -83,31 +88,21 @@ func (t *ToldRecord) Sum(files map[string]unpack.File) []byte {
 	return b
 }
 
-// Recorded reports whether Load found a record, or Save wrote one.
-func (t *ToldRecord) Recorded() bool { return t.told != nil }
+// Recorded reports whether Load found a record (a garbled one too), or Save wrote one.
+func (t *ToldRecord) Recorded() bool { return t.told != nil || t.garbled }
 
-// Untold reports whether a record exists and names another set than sum: the last reloader
-// did not get sum to the app.
-func (t *ToldRecord) Untold(sum []byte) bool { return t.told != nil && !hmac.Equal(t.told, sum) }
+// Untold reports whether a record exists and names another set than sum, or could not be read:
+// the last reloader did not get sum to the app, or it is not known that it did.
+func (t *ToldRecord) Untold(sum []byte) bool {
+	return t.garbled || t.told != nil && !hmac.Equal(t.told, sum)
+}
 
-// Save records that the app took the set whose Sum is sum. It is written to a new file and
-// renamed into place, so a crash leaves the old record or the new one.
+// Save records that the app took the set whose Sum is sum, atomically and durably
+// (atomicfile.Write): a crash, of the container or the node, leaves the old record or the new.
 func (t *ToldRecord) Save(sum []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(t.Path), ToldRecordName+".tmp*")
-	if err != nil {
-		return fmt.Errorf("record what the app was told in %s: %w", filepath.Dir(t.Path), err)
+	if _, err := atomicfile.Write(t.Path, []byte(fmt.Sprintf("%s %x %x\n", toldVersion, t.key, sum)), 0o600); err != nil {
+		return fmt.Errorf("record what the app was told: %w", err)
 	}
-	_, err = fmt.Fprintf(tmp, "%s %x %x\n", toldVersion, t.key, sum)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), t.Path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("record what the app was told in %s: %w", t.Path, err)
-	}
-	t.told = sum
+	t.told, t.garbled = sum, false
 	return nil
 }

@@ -205,7 +205,8 @@ func TestReloaderWithNobodyToTell(t *testing.T) {
 
 // The record beside the config: a restarted reloader tells the app again when the app never
 // took the set on disk (its last reload failed, and kubelet restarted the sidecar for it), and
-// not when it did. A garbled record counts as none.
+// not when it did. A garbled record (a node that crashed while it was written) says nothing of
+// what the app took: the app is told again.
 func TestReloaderRestartRemembersWhatTheAppTook(t *testing.T) {
 	root := t.TempDir()
 	record := filepath.Join(root, ToldRecordName)
@@ -219,7 +220,8 @@ func TestReloaderRestartRemembersWhatTheAppTook(t *testing.T) {
 		{data: "two", appFail: true, calls: 1}, // two came while no reloader ran; the app refuses it
 		{data: "two", calls: 1},                // two on disk, and the record says the app never took it
 		{data: "two", calls: 0},                // now it has
-		{data: "two", before: func() { require.NoError(t, os.WriteFile(record, []byte("garbage"), 0o600)) }, calls: 0},
+		{data: "two", before: func() { require.NoError(t, os.WriteFile(record, []byte("garbage"), 0o600)) }, calls: 1},
+		{data: "two", before: func() { require.NoError(t, os.WriteFile(record, nil, 0o600)) }, calls: 1}, // empty, as a crash can leave it
 		{data: "three", calls: 1},
 		{data: "three", calls: 0},
 	} {

@@ -17,8 +17,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
+
+	"github.com/configwave/configwave/internal/atomicfile"
 )
 
 // MaxSize bounds a decompressed config: a small gzip can unpack to gigabytes.
@@ -73,37 +74,9 @@ func Expand(in []byte, lookup func(string) (string, bool)) (out []byte, unset []
 	return out, unset
 }
 
-// WriteAtomic replaces path with data so that a reader sees the old file or the new one, never
-// a part: a temporary file in the same folder, synced, then renamed over it. Nothing is written
-// when path already holds data.
+// WriteAtomic replaces path with data so that a reader, or the next start after a crash, sees
+// the old file or the new one, never a part (atomicfile.Write). Nothing is written when path
+// already holds data.
 func WriteAtomic(path string, data []byte, mode os.FileMode) (changed bool, err error) {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-		return false, nil
-	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return false, fmt.Errorf("write %s: %w (is its folder a writable emptyDir?)", path, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), mode)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return false, fmt.Errorf("write %s: %w", path, err)
-	}
-	return true, nil
+	return atomicfile.Write(path, data, mode)
 }
