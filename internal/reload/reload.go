@@ -153,14 +153,14 @@ type outcome struct {
 	first       bool      // this pass made the first unpack
 	// liveKept: a restarted reloader's first set was rejected, and the set its predecessor
 	// made live stays: that one is in place, so the reloader is ready.
-	liveKept bool
-	result      string    // what became of the wanted set: a failing ResultX, or ""
-	err         error     // with a failing result
-	reason      string    // the Event's reason for err
-	notified    bool      // the app was told in this pass
-	notifyErr   error     // the app was due and could not be told
-	nobody      bool      // no app to tell (no --reload-http, no app): a swap is the whole change
-	retry       bool      // run again after RetryInterval even without a change
+	liveKept  bool
+	result    string // what became of the wanted set: a failing ResultX, or ""
+	err       error  // with a failing result
+	reason    string // the Event's reason for err
+	notified  bool   // the app was told in this pass
+	notifyErr error  // the app was due and could not be told
+	nobody    bool   // no app to tell (no --reload-http, no app): a swap is the whole change
+	retry     bool   // run again after RetryInterval even without a change
 }
 
 // Status is the loop's state as /status serves it. It never holds a value from a source.
