@@ -40,6 +40,9 @@ type RolloutSpec struct {
 	Replicas *int32                 `json:"replicas,omitempty"`
 	Selector *metav1.LabelSelector  `json:"selector,omitempty"`
 	Template corev1.PodTemplateSpec `json:"template"`
+	// RestartAt asks the controller to restart every pod created before it (Reloader's
+	// rollout-strategy: restart).
+	RestartAt *metav1.Time `json:"restartAt,omitempty"`
 }
 
 // RolloutStatus is the part of a Rollout's status that says how far its rollout got.
@@ -51,6 +54,9 @@ type RolloutStatus struct {
 	Phase      string             `json:"phase,omitempty"`
 	Message    string             `json:"message,omitempty"`
 	Conditions []RolloutCondition `json:"conditions,omitempty"`
+	// RestartedAt is the spec.restartAt the controller has finished: every pod created before
+	// it was restarted.
+	RestartedAt *metav1.Time `json:"restartedAt,omitempty"`
 }
 
 // RolloutCondition is one of a Rollout's conditions.
@@ -72,6 +78,8 @@ func (r *Rollout) DeepCopyObject() runtime.Object {
 		out.Spec.Replicas = &n
 	}
 	out.Spec.Selector = r.Spec.Selector.DeepCopy()
+	out.Spec.RestartAt = r.Spec.RestartAt.DeepCopy()
+	out.Status.RestartedAt = r.Status.RestartedAt.DeepCopy()
 	out.Status.Conditions = append([]RolloutCondition(nil), r.Status.Conditions...)
 	return &out
 }
@@ -207,7 +215,9 @@ func rolloutProgress(r *Rollout) Progress {
 	}
 	switch r.Status.Phase {
 	case "Healthy":
-		p.Done = true
+		// A restart asked through spec.restartAt leaves the Rollout Healthy while its pods are
+		// restarted; it is done once the controller records it in status.restartedAt.
+		p.Done = r.Spec.RestartAt == nil || r.Status.RestartedAt != nil && !r.Status.RestartedAt.Before(r.Spec.RestartAt)
 	case "Degraded":
 		p.Failed = r.Status.Message
 		if p.Failed == "" {

@@ -192,22 +192,30 @@ func TestServed(t *testing.T) {
 // A Rollout's progress, read as kubectl argo rollouts status reads it.
 func TestRolloutProgress(t *testing.T) {
 	at := metav1.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	restartAt, before := metav1.Date(2026, 11, 23, 9, 5, 0, 0, time.UTC), metav1.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
-		name   string
-		status RolloutStatus
-		want   Progress
+		name      string
+		status    RolloutStatus
+		restartAt *metav1.Time
+		want      Progress
 	}{
-		{"not yet seen by its controller", RolloutStatus{ObservedGeneration: "2", Phase: "Healthy"}, Progress{OwnDeadline: true}},
-		{"healthy", RolloutStatus{ObservedGeneration: "3", Phase: "Healthy"}, Progress{Observed: true, Done: true, OwnDeadline: true}},
-		{"paused at a canary step", RolloutStatus{ObservedGeneration: "3", Phase: "Paused", Message: "CanaryPauseStep"}, Progress{Observed: true, OwnDeadline: true}},
-		{"progressing", RolloutStatus{ObservedGeneration: "3", Phase: "Progressing"}, Progress{Observed: true, OwnDeadline: true}},
+		{"a restart asked, its pods not restarted yet: Healthy, and still rolling", RolloutStatus{ObservedGeneration: "3", Phase: "Healthy"}, &restartAt,
+			Progress{Observed: true, OwnDeadline: true}},
+		{"a restart asked, an earlier one recorded: still rolling", RolloutStatus{ObservedGeneration: "3", Phase: "Healthy", RestartedAt: &before}, &restartAt,
+			Progress{Observed: true, OwnDeadline: true}},
+		{"a restart done: recorded in status.restartedAt", RolloutStatus{ObservedGeneration: "3", Phase: "Healthy", RestartedAt: &restartAt}, &restartAt,
+			Progress{Observed: true, Done: true, OwnDeadline: true}},
+		{"not yet seen by its controller", RolloutStatus{ObservedGeneration: "2", Phase: "Healthy"}, nil, Progress{OwnDeadline: true}},
+		{"healthy", RolloutStatus{ObservedGeneration: "3", Phase: "Healthy"}, nil, Progress{Observed: true, Done: true, OwnDeadline: true}},
+		{"paused at a canary step", RolloutStatus{ObservedGeneration: "3", Phase: "Paused", Message: "CanaryPauseStep"}, nil, Progress{Observed: true, OwnDeadline: true}},
+		{"progressing", RolloutStatus{ObservedGeneration: "3", Phase: "Progressing"}, nil, Progress{Observed: true, OwnDeadline: true}},
 		{"degraded past its deadline", RolloutStatus{ObservedGeneration: "3", Phase: "Degraded", Message: "ProgressDeadlineExceeded: ReplicaSet \"app-5d\" has timed out progressing.",
-			Conditions: []RolloutCondition{{Type: "Progressing", Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", LastUpdateTime: at}}},
+			Conditions: []RolloutCondition{{Type: "Progressing", Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", LastUpdateTime: at}}}, nil,
 			Progress{Observed: true, OwnDeadline: true, Failed: "ProgressDeadlineExceeded: ReplicaSet \"app-5d\" has timed out progressing.", FailedAt: at.Time}},
-		{"degraded with no message", RolloutStatus{ObservedGeneration: "3", Phase: "Degraded"}, Progress{Observed: true, OwnDeadline: true, Failed: "the Rollout is Degraded"}},
+		{"degraded with no message", RolloutStatus{ObservedGeneration: "3", Phase: "Degraded"}, nil, Progress{Observed: true, OwnDeadline: true, Failed: "the Rollout is Degraded"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Rollout{ObjectMeta: metav1.ObjectMeta{Generation: 3}, Status: tc.status}
+			r := &Rollout{ObjectMeta: metav1.ObjectMeta{Generation: 3}, Spec: RolloutSpec{RestartAt: tc.restartAt}, Status: tc.status}
 			assert.Equal(t, tc.want, rolloutProgress(r))
 		})
 	}
