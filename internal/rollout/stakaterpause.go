@@ -46,10 +46,12 @@ func reloaderResume(paused bool, annotations map[string]string, st refs.Stakater
 }
 
 // finishReloaderPause resumes a Deployment Reloader paused once its pause-period is over,
-// whether or not it still opts in, and reports whether it did; before then, it looks again
-// when the period ends.
+// whether or not it still opts in, in the namespaces Reloader's flags select, and reports
+// whether it did; before then, it looks again when the period ends.
 func (c *Controller) finishReloaderPause(ctx context.Context, w workload.Workload) (bool, error) {
-	if w.Kind != workload.Deployment || !c.Dialects.orDefault().Stakater || c.Reloader.Namespaces[w.Meta.Namespace] {
+	// Only where Reloader would have acted: not in an ignored namespace, nor in one its
+	// --namespace-selector leaves out.
+	if w.Kind != workload.Deployment || !c.Dialects.orDefault().Stakater || c.Reloader.Namespaces[w.Meta.Namespace] || !c.namespaceSelected(w.Meta.Namespace) {
 		return false, nil
 	}
 	wait, reloaders := reloaderResume(w.Progress.Paused, w.Meta.Annotations, c.Reloader.Dialect, time.Now())

@@ -1,45 +1,67 @@
 package rollout
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 
+	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/workload"
 )
 
-func TestReloaderResume(t *testing.T) {
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) string { return now.Add(d).Format(time.RFC3339) }
-	renamed := refs.DefaultStakaterNames
-	renamed.PausedAt, renamed.PausePeriod = "example.com/paused-at", "example.com/pause"
-	tests := []struct {
-		name        string
-		paused      bool
-		annotations map[string]string
-		dialect     refs.StakaterDialect
-		wantWait    time.Duration
-		wantReloads bool
-	}{
-		{name: "not paused", annotations: map[string]string{refs.StakaterPausedAt: at(-time.Hour), refs.StakaterPausePeriod: "5m"}},
-		{name: "the user's own pause: no paused-at", paused: true, annotations: map[string]string{refs.StakaterPausePeriod: "5m"}},
-		{name: "period over", paused: true, annotations: map[string]string{refs.StakaterPausedAt: at(-10 * time.Minute), refs.StakaterPausePeriod: "5m"}, wantReloads: true},
-		{name: "period running", paused: true, annotations: map[string]string{refs.StakaterPausedAt: at(-time.Minute), refs.StakaterPausePeriod: "5m"}, wantWait: 4 * time.Minute, wantReloads: true},
-		{name: "paused-at not RFC 3339: at once, as Reloader", paused: true, annotations: map[string]string{refs.StakaterPausedAt: "yesterday", refs.StakaterPausePeriod: "5m"}, wantReloads: true},
-		{name: "paused-at in the future: at once", paused: true, annotations: map[string]string{refs.StakaterPausedAt: at(time.Hour), refs.StakaterPausePeriod: "5m"}, wantReloads: true},
-		{name: "pause-period gone: at once", paused: true, annotations: map[string]string{refs.StakaterPausedAt: at(-time.Second)}, wantReloads: true},
-		{name: "pause-period not a duration: at once", paused: true, annotations: map[string]string{refs.StakaterPausedAt: at(-time.Second), refs.StakaterPausePeriod: "five"}, wantReloads: true},
-		{name: "renamed annotations", paused: true, dialect: refs.StakaterDialect{Names: renamed},
-			annotations: map[string]string{"example.com/paused-at": at(-time.Minute), "example.com/pause": "2m"}, wantWait: time.Minute, wantReloads: true},
-		{name: "the default names once renamed: not Reloader's", paused: true, dialect: refs.StakaterDialect{Names: renamed},
-			annotations: map[string]string{refs.StakaterPausedAt: at(-time.Minute), refs.StakaterPausePeriod: "2m"}},
+// A Deployment Reloader left paused is resumed once its pause-period is over, only in a
+// namespace Reloader's flags select: one --namespace-selector leaves out is left as it is, as
+// Reloader would never have paused (or resumed) it.
+func TestReloaderPauseResumedOnlyWhereSelected(t *testing.T) {
+	paused := func(ns string) workload.Workload {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app", ResourceVersion: "7",
+			Annotations: map[string]string{refs.DefaultStakaterNames.PausedAt: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339),
+				refs.DefaultStakaterNames.PausePeriod: "5m"}}}
+		d.Spec.Paused = true
+		w, ok := workload.Of(d)
+		require.True(t, ok)
+		return w
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			wait, reloaders := reloaderResume(tt.paused, tt.annotations, tt.dialect, now)
-			assert.Equal(t, tt.wantReloads, reloaders)
-			assert.Equal(t, tt.wantWait, wait)
+	for _, tt := range []struct {
+		ns      string
+		resumed bool
+	}{{"team-a", true}, {"team-b", false}} {
+		t.Run(tt.ns, func(t *testing.T) {
+			client := fake.NewSimpleClientset(paused(tt.ns).Object)
+			inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), nil, labels.Everything(), time.Minute, confighash.Digester{})
+			inf.WatchNamespaces(client)
+			for _, ns := range []*corev1.Namespace{
+				{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"team": "a"}}},
+				{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{"team": "b"}}},
+			} {
+				require.NoError(t, inf.namespaces.GetIndexer().Add(ns))
+			}
+			sel, err := labels.Parse("team=a")
+			require.NoError(t, err)
+			c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10), Metrics: testMetrics(),
+				Reloader: ReloaderOptions{NamespaceSelector: sel}})
+			require.NoError(t, err)
+			client.ClearActions()
+			done, err := c.finishReloaderPause(context.Background(), paused(tt.ns))
+			require.NoError(t, err)
+			assert.Equal(t, tt.resumed, done)
+			patches := 0
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "patch" {
+					patches++
+				}
+			}
+			assert.Equal(t, map[bool]int{true: 1, false: 0}[tt.resumed], patches)
 		})
 	}
 }
