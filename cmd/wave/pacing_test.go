@@ -51,8 +51,9 @@ func TestChangesTogetherRollOnce(t *testing.T) {
 }
 
 // A floor between rollouts: the first change rolls at once; changes within the floor are held
-// and roll together, once, when it ends, with the last content. Wave's own annotation, and
-// Stakater Reloader's pause-period, alike.
+// and roll together, once, when it ends, with the last content. Stakater Reloader's
+// pause-period, as Reloader applies it: the first change pauses, and every change within the
+// period rolls once, at its end.
 func TestFloorBetweenRollouts(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
@@ -70,24 +71,21 @@ func TestFloorBetweenRollouts(t *testing.T) {
 	settle(t, p)
 
 	patchCM(t, client, ns, "cm", `{"data":{"a":"1"}}`)
-	for _, name := range names {
-		before[name] = inputsHash(waitTemplateHashChange(t, client, ns, name, before[name]))
-	}
+	before["own"] = inputsHash(waitTemplateHashChange(t, client, ns, "own", before["own"]))
 	for i := 2; i <= 4; i++ { // a runaway writer
 		time.Sleep(300 * time.Millisecond)
 		patchCM(t, client, ns, "cm", `{"data":{"a":"`+string(rune('0'+i))+`"}}`)
 	}
 	require.Eventually(t, func() bool { return p.Metric("configwave_wave_rollouts_held") == 2 }, eventually, tick, "both held")
 	for _, name := range names {
-		assert.Equal(t, before[name], inputsHash(getDeployment(t, client, ns, name)), "%s: no rollout within the floor", name)
+		assert.Equal(t, before[name], inputsHash(getDeployment(t, client, ns, name)), "%s: no rollout within the floor or the pause", name)
 	}
 	for _, name := range names {
 		waitTemplateHashChange(t, client, ns, name, before[name])
 	}
 	settle(t, p)
-	for _, name := range names {
-		assert.Len(t, replicaSets(t, client, ns, name), 3, "%s: one rollout at the change, one when the floor ended", name)
-	}
+	assert.Len(t, replicaSets(t, client, ns, "own"), 3, "own floor: one rollout at the change, one when the floor ended")
+	assert.Len(t, replicaSets(t, client, ns, "paused"), 2, "Reloader's pause-period: one rollout, at the end of the pause")
 	assert.True(t, configValueRolled(t, client, ns, "own", "4"), "the held changes are not lost: the last content rolled")
 }
 

@@ -23,9 +23,10 @@ const (
 	// MinRolloutIntervalAnnotation (workload metadata): at least this long between two
 	// rollouts wave causes; changes in the meantime roll together when it ends.
 	MinRolloutIntervalAnnotation = "configwave.io/min-rollout-interval"
-	// StakaterPausePeriod is Stakater Reloader's, under its default name: after a rollout,
-	// further changes wait this long (Reloader pauses the Deployment; wave holds the next
-	// rollout, same effect). --pause-deployment-annotation renames it (Pacer.PausePeriod).
+	// StakaterPausePeriod is Stakater Reloader's, under its default name: a change waits this
+	// long, and every change meanwhile rolls with it, once, at the end (Reloader pauses the
+	// Deployment at the change and resumes it at the end; wave holds the rollout, same
+	// effect). --pause-deployment-annotation renames it (Pacer.PausePeriod).
 	StakaterPausePeriod = refs.StakaterPausePeriod
 )
 
@@ -161,14 +162,25 @@ type Hold struct {
 	FirstWanted time.Time // when a rollout was first held; zero when none is
 	Floor       time.Duration
 	FloorSource string // the flag or annotation Floor comes from
+	// PauseFirst: Floor is Stakater Reloader's pause-period, which Reloader applies first: it
+	// pauses the Deployment at the change and resumes it when the period ends, so every change
+	// within the period rolls once, at its end.
+	PauseFirst bool
 }
 
 // HoldFor is how long a wanted rollout waits, and why: for --coalesce after it was first
 // wanted, so that a ConfigMap and a Secret changed together roll once; and until the floor
-// between rollouts has passed since the last one wave started. 0 rolls now.
+// between rollouts has passed since the last one wave started, or, for Reloader's
+// pause-period, since the change was first wanted. 0 rolls now.
 func HoldFor(now, firstWanted, lastStarted time.Time, p Hold) (time.Duration, string) {
 	if d := firstWanted.Add(p.Coalesce).Sub(now); p.Coalesce > 0 && d > 0 {
 		return d, fmt.Sprintf("coalescing changes for %s (--coalesce)", p.Coalesce)
+	}
+	if p.PauseFirst && p.Floor > 0 {
+		if d := firstWanted.Add(p.Floor).Sub(now); d > 0 {
+			return d, fmt.Sprintf("paused for %s from the first change, then one rollout (%s, as Stakater Reloader pauses the Deployment)", p.Floor, p.FloorSource)
+		}
+		return 0, ""
 	}
 	if p.Floor > 0 && !lastStarted.IsZero() {
 		// Started is read from an annotation anyone with write access can edit: a time in the

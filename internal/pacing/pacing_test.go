@@ -13,7 +13,7 @@ func TestHoldFor(t *testing.T) {
 	p := New(0, time.Minute, StakaterPausePeriod)
 	floor := func(annotations map[string]string) Hold {
 		d, source := p.FloorOf(annotations)
-		return Hold{Floor: d, FloorSource: source}
+		return Hold{Floor: d, FloorSource: source, PauseFirst: source == p.PausePeriod()}
 	}
 	coalesce := Hold{Coalesce: 200 * time.Millisecond}
 	tests := []struct {
@@ -36,6 +36,11 @@ func TestHoldFor(t *testing.T) {
 			pace: floor(map[string]string{MinRolloutIntervalAnnotation: "10s"}), want: 40 * time.Second, why: "--min-rollout-interval"},
 		{name: "a last rollout in the future (the record is user-editable) counts as now: held for the floor, not until then", now: t0, first: t0,
 			lastStarted: t0.Add(10 * 365 * 24 * time.Hour), pace: floor(nil), want: time.Minute, why: "--min-rollout-interval"},
+		{name: "Reloader's pause-period pauses at the first change of a quiet workload, never rolled before", now: t0, first: t0,
+			pace: floor(map[string]string{StakaterPausePeriod: "5m"}), want: 5 * time.Minute, why: "as Stakater Reloader pauses"},
+		{name: "a second change 30 s into the pause rolls with the first, at the end", now: t0.Add(30 * time.Second), first: t0, lastStarted: t0.Add(-time.Hour),
+			pace: floor(map[string]string{StakaterPausePeriod: "5m"}), want: 270 * time.Second, why: StakaterPausePeriod},
+		{name: "the pause over: one rollout", now: t0.Add(5 * time.Minute), first: t0, pace: floor(map[string]string{StakaterPausePeriod: "5m"})},
 		{name: "a floor annotation that is not a duration is not applied", now: t0.Add(20 * time.Second), first: t0, lastStarted: t0,
 			pace: floor(map[string]string{MinRolloutIntervalAnnotation: "soon"}), want: 40 * time.Second, why: "--min-rollout-interval"},
 	}

@@ -38,6 +38,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	s.Scheduler, s.SchedulingDisabled = w.Meta.Annotations[refs.SchedulingDisabledAnnotation]
 	s.Pace.Coalesce, s.Pace.FirstWanted = c.pace.Coalesce(), c.pace.WantedSince(w.Key())
 	s.Pace.Floor, s.Pace.FloorSource = c.pace.FloorOf(w.Meta.Annotations)
+	s.Pace.PauseFirst = s.Pace.FloorSource == c.pace.PausePeriod()
 
 	s.Warnings = c.annotationProblems(w, sel)
 	if !c.AllowCrossNamespaceRefs {
