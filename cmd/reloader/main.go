@@ -24,6 +24,7 @@ import (
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/coreclient"
 	"github.com/configwave/configwave/internal/kubeclient"
+	"github.com/configwave/configwave/internal/memlimit"
 	"github.com/configwave/configwave/internal/notify"
 	"github.com/configwave/configwave/internal/podevents"
 	"github.com/configwave/configwave/internal/reload"
@@ -49,6 +50,13 @@ func runMain(argv0 string, args []string, getenv func(string) string) int {
 		return code
 	}
 	applyPromProcessSettings(cfg)
+	ratio := memlimit.DefaultRatio
+	if cfg.peer.memlimitRatio > 0 { // prometheus-config-reloader's --auto-gomemlimit-ratio
+		ratio = cfg.peer.memlimitRatio
+	}
+	if soft := memlimit.Apply(ratio, os.LookupEnv, os.DirFS("/sys/fs/cgroup")); soft > 0 {
+		klog.V(2).InfoS("Go's memory limit set from the container's", "bytes", soft, "ratio", ratio)
+	}
 	defer klog.Flush()
 	if err := run1(cfg); err != nil {
 		var exit supervise.ExitError

@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -163,24 +161,9 @@ func applyPromProcessSettings(c *config) {
 	if err := setOrdinal(c.peer.ordinalFrom); err != nil {
 		klog.InfoS("warning: $STATEFULSET_ORDINAL_NUMBER not set", "err", err.Error())
 	}
-	setMemoryLimit(c.peer.memlimitRatio)
 }
 
 // setOrdinal sets STATEFULSET_ORDINAL_NUMBER from the digits that end $from (prometheus-k8s-1 → 1).
 func setOrdinal(from string) error {
 	return os.Setenv("STATEFULSET_ORDINAL_NUMBER", trailingDigits.FindString(os.Getenv(from)))
-}
-
-// setMemoryLimit sets Go's soft memory limit to ratio of the container's cgroup limit.
-func setMemoryLimit(ratio float64) {
-	if ratio <= 0 {
-		return
-	}
-	b, err := os.ReadFile("/sys/fs/cgroup/memory.max")
-	limit, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil || perr != nil {
-		klog.InfoS("warning: --auto-gomemlimit-ratio: no container memory limit found; Go's memory limit is left as it is")
-		return
-	}
-	debug.SetMemoryLimit(int64(ratio * float64(limit)))
 }

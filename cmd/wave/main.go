@@ -43,6 +43,7 @@ import (
 	"github.com/configwave/configwave/internal/csi"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/logflags"
+	"github.com/configwave/configwave/internal/memlimit"
 	"github.com/configwave/configwave/internal/migrate"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/profiles"
@@ -80,6 +81,9 @@ func runMain(args []string) int {
 		return 2
 	}
 	defer klog.Flush()
+	if soft := memlimit.Apply(memlimit.DefaultRatio, os.LookupEnv, os.DirFS("/sys/fs/cgroup")); soft > 0 {
+		klog.V(2).InfoS("Go's memory limit set from the container's", "bytes", soft)
+	}
 	for _, note := range o.reloader.notes() {
 		klog.InfoS(note)
 	}
