@@ -90,22 +90,24 @@ func (d StakaterDialect) PausePeriod() string { return d.names().PausePeriod }
 // PausedAt is the name of Reloader's paused-at annotation in d.
 func (d StakaterDialect) PausedAt() string { return d.names().PausedAt }
 
-// Ignored reports whether an object's annotations say Reloader's ignore (under d's name).
+// Ignored reports whether an object's annotations say Reloader's ignore (under d's name):
+// exactly "true", as Reloader compares it.
 func (d StakaterDialect) Ignored(annotations map[string]string) bool {
-	return isTrue(annotations[d.names().Ignore])
+	return annotations[d.names().Ignore] == "true"
 }
 
-// StakaterRules is what Stakater Reloader's annotations on one workload ask for.
+// StakaterRules is what Stakater Reloader's annotations on one workload ask for, per kind of
+// changed object.
 type StakaterRules struct {
 	names StakaterNames // for Follows: the match and ignore annotations of objects
 	// Auto: every ConfigMap (Secret, SecretProviderClass) the pods use.
 	AutoConfigMaps, AutoSecrets, AutoSecretProviderClasses bool
 	// Named: ConfigMaps (Secrets, SecretProviderClasses) whose names match, used by the pods
-	// or not. Reloader reads each entry as an anchored regular expression; a plain name is the
-	// common case.
+	// or not. Reloader reads each entry as a regular expression between ^ and $, as written;
+	// a plain name is the common case.
 	ConfigMapNames, SecretNames, SecretProviderClassNames []*regexp.Regexp
-	// Search: the ConfigMaps and Secrets the pods use that carry reloader.stakater.com/match.
-	Search bool
+	// Search: the objects of that kind the pods use that carry reloader.stakater.com/match.
+	SearchConfigMaps, SearchSecrets, SearchSecretProviderClasses bool
 	// Excluded names, exactly.
 	ExcludedConfigMaps, ExcludedSecrets, ExcludedSecretProviderClasses sets.Set[string]
 	// Problems: entries that are not valid expressions; skipped, and reported.
@@ -117,50 +119,53 @@ func ParseStakater(workload, template map[string]string) *StakaterRules {
 	return StakaterDialect{}.Parse(workload, template)
 }
 
-// Parse reads Reloader's annotations: from the workload's metadata, or, when none of them is
-// there, from the pod template's (Reloader's rule). nil when they ask for nothing.
+// Parse reads Reloader's annotations as Reloader's ShouldReload does, for each kind of changed
+// object apart: from the workload's metadata when it holds any of the four that concern that
+// kind (its reload list, auto, its typed auto, search), their presence deciding, not their
+// value; else from the pod template's. auto and the typed autos are read as Go's
+// strconv.ParseBool reads them, search and match and ignore only as exactly "true"; the
+// exclusions come from the metadata alone. nil when they ask for nothing.
 func (d StakaterDialect) Parse(workload, template map[string]string) *StakaterRules {
 	n := d.names()
-	a := workload
-	if !d.hasTrigger(a) {
-		a = template
-		if !d.hasTrigger(a) && !d.AutoReloadAll {
-			return nil
-		}
-	}
 	r := &StakaterRules{names: n}
-	csi := d.SecretProviderClasses
-	auto := isTrue(a[n.Auto])
-	// --auto-reload-all: a kind follows its config unless an auto annotation for it is given
-	// at all (Reloader's rule: "false", or any other value, opts out).
-	all := d.AutoReloadAll && a[n.Auto] == ""
-	r.AutoConfigMaps = auto || isTrue(a[n.ConfigMapAuto]) || all && a[n.ConfigMapAuto] == ""
-	r.AutoSecrets = auto || isTrue(a[n.SecretAuto]) || all && a[n.SecretAuto] == ""
-	r.AutoSecretProviderClasses = csi && (auto || isTrue(a[StakaterSecretProviderClassAuto]) || all && a[StakaterSecretProviderClassAuto] == "")
-	r.Search = isTrue(a[n.Search])
-	r.ConfigMapNames = r.patterns(n.ConfigMapReload, a[n.ConfigMapReload])
-	r.SecretNames = r.patterns(n.SecretReload, a[n.SecretReload])
-	if csi {
-		r.SecretProviderClassNames = r.patterns(StakaterSecretProviderClassReload, a[StakaterSecretProviderClassReload])
+	for _, k := range []struct {
+		kind                       configref.Kind
+		reload, typedAuto, exclude string
+		on                         bool
+		auto, search               *bool
+		names                      *[]*regexp.Regexp
+		excluded                   *sets.Set[string]
+	}{
+		{configref.ConfigMap, n.ConfigMapReload, n.ConfigMapAuto, StakaterConfigMapsExclude, true, &r.AutoConfigMaps, &r.SearchConfigMaps, &r.ConfigMapNames, &r.ExcludedConfigMaps},
+		{configref.Secret, n.SecretReload, n.SecretAuto, StakaterSecretsExclude, true, &r.AutoSecrets, &r.SearchSecrets, &r.SecretNames, &r.ExcludedSecrets},
+		{configref.SecretProviderClass, StakaterSecretProviderClassReload, StakaterSecretProviderClassAuto, StakaterSecretProviderClassesExclude, d.SecretProviderClasses,
+			&r.AutoSecretProviderClasses, &r.SearchSecretProviderClasses, &r.SecretProviderClassNames, &r.ExcludedSecretProviderClasses},
+	} {
+		*k.excluded = names(workload[k.exclude])
+		if !k.on {
+			continue // without --enable-csi-integration, its annotations ask for nothing
+		}
+		a := workload
+		if !hasAny(workload, k.reload, n.Auto, k.typedAuto, n.Search) {
+			a = template
+		}
+		// --auto-reload-all: the kind follows its config unless an auto annotation for it is
+		// given at all (Reloader's rule: "false", or any other value, opts out).
+		all := d.AutoReloadAll && a[n.Auto] == "" && a[k.typedAuto] == ""
+		*k.auto = parseBool(a[n.Auto]) || parseBool(a[k.typedAuto]) || all
+		*k.search = a[n.Search] == "true"
+		*k.names = r.patterns(k.reload, a[k.reload])
 	}
-	// The exclusions are read from the workload's own metadata, as Reloader does.
-	r.ExcludedConfigMaps = names(workload[StakaterConfigMapsExclude])
-	r.ExcludedSecrets = names(workload[StakaterSecretsExclude])
-	r.ExcludedSecretProviderClasses = names(workload[StakaterSecretProviderClassesExclude])
-	if !r.AutoConfigMaps && !r.AutoSecrets && !r.AutoSecretProviderClasses && !r.Search &&
+	if !r.AutoConfigMaps && !r.AutoSecrets && !r.AutoSecretProviderClasses && !r.SearchConfigMaps && !r.SearchSecrets && !r.SearchSecretProviderClasses &&
 		len(r.ConfigMapNames) == 0 && len(r.SecretNames) == 0 && len(r.SecretProviderClassNames) == 0 && len(r.Problems) == 0 {
 		return nil // e.g. reloader.stakater.com/auto: "false"
 	}
 	return r
 }
 
-func (d StakaterDialect) hasTrigger(a map[string]string) bool {
-	n := d.names()
-	triggers := []string{n.Auto, n.ConfigMapAuto, n.SecretAuto, n.ConfigMapReload, n.SecretReload, n.Search}
-	if d.SecretProviderClasses {
-		triggers = append(triggers, StakaterSecretProviderClassAuto, StakaterSecretProviderClassReload)
-	}
-	for _, k := range triggers {
+// hasAny reports whether any of keys is set in a, whatever its value.
+func hasAny(a map[string]string, keys ...string) bool {
+	for _, k := range keys {
 		if _, ok := a[k]; ok {
 			return true
 		}
@@ -168,6 +173,15 @@ func (d StakaterDialect) hasTrigger(a map[string]string) bool {
 	return false
 }
 
+// parseBool is how Reloader reads auto and the typed autos: Go's strconv.ParseBool, as
+// written ("true", "True", "1", "t"; " true " is not).
+func parseBool(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
+}
+
+// isTrue is how configwave reads its own boolean annotations: any of Go's spellings, blanks
+// around it allowed.
 func isTrue(v string) bool {
 	b, err := strconv.ParseBool(strings.TrimSpace(v))
 	return err == nil && b
@@ -198,7 +212,7 @@ func (r *StakaterRules) patterns(annotation, v string) []*regexp.Regexp {
 			r.Problems = append(r.Problems, fmt.Sprintf("annotation %s: an entry of %d characters is longer than any object name", annotation, len(p)))
 			continue
 		}
-		re, err := regexp.Compile("^(?:" + p + ")$")
+		re, err := regexp.Compile("^" + p + "$") // as Reloader: "a|b" is ^a or b$, not ^(a|b)$
 		if err != nil {
 			r.Problems = append(r.Problems, fmt.Sprintf("annotation %s: entry %q is not a name or a regular expression (%v)", annotation, p, err))
 			continue
@@ -212,7 +226,7 @@ func (r *StakaterRules) patterns(annotation, v string) []*regexp.Regexp {
 // expression): such entries are indexed by name; the others are matched against every
 // object of the namespace.
 func Literal(re *regexp.Regexp) (string, bool) {
-	s := strings.TrimSuffix(strings.TrimPrefix(re.String(), "^(?:"), ")$")
+	s := strings.TrimSuffix(strings.TrimPrefix(re.String(), "^"), "$")
 	if len(validation.IsDNS1123Subdomain(s)) > 0 || regexp.QuoteMeta(s) != s {
 		return "", false
 	}
@@ -255,20 +269,20 @@ func (r *StakaterRules) Named(kind configref.Kind, name string) bool {
 // Follows reports whether a change of the object rolls the workload. used: the pods use it;
 // annotations: the object's own (for match and ignore).
 func (r *StakaterRules) Follows(kind configref.Kind, name string, used bool, annotations map[string]string) bool {
-	excluded, auto := r.ExcludedConfigMaps.Has(name), r.AutoConfigMaps
+	excluded, auto, search := r.ExcludedConfigMaps.Has(name), r.AutoConfigMaps, r.SearchConfigMaps
 	switch kind {
 	case configref.Secret:
-		excluded, auto = r.ExcludedSecrets.Has(name), r.AutoSecrets
+		excluded, auto, search = r.ExcludedSecrets.Has(name), r.AutoSecrets, r.SearchSecrets
 	case configref.SecretProviderClass:
-		excluded, auto = r.ExcludedSecretProviderClasses.Has(name), r.AutoSecretProviderClasses
+		excluded, auto, search = r.ExcludedSecretProviderClasses.Has(name), r.AutoSecretProviderClasses, r.SearchSecretProviderClasses
 	}
 	switch {
-	case isTrue(annotations[r.names.Ignore]) || excluded: // Reloader checks these first
+	case annotations[r.names.Ignore] == "true" || excluded: // Reloader checks these first
 		return false
 	case r.Named(kind, name):
 		return true
 	}
-	return used && (auto || r.Search && isTrue(annotations[r.names.Match]))
+	return used && (auto || search && annotations[r.names.Match] == "true")
 }
 
 // StakaterEnvName is the env var Reloader's env-vars strategy writes for an object:

@@ -27,7 +27,7 @@ func TestParseStakater(t *testing.T) {
 
 	r = ParseStakater(map[string]string{StakaterConfigMapReload: "app-config, feature-.*", StakaterSecretReload: "(", StakaterSearch: "true"}, nil)
 	require.NotNil(t, r)
-	assert.True(t, r.Search)
+	assert.True(t, r.SearchConfigMaps && r.SearchSecrets)
 	require.Len(t, r.ConfigMapNames, 2)
 	name, ok := Literal(r.ConfigMapNames[0])
 	assert.True(t, ok)
