@@ -35,6 +35,7 @@ func (inf *Informers) WatchSecretProviderClasses(client dynamic.Interface) error
 		}
 		inf.configs[configref.SecretProviderClass] = append(inf.configs[configref.SecretProviderClass], classes)
 		inf.csiSynced = append(inf.csiSynced, statuses.HasSynced)
+		inf.csiStatuses = append(inf.csiStatuses, statuses)
 		inf.dynamic = append(inf.dynamic, f)
 	}
 	return nil

@@ -36,8 +36,9 @@ type Informers struct {
 	// namespaces: only with WatchNamespaces (--namespace-selector), for their labels.
 	namespaces cache.SharedIndexInformer
 	// csi: only with WatchSecretProviderClasses (--enable-csi-integration).
-	csi       *csi.Tracker
-	csiSynced []cache.InformerSynced
+	csi         *csi.Tracker
+	csiSynced   []cache.InformerSynced
+	csiStatuses []cache.SharedIndexInformer
 	// polled: the informers of the kinds wave may list but not watch, started apart from the
 	// factories; poker makes them list again on every config change.
 	polled []cache.SharedIndexInformer

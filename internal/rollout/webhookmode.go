@@ -10,14 +10,17 @@ import (
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/configref"
-	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/csi"
 )
 
 // ChangeHook is Stakater Reloader's --webhook-url mode: instead of rolling workloads, every
 // change of a ConfigMap's or Secret's data in the watched namespaces is told to a webhook, and
-// no workload is ever written. Reloader's filters apply as they do to its rollouts: the kinds
-// and namespaces it ignores, its label selectors, the ignore annotation, and creations and
-// deletions only with --reload-on-create and --reload-on-delete. Only the leader tells.
+// no workload is ever written. Reloader's controller filters apply, as in its webhook mode:
+// the kinds and namespaces it ignores, its label selectors, and creations and deletions only
+// with --reload-on-create and --reload-on-delete; the objects' ignore annotation does not,
+// since that mode never asks Reloader's ShouldReload. With --enable-csi-integration, a
+// SecretProviderClass whose pods' mounted versions changed (its SecretProviderClassPodStatus
+// updated) is told too, as Reloader tells it. Only the leader tells.
 type ChangeHook struct {
 	Informers *Informers
 	Reloader  ReloaderOptions
@@ -29,7 +32,18 @@ type ChangeHook struct {
 
 // Register adds the hook to the config informers. Call it before they start.
 func (h *ChangeHook) Register() error {
+	for _, inf := range h.Informers.csiStatuses {
+		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(old, obj any) { h.tell(statusChange(old, obj, h.Reloader, h.Informers.namespaceLabels)) },
+		})
+		if err != nil {
+			return err
+		}
+	}
 	for kind, list := range h.Informers.configs {
+		if kind == configref.SecretProviderClass {
+			continue // the classes themselves: their pods' statuses tell (above)
+		}
 		for _, inf := range list {
 			_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 				AddFunc: func(obj any, initialList bool) {
@@ -85,8 +99,6 @@ func hookChange(kind configref.Kind, event string, old, obj any, o ReloaderOptio
 		return ref, ""
 	case o.NamespaceSelector != nil && !o.NamespaceSelector.Matches(labels.Set(nsLabels(ref.Namespace))):
 		return ref, ""
-	case refs.Ignored(m.GetAnnotations(), o.Dialect):
-		return ref, ""
 	}
 	switch event {
 	case "create":
@@ -105,4 +117,23 @@ func hookChange(kind configref.Kind, event string, old, obj any, o ReloaderOptio
 		}
 	}
 	return ref, event
+}
+
+// statusChange decides whether an update of a SecretProviderClassPodStatus is told, as Reloader
+// tells it: when the versions its pod mounted changed (Reloader's hash of them), in a namespace
+// its filters keep. A status's coming and going is never told.
+func statusChange(old, obj any, o ReloaderOptions, nsLabels func(string) map[string]string) (configref.Ref, string) {
+	before, ok1 := old.(*csi.Status)
+	after, ok2 := obj.(*csi.Status)
+	if !ok1 || !ok2 || after.Class == "" || before.Hash == after.Hash && before.Class == after.Class {
+		return configref.Ref{}, ""
+	}
+	ref := after.Ref()
+	switch {
+	case o.Namespaces[ref.Namespace]:
+		return ref, ""
+	case o.NamespaceSelector != nil && !o.NamespaceSelector.Matches(labels.Set(nsLabels(ref.Namespace))):
+		return ref, ""
+	}
+	return ref, "update"
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/configref"
+	"github.com/configwave/configwave/internal/csi"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -47,7 +48,7 @@ func TestHookChange(t *testing.T) {
 		{"--resource-label-selector, matching", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", map[string]string{"team": "a"}, nil), ReloaderOptions{ResourceSelector: team}, "update"},
 		{"--namespace-selector, not matching", configref.ConfigMap, "update", cm("b", "1", nil, nil), cm("b", "2", nil, nil), ReloaderOptions{NamespaceSelector: team}, ""},
 		{"--namespace-selector, matching", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), ReloaderOptions{NamespaceSelector: team}, "update"},
-		{"the object says ignore", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, map[string]string{refs.StakaterIgnore: "true"}), ReloaderOptions{}, ""},
+		{"the object says ignore: told anyway, as Reloader's webhook mode never reads it", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, map[string]string{refs.StakaterIgnore: "true"}), ReloaderOptions{}, "update"},
 		{"a tombstone's object is read", configref.ConfigMap, "delete", nil, cacheTombstone(cm("a", "1", nil, nil)), ReloaderOptions{RollOnDelete: true}, "delete"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,3 +62,35 @@ func TestHookChange(t *testing.T) {
 }
 
 func cacheTombstone(obj any) any { return cache.DeletedFinalStateUnknown{Key: "a/app", Obj: obj} }
+
+// A SecretProviderClass's pods' statuses: an update whose mounted versions changed is told, as
+// Reloader tells it; one that changes nothing, or a namespace its filters leave out, is not.
+func TestStatusChange(t *testing.T) {
+	st := func(ns, hash string) *csi.Status {
+		s := &csi.Status{Class: "vault", Hash: hash}
+		s.Namespace, s.Name = ns, "pod-"+ns+"-vault"
+		return s
+	}
+	nsLabels := func(ns string) map[string]string { return map[string]string{"team": ns} }
+	team := labels.SelectorFromSet(labels.Set{"team": "a"})
+	for _, tc := range []struct {
+		name     string
+		old, obj any
+		opts     ReloaderOptions
+		wanted   string
+	}{
+		{"rotated", st("a", "h1"), st("a", "h2"), ReloaderOptions{}, "update"},
+		{"the same versions", st("a", "h1"), st("a", "h1"), ReloaderOptions{}, ""},
+		{"--namespaces-to-ignore", st("a", "h1"), st("a", "h2"), ReloaderOptions{Namespaces: map[string]bool{"a": true}}, ""},
+		{"--namespace-selector, not matching", st("b", "h1"), st("b", "h2"), ReloaderOptions{NamespaceSelector: team}, ""},
+		{"not a status", "x", st("a", "h2"), ReloaderOptions{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref, event := statusChange(tc.old, tc.obj, tc.opts, nsLabels)
+			assert.Equal(t, tc.wanted, event)
+			if event != "" {
+				assert.Equal(t, "secretproviderclass a/vault", ref.String())
+			}
+		})
+	}
+}
