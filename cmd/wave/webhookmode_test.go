@@ -16,14 +16,14 @@ import (
 )
 
 // Stakater Reloader's --webhook-url mode: every change of a ConfigMap's data is told to the
-// webhook with Reloader's body, a change of an ignored one is not, and no workload is written
-// or rolled.
+// webhook with Reloader's body, even one carrying the ignore annotation (Reloader's webhook
+// mode never reads it), a change of metadata alone is not, and no workload is written or rolled.
 func TestReloaderWebhookURLMode(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
-	createCM(t, client, ns, "skipped", map[string]string{"a": "1"})
-	patchCM(t, client, ns, "skipped", `{"metadata":{"annotations":{"`+refs.StakaterIgnore+`":"true"}}}`)
+	createCM(t, client, ns, "annotated", map[string]string{"a": "1"})
+	patchCM(t, client, ns, "annotated", `{"metadata":{"annotations":{"`+refs.StakaterIgnore+`":"true"}}}`)
 	createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{refs.StakaterAuto: "true"}, withEnvFrom("app-config")))
 	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "app", eventually))
 	bodies := make(chan string, 10)
@@ -45,8 +45,8 @@ func TestReloaderWebhookURLMode(t *testing.T) {
 	}
 	patchCM(t, client, ns, "app-config", `{"data":{"a":"2"}}`)
 	assert.Equal(t, `application/json {"webhook":"update successful"}`, next())
-	patchCM(t, client, ns, "skipped", `{"data":{"a":"2"}}`)    // ignored: nothing
-	patchCM(t, client, ns, "app-config", `{"data":{"a":"3"}}`) // told, after whatever the ignored one would have been
+	patchCM(t, client, ns, "app-config", `{"metadata":{"labels":{"x":"y"}}}`) // metadata only: nothing
+	patchCM(t, client, ns, "annotated", `{"data":{"a":"2"}}`)                 // told although annotated, as Reloader does
 	assert.Equal(t, `application/json {"webhook":"update successful"}`, next())
 	select {
 	case b := <-bodies:
