@@ -574,10 +574,13 @@ func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, wo
 				leading = true
 				mu.Unlock()
 				klog.InfoS("became the leader", "lease", cfg.leaderNamespace+"/"+cfg.leaderID, "identity", id)
-				workCtx, stopWork := context.WithCancel(leadCtx)
-				defer context.AfterFunc(ctx, stopWork)()
+				// The cause tells the controller how to stop: asked to, it finishes the writes
+				// under way; with the Lease lost, it abandons them (rollout.ErrLeaseLost).
+				workCtx, stopWork := context.WithCancelCause(context.WithoutCancel(leadCtx))
+				defer context.AfterFunc(leadCtx, func() { stopWork(rollout.ErrLeaseLost) })()
+				defer context.AfterFunc(ctx, func() { stopWork(nil) })()
 				errc <- work(workCtx)
-				stopWork()
+				stopWork(nil)
 				release() // the work has stopped: the Lease may go now
 			},
 			OnStoppedLeading: func() { klog.InfoS("leadership ended", "identity", id) },
@@ -588,15 +591,20 @@ func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, wo
 			},
 		},
 	})
-	if ctx.Err() != nil {
-		return nil
+	mu.Lock()
+	led := leading
+	mu.Unlock()
+	var err error
+	if led {
+		// RunOrDie returns as soon as the Lease is lost, with the work still stopping: return
+		// only once it has, so nothing this replica started writes after it exits.
+		err = <-errc
 	}
-	select {
-	case err := <-errc:
-		if err != nil {
-			return err
-		}
-	default:
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
+		return err
 	}
 	return fmt.Errorf("lost the lease %s/%s", cfg.leaderNamespace, cfg.leaderID)
 }

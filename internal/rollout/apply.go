@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -19,6 +20,26 @@ import (
 
 // finishWithin bounds the writes of one look, which run to the end when wave is stopping.
 const finishWithin = 30 * time.Second
+
+// ErrLeaseLost is the cause with which the leader election cancels Run's context when this
+// replica no longer holds the Lease: another replica may lead already, so every write stops at
+// once, a look under way included.
+var ErrLeaseLost = errors.New("lost the leader Lease")
+
+// finishing gives the writes of one look their context. A look under way when wave is asked to
+// stop finishes its writes (bounded): a Job started and no record of it, or the reverse, would
+// be a change run twice or never. A lost Lease stops them at once, since then two replicas
+// writing would be the same harm.
+func finishing(ctx context.Context) (context.Context, context.CancelFunc) {
+	detached, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
+	wctx, cancel := context.WithTimeoutCause(detached, finishWithin, fmt.Errorf("the writes of one look took longer than %s", finishWithin))
+	stop := context.AfterFunc(ctx, func() {
+		if err := context.Cause(ctx); errors.Is(err, ErrLeaseLost) {
+			abandon(err)
+		}
+	})
+	return wctx, func() { stop(); cancel(); abandon(nil) }
+}
 
 // apply performs a decision: the warnings, then the write, then what the write means (Events,
 // the log line, a CronJob's Job, following the rollout). A rollout waits here for its turn
@@ -39,9 +60,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 				Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"for", wait.Round(time.Millisecond), "why", fmt.Sprintf("waiting for its turn under --update-rate=%g", c.UpdateRate)}}}
 		}
 	}
-	// A look under way when wave is asked to stop finishes its writes (bounded): a Job started
-	// and no record of it, or the reverse, would be a change run twice or never.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishWithin)
+	ctx, cancel := finishing(ctx)
 	defer cancel()
 	var restartErr error
 	if d.Restart {
