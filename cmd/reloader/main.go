@@ -217,7 +217,8 @@ func readFolders(cfg *config, r *reload.Reloader, metrics *reload.Metrics, peers
 	}}
 	r.Writer = &inPlace
 	if cfg.peer.renderIn != "" {
-		rendered := &reload.Rendered{InPlace: inPlace, Input: cfg.peer.renderIn, Output: cfg.peer.renderOut}
+		rendered := &reload.Rendered{InPlace: inPlace, Input: cfg.peer.renderIn, Output: cfg.peer.renderOut,
+			Content: func(path string, f unpack.File) ([]byte, error) { return source.ReadVerified(path, f.Data) }}
 		if peers.pcr != nil {
 			rendered.OnRender = peers.pcr.Rendered
 		}

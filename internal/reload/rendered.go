@@ -1,6 +1,7 @@
 package reload
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/render"
+	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
 )
 
@@ -26,6 +28,10 @@ type Rendered struct {
 	Lookup func(string) (string, bool) // default os.LookupEnv
 	// OnRender, when set, hears of each render: how many referenced variables were not set.
 	OnRender func(unset int)
+	// Content gives the input's bytes. Nil: the set holds them. The folder source's sets hold
+	// digests (source.FileDigest), so it reads the file and checks it against its digest
+	// (source.ReadVerified); a file changed since is a change under way, rendered once read.
+	Content func(path string, f unpack.File) ([]byte, error)
 }
 
 // WriteChecked implements Target. The rendered config is checked before it replaces Output:
@@ -46,7 +52,17 @@ func (r *Rendered) WriteChecked(files map[string]unpack.File, check func(dir str
 		if lookup == nil {
 			lookup = os.LookupEnv
 		}
-		rendered, unset, err := render.File(in.Data, lookup)
+		data := in.Data
+		if r.Content != nil {
+			var err error
+			if data, err = r.Content(r.Input, in); errors.Is(err, source.ErrChangedSinceRead) {
+				klog.V(2).InfoS("the config file changed while it was read; rendering it once the change is seen", "file", r.Input)
+				return false, nil
+			} else if err != nil {
+				return false, fmt.Errorf("--config-file %s: %w", r.Input, err)
+			}
+		}
+		rendered, unset, err := render.File(data, lookup)
 		if err != nil {
 			return false, fmt.Errorf("--config-file %s: %w", r.Input, err)
 		}

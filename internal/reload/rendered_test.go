@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/configwave/configwave/internal/source"
 	"github.com/configwave/configwave/internal/unpack"
 )
 
@@ -54,4 +55,36 @@ func TestRenderedIsCheckedBeforeItIsLive(t *testing.T) {
 	changed, err = r.WriteChecked(set(""), check)
 	require.NoError(t, err)
 	assert.False(t, changed, "the set accepted before: nothing to do")
+}
+
+// From the folder source, the set holds the config file's digest: the file is read where it is
+// and rendered only while it is the file the set describes.
+func TestRenderedReadsTheFileTheSetDescribes(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "prometheus.yaml")
+	require.NoError(t, os.WriteFile(in, []byte("v: 1"), 0o644))
+	out := filepath.Join(t.TempDir(), "prometheus.env.yaml")
+	r := &Rendered{Input: in, Output: out, Content: func(path string, f unpack.File) ([]byte, error) { return source.ReadVerified(path, f.Data) }}
+	set := func(v string) map[string]unpack.File {
+		return map[string]unpack.File{in: {Data: source.FileDigest([]byte(v))}}
+	}
+
+	changed, err := r.WriteChecked(set("v: 1"), nil)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	got, _ := os.ReadFile(out)
+	assert.Equal(t, "v: 1", string(got))
+
+	require.NoError(t, os.WriteFile(in, []byte("v: 3"), 0o644)) // changed again after the read of "v: 2"
+	changed, err = r.WriteChecked(set("v: 2"), nil)
+	require.NoError(t, err, "a change under way is not an error")
+	assert.False(t, changed, "nothing rendered from a file the set does not describe")
+	got, _ = os.ReadFile(out)
+	assert.Equal(t, "v: 1", string(got))
+
+	changed, err = r.WriteChecked(set("v: 3"), nil)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	got, _ = os.ReadFile(out)
+	assert.Equal(t, "v: 3", string(got))
 }

@@ -18,10 +18,12 @@ package source
 // again at once, and again every Interval whatever happened.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -42,8 +44,47 @@ const Folder configref.Kind = "Folder"
 // kubeletDataLink is the link kubelet's atomic writer renames over to swap a volume's content.
 const kubeletDataLink = "..data"
 
-// maxFolderBytes bounds what one folder may hold: the whole set is kept in memory to compare.
+// maxFolderBytes bounds what one folder may hold, and so the time one read of it takes. Only
+// digests are kept, so memory does not grow with it.
 const maxFolderBytes = 64 << 20
+
+// maxSettle bounds the settle wait: a file written to without a pause (a log, a tool in a loop)
+// would otherwise push the read back for ever. A longer Settle is its own bound.
+const maxSettle = time.Second
+
+// FileDigest is what a Folder object holds for each file: the SHA-256 of its bytes, not the
+// bytes. The app reads the files where they are, so the reloader keeps only what tells a
+// change, and its memory does not grow with the folders (the Prometheus Operator gives its
+// sidecar 50 MiB, and rule files can take 20). ReadVerified reads a file's bytes when they
+// are needed.
+func FileDigest(b []byte) []byte {
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// ErrChangedSinceRead means a file no longer holds what the last read of its folder found: a
+// change is under way, which the source will signal.
+var ErrChangedSinceRead = errors.New("the file changed since its folder was read")
+
+// ReadVerified reads the file at path, bounded, and checks that it is the one digest describes.
+func ReadVerified(path string, digest []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFolderBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > maxFolderBytes {
+		return nil, fmt.Errorf("read %s: larger than %d MiB", path, maxFolderBytes>>20)
+	}
+	if !bytes.Equal(FileDigest(b), digest) {
+		return nil, fmt.Errorf("read %s: %w", path, ErrChangedSinceRead)
+	}
+	return b, nil
+}
 
 // FolderOptions tunes a Folders source.
 type FolderOptions struct {
@@ -169,6 +210,12 @@ func (f *Folders) Run(ctx context.Context) {
 	settle := time.NewTimer(time.Hour)
 	settle.Stop()
 	defer settle.Stop()
+	var waiting time.Time // since when a read waits for things to settle; zero: none waits
+	read := func() {
+		settle.Stop()
+		waiting = time.Time{}
+		f.read()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -183,17 +230,19 @@ func (f *Folders) Run(ctx context.Context) {
 			klog.V(4).InfoS("file event", "path", ev.Name, "op", ev.Op.String())
 			switch f.classify(ev) {
 			case eventSwap:
-				settle.Stop()
-				f.read()
+				read()
 			case eventFolder:
 				f.arm()
-				settle.Stop()
-				f.read()
+				read()
 			case eventContent:
 				if ev.Has(fsnotify.Create) {
 					f.arm() // a new subfolder needs a watch of its own
 				}
-				settle.Reset(f.opts.Settle)
+				now := time.Now()
+				if waiting.IsZero() {
+					waiting = now
+				}
+				settle.Reset(settleWait(f.opts.Settle, now.Sub(waiting)))
 			}
 		case err, ok := <-f.watcher.Errors:
 			if !ok {
@@ -204,14 +253,20 @@ func (f *Folders) Run(ctx context.Context) {
 			}
 			klog.ErrorS(err, "file watcher error; reading every folder again", "folders", strings.Join(f.dirs, ", "))
 			f.arm()
-			f.read()
+			read()
 		case <-settle.C:
-			f.read()
+			read()
 		case <-tick:
 			f.arm()
-			f.read()
+			read()
 		}
 	}
+}
+
+// settleWait is how long to wait, after an event, before reading: settle after the last event,
+// but never longer after the first one not read yet than maxSettle, or settle when longer.
+func settleWait(settle, waited time.Duration) time.Duration {
+	return max(min(settle, max(maxSettle, settle)-waited), 0)
 }
 
 type eventKind int
@@ -340,7 +395,8 @@ func digest(s Snapshot) [sha256.Size]byte {
 // errSwapped means the folder changed while it was read: a kubelet swap or a rename was under way.
 var errSwapped = errors.New("the folder changed while it was read")
 
-// ReadFolder returns the files under dir by path relative to it, read as one consistent set.
+// ReadFolder returns the digests (FileDigest) of the files under dir by path relative to it,
+// read as one consistent set.
 // A folder of kubelet's atomic writer is read through ..data, resolved once and checked again
 // after; a swap in between is waited out by reading again. Files whose relative path or base
 // name matches an ignore glob, names that start with "..", and links to folders are left out.
@@ -418,14 +474,14 @@ func readTree(root string, ignore []string) (map[string][]byte, error) {
 					return err
 				}
 			case st.Mode().IsRegular():
-				b, err := os.ReadFile(p)
+				sum, n, err := digestFile(p, maxFolderBytes-total)
 				if err != nil {
 					return err
 				}
-				if total += int64(len(b)); total > maxFolderBytes {
+				if total += n; total > maxFolderBytes {
 					return fmt.Errorf("read %s: it holds more than %d MiB; leave the large files out with an ignore glob", root, maxFolderBytes>>20)
 				}
-				files[r] = b
+				files[r] = sum
 			}
 		}
 		return nil
@@ -434,6 +490,22 @@ func readTree(root string, ignore []string) (map[string][]byte, error) {
 		return nil, err
 	}
 	return files, nil
+}
+
+// digestFile hashes the file at p, reading at most budget+1 bytes: past the budget the caller
+// refuses the folder, so nothing more is worth reading.
+func digestFile(p string, budget int64) ([]byte, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, budget+1))
+	if err != nil {
+		return nil, 0, err
+	}
+	return h.Sum(nil), n, nil
 }
 
 func hasKubeletName(rel string) bool { return strings.HasPrefix(rel, "..") }

@@ -1,7 +1,9 @@
 package source
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,12 +18,18 @@ import (
 	"github.com/configwave/configwave/internal/testvolume"
 )
 
-func bytesMap(m map[string]string) map[string][]byte {
+// digests is what a Folder object holds for files of this content.
+func digests(m map[string]string) map[string][]byte {
 	b := make(map[string][]byte, len(m))
 	for k, v := range m {
-		b[k] = []byte(v)
+		b[k] = FileDigest([]byte(v))
 	}
 	return b
+}
+
+// holds reports whether the last read of dir found name holding content.
+func holds(f *Folders, dir, name, content string) bool {
+	return bytes.Equal(folderFiles(f, dir)[name], FileDigest([]byte(content)))
 }
 
 func TestReadFolder(t *testing.T) {
@@ -60,7 +68,7 @@ func TestReadFolder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ReadFolder(tc.dir(t), tc.ignore)
 			require.NoError(t, err)
-			assert.Equal(t, bytesMap(tc.want), got)
+			assert.Equal(t, digests(tc.want), got)
 		})
 	}
 }
@@ -93,9 +101,9 @@ func TestReadFolderBetweenEveryStepOfASwap(t *testing.T) {
 		got, err := ReadFolder(d, nil)
 		require.NoError(t, err, "after %d steps", stop)
 		if stop < 3 { // ..data is renamed in the third step
-			assert.Equal(t, bytesMap(oldSet), got, "after %d steps", stop)
+			assert.Equal(t, digests(oldSet), got, "after %d steps", stop)
 		} else {
-			assert.Equal(t, bytesMap(newSet), got, "after %d steps", stop)
+			assert.Equal(t, digests(newSet), got, "after %d steps", stop)
 		}
 		for _, s := range steps[stop:] {
 			require.NoError(t, s.Do(), s.Name)
@@ -129,7 +137,7 @@ func TestReadFolderDuringSwaps(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		got, err := ReadFolder(d, nil)
 		require.NoError(t, err)
-		if !assert.Contains(t, []map[string][]byte{bytesMap(sets[0]), bytesMap(sets[1])}, got) {
+		if !assert.Contains(t, []map[string][]byte{digests(sets[0]), digests(sets[1])}, got) {
 			break
 		}
 	}
@@ -183,11 +191,11 @@ func TestFoldersSignalsOnlyChangesOfContent(t *testing.T) {
 	v := testvolume.New(d)
 	require.NoError(t, v.Write(map[string]string{"app.yml": "v1", "token": "t1"}))
 	f := folders(t, FolderOptions{Ignore: []string{"token"}}, d)
-	assert.Equal(t, bytesMap(map[string]string{"app.yml": "v1"}), folderFiles(f, d))
+	assert.Equal(t, digests(map[string]string{"app.yml": "v1"}), folderFiles(f, d))
 
 	require.NoError(t, v.Write(map[string]string{"app.yml": "v2", "token": "t1"}))
 	waitChange(t, f, "a swap with new content")
-	assert.Equal(t, bytesMap(map[string]string{"app.yml": "v2"}), folderFiles(f, d))
+	assert.Equal(t, digests(map[string]string{"app.yml": "v2"}), folderFiles(f, d))
 
 	require.NoError(t, v.Write(map[string]string{"app.yml": "v2", "token": "t1"}))
 	noChange(t, f, "a swap with the same content")
@@ -198,7 +206,7 @@ func TestFoldersSignalsOnlyChangesOfContent(t *testing.T) {
 		require.NoError(t, v.Write(map[string]string{"app.yml": "burst-" + string(rune('a'+i))}))
 	}
 	require.Eventually(t, func() bool {
-		return string(folderFiles(f, d)["app.yml"]) == "burst-t"
+		return holds(f, d, "app.yml", "burst-t")
 	}, 10*time.Second, 10*time.Millisecond, "the last of a burst of swaps")
 }
 
@@ -212,15 +220,15 @@ func TestFoldersPlainFolderAndEditorRename(t *testing.T) {
 	require.NoError(t, os.WriteFile(tmp, []byte("v2"), 0o644))
 	require.NoError(t, os.Rename(tmp, filepath.Join(d, "nginx.conf")))
 	waitChange(t, f, "a file renamed into place")
-	assert.Equal(t, bytesMap(map[string]string{"nginx.conf": "v2"}), folderFiles(f, d))
+	assert.Equal(t, digests(map[string]string{"nginx.conf": "v2"}), folderFiles(f, d))
 
 	// A new subfolder is watched too.
 	require.NoError(t, os.Mkdir(filepath.Join(d, "conf.d"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(d, "conf.d", "a.conf"), []byte("a"), 0o644))
 	waitChange(t, f, "a file in a new subfolder")
-	require.Eventually(t, func() bool { return string(folderFiles(f, d)["conf.d/a.conf"]) == "a" }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return holds(f, d, "conf.d/a.conf", "a") }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, os.WriteFile(filepath.Join(d, "conf.d", "a.conf"), []byte("b"), 0o644))
-	require.Eventually(t, func() bool { return string(folderFiles(f, d)["conf.d/a.conf"]) == "b" }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return holds(f, d, "conf.d/a.conf", "b") }, 10*time.Second, 10*time.Millisecond,
 		"a write inside the new subfolder")
 }
 
@@ -236,11 +244,11 @@ func TestFoldersFolderRemovedAndMadeAgain(t *testing.T) {
 
 	require.NoError(t, os.Mkdir(d, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(d, "a"), []byte("v2"), 0o644))
-	require.Eventually(t, func() bool { return string(folderFiles(f, d)["a"]) == "v2" }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return holds(f, d, "a", "v2") }, 10*time.Second, 10*time.Millisecond,
 		"the folder made again")
 	// The new folder is watched: a later write is seen without waiting for a periodic read.
 	require.NoError(t, os.WriteFile(filepath.Join(d, "a"), []byte("v3"), 0o644))
-	require.Eventually(t, func() bool { return string(folderFiles(f, d)["a"]) == "v3" }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return holds(f, d, "a", "v3") }, 10*time.Second, 10*time.Millisecond,
 		"a write in the folder made again")
 }
 
@@ -259,7 +267,7 @@ func TestFoldersNeverLoseAChange(t *testing.T) {
 		noChange(t, f, "no watch, no error yet")
 		f.watcher.Errors <- fsnotify.ErrEventOverflow
 		waitChange(t, f, "after an overflow")
-		assert.Equal(t, "v2", string(folderFiles(f, d)["a"]))
+		assert.True(t, holds(f, d, "a", "v2"))
 		mu.Lock()
 		assert.Equal(t, []error{fsnotify.ErrEventOverflow}, errs)
 		mu.Unlock()
@@ -275,11 +283,79 @@ func TestFoldersNeverLoseAChange(t *testing.T) {
 		require.NoError(t, f.watcher.Remove(d))
 		require.NoError(t, v.Write(map[string]string{"a": "v2"}))
 		waitChange(t, f, "the periodic read")
-		assert.Equal(t, "v2", string(folderFiles(f, d)["a"]))
+		assert.True(t, holds(f, d, "a", "v2"))
 	})
 }
 
 func TestNewFoldersRefusesABadGlob(t *testing.T) {
 	_, err := NewFolders([]string{t.TempDir()}, FolderOptions{Ignore: []string{"[a-"}})
 	require.ErrorContains(t, err, `ignore glob "[a-"`)
+}
+
+// The folder source keeps digests, never contents, reads no more of a folder than its bound,
+// and ReadVerified gives a file's bytes only while they are still what the read found.
+func TestFolderReadsAreBounded(t *testing.T) {
+	d := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(d, "rules.yml"), []byte("groups: []"), 0o644))
+	got, err := ReadFolder(d, nil)
+	require.NoError(t, err)
+	assert.Len(t, got["rules.yml"], 32, "a SHA-256, whatever the size of the file")
+
+	b, err := ReadVerified(filepath.Join(d, "rules.yml"), got["rules.yml"])
+	require.NoError(t, err)
+	assert.Equal(t, "groups: []", string(b))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "rules.yml"), []byte("groups: [x]"), 0o644))
+	_, err = ReadVerified(filepath.Join(d, "rules.yml"), got["rules.yml"])
+	require.ErrorIs(t, err, ErrChangedSinceRead)
+
+	big := t.TempDir()
+	f, err := os.Create(filepath.Join(big, "huge"))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(maxFolderBytes+1)) // sparse: no disk used
+	require.NoError(t, f.Close())
+	_, err = ReadFolder(big, nil)
+	require.ErrorContains(t, err, "more than 64 MiB; leave the large files out with an ignore glob")
+	require.ErrorContains(t, err, big)
+	_, err = ReadVerified(filepath.Join(big, "huge"), nil)
+	require.ErrorContains(t, err, "larger than 64 MiB")
+}
+
+func TestSettleWait(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		settle, waited time.Duration
+		want           time.Duration
+	}{
+		{"the first event: settle", 50 * time.Millisecond, 0, 50 * time.Millisecond},
+		{"events keep coming: still settle", 50 * time.Millisecond, 500 * time.Millisecond, 50 * time.Millisecond},
+		{"near the bound: what is left of it", 50 * time.Millisecond, 980 * time.Millisecond, 20 * time.Millisecond},
+		{"past the bound: read now", 50 * time.Millisecond, 3 * time.Second, 0},
+		{"a settle longer than the bound is its own bound", 5 * time.Second, 4 * time.Second, time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, settleWait(tt.settle, tt.waited)) })
+	}
+}
+
+// A file written without a pause, faster than the settle time, is read all the same.
+func TestFoldersReadAFileWrittenWithoutPause(t *testing.T) {
+	d := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(d, "app.log"), []byte("0"), 0o644))
+	f := folders(t, FolderOptions{Settle: 200 * time.Millisecond}, d)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if err := os.WriteFile(filepath.Join(d, "app.log"), fmt.Appendf(nil, "%d", i), 0o644); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	waitChange(t, f, "the writes never pause for 200 ms, yet a read comes within the bound")
 }
