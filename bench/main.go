@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -53,6 +54,7 @@ func main() {
 	flag.StringVar(&reloaderBin, "reloader-bin", "", "measure this reloader binary instead of building cmd/reloader (e.g. an older build, for a before/after)")
 	flag.StringVar(&configmapReloadFrom, "configmap-reload", "", "configmap-reload to compare the folder mode with: a built binary or a checkout of its repository (default: built from its module through the module proxy)")
 	flag.StringVar(&waveBin, "wave-bin", "", "measure this wave binary instead of building cmd/wave (for a before/after)")
+	flag.BoolVar(&merge, "merge", false, "with -only: replace those steps' sections of the last report (bench/results.json, docs/benchmarks.md) and keep the rest")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -101,6 +103,14 @@ func run(ctx context.Context, full bool) error {
 	}
 
 	rep := &report{Mode: map[bool]string{true: "full", false: "quick"}[full], Started: start}
+	if merge {
+		if only == "" || reloaderBin != "" || waveBin != "" {
+			return errors.New("-merge replaces the sections of the steps named with -only, measured on this tree's binaries: give -only, and neither -reloader-bin nor -wave-bin")
+		}
+		if rep, err = lastReport(root); err != nil {
+			return err
+		}
+	}
 	steps := []struct {
 		name string
 		f    func(*env, *report) error
@@ -109,6 +119,7 @@ func run(ctx context.Context, full bool) error {
 		{"reloader burst", reloaderBurst},
 		{"sidecar footprint", sidecarFootprint},
 		{"reloader folders", reloaderFolders},
+		{"reloader rule files", reloaderRuleFiles},
 		{"wave trigger latency", waveLatency},
 		{"wave runaway writer", waveRunaway}, // before the shared step leaves kube-controller-manager busy
 		{"wave shared ConfigMap", waveShared},
@@ -129,6 +140,11 @@ func run(ctx context.Context, full bool) error {
 		}
 		fmt.Fprintf(os.Stderr, "   done in %s\n", time.Since(t).Round(time.Second))
 	}
+	if merge {
+		rep.Rerun = append(rep.Rerun, fmt.Sprintf("%q on %s, `make bench BENCH_ARGS='-only=%s -merge'` (mode %s)",
+			only, start.UTC().Format("2006-01-02 15:04 UTC"), only, map[bool]string{true: "full", false: "quick"}[full]))
+		return rep.write(root)
+	}
 	rep.Took = time.Since(start)
 	if only != "" || reloaderBin != "" || waveBin != "" {
 		out, err := json.MarshalIndent(rep, "", "  ")
@@ -144,6 +160,22 @@ func run(ctx context.Context, full bool) error {
 // only, reloaderBin and waveBin are for before/after comparisons, which must not overwrite the
 // report.
 var only, reloaderBin, waveBin, configmapReloadFrom string
+
+// merge: with only, the steps run replace their sections of the last report.
+var merge bool
+
+// lastReport reads bench/results.json, for -merge.
+func lastReport(root string) (*report, error) {
+	b, err := os.ReadFile(filepath.Join(root, "bench", "results.json"))
+	if err != nil {
+		return nil, fmt.Errorf("-merge: %w (run make bench once first)", err)
+	}
+	var r report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("-merge: bench/results.json: %w", err)
+	}
+	return &r, nil
+}
 
 // namespace creates a fresh namespace for one scenario.
 func (e *env) namespace(prefix string) (string, error) {

@@ -79,6 +79,7 @@ type report struct {
 	Burst       *Burst        `json:"reloader_burst"`
 	Footprint   *Footprint    `json:"sidecar_footprint"`
 	Folders     *Folders      `json:"reloader_folders"`
+	RuleFiles   *RuleFiles    `json:"reloader_rule_files,omitempty"`
 	WaveLatency []WaveLatency `json:"wave_latency"`
 	Shared      *Shared       `json:"wave_shared_configmap"`
 	Coalescing  *Coalescing   `json:"wave_coalescing"`
@@ -87,6 +88,8 @@ type report struct {
 	Memory      []Memory      `json:"wave_memory"`
 	Scale       []ScalePoint  `json:"wave_scale"`
 	Micro       string        `json:"micro_benchmarks"`
+	// Rerun lists the steps run alone since (-only with -merge), each with when and how.
+	Rerun []string `json:"rerun,omitempty"`
 }
 
 func machine() string {
@@ -183,6 +186,9 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nRun %s, mode **%s**, took %s. Machine: %s. Command: `%s`. Raw figures: [`bench/results.json`](../bench/results.json).\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Mode, r.Took.Round(time.Second), r.Machine, r.Command)
+	for _, again := range r.Rerun {
+		fmt.Fprintf(&b, "Run alone since, its section replaced: %s.\n\n", again)
+	}
 	if p := r.Propagation; p != nil {
 		fmt.Fprintf(&b, "### Reloader propagation (%d changes, `--debounce=0` unless named)\n\nFrom sending the ConfigMap PATCH to each event; the floor is a bare client-go watch on the same ConfigMap. Changes are 150 ms apart, so each is an isolated one. Target for the default settings: at most 1.3× the floor.\n\n", p.Changes)
 		b.WriteString(row("event", "median ms", "p90 ms", "max ms", "median / floor"))
@@ -203,6 +209,9 @@ func (r *report) markdown() string {
 			f.Window, f.RSSMiB, f.CPUPercent, f.BinaryMiB["reloader"], f.BinaryMiB["wave"])
 	}
 	if f := r.Folders; f != nil {
+		b.WriteString(f.markdown())
+	}
+	if f := r.RuleFiles; f != nil {
 		b.WriteString(f.markdown())
 	}
 	if len(r.WaveLatency) > 0 {

@@ -53,8 +53,13 @@ func startEnv(bin string, stdout *os.File, env []string, args ...string) (*proc,
 	if err != nil {
 		return nil, err
 	}
+	return startArgv(addr, stdout, env, append([]string{bin, "--listen-address=" + addr}, args...))
+}
+
+// startArgv runs argv as a proc listening on addr.
+func startArgv(addr string, stdout *os.File, env, argv []string) (*proc, error) {
 	p := &proc{addr: addr, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"--listen-address=" + addr}, args...)...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout = stdout
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
