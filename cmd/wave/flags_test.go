@@ -151,7 +151,7 @@ func TestFlags(t *testing.T) {
 		{name: "sync period too short", args: []string{"--sync-period=10ms"}, wantErr: "--sync-period=10ms"},
 		{name: "no workers", args: []string{"--workers=0"}, wantErr: "--workers=0"},
 		{name: "lease timing", args: []string{"--leader-election", "--leader-election-renew-deadline=20s"}, wantErr: "lease-duration > --leader-election-renew-deadline"},
-		{name: "missing hash key file", args: []string{"--hash-key-file=/does/not/exist"}, wantErr: `--hash-key-file="/does/not/exist": open /does/not/exist: no such file or directory (mount a Secret's key there)`},
+		{name: "missing hash key file", args: []string{"--hash-key-file=/does/not/exist"}, wantErr: `--hash-key-file="/does/not/exist": read the key from /does/not/exist: no such file or directory (is the Secret mounted there?)`},
 		{name: "lease name", args: []string{"--leader-election", "--leader-election-id=Bad Name"}, wantErr: "--leader-election-id"},
 	}
 	for _, tt := range tests {
@@ -177,7 +177,7 @@ func TestHashKeyFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(short, []byte("abc\n"), 0o600))
 	require.NoError(t, os.WriteFile(long, []byte("0123456789abcdef0123\n"), 0o600))
 	require.NoError(t, os.WriteFile(huge, bytes.Repeat([]byte("abc"), 10000), 0o600))
-	for path, want := range map[string]string{short: "use at least 16 random bytes", long: "", huge: "the file is larger than 4096 bytes; is it the key?"} {
+	for path, want := range map[string]string{short: "use at least 16 random bytes", long: "", huge: huge + " is larger than 4096 bytes; is it the key?"} {
 		var o options
 		require.NoError(t, newFlagSet(&o).Parse([]string{"--hash-key-file=" + path}))
 		c, err := o.check()

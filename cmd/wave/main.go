@@ -5,11 +5,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -40,6 +38,7 @@ import (
 	"github.com/configwave/configwave/internal/cli"
 	"github.com/configwave/configwave/internal/compat"
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/credfile"
 	"github.com/configwave/configwave/internal/csi"
 	"github.com/configwave/configwave/internal/kubeclient"
 	"github.com/configwave/configwave/internal/logflags"
@@ -207,21 +206,7 @@ func parseNamespaces(value string) ([]string, error) {
 const maxKeySize = 4096
 
 // readKey reads the HMAC key; surrounding whitespace (a trailing newline) is not part of it.
-func readKey(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, fmt.Errorf("%w (mount a Secret's key there)", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxKeySize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxKeySize {
-		return nil, fmt.Errorf("the file is larger than %d bytes; is it the key?", maxKeySize)
-	}
-	return bytes.TrimSpace(b), nil
-}
+func readKey(name string) ([]byte, error) { return credfile.Read(name, maxKeySize, "the key") }
 
 // runWave runs wave as cfg says until it is stopped or loses its Lease: build the clients,
 // load the digest key, fill the caches, make the controller, then run every part.

@@ -17,7 +17,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/credfile"
 	"github.com/configwave/configwave/internal/netaddr"
 )
 
@@ -97,11 +97,11 @@ func NewWith(raw string, o Options) (*Webhook, error) {
 		proxy = http.ProxyURL(p)
 	}
 	if path, ok := strings.CutPrefix(raw, "@"); ok {
-		b, err := readSmall(path)
+		b, err := credfile.Read(path, maxURLFile, "the webhook URL")
 		if err != nil {
 			return nil, err
 		}
-		raw = strings.TrimSpace(string(b))
+		raw = string(b)
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -127,22 +127,6 @@ func NewWith(raw string, o Options) (*Webhook, error) {
 		grace: stopGrace,
 		opts:  o,
 	}, nil
-}
-
-func readSmall(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read the webhook URL: %w (is the Secret mounted there?)", errors.Unwrap(err))
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxURLFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("read the webhook URL from %s: %w", path, err)
-	}
-	if len(b) > maxURLFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes; is it the webhook URL?", path, maxURLFile)
-	}
-	return b, nil
 }
 
 // Host is the URL's scheme and host, for logs.

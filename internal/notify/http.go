@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/configwave/configwave/internal/credfile"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
@@ -230,21 +231,13 @@ func redactURLError(err error, raw string) error {
 	return err
 }
 
-// readCredential reads a token or header value from a file, trimmed of surrounding white space
-// (a Secret's value often ends in a newline). The value is never part of an error.
+// maxCredential bounds a token or header value read from a file: a JWT is a few KiB.
+const maxCredential = 64 << 10
+
+// readCredential reads a token or header value from a file: one line, trimmed. The value is
+// never part of an error.
 func readCredential(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w (is the Secret mounted there?)", path, errors.Unwrap(err))
-	}
-	v := strings.TrimSpace(string(b))
-	if v == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	if strings.ContainsAny(v, "\r\n") {
-		return "", fmt.Errorf("%s holds more than one line; a header value must be one line", path)
-	}
-	return v, nil
+	return credfile.Line(path, maxCredential, "a header value")
 }
 
 // StatusError is an answer whose status code is not a success. The body is never included:
