@@ -188,7 +188,7 @@ func TestSecretProviderClasses(t *testing.T) {
 		require.False(t, ready)
 		q.Wait(t, 5*time.Second)
 		stopped = q
-		return strings.Contains(q.Log(), "may not list them")
+		return strings.Contains(q.Log(), "--enable-csi-integration reads the Secrets Store CSI driver's objects, and wave may not list")
 	}, eventually, 500*time.Millisecond)
 	assert.Contains(t, stopped.Log(), "grant get, list and watch on secretproviderclasspodstatuses and secretproviderclasses")
 }

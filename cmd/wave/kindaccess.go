@@ -118,21 +118,13 @@ func checkPodAccess(ctx context.Context, cfg *config, cl *clients) error {
 	if cl.pods == nil {
 		return nil
 	}
-	namespaces := cfg.namespaceList
-	if len(namespaces) == 0 {
-		namespaces = []string{metav1.NamespaceAll}
+	missing, err := access.Missing(ctx, cl.kube, access.Each(cfg.namespaceList, "", "pods", "list")...)
+	if err != nil {
+		return err
 	}
-	for _, ns := range namespaces {
-		c := access.Check{Verb: "list", Resource: "pods", Namespace: ns}
-		ok, err := access.Allowed(ctx, cl.kube, c)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			klog.InfoS("crash-loop detection off: wave may not " + c.String() + "; a rollout's outcome is told by the workload's own status and --rollout-deadline; grant list on pods, or give --crash-loop-detection=false to say so")
-			cl.pods = nil
-			return nil
-		}
+	if len(missing) > 0 {
+		klog.InfoS("crash-loop detection off: wave may not " + missing[0].String() + "; a rollout's outcome is told by the workload's own status and --rollout-deadline; grant list on pods, or give --crash-loop-detection=false to say so")
+		cl.pods = nil
 	}
 	return nil
 }

@@ -19,11 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	flag "github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -34,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/access"
 	"github.com/configwave/configwave/internal/alert"
 	"github.com/configwave/configwave/internal/cli"
 	"github.com/configwave/configwave/internal/compat"
@@ -342,7 +341,7 @@ func newInformers(ctx context.Context, cfg *config, cl *clients, digestKey []byt
 		inf.WatchNamespaces(cl.kube)
 	}
 	if cfg.csi {
-		if err := watchSecretProviderClasses(ctx, inf, cfg.namespaceList, cl.kube.Discovery(), cl.all.Dynamic, cl.rest); err != nil {
+		if err := watchSecretProviderClasses(ctx, inf, cfg.namespaceList, cl.kube, cl.all.Dynamic, cl.rest); err != nil {
 			return nil, err
 		}
 	}
@@ -596,11 +595,8 @@ func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, wo
 
 // watchSecretProviderClasses follows the Secrets Store CSI driver where its CRDs are served
 // (--enable-csi-integration); where they are not, it says so in one line, as Reloader does.
-func watchSecretProviderClasses(ctx context.Context, inf *rollout.Informers, namespaces []string, d discovery.DiscoveryInterface, dyn dynamic.Interface, restCfg *rest.Config) error {
-	if len(namespaces) == 0 {
-		namespaces = []string{metav1.NamespaceAll}
-	}
-	served, err := csi.Served(d)
+func watchSecretProviderClasses(ctx context.Context, inf *rollout.Informers, namespaces []string, client kubernetes.Interface, dyn dynamic.Interface, restCfg *rest.Config) error {
+	served, err := csi.Served(client.Discovery())
 	if err != nil {
 		return fmt.Errorf("--enable-csi-integration: %w", err)
 	}
@@ -613,18 +609,15 @@ func watchSecretProviderClasses(ctx context.Context, inf *rollout.Informers, nam
 			return fmt.Errorf("--enable-csi-integration: create the API client for SecretProviderClasses: %w", err)
 		}
 	}
-	// Without list on them the informers never sync and wave is never ready, saying nothing:
-	// so it is checked once, here, in the namespaces wave watches.
+	// Without list and watch on them the informers never sync and wave is never ready,
+	// saying nothing: so it is checked once, here, in the namespaces wave watches.
+	var checks []access.Check
 	for _, gvr := range []schema.GroupVersionResource{csi.PodStatuses, csi.Classes} {
-		for _, ns := range namespaces {
-			_, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
-			switch {
-			case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-				return fmt.Errorf("--enable-csi-integration reads %s, and wave may not list them (%w): grant get, list and watch on secretproviderclasspodstatuses and secretproviderclasses (the chart's enableCSIIntegration, or config/wave-csi), or drop the flag", gvr.GroupResource(), err)
-			case err != nil:
-				return fmt.Errorf("--enable-csi-integration: list %s: %w", gvr.GroupResource(), err)
-			}
-		}
+		checks = append(checks, access.Each(namespaces, gvr.Group, gvr.Resource, "list", "watch")...)
+	}
+	if err := access.Require(ctx, client, "--enable-csi-integration reads the Secrets Store CSI driver's objects",
+		"grant get, list and watch on secretproviderclasspodstatuses and secretproviderclasses (the chart's enableCSIIntegration, or config/wave-csi), or drop the flag", checks...); err != nil {
+		return err
 	}
 	if err := inf.WatchSecretProviderClasses(dyn); err != nil {
 		return fmt.Errorf("--enable-csi-integration: %w", err)

@@ -6,24 +6,23 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/configwave/configwave/internal/access"
+	"github.com/configwave/configwave/internal/access/accesstest"
 )
 
 // A namespaced install with --namespace-selector refuses to start, saying what to grant,
 // instead of never becoming ready.
 func TestNamespaceSelectorNeedsNamespaceAccess(t *testing.T) {
-	require.NoError(t, checkNamespaceAccess(context.Background(), fake.NewSimpleClientset()))
+	clusterWide := fake.NewClientset()
+	accesstest.Answer(clusterWide, func(access.Check) bool { return true })
+	require.NoError(t, checkNamespaceAccess(context.Background(), clusterWide))
 
-	client := fake.NewSimpleClientset()
-	client.PrependReactor("list", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "", assert.AnError)
-	})
-	err := checkNamespaceAccess(context.Background(), client)
+	listOnly := fake.NewClientset()
+	accesstest.Answer(listOnly, func(c access.Check) bool { return c.Verb == "list" })
+	err := checkNamespaceAccess(context.Background(), listOnly)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "--namespace-selector")
-	assert.Contains(t, err.Error(), "list and watch on namespaces at cluster scope")
+	assert.Contains(t, err.Error(), "--namespace-selector reads the labels of namespaces, and wave may not watch namespaces at cluster scope")
+	assert.Contains(t, err.Error(), "grant list and watch on namespaces at cluster scope")
 }

@@ -9,6 +9,7 @@ package access
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,13 +17,18 @@ import (
 )
 
 // Check is one question: may this client Verb Group/Resource in Namespace ("" for every one)?
+// Cluster marks a resource that has no namespace, such as namespaces themselves.
 type Check struct {
 	Verb, Group, Resource, Namespace string
+	Cluster                          bool
 }
 
 func (c Check) String() string {
 	where := "in every namespace"
-	if c.Namespace != "" {
+	switch {
+	case c.Cluster:
+		where = "at cluster scope"
+	case c.Namespace != "":
 		where = "in namespace " + c.Namespace
 	}
 	r := c.Resource
@@ -44,4 +50,52 @@ func Allowed(ctx context.Context, client kubernetes.Interface, c Check) (bool, e
 		return false, fmt.Errorf("ask the API server whether wave may %s: %w", c, err)
 	}
 	return r.Status.Allowed, nil
+}
+
+// Each is the checks of every verb on group/resource in each namespace, or in every namespace
+// when none is listed.
+func Each(namespaces []string, group, resource string, verbs ...string) []Check {
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	var out []Check
+	for _, ns := range namespaces {
+		for _, v := range verbs {
+			out = append(out, Check{Verb: v, Group: group, Resource: resource, Namespace: ns})
+		}
+	}
+	return out
+}
+
+// Missing asks every check, in order, and returns those the API server denies.
+func Missing(ctx context.Context, client kubernetes.Interface, checks ...Check) ([]Check, error) {
+	var missing []Check
+	for _, c := range checks {
+		ok, err := Allowed(ctx, client, c)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			missing = append(missing, c)
+		}
+	}
+	return missing, nil
+}
+
+// Require is the pre-flight of a feature whose informers would otherwise never sync, leaving
+// wave never ready and saying nothing: nil when every check is allowed, else an error that
+// says what the feature reads (needs), what wave may not do, and what to grant (fix).
+func Require(ctx context.Context, client kubernetes.Interface, needs, fix string, checks ...Check) error {
+	missing, err := Missing(ctx, client, checks...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", needs, err)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	denied := make([]string, len(missing))
+	for i, c := range missing {
+		denied[i] = c.String()
+	}
+	return fmt.Errorf("%s, and wave may not %s: %s", needs, strings.Join(denied, ", nor "), fix)
 }
