@@ -294,8 +294,9 @@ func TestReloaderCustomAnnotationsAndAutoReloadAll(t *testing.T) {
 
 // A switch while Stakater Reloader has a Deployment paused for its pause-period (spec.paused and
 // its paused-at annotation, as Reloader writes them): Reloader's timer is gone with Reloader,
-// so wave resumes it once the period is over, and the change made meanwhile rolls: a second
-// ReplicaSet from kube-controller-manager. A Deployment the user paused is left paused.
+// so wave holds the change made meanwhile until the period that began at paused-at is over,
+// then resumes the Deployment and the change rolls at once: a second ReplicaSet from
+// kube-controller-manager. A Deployment the user paused is left paused.
 func TestReloaderPausedDeploymentIsResumed(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
@@ -316,8 +317,13 @@ func TestReloaderPausedDeploymentIsResumed(t *testing.T) {
 	p := startWave(t, ns)
 	before := inputsHash(waitRecorded(t, client, ns, "stranded"))
 	patchCM(t, client, ns, "app-config", `{"data":{"a":"2"}}`)
-	waitTemplateHashChange(t, client, ns, "stranded", before)
-	settle(t, p)
+	require.Eventually(t, func() bool {
+		return strings.Contains(p.Log(), `"rollout held" workload="deployment `+ns+`/stranded"`) && strings.Contains(p.Log(), "as Stakater Reloader pauses the Deployment")
+	}, eventually, tick, "held for what is left of Reloader's pause-period")
+	require.Eventually(t, func() bool {
+		return strings.Contains(p.Log(), `"config changed; rolling out" workload="deployment `+ns+`/users-own"`)
+	}, eventually, tick, "the Deployment with no pause-period is written at once (the user keeps it paused)")
+	assert.Equal(t, before, inputsHash(getDeployment(t, client, ns, "stranded")), "within the period: the change waits")
 	assert.True(t, getDeployment(t, client, ns, "stranded").Spec.Paused, "within Reloader's pause-period (1h): still paused")
 	rss, err := testcluster.ReplicaSets(ctx(t), client, getDeployment(t, client, ns, "stranded"))
 	require.NoError(t, err)
@@ -331,7 +337,8 @@ func TestReloaderPausedDeploymentIsResumed(t *testing.T) {
 	require.Eventually(t, func() bool { return !getDeployment(t, client, ns, "stranded").Spec.Paused }, eventually, tick, "resumed once the period is over: %s", p.Log())
 	d := getDeployment(t, client, ns, "stranded")
 	assert.NotContains(t, d.Annotations, refs.StakaterPausedAt, "Reloader's mark is removed, as its own resume does")
-	assert.Len(t, replicaSets(t, client, ns, "stranded"), 2, "the change held while paused rolls")
+	require.Eventually(t, func() bool { return len(replicaSets(t, client, ns, "stranded")) == 2 }, eventually, tick,
+		"the change held while paused rolls at once, not after a period of its own: %s", p.Log())
 	assert.NotEmpty(t, events(t, client, ns, "stranded", "Resumed"))
 
 	settle(t, p)

@@ -80,6 +80,16 @@ func (p *Pacer) Want(key string, first time.Time) {
 	}
 }
 
+// WantedBefore notes that a rollout of key was wanted since at (or earlier): a pause that
+// began before wave saw the change, such as one Stakater Reloader started.
+func (p *Pacer) WantedBefore(key string, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if first, ok := p.pending[key]; !ok || at.Before(first) {
+		p.pending[key] = at
+	}
+}
+
 // Turn returns how long key waits for its turn under the cluster-wide limit.
 func (p *Pacer) Turn(key string, now time.Time) time.Duration {
 	if p.limit == nil {
@@ -166,6 +176,9 @@ type Hold struct {
 	// pauses the Deployment at the change and resumes it when the period ends, so every change
 	// within the period rolls once, at its end.
 	PauseFirst bool
+	// PausedSince is when Reloader paused the Deployment (its paused-at annotation), when it
+	// did: its period began then, not when wave first saw a change.
+	PausedSince time.Time
 }
 
 // HoldFor is how long a wanted rollout waits, and why: for --coalesce after it was first
@@ -177,6 +190,9 @@ func HoldFor(now, firstWanted, lastStarted time.Time, p Hold) (time.Duration, st
 		return d, fmt.Sprintf("coalescing changes for %s (--coalesce)", p.Coalesce)
 	}
 	if p.PauseFirst && p.Floor > 0 {
+		if !p.PausedSince.IsZero() && p.PausedSince.Before(firstWanted) {
+			firstWanted = p.PausedSince
+		}
 		if d := firstWanted.Add(p.Floor).Sub(now); d > 0 {
 			return d, fmt.Sprintf("paused for %s from the first change, then one rollout (%s, as Stakater Reloader pauses the Deployment)", p.Floor, p.FloorSource)
 		}

@@ -16,6 +16,7 @@ func TestHoldFor(t *testing.T) {
 		return Hold{Floor: d, FloorSource: source, PauseFirst: source == p.PausePeriod()}
 	}
 	coalesce := Hold{Coalesce: 200 * time.Millisecond}
+	pausedSince := func(h Hold, at time.Time) Hold { h.PausedSince = at; return h }
 	tests := []struct {
 		name                    string
 		now, first, lastStarted time.Time
@@ -41,6 +42,10 @@ func TestHoldFor(t *testing.T) {
 		{name: "a second change 30 s into the pause rolls with the first, at the end", now: t0.Add(30 * time.Second), first: t0, lastStarted: t0.Add(-time.Hour),
 			pace: floor(map[string]string{StakaterPausePeriod: "5m"}), want: 270 * time.Second, why: StakaterPausePeriod},
 		{name: "the pause over: one rollout", now: t0.Add(5 * time.Minute), first: t0, pace: floor(map[string]string{StakaterPausePeriod: "5m"})},
+		{name: "Reloader paused it before wave saw the change: the period runs from its paused-at", now: t0, first: t0,
+			pace: pausedSince(floor(map[string]string{StakaterPausePeriod: "5m"}), t0.Add(-4*time.Minute)), want: time.Minute, why: StakaterPausePeriod},
+		{name: "a paused-at after the first change does not push the end out", now: t0, first: t0,
+			pace: pausedSince(floor(map[string]string{StakaterPausePeriod: "5m"}), t0.Add(time.Minute)), want: 5 * time.Minute, why: StakaterPausePeriod},
 		{name: "a floor annotation that is not a duration is not applied", now: t0.Add(20 * time.Second), first: t0, lastStarted: t0,
 			pace: floor(map[string]string{MinRolloutIntervalAnnotation: "soon"}), want: 40 * time.Second, why: "--min-rollout-interval"},
 	}
@@ -67,6 +72,12 @@ func TestPacerRemembersHeldRollouts(t *testing.T) {
 	assert.Equal(t, 1.0, p.Held())
 	p.Rolled("Deployment/ns/app")
 	assert.Zero(t, p.Held())
+
+	p.Want("Deployment/ns/app", t0)
+	p.WantedBefore("Deployment/ns/app", t0.Add(time.Hour))
+	assert.Equal(t, t0, p.WantedSince("Deployment/ns/app"), "a later time changes nothing")
+	p.WantedBefore("Deployment/ns/app", t0.Add(-time.Hour))
+	assert.Equal(t, t0.Add(-time.Hour), p.WantedSince("Deployment/ns/app"), "an earlier pause moves it back")
 }
 
 func TestParseInterval(t *testing.T) {

@@ -39,6 +39,9 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	s.Pace.Coalesce, s.Pace.FirstWanted = c.pace.Coalesce(), c.pace.WantedSince(w.Key())
 	s.Pace.Floor, s.Pace.FloorSource = c.pace.FloorOf(w.Meta.Annotations)
 	s.Pace.PauseFirst = s.Pace.FloorSource == c.pace.PausePeriod()
+	if s.Pace.PauseFirst && w.Progress.Paused {
+		s.Pace.PausedSince, _ = time.Parse(time.RFC3339, w.Meta.Annotations[c.Reloader.Dialect.PausedAt()])
+	}
 
 	s.Warnings = c.annotationProblems(w, sel)
 	if !c.AllowCrossNamespaceRefs {

@@ -89,6 +89,13 @@ func (c *Controller) resumeReloaderPause(ctx context.Context, w workload.Workloa
 	c.Recorder.Eventf(w.Object, corev1.EventTypeNormal, "Resumed", "Stakater Reloader paused this Deployment at %s for its %s; the period is over, so wave resumed it (spec.paused: false)",
 		w.Meta.Annotations[c.Reloader.Dialect.PausedAt()], c.Reloader.Dialect.PausePeriod())
 	klog.InfoS("resumed a Deployment Stakater Reloader paused", "workload", w.String())
+	// Its pause-period is over: the change held meanwhile rolls now, not after a period of its
+	// own. A paused-at that never parsed ended at once, as in Reloader.
+	since, err := time.Parse(time.RFC3339, w.Meta.Annotations[c.Reloader.Dialect.PausedAt()])
+	if err != nil || since.After(time.Now()) {
+		since = time.Unix(0, 0)
+	}
+	c.pace.WantedBefore(w.Key(), since)
 	c.queue.Add(w.Key())
 	return nil
 }
