@@ -148,119 +148,27 @@ func plan(s situation) (decision, error) {
 		return decision{Result: ResultIgnored}, nil
 	}
 	warn := s.warn()
-	recID, recKeyedHash, recInputs := confighash.SplitRecord(s.Record)
-	// Wave's hash of a Secret lets whoever reads the workload test guesses of its value. It is
-	// Wave's own only where Wave wrote one (switching rolls nothing); a workload that had none
-	// when first seen gets it keyed under the install key, and its record says so from then on.
-	keyedHash := s.CanKeyHash && (recKeyedHash || !s.HasRecord && s.CurrentHash == "")
-	value := confighash.RecordValue(s.KeyID, keyedHash, s.Inputs.Value)
-	present := s.Rec
-	present.Missing, present.MissingSince = "", time.Time{}
-	recordOnly := func(result string) decision {
-		return warn.with(decision{Result: result, Write: "baseline", Inputs: &value, Record: present})
-	}
-
+	r := s.records()
 	if len(s.Inputs.Missing) > 0 {
-		return warn.with(s.missing(value)), nil
+		return warn.with(s.missing(r.value)), nil
 	}
 	if s.SchedulingDisabled {
 		return warn.with(s.restoreScheduler()), nil
 	}
-	if s.HasRecord && recID == s.KeyID && recKeyedHash == keyedHash && recInputs == s.Inputs.Value {
-		if present != s.Rec { // the config is back as it was: nothing to roll
-			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: present}), nil
+	if s.HasRecord && r.id == s.KeyID && r.keyedHash == r.writeKeyed && r.inputs == s.Inputs.Value {
+		if r.present != s.Rec { // the config is back as it was: nothing to roll
+			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: r.present}), nil
 		}
 		return warn.with(decision{Result: ResultUnchanged}), nil
 	}
 
-	pods, err := s.podsRun(recID, recInputs)
+	hash := &lazyWaveHash{s: s, keyed: r.writeKeyed}
+	what, current, log, err := s.stale(r, hash)
 	if err != nil {
 		return decision{}, err
 	}
-	if pods.current {
-		return recordOnly(ResultBaseline), nil
-	}
-	var rolling []string
-	if pods.byRecord {
-		if rolling = s.rolling(pods.ran, pods.now); len(rolling) == 0 {
-			recorded := recordOnly(ResultBaseline)
-			recorded.Log = &logLine{V: 2, Msg: "config the workload does not follow changed; recorded, nothing to roll"}
-			return recorded, nil
-		}
-		// The record is behind, but another tool may have rolled the pods meanwhile (Wave or
-		// Reloader, run while wave was stopped): its mark on the template says which config
-		// the pods run. When it is the current one, they run it: adopt, whatever the record
-		// held.
-		current, err := s.markedCurrent(rolling)
-		if err != nil {
-			return decision{}, err
-		}
-		if current {
-			recorded := recordOnly(ResultBaseline)
-			recorded.Log = &logLine{Msg: "the pods already run the current config, by the template's Wave hash or Reloader's mark (another tool rolled them); recorded, nothing to roll", KV: []any{"changed", confighash.DescribeChanged(rolling)}}
-			return recorded, nil
-		}
-	}
-	// Wave's hash of the current config, for a workload in Wave's dialect: read only where it
-	// is written or compared (it may cost reads of whole objects).
-	hash, hashed := "", !s.Wave
-	waveHash := func() error {
-		if hashed {
-			return nil
-		}
-		hashed = true
-		compute := s.WaveHash
-		if keyedHash {
-			compute = s.KeyedWaveHash
-		}
-		h, err := compute()
-		var missing *refs.MissingError
-		switch {
-		case errors.As(err, &missing):
-			h = s.CurrentHash // Wave leaves its hash as it is when its view misses something
-		case err != nil:
-			return fmt.Errorf("compute the config hash: %w", err)
-		}
-		hash = h
-		return nil
-	}
-	what := confighash.DescribeChanged(rolling)
-	if !pods.byRecord {
-		// Adopted: from Wave, its hash must be Wave's of the current data; from Reloader, its
-		// marks must be Reloader's hashes of the current data. Then the pods run the current
-		// config and nothing rolls.
-		waveBehind := false
-		if s.Wave && s.CurrentHash != "" {
-			if err := waveHash(); err != nil {
-				return decision{}, err
-			}
-			waveBehind = s.CurrentHash != hash
-		}
-		if waveBehind {
-			// Written by another Wave release (0.6 hashed values as strings, 0.8 an empty
-			// Secret as null): if it is that release's hash of the current config, the pods
-			// run it.
-			earlier, err := s.EarlierWaveHash()
-			if err != nil {
-				return decision{}, fmt.Errorf("compute the config hash as earlier Wave releases did: %w", err)
-			}
-			waveBehind = !earlier
-		}
-		stBehind, why := false, ""
-		if s.Stakater {
-			if stBehind, why, err = s.StakaterBehind(); err != nil {
-				return decision{}, fmt.Errorf("read the config to compare Reloader's marks: %w", err)
-			}
-		}
-		if !waveBehind && !stBehind {
-			recorded := recordOnly(ResultBaseline)
-			recorded.Log = &logLine{V: 2, Msg: "recorded the config the pods run; nothing to roll"}
-			return recorded, nil
-		}
-		what = "config-hash annotation differs from the current config"
-		if !waveBehind {
-			what = why
-		}
+	if current { // the pods run the current config: record it, roll nothing
+		return warn.with(decision{Result: ResultBaseline, Write: "baseline", Inputs: &r.value, Record: r.present, Log: log}), nil
 	}
 
 	first := s.Pace.FirstWanted
@@ -271,12 +179,133 @@ func plan(s situation) (decision, error) {
 		return warn.with(decision{Result: ResultHeld, HoldFor: d, Wanted: first,
 			Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"changed", what, "for", d.Round(time.Millisecond), "why", why}}}), nil
 	}
-	if err := waveHash(); err != nil {
+	h, err := hash.get()
+	if err != nil {
 		return decision{}, err
 	}
-	rollout := s.rollout(what, value, hash)
+	rollout := s.rollout(what, r.value, h)
 	rollout.Wanted = first // held by apply if the cluster-wide limit says wait
 	return warn.with(rollout), nil
+}
+
+// records is what the inputs record says, and what this look would write in its place.
+type records struct {
+	id, inputs string // the record's key ID and inputs value
+	keyedHash  bool   // the record says the template's Wave hash is keyed
+	writeKeyed bool   // the Wave hash this look writes is keyed
+	value      string // the inputs record to write
+	present    outcome.Record
+}
+
+func (s situation) records() records {
+	var r records
+	r.id, r.keyedHash, r.inputs = confighash.SplitRecord(s.Record)
+	// Wave's hash of a Secret lets whoever reads the workload test guesses of its value. It is
+	// Wave's own only where Wave wrote one (switching rolls nothing); a workload that had none
+	// when first seen gets it keyed under the install key, and its record says so from then on.
+	r.writeKeyed = s.CanKeyHash && (r.keyedHash || !s.HasRecord && s.CurrentHash == "")
+	r.value = confighash.RecordValue(s.KeyID, r.writeKeyed, s.Inputs.Value)
+	r.present = s.Rec
+	r.present.Missing, r.present.MissingSince = "", time.Time{}
+	return r
+}
+
+// lazyWaveHash is Wave's hash of the current config, for a workload in Wave's dialect: computed
+// only where it is written or compared (it may cost reads of whole objects), and once.
+type lazyWaveHash struct {
+	s      situation
+	keyed  bool
+	done   bool
+	hash   string
+	failed error
+}
+
+func (l *lazyWaveHash) get() (string, error) {
+	if l.done || !l.s.Wave {
+		return l.hash, l.failed
+	}
+	l.done = true
+	compute := l.s.WaveHash
+	if l.keyed {
+		compute = l.s.KeyedWaveHash
+	}
+	h, err := compute()
+	var missing *refs.MissingError
+	switch {
+	case errors.As(err, &missing):
+		h = l.s.CurrentHash // Wave leaves its hash as it is when its view misses something
+	case err != nil:
+		l.failed = fmt.Errorf("compute the config hash: %w", err)
+	}
+	l.hash = h
+	return l.hash, l.failed
+}
+
+// stale decides whether the pods run old config: if not (current), the line to log when the
+// record is written; if so, what changed, for the log and the Event.
+func (s situation) stale(r records, hash *lazyWaveHash) (what string, current bool, log *logLine, err error) {
+	pods, err := s.podsRun(r.id, r.inputs)
+	if err != nil {
+		return "", false, nil, err
+	}
+	if pods.current {
+		return "", true, nil, nil
+	}
+	if !pods.byRecord {
+		return s.adoptedStale(hash)
+	}
+	rolling := s.rolling(pods.ran, pods.now)
+	if len(rolling) == 0 {
+		return "", true, &logLine{V: 2, Msg: "config the workload does not follow changed; recorded, nothing to roll"}, nil
+	}
+	// The record is behind, but another tool may have rolled the pods meanwhile (Wave or
+	// Reloader, run while wave was stopped): its mark on the template says which config the
+	// pods run. When it is the current one, they run it: adopt, whatever the record held.
+	marked, err := s.markedCurrent(rolling)
+	if err != nil {
+		return "", false, nil, err
+	}
+	if marked {
+		return "", true, &logLine{Msg: "the pods already run the current config, by the template's Wave hash or Reloader's mark (another tool rolled them); recorded, nothing to roll",
+			KV: []any{"changed", confighash.DescribeChanged(rolling)}}, nil
+	}
+	return confighash.DescribeChanged(rolling), false, nil, nil
+}
+
+// adoptedStale decides for a workload with no usable record (new, or adopted from Wave or
+// Reloader): from Wave, its hash must be Wave's of the current data; from Reloader, its marks
+// must be Reloader's hashes of the current data. Then the pods run the current config.
+func (s situation) adoptedStale(hash *lazyWaveHash) (what string, current bool, log *logLine, err error) {
+	waveBehind := false
+	if s.Wave && s.CurrentHash != "" {
+		h, err := hash.get()
+		if err != nil {
+			return "", false, nil, err
+		}
+		waveBehind = s.CurrentHash != h
+	}
+	if waveBehind {
+		// Written by another Wave release (0.6 hashed values as strings, 0.8 an empty Secret
+		// as null): if it is that release's hash of the current config, the pods run it.
+		earlier, err := s.EarlierWaveHash()
+		if err != nil {
+			return "", false, nil, fmt.Errorf("compute the config hash as earlier Wave releases did: %w", err)
+		}
+		waveBehind = !earlier
+	}
+	stBehind, why := false, ""
+	if s.Stakater {
+		if stBehind, why, err = s.StakaterBehind(); err != nil {
+			return "", false, nil, fmt.Errorf("read the config to compare Reloader's marks: %w", err)
+		}
+	}
+	switch {
+	case waveBehind:
+		return "config-hash annotation differs from the current config", false, nil, nil
+	case stBehind:
+		return why, false, nil, nil
+	}
+	return "", true, &logLine{V: 2, Msg: "recorded the config the pods run; nothing to roll"}, nil
 }
 
 // markedCurrent reports whether a mark another tool leaves on the template says the pods run
