@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/testvolume"
 )
 
 // These tests run the reloader binary against the real control plane (see TestMain).
@@ -484,40 +485,87 @@ func changesAcrossAnOutage(t *testing.T, outage func(), after func(p *testcluste
 	}
 }
 
-// No Secret value in any log line at --v=10 and --vmodule=*=10, any Event, any metric or error: the run handles
-// a Secret with a recognisable value through unpack, reload, rejection and recovery.
+// No Secret value in any log line at --v=10 and --vmodule=*=10, any Event, any metric, /status
+// or error: from the API, a Secret with a recognisable value through unpack, reload, rejection
+// and recovery; from mounted folders, the same through prometheus-config-reloader's rendered
+// config (the value in the file and in an environment variable it refers to); and a malformed
+// runtime-info URL's password when it stops the start.
 func TestNoSecretValueInAnyOutput(t *testing.T) {
-	client := adminClient(t)
-	ns := testcluster.Namespace(t, client)
 	const canary = "CONFIGWAVE-CANARY-5c1f09"
-	_, err := client.CoreV1().Secrets(ns).Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"},
-		StringData: map[string]string{"token": canary + "-v1"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	root := t.TempDir()
-	app := newFakeApp(t, filepath.Join(root, "token"))
-	p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--v=10", "--vmodule=*=10", "--secret=creds", "--configroot="+root,
-		"--reload-http="+app.url(), `--validate-command=cat "$CONFIG_DIR/token"; grep -qv rejected "$CONFIG_DIR/token"`)
-	p.WaitReady(t)
-	for _, v := range []string{"-v2", "-rejected", "-v3"} {
-		_, err = client.CoreV1().Secrets(ns).Patch(ctx(t), "creds", types.MergePatchType, fmt.Appendf(nil, `{"stringData":{"token":%q}}`, canary+v), metav1.PatchOptions{})
+	noCanary := func(t *testing.T, outputs map[string]string) {
+		t.Helper()
+		for name, text := range outputs {
+			assert.NotContains(t, text, canary, "secret value in the %s", name)
+			assert.NotContains(t, text, base64.StdEncoding.EncodeToString([]byte(canary + "-v1"))[:20], "base64 secret value in the %s", name)
+		}
+	}
+	t.Run("API", func(t *testing.T) {
+		client := adminClient(t)
+		ns := testcluster.Namespace(t, client)
+		_, err := client.CoreV1().Secrets(ns).Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"},
+			StringData: map[string]string{"token": canary + "-v1"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		time.Sleep(500 * time.Millisecond)
-	}
-	require.Eventually(t, func() bool { return readFile(root, "token") == canary+"-v3" }, eventually, tick)
-	require.Eventually(t, func() bool { return len(events(t, client, ns, "ConfigRejected")) > 0 }, eventually, tick)
+		root := t.TempDir()
+		app := newFakeApp(t, filepath.Join(root, "token"))
+		p := startReloader(t, []string{"POD_NAME=app-0", "POD_NAMESPACE=" + ns}, "--v=10", "--vmodule=*=10", "--secret=creds", "--configroot="+root,
+			"--reload-http="+app.url(), `--validate-command=cat "$CONFIG_DIR/token"; grep -qv rejected "$CONFIG_DIR/token"`)
+		p.WaitReady(t)
+		for _, v := range []string{"-v2", "-rejected", "-v3"} {
+			_, err = client.CoreV1().Secrets(ns).Patch(ctx(t), "creds", types.MergePatchType, fmt.Appendf(nil, `{"stringData":{"token":%q}}`, canary+v), metav1.PatchOptions{})
+			require.NoError(t, err)
+			time.Sleep(500 * time.Millisecond)
+		}
+		require.Eventually(t, func() bool { return readFile(root, "token") == canary+"-v3" }, eventually, tick)
+		require.Eventually(t, func() bool { return len(events(t, client, ns, "ConfigRejected")) > 0 }, eventually, tick)
 
-	_, metrics := p.Get("/metrics")
-	var evText strings.Builder
-	evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, e := range evs.Items {
-		evText.WriteString(e.Message + "\n")
-	}
-	for name, text := range map[string]string{"log": p.Log(), "metrics": metrics, "events": evText.String()} {
-		assert.NotContains(t, text, canary, "secret value in the %s", name)
-		assert.NotContains(t, text, base64.StdEncoding.EncodeToString([]byte(canary + "-v1"))[:20], "base64 secret value in the %s", name)
-	}
-	assert.Contains(t, p.Log(), "log verbosity capped")
+		_, metrics := p.Get("/metrics")
+		_, status := p.Get("/status")
+		require.Contains(t, status, "creds", "the status page names the Secret")
+		var evText strings.Builder
+		evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, e := range evs.Items {
+			evText.WriteString(e.Message + "\n")
+		}
+		noCanary(t, map[string]string{"log": p.Log(), "metrics": metrics, "status page": status, "events": evText.String()})
+		assert.Contains(t, p.Log(), "log verbosity capped")
+	})
+	t.Run("folders and the rendered config", func(t *testing.T) {
+		cfgDir, rules, outDir := t.TempDir(), t.TempDir(), t.TempDir()
+		config, rule := testvolume.New(cfgDir), testvolume.New(rules)
+		write := func(v string) {
+			require.NoError(t, config.Write(map[string]string{"prometheus.yaml": "password: $(CANARY_PASSWORD)\ntoken: " + canary + v + "\n"}))
+			require.NoError(t, rule.Write(map[string]string{"token": canary + v}))
+		}
+		write("-v1")
+		out := filepath.Join(outDir, "prometheus.env.yaml")
+		app := newFakeApp(t, out)
+		p := startFolderReloaderAt(t, []string{"CANARY_PASSWORD=" + canary + "-env"}, "--listen-address", "--v=10", "--vmodule=*=10",
+			"--config-file="+filepath.Join(cfgDir, "prometheus.yaml"), "--config-envsubst-file="+out, "--watched-dir="+rules,
+			"--reload-url="+app.url(), `--validate-command=cat "$CONFIG_DIR/prometheus.env.yaml"; grep -qv rejected "$CONFIG_DIR/prometheus.env.yaml"`)
+		for _, v := range []string{"-v2", "-rejected", "-v3"} {
+			write(v)
+			time.Sleep(500 * time.Millisecond)
+		}
+		require.Eventually(t, func() bool {
+			r := app.reloads()
+			return len(r) > 0 && strings.Contains(r[len(r)-1], canary+"-v3") && strings.Contains(r[len(r)-1], canary+"-env")
+		}, eventually, tick, "the rendered config of the last set was told: %s", p.Log())
+		assert.Contains(t, p.Log(), "rejected", "the rejected set was seen")
+		_, metrics := p.Get("/metrics")
+		_, status := p.Get("/status")
+		noCanary(t, map[string]string{"log": p.Log(), "metrics": metrics, "status page": status})
+	})
+	t.Run("a malformed runtime-info URL", func(t *testing.T) {
+		if reloaderBin == "" {
+			t.Skip("needs the reloader binary; skipped in -short mode")
+		}
+		p := testcluster.StartProcess(t, reloaderBin, noAPI, "--watched-dir="+t.TempDir(), "--reload-method=signal",
+			"--runtimeinfo-url=http://admin:"+canary+"-v1@[::1/api/v1/status/runtimeinfo")
+		assert.NotZero(t, p.Wait(t, 30*time.Second), "the start stops")
+		assert.Contains(t, p.Log(), "--runtimeinfo-url")
+		noCanary(t, map[string]string{"log": p.Log()})
+	})
 }
 
 func events(t *testing.T, client kubernetes.Interface, ns, reason string) []corev1.Event {

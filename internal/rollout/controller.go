@@ -152,14 +152,36 @@ func NewController(cfg Config) (*Controller, error) {
 		}
 		c.crash = crashloop.New(cfg.PodClient, lookup, InputsHashAnnotation, func(key string) { c.queue.Add(key) })
 	}
-	for kind, list := range cfg.Informers.workloads {
+	if err := c.watchWorkloads(); err != nil {
+		return nil, err
+	}
+	if cfg.Passive {
+		return c, nil
+	}
+	if err := c.watchNamespaces(); err != nil {
+		return nil, err
+	}
+	cfg.Informers.whole.Wanted = c.used
+	if cfg.Informers.csi != nil {
+		cfg.Informers.csi.OnChange(c.enqueueRef)
+	}
+	if err := c.watchConfigs(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// watchWorkloads indexes every workload informer by the config its workloads use and, unless
+// passive, queues a workload on each of its events.
+func (c *Controller) watchWorkloads() error {
+	for kind, list := range c.Informers.workloads {
 		for _, inf := range list {
 			// The reverse index lives in the informers, kept current by client-go on every
 			// replica: a standby that becomes the leader finds it complete.
 			if err := inf.AddIndexers(cache.Indexers{byConfig: c.configKeys, byOptIn: c.optInKey, byPattern: c.patternKey}); err != nil {
-				return nil, fmt.Errorf("index %s by the config they use: %w", kind, err)
+				return fmt.Errorf("index %s by the config they use: %w", kind, err)
 			}
-			if cfg.Passive {
+			if c.Passive {
 				continue
 			}
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -167,15 +189,17 @@ func NewController(cfg Config) (*Controller, error) {
 				UpdateFunc: func(_, obj any) { c.enqueueWorkload(obj) },
 				DeleteFunc: func(obj any) { c.enqueueDeleted(kind, obj) },
 			}); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	if cfg.Passive {
-		return c, nil
-	}
-	if ns := cfg.Informers.namespaces; ns != nil {
-		// A namespace's labels decide for all its workloads (--namespace-selector).
+	return nil
+}
+
+// watchNamespaces queues a namespace's workloads when its labels change: they decide for all of
+// them (--namespace-selector).
+func (c *Controller) watchNamespaces() error {
+	if ns := c.Informers.namespaces; ns != nil {
 		if _, err := ns.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(old, obj any) {
 				if !maps.Equal(old.(metav1.Object).GetLabels(), obj.(metav1.Object).GetLabels()) {
@@ -183,14 +207,15 @@ func NewController(cfg Config) (*Controller, error) {
 				}
 			},
 		}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	cfg.Informers.whole.Wanted = c.used
-	if cfg.Informers.csi != nil {
-		cfg.Informers.csi.OnChange(c.enqueueRef)
-	}
-	for kind, list := range cfg.Informers.configs {
+	return nil
+}
+
+// watchConfigs queues the workloads that use a ConfigMap or Secret when it changes.
+func (c *Controller) watchConfigs() error {
+	for kind, list := range c.Informers.configs {
 		for _, inf := range list {
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 				AddFunc: func(obj any, initialList bool) {
@@ -220,11 +245,11 @@ func NewController(cfg Config) (*Controller, error) {
 					c.enqueueUsers(kind, obj)
 				},
 			}); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // Held is how many workloads have a rollout held back (--coalesce, a floor), for the gauge.
