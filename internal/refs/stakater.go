@@ -3,7 +3,6 @@ package refs
 import (
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/configwave/configwave/internal/configref"
@@ -93,7 +92,7 @@ func (d StakaterDialect) PausedAt() string { return d.names().PausedAt }
 // Ignored reports whether an object's annotations say Reloader's ignore (under d's name):
 // exactly "true", as Reloader compares it.
 func (d StakaterDialect) Ignored(annotations map[string]string) bool {
-	return annotations[d.names().Ignore] == "true"
+	return reloaderTrue(annotations[d.names().Ignore])
 }
 
 // StakaterRules is what Stakater Reloader's annotations on one workload ask for, per kind of
@@ -152,8 +151,8 @@ func (d StakaterDialect) Parse(workload, template map[string]string) *StakaterRu
 		// --auto-reload-all: the kind follows its config unless an auto annotation for it is
 		// given at all (Reloader's rule: "false", or any other value, opts out).
 		all := d.AutoReloadAll && a[n.Auto] == "" && a[k.typedAuto] == ""
-		*k.auto = parseBool(a[n.Auto]) || parseBool(a[k.typedAuto]) || all
-		*k.search = a[n.Search] == "true"
+		*k.auto = reloaderParseBool(a[n.Auto]) || reloaderParseBool(a[k.typedAuto]) || all
+		*k.search = reloaderTrue(a[n.Search])
 		*k.names = r.patterns(k.reload, a[k.reload])
 	}
 	if !r.AutoConfigMaps && !r.AutoSecrets && !r.AutoSecretProviderClasses && !r.SearchConfigMaps && !r.SearchSecrets && !r.SearchSecretProviderClasses &&
@@ -171,20 +170,6 @@ func hasAny(a map[string]string, keys ...string) bool {
 		}
 	}
 	return false
-}
-
-// parseBool is how Reloader reads auto and the typed autos: Go's strconv.ParseBool, as
-// written ("true", "True", "1", "t"; " true " is not).
-func parseBool(v string) bool {
-	b, err := strconv.ParseBool(v)
-	return err == nil && b
-}
-
-// isTrue is how configwave reads its own boolean annotations: any of Go's spellings, blanks
-// around it allowed.
-func isTrue(v string) bool {
-	b, err := strconv.ParseBool(strings.TrimSpace(v))
-	return err == nil && b
 }
 
 func names(v string) sets.Set[string] {
@@ -277,12 +262,12 @@ func (r *StakaterRules) Follows(kind configref.Kind, name string, used bool, ann
 		excluded, auto, search = r.ExcludedSecretProviderClasses.Has(name), r.AutoSecretProviderClasses, r.SearchSecretProviderClasses
 	}
 	switch {
-	case annotations[r.names.Ignore] == "true" || excluded: // Reloader checks these first
+	case reloaderTrue(annotations[r.names.Ignore]) || excluded: // Reloader checks these first
 		return false
 	case r.Named(kind, name):
 		return true
 	}
-	return used && (auto || search && annotations[r.names.Match] == "true")
+	return used && (auto || search && reloaderTrue(annotations[r.names.Match]))
 }
 
 // StakaterEnvName is the env var Reloader's env-vars strategy writes for an object:

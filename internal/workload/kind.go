@@ -273,7 +273,7 @@ func SplitKey(key string) (kind Kind, namespace, name string, err error) {
 
 // OptedIn reports whether the workload carries wave.pusher.com/update-on-config-change: "true".
 func (w Workload) OptedIn() bool {
-	return w.Meta.Annotations[refs.UpdateOnConfigChangeAnnotation] == "true"
+	return refs.WaveTrue(w.Meta.Annotations[refs.UpdateOnConfigChangeAnnotation])
 }
 
 // String for logs and Events: "deployment ns/name".
