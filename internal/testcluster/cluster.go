@@ -141,6 +141,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			"--service-account-private-key-file", c.pki.SAKey, "--root-ca-file", c.pki.CAFile,
 			// An API server restart in a fault test must not make the node look dead.
 			"--node-monitor-grace-period=5m",
+			// KEP-5647's read-your-writes checks (beta, on by default since 1.36) fail a
+			// ReplicaSet's sync until its informer has seen a newer resourceVersion than the
+			// controller wrote; on a quiet test cluster that can wait for the next watch
+			// bookmark, and a finished rollout's status then lags 30 s and more (seen in CI:
+			// 434 such errors in one run, a Deployment whose pods were all replaced reported
+			// incomplete for 30 s). wave reads only the workloads' status, which these checks
+			// delay but never change.
+			"--feature-gates=StaleControllerConsistencyReplicaSet=false,StaleControllerConsistencyDaemonSet=false,StaleControllerConsistencyStatefulSet=false,StaleControllerConsistencyJob=false",
 		},
 		"kube-scheduler": {"--kubeconfig", c.kubeconfig, "--leader-elect=false", "--secure-port=0"},
 		"kwok": {

@@ -60,12 +60,11 @@ func Deployment(ns, name string, replicas int32) *appsv1.Deployment {
 // WaitDeploymentComplete waits until the Deployment's latest template is rolled out: every
 // replica updated and available and no old replica left, as `kubectl rollout status` judges.
 func WaitDeploymentComplete(ctx context.Context, client kubernetes.Interface, ns, name string, timeout time.Duration) error {
-	var last string
+	last := "never read"
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			last = err.Error()
-			return false, nil
+			return false, nil // the last status read says more than a timeout at the end
 		}
 		want := int32(1)
 		if d.Spec.Replicas != nil {
@@ -78,7 +77,7 @@ func WaitDeploymentComplete(ctx context.Context, client kubernetes.Interface, ns
 			s.Replicas == want && s.AvailableReplicas == want, nil
 	})
 	if err != nil {
-		return fmt.Errorf("deployment %s/%s did not complete its rollout: %w (%s)", ns, name, err, last)
+		return fmt.Errorf("deployment %s/%s did not complete its rollout: %w (last read: %s)", ns, name, err, last)
 	}
 	return nil
 }
