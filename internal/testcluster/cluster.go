@@ -154,6 +154,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"kwok": {
 			"--kubeconfig", c.kubeconfig, "--config", bins.KwokStages, "--config", stages,
 			"--manage-all-nodes=true", "--node-port=0", "--server-address=127.0.0.1:0",
+			// The node heartbeats through its Lease in kube-node-lease as a kubelet does. Without
+			// it kube-controller-manager finds the node silent once --node-monitor-grace-period
+			// has passed, marks every pod on it not ready, and kwok never readies a running pod
+			// again: a test package whose cluster lives past five minutes then waits forever
+			// for the rollouts of Deployments created before that mark.
+			"--node-lease-duration-seconds=40",
 		},
 	} {
 		if err := c.startComponent(name, args...); err != nil {

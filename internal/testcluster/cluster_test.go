@@ -67,3 +67,27 @@ func TestAPIServerRestartKeepsData(t *testing.T) {
 	_, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	assert.NoError(t, err, "objects survive an API server restart")
 }
+
+// kube-controller-manager marks every pod on a node not ready once the node has been silent
+// for --node-monitor-grace-period; kwok must renew the node's Lease as a kubelet does, or
+// every cluster that lives past that period loses its running pods' readiness.
+func TestNodeRenewsItsLease(t *testing.T) {
+	c := testcluster.Need(t, cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := kubernetes.NewForConfigOrDie(c.Config())
+
+	var first time.Time
+	require.Eventually(t, func() bool {
+		l, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, testcluster.NodeName, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return false
+		}
+		first = l.Spec.RenewTime.Time
+		return true
+	}, 30*time.Second, 200*time.Millisecond, "the node holds no Lease in kube-node-lease")
+	require.Eventually(t, func() bool {
+		l, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, testcluster.NodeName, metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(first)
+	}, 30*time.Second, 500*time.Millisecond, "the node's Lease was not renewed")
+}
