@@ -30,11 +30,11 @@ const (
 // etcd and the Kubernetes components from the module proxy.
 const wrapperDir = "hack/controlplane/kube"
 
-var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"}
 
 // Binaries locates a built control plane.
 type Binaries struct {
-	Dir        string // holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok
+	Dir        string // holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kwok
 	KwokStages string // kwok stage configuration (node and pod "fast" stages)
 }
 
@@ -76,7 +76,7 @@ func EnsureBinaries(ctx context.Context, out io.Writer) (Binaries, error) {
 		return bins, nil
 	}
 
-	fmt.Fprintf(out, "Building the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler %s, kwok %s)\n", KubernetesVersion, kwokVersion)
+	fmt.Fprintf(out, "Building the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet %s, kwok %s)\n", KubernetesVersion, kwokVersion)
 	fmt.Fprintf(out, "into %s.\nThe first build takes about 10 minutes on 2 cores and needs ~5 GB of disk; later runs reuse it.\n", dir)
 	start := time.Now()
 	if err := buildKubernetes(ctx, out, filepath.Join(root, wrapperDir), bins.Dir); err != nil {

@@ -1,6 +1,6 @@
 // Package testcluster runs a real Kubernetes control plane — etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and a kwok-simulated node — on 127.0.0.1, for the
-// integration tests, the benchmarks and `make demo`.
+// integration tests, the benchmarks and `make demo`; and, on demand, a real node (Node).
 //
 //	c, err := testcluster.Start(ctx, testcluster.Options{Out: os.Stderr})
 //	defer c.Stop()
@@ -44,6 +44,9 @@ var controllers = []string{
 	"deployment-controller", "replicaset-controller", "statefulset-controller",
 	"daemonset-controller", "garbage-collector-controller", "namespace-controller",
 	"serviceaccount-controller", "serviceaccount-token-controller", "node-lifecycle-controller",
+	// For the real node's pods: kube-root-ca.crt in every namespace, mounted with their token,
+	// and their PersistentVolumeClaims bound.
+	"root-ca-certificate-publisher-controller", "persistentvolume-binder-controller",
 }
 
 // Options tunes a cluster. The zero value is what most tests want.
@@ -72,6 +75,9 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	procs map[string]*process
+
+	nodeMu sync.Mutex
+	node   *Node // the real node, once a test asked for it
 }
 
 // Start builds the binaries if needed, starts every component, and returns once the API server
@@ -153,7 +159,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"kube-scheduler": {"--kubeconfig", c.kubeconfig, "--leader-elect=false", "--secure-port=0"},
 		"kwok": {
 			"--kubeconfig", c.kubeconfig, "--config", bins.KwokStages, "--config", stages,
-			"--manage-all-nodes=true", "--node-port=0", "--server-address=127.0.0.1:0",
+			// Only its own nodes (createNode annotates them): the real node is kubelet's.
+			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+			"--node-port=0", "--server-address=127.0.0.1:0",
 			// The node heartbeats through its Lease in kube-node-lease as a kubelet does. Without
 			// it kube-controller-manager finds the node silent once --node-monitor-grace-period
 			// has passed, marks every pod on it not ready, and kwok never readies a running pod
@@ -270,7 +278,25 @@ func (c *Cluster) RestartAPIServer(ctx context.Context) error {
 
 // Stop ends every component, controllers first and etcd last.
 func (c *Cluster) Stop() {
+	c.stopNode()
 	c.stopAll()
+}
+
+// stopNode stops the real node, if one was started, while the API server still runs: its pods
+// are deleted through it.
+func (c *Cluster) stopNode() {
+	c.nodeMu.Lock()
+	defer c.nodeMu.Unlock()
+	if c.node == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client, _ := kubernetes.NewForConfig(c.Config())
+	if err := c.node.shutdown(ctx, client); err != nil {
+		fmt.Fprintf(c.out, "stop the real node: %v\n", err)
+	}
+	c.node = nil
 }
 
 // Remove deletes the cluster's folder, logs included. Call after Stop.

@@ -43,12 +43,20 @@ func spawn(f func()) {
 }
 
 func startProcess(logDir, name, binary string, args ...string) (*process, error) {
+	return startProcessEnv(logDir, name, binary, nil, args...)
+}
+
+// startProcessEnv is startProcess with env added to (and overriding) the test's environment.
+func startProcessEnv(logDir, name, binary string, env []string, args ...string) (*process, error) {
 	log, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s log: %w", name, err)
 	}
 	fmt.Fprintf(log, "=== %s %s %q\n", time.Now().Format(time.RFC3339Nano), binary, args)
 	cmd := exec.Command(binary, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = log
 	cmd.Stderr = log
 	cmd.SysProcAttr = &syscall.SysProcAttr{

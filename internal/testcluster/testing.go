@@ -89,3 +89,24 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// NeedNode starts the cluster's real node (kubelet, containerd, runc) once and returns it. A
+// machine that cannot run one (not root, a program missing) makes the test say why in one line
+// and skip, or fail under CI=true.
+func NeedNode(t testing.TB, c *Cluster) *Node {
+	t.Helper()
+	c = Need(t, c)
+	if err := CanRunNode(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	n, err := c.Node(ctx)
+	if err != nil {
+		t.Fatalf("start the real node: %v", err)
+	}
+	return n
+}

@@ -1,0 +1,318 @@
+package testcluster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Node is a real node beside kwok's: kubelet (built with the control plane), Debian's
+// containerd and runc, and Debian's CNI plugins. Its pods really run: kubelet mounts their
+// volumes, probes them and signals them. One runs per host at a time (kubelet and containerd
+// use fixed host paths); a cluster starts it on demand and stops it first when it stops.
+type Node struct {
+	Name  string
+	dir   string
+	sock  string
+	host  *hostState
+	stop  func()
+	procs []*process
+}
+
+// RealNodeTaint is the key of the real node's label and NoSchedule taint.
+const RealNodeTaint = "configwave.test/real-node"
+
+// ScheduleHereOnly makes the real node the only one the scheduler may use until the test ends:
+// its taint is lifted and kwok's node is cordoned, so a workload whose pod spec says nothing of
+// nodes (a chart's, as rendered) runs here.
+func (n *Node) ScheduleHereOnly(t testing.TB, client kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	patch := func(node, body string) {
+		if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("patch node %s: %v", node, err)
+		}
+	}
+	patch(n.Name, `{"spec":{"taints":null}}`)
+	patch(NodeName, `{"spec":{"unschedulable":true}}`)
+	t.Cleanup(func() {
+		patch(NodeName, `{"spec":{"unschedulable":null}}`)
+		patch(n.Name, `{"spec":{"taints":[{"key":"`+RealNodeTaint+`","value":"true","effect":"NoSchedule"}]}}`)
+	})
+}
+
+// pauseImage is the sandbox image the node runs, built at test time.
+const pauseImage = "localhost/configwave-pause:node"
+
+// NodePrograms are the programs a real node needs, by the Debian package that has them.
+var NodePrograms = map[string]string{"containerd": "containerd", "ctr": "containerd", "runc": "runc", "ip": "iproute2"}
+
+// nodeCNIPlugins are Debian's containernetworking-plugins the node's network uses.
+var nodeCNIPlugins = []string{"bridge", "host-local", "loopback"}
+
+// CanRunNode says why this machine cannot run a real node, or nil if it can.
+func CanRunNode() error {
+	if os.Geteuid() != 0 {
+		return errors.New("a real node (kubelet, containerd, runc) needs root")
+	}
+	for prog, pkg := range NodePrograms {
+		if _, err := exec.LookPath(prog); err != nil {
+			return fmt.Errorf("a real node needs %s: install Debian's %s package (.ci/run does)", prog, pkg)
+		}
+	}
+	for _, p := range nodeCNIPlugins {
+		if _, err := os.Stat(filepath.Join("/usr/lib/cni", p)); err != nil {
+			return fmt.Errorf("a real node needs the CNI plugin /usr/lib/cni/%s: install Debian's containernetworking-plugins package (.ci/run does)", p)
+		}
+	}
+	return nil
+}
+
+// Node starts the cluster's real node, once, and returns it. Later calls return the same node.
+func (c *Cluster) Node(ctx context.Context) (*Node, error) {
+	c.nodeMu.Lock()
+	defer c.nodeMu.Unlock()
+	if c.node != nil {
+		return c.node, nil
+	}
+	if err := CanRunNode(); err != nil {
+		return nil, err
+	}
+	n, err := c.startNode(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.node = n
+	return n, nil
+}
+
+func (c *Cluster) startNode(ctx context.Context) (n *Node, err error) {
+	start := time.Now()
+	unlock, err := lockNodeHost()
+	if err != nil {
+		return nil, err
+	}
+	if err := restoreStaleHost(); err != nil {
+		unlock()
+		return nil, err
+	}
+	// Short: containerd's socket path must stay under the 108 bytes of a unix socket address.
+	dir, err := os.MkdirTemp("/tmp", "cwnode-")
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	host, err := recordHost(dir, fmt.Sprintf("cwnode%d", os.Getpid()%100000)) // at most 15 bytes
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		unlock()
+		return nil, err
+	}
+	n = &Node{dir: dir, sock: filepath.Join(dir, "containerd", "containerd.sock"), host: host}
+	n.stop = unlock
+	defer func() {
+		if err != nil {
+			n.shutdown(context.Background(), nil)
+		}
+	}()
+	if err := n.writeConfig(); err != nil {
+		return nil, err
+	}
+	if err := n.startContainerd(ctx, c.logDir); err != nil {
+		return nil, err
+	}
+	if err := n.importPause(ctx); err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return nil, err
+	}
+	if err := n.startKubelet(ctx, c); err != nil {
+		return nil, err
+	}
+	if err := n.waitReady(ctx, client); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c.out, "Real node %s ready in %s (kubelet, containerd, runc; logs in %s)\n", n.Name, time.Since(start).Round(time.Millisecond), c.logDir)
+	return n, nil
+}
+
+func (n *Node) writeConfig() error {
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	files := map[string]string{
+		"containerd/config.toml":           containerdConfig(n.dir, filepath.Join(n.dir, "cni", "net.d")),
+		"cni/net.d/10-configwave.conflist": cniConfig(n.dir, n.host.Bridge, "10.244.77.0/24"),
+		"kubelet/config.yaml":              kubeletConfig(n.dir, ports[0], ports[1]),
+	}
+	for name, content := range files {
+		path := filepath.Join(n.dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("write the node's %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (n *Node) startContainerd(ctx context.Context, logDir string) error {
+	bin, err := exec.LookPath("containerd")
+	if err != nil {
+		return err
+	}
+	p, err := startProcessEnv(logDir, "containerd", bin, nil, "--config", filepath.Join(n.dir, "containerd", "config.toml"))
+	if err != nil {
+		return err
+	}
+	n.procs = append(n.procs, p)
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if p.exited() {
+			return false, fmt.Errorf("containerd: %w (see %s)", p.exitError(), filepath.Join(logDir, "containerd.log"))
+		}
+		return n.ctr(ctx, "version") == nil, nil
+	})
+}
+
+// ctr runs containerd's client against the node's containerd, in the CRI's namespace.
+func (n *Node) ctr(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "ctr", append([]string{"--address", n.sock, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (n *Node) startKubelet(ctx context.Context, c *Cluster) error {
+	ip, err := nodeIP()
+	if err != nil {
+		return err
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	n.Name = strings.ToLower(hostname)
+	// Without /usr/sbin on its PATH kubelet finds no iptables and adds no chains to the host's
+	// firewall; mount and umount, which volumes need, are in /usr/bin.
+	p, err := startProcessEnv(c.logDir, "kubelet", c.bins.path("kubelet"), []string{"PATH=/usr/bin:/bin"},
+		"--config", filepath.Join(n.dir, "kubelet", "config.yaml"),
+		"--kubeconfig", c.kubeconfig,
+		"--root-dir", filepath.Join(n.dir, "kubelet", "root"),
+		"--cert-dir", filepath.Join(n.dir, "kubelet", "pki"),
+		// kubelet refuses a loopback node IP; the API server still reaches it on 127.0.0.1
+		// through the Hostname address, and no test ever sends traffic to this one.
+		"--node-ip", ip,
+		"--hostname-override", n.Name,
+		"--node-labels", RealNodeTaint+"=true",
+		// Pods of other tests (and DaemonSets, which tolerate a cordon) stay off the node
+		// unless a test asks for it (ScheduleHereOnly): they could not pull their images.
+		"--register-with-taints", RealNodeTaint+"=true:NoSchedule",
+		"--v", "2")
+	if err != nil {
+		return err
+	}
+	n.procs = append(n.procs, p)
+	return nil
+}
+
+func (n *Node) waitReady(ctx context.Context, client kubernetes.Interface) error {
+	kubelet := n.procs[len(n.procs)-1]
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if kubelet.exited() {
+			return false, fmt.Errorf("kubelet: %w (see kubelet.log beside the control plane's logs)", kubelet.exitError())
+		}
+		node, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// nodeIP is the IPv4 address of the interface of the default route: kubelet needs an address
+// an interface holds and that is not loopback.
+func nodeIP() (string, error) {
+	f, err := os.Open("/proc/net/route")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 || fields[1] != "00000000" {
+			continue
+		}
+		iface, err := net.InterfaceByName(fields[0])
+		if err != nil {
+			continue
+		}
+		addrs, _ := iface.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+				return ipn.IP.String(), nil
+			}
+		}
+	}
+	return "", errors.New("a real node needs a non-loopback IPv4 address for kubelet's --node-ip: this machine has no default route")
+}
+
+// shutdown deletes the node's pods, stops kubelet and containerd, and puts the host back.
+func (n *Node) shutdown(ctx context.Context, client kubernetes.Interface) error {
+	var errs []error
+	if client != nil && n.Name != "" {
+		errs = append(errs, n.deletePods(ctx, client))
+	}
+	for i := len(n.procs) - 1; i >= 0; i-- { // kubelet, then containerd
+		n.procs[i].stop(10 * time.Second)
+	}
+	errs = append(errs, restoreHost(n.host))
+	if client != nil && n.Name != "" {
+		_ = client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+	}
+	if n.stop != nil {
+		n.stop()
+	}
+	return errors.Join(errs...)
+}
+
+// deletePods deletes every pod on the node and waits for kubelet to stop them, so that their
+// containers end through kubelet and containerd rather than being killed afterwards.
+func (n *Node) deletePods(ctx context.Context, client kubernetes.Interface) error {
+	sel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name}
+	pods, err := client.CoreV1().Pods("").List(ctx, sel)
+	if err != nil {
+		return fmt.Errorf("list the real node's pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		_ = client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods("").List(ctx, sel)
+		return err == nil && len(pods.Items) == 0, nil
+	})
+}
