@@ -400,24 +400,7 @@ func TestRunsWithTheShippedResourceNameRole(t *testing.T) {
 	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "other", map[string]string{"x": "not-yours"}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	for _, f := range []string{"serviceaccount.yaml", "role.yaml", "rolebinding.yaml"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "config", "reloader-rbac", f))
-		require.NoError(t, err)
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
-		require.NoError(t, err)
-		switch o := obj.(type) {
-		case *corev1.ServiceAccount:
-			_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), o, metav1.CreateOptions{})
-		case *rbacv1.Role:
-			_, err = client.RbacV1().Roles(ns).Create(ctx(t), o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			for i := range o.Subjects {
-				o.Subjects[i].Namespace = ns // kustomize's namespace: does this when applied
-			}
-			_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), o, metav1.CreateOptions{})
-		}
-		require.NoError(t, err, f)
-	}
+	applyReloaderRBAC(t, client, ns)
 	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), "configwave-reloader", &authv1.TokenRequest{}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
@@ -857,4 +840,28 @@ func silentConnection(t *testing.T, env, args []string) {
 	require.Eventually(t, func() bool { return readFile(root, "app.yaml") == "v2" }, eventually, tick, "the change lands: %s", p.Log())
 	require.Eventually(t, func() bool { r := app.reloads(); return len(r) > 0 && r[len(r)-1] == "v2" }, eventually, tick, "and the app is told")
 	assert.Greater(t, p.Metric(`configwave_reloader_watch_restarts_total{source="configmap `+ns+`/app"}`), restarts, "the watch opened again is counted")
+}
+
+// applyReloaderRBAC creates config/reloader-rbac's ServiceAccount, Role (resourceNames:
+// app-config) and RoleBinding in ns, as `kubectl apply -k` with that namespace does.
+func applyReloaderRBAC(t *testing.T, client kubernetes.Interface, ns string) {
+	t.Helper()
+	for _, f := range []string{"serviceaccount.yaml", "role.yaml", "rolebinding.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "config", "reloader-rbac", f))
+		require.NoError(t, err)
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+		require.NoError(t, err)
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = client.RbacV1().Roles(ns).Create(ctx(t), o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			for i := range o.Subjects {
+				o.Subjects[i].Namespace = ns // kustomize's namespace: does this when applied
+			}
+			_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), o, metav1.CreateOptions{})
+		}
+		require.NoError(t, err, f)
+	}
 }

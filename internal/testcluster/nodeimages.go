@@ -174,13 +174,17 @@ func HostProgramFiles(ctx context.Context, program string) (map[string]FileEntry
 	return files, nil
 }
 
+// PauseBinary is the sandbox's static binary on the host: mounted into a container (a hostPath
+// volume of type File) it is a child process that records the signals it gets (see ./pause).
+func (n *Node) PauseBinary() string { return filepath.Join(n.dir, "images", "pause") }
+
 // importPause builds the sandbox image from ./pause and imports it.
 func (n *Node) importPause(ctx context.Context) error {
 	root, err := RepoRoot(ctx)
 	if err != nil {
 		return err
 	}
-	bin := filepath.Join(n.dir, "images", "pause")
+	bin := n.PauseBinary()
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./internal/testcluster/pause")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

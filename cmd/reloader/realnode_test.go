@@ -1,0 +1,117 @@
+package main
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/testpod"
+)
+
+// On a real node, from our image: API mode with the service-account token kubelet mounts and
+// only the Role config/reloader-rbac ships, subprocess mode as the container's entrypoint. A
+// ConfigMap change is unpacked and then signalled to the child; deleting the pod sends kubelet's
+// SIGTERM to the reloader, which forwards it to the child, and the pod ends long before its
+// grace period would have it killed.
+func TestAPIModeSubprocessOnARealNode(t *testing.T) {
+	c := testcluster.Need(t, cluster)
+	node := testcluster.NeedNode(t, c)
+	client := adminClient(t)
+	const image = "localhost/configwave:node"
+	require.NoError(t, node.ImportLayoutImage(ctx(t), testpod.Layout(t), "reloader", image))
+
+	ns := testcluster.Namespace(t, client)
+	applyReloaderRBAC(t, client, ns)
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app-config", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	out := t.TempDir()
+	require.NoError(t, os.Chmod(out, 0o777)) // the image's user, 65532, writes the child's record
+	api, err := url.Parse(c.Config().Host)
+	require.NoError(t, err)
+	file := corev1.HostPathFile
+	grace := int64(30)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app"},
+		Spec: corev1.PodSpec{
+			NodeName:                      node.Name,
+			Tolerations:                   []corev1.Toleration{{Key: testcluster.RealNodeTaint, Operator: corev1.TolerationOpExists}},
+			ServiceAccountName:            "configwave-reloader",
+			TerminationGracePeriodSeconds: &grace,
+			// The API server listens on loopback and no kube-proxy runs here: the pod uses the
+			// host's network and is told where the API is, as the kubernetes Service would.
+			HostNetwork: true,
+			Containers: []corev1.Container{{
+				Name:            "app",
+				Image:           image,
+				ImagePullPolicy: corev1.PullNever,
+				Args:            []string{"--configmap=app-config", "--configroot=/config", "--", "/child/app"},
+				Env: []corev1.EnvVar{
+					{Name: "KUBERNETES_SERVICE_HOST", Value: api.Hostname()},
+					{Name: "KUBERNETES_SERVICE_PORT", Value: api.Port()},
+					{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+					{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+					{Name: "SIGNAL_LOG", Value: "/out/signals"},
+					{Name: "CONFIG_FILE", Value: "/config/app.yaml"},
+				},
+				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/config"}, {Name: "child", MountPath: "/child/app"}, {Name: "out", MountPath: "/out"}},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "child", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: node.PauseBinary(), Type: &file}}},
+				{Name: "out", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: out}}},
+			},
+		},
+	}
+	_, err = client.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	signals := func() string { b, _ := os.ReadFile(filepath.Join(out, "signals")); return string(b) }
+	if !assert.Eventually(t, func() bool { return signals() == "start\n" }, time.Minute, tick, "the child never started after the first unpack") {
+		t.Fatalf("pod: %s; the child's record: %q", podSummary(t, ns, "app"), signals())
+	}
+
+	patchData(t, client, ns, "app-config", `{"data":{"app.yaml":"v2"}}`)
+	require.Eventually(t, func() bool { return strings.Contains(signals(), "hup:v2\n") }, eventually, tick,
+		"the child was not told of the change with the new file in place: %q", signals())
+
+	deleted := time.Now()
+	require.NoError(t, client.CoreV1().Pods(ns).Delete(ctx(t), "app", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, err := client.CoreV1().Pods(ns).Get(ctx(t), "app", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, time.Duration(grace-5)*time.Second, tick, "the pod did not end before its grace period ran out")
+	t.Logf("pod deletion → pod gone: %s (grace period %d s)", time.Since(deleted).Round(time.Millisecond), grace)
+	assert.True(t, strings.HasSuffix(signals(), "term\n"), "kubelet's SIGTERM reached the child: %q", signals())
+}
+
+// podSummary is the pod's phase and containers' states, for a failure message.
+func podSummary(t *testing.T, ns, name string) string {
+	p, err := adminClient(t).CoreV1().Pods(ns).Get(ctx(t), name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	b.WriteString(string(p.Status.Phase))
+	for _, s := range p.Status.ContainerStatuses {
+		b.WriteString("; " + s.Name + ": ")
+		switch {
+		case s.State.Waiting != nil:
+			b.WriteString(s.State.Waiting.Reason + " " + s.State.Waiting.Message)
+		case s.State.Terminated != nil:
+			b.WriteString(s.State.Terminated.Reason + " " + s.State.Terminated.Message)
+		case s.State.Running != nil:
+			b.WriteString("running")
+		}
+	}
+	return b.String()
+}
