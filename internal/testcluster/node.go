@@ -55,8 +55,10 @@ func (n *Node) ScheduleHereOnly(t testing.TB, client kubernetes.Interface) {
 	})
 }
 
-// pauseImage is the sandbox image the node runs, built at test time.
-const pauseImage = "localhost/configwave-pause:node"
+// PauseImage is the sandbox image the node runs, built at test time from ./pause; a test's
+// pods can run it too (imagePullPolicy Never), as an app that sleeps, records signals or exits
+// with $EXIT_CODE.
+const PauseImage = "localhost/configwave-pause:node"
 
 // NodePrograms are the programs a real node needs, by the Debian package that has them.
 var NodePrograms = map[string]string{"containerd": "containerd", "ctr": "containerd", "runc": "runc", "ip": "iproute2"}

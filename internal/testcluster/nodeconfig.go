@@ -13,7 +13,7 @@ import (
 // a host where root lacks CAP_SYS_RESOURCE (restrict_oom_score_adj: runc cannot lower a
 // process's oom_score_adj, so every sandbox would fail).
 func containerdConfig(dir, cniConf string) string {
-	return strings.NewReplacer("$DIR", dir, "$CNI", cniConf, "$PAUSE", pauseImage).Replace(`version = 2
+	return strings.NewReplacer("$DIR", dir, "$CNI", cniConf, "$PAUSE", PauseImage).Replace(`version = 2
 root = "$DIR/containerd/root"
 state = "$DIR/containerd/state"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]

@@ -199,5 +199,5 @@ func (n *Node) importPause(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return n.ImportImage(ctx, img, pauseImage)
+	return n.ImportImage(ctx, img, PauseImage)
 }

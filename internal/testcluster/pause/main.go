@@ -3,16 +3,22 @@
 // registry is needed.
 //
 // With $SIGNAL_LOG set it is also a test's child process: it appends "start" to that file, then
-// "hup:<content of $CONFIG_FILE>" on every SIGHUP and "term" on SIGTERM before it exits.
+// "hup:<content of $CONFIG_FILE>" on every SIGHUP and "term" on SIGTERM before it exits. With
+// $EXIT_CODE set it exits at once with that code: an app its config keeps from starting.
 package main
 
 import (
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 )
 
 func main() {
+	if code := os.Getenv("EXIT_CODE"); code != "" {
+		n, _ := strconv.Atoi(code)
+		os.Exit(n)
+	}
 	logFile := os.Getenv("SIGNAL_LOG")
 	record := func(what string) {
 		if logFile == "" {
