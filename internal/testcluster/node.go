@@ -102,7 +102,7 @@ func (c *Cluster) Node(ctx context.Context) (*Node, error) {
 	return n, nil
 }
 
-func (c *Cluster) startNode(ctx context.Context) (n *Node, err error) {
+func (c *Cluster) startNode(ctx context.Context) (_ *Node, err error) {
 	start := time.Now()
 	unlock, err := lockNodeHost()
 	if err != nil {
@@ -124,7 +124,7 @@ func (c *Cluster) startNode(ctx context.Context) (n *Node, err error) {
 		unlock()
 		return nil, err
 	}
-	n = &Node{dir: dir, sock: filepath.Join(dir, "containerd", "containerd.sock"), host: host}
+	n := &Node{dir: dir, sock: filepath.Join(dir, "containerd", "containerd.sock"), host: host}
 	n.stop = unlock
 	defer func() {
 		if err != nil {
@@ -206,7 +206,11 @@ func (n *Node) ctr(ctx context.Context, args ...string) error {
 func (n *Node) startKubelet(ctx context.Context, c *Cluster) error {
 	ip, err := nodeIP()
 	if err != nil {
-		return err
+		// No default route (a machine cut off from every network): an address of its own on
+		// an interface of its own, private to this host, removed at stop.
+		if ip, err = n.dummyIP(); err != nil {
+			return err
+		}
 	}
 	hostname, err := os.Hostname()
 	if err != nil {
@@ -281,6 +285,23 @@ func nodeIP() (string, error) {
 		}
 	}
 	return "", errors.New("a real node needs a non-loopback IPv4 address for kubelet's --node-ip: this machine has no default route")
+}
+
+// dummyIP gives the node an address on an empty bridge of its own (the bridge driver is there,
+// since the pods' network uses it; the dummy driver may not be).
+func (n *Node) dummyIP() (string, error) {
+	const ip = "10.244.78.1"
+	name := n.host.Bridge + "d"
+	n.host.Dummy = name
+	if err := n.host.save(); err != nil {
+		return "", err
+	}
+	for _, args := range [][]string{{"link", "add", name, "type", "bridge"}, {"addr", "add", ip + "/32", "dev", name}, {"link", "set", name, "up"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("no default route, and no interface of its own for kubelet's --node-ip: ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return ip, nil
 }
 
 // shutdown deletes the node's pods, stops kubelet and containerd, and puts the host back.

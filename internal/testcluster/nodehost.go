@@ -33,6 +33,7 @@ var nodeHostPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/lo
 type hostState struct {
 	Dir     string            `json:"dir"`
 	Bridge  string            `json:"bridge"`
+	Dummy   string            `json:"dummy,omitempty"` // an interface made for kubelet's node IP, without a default route
 	Sysctls map[string]string `json:"sysctls"`
 	Created []string          `json:"created"` // host paths and cgroup folders that did not exist before
 }
@@ -65,14 +66,22 @@ func recordHost(dir, bridge string) (*hostState, error) {
 			s.Created = append(s.Created, p)
 		}
 	}
-	b, err := json.Marshal(s)
-	if err != nil {
+	if err := s.save(); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(nodeStatePath, b, 0o644); err != nil {
-		return nil, fmt.Errorf("record the host's state in %s: %w", nodeStatePath, err)
-	}
 	return s, nil
+}
+
+// save writes the record down, before the change it describes.
+func (s *hostState) save() error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(nodeStatePath, b, 0o644); err != nil {
+		return fmt.Errorf("record the host's state in %s: %w", nodeStatePath, err)
+	}
+	return nil
 }
 
 // nodeCgroupDirs are the cgroup folders runc makes for the pods (cgroupfs driver, no per-QoS
@@ -99,9 +108,12 @@ func restoreHost(s *hostState) error {
 	killShims(s.Dir)
 	killCgroupProcs(s.Created)
 	errs = append(errs, unmountUnder(s.Dir))
-	if s.Bridge != "" {
-		if out, err := exec.Command("ip", "link", "del", s.Bridge).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find device") {
-			errs = append(errs, fmt.Errorf("delete bridge %s: %v: %s", s.Bridge, err, out))
+	for _, link := range []string{s.Bridge, s.Dummy} {
+		if link == "" {
+			continue
+		}
+		if out, err := exec.Command("ip", "link", "del", link).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find device") {
+			errs = append(errs, fmt.Errorf("delete interface %s: %v: %s", link, err, out))
 		}
 	}
 	for k, v := range s.Sysctls {
