@@ -104,7 +104,7 @@ func (c *Cluster) Node(ctx context.Context) (*Node, error) {
 
 func (c *Cluster) startNode(ctx context.Context) (_ *Node, err error) {
 	start := time.Now()
-	unlock, err := lockNodeHost()
+	unlock, err := lockNodeHost(c.out)
 	if err != nil {
 		return nil, err
 	}

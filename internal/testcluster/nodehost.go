@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,12 +39,17 @@ type hostState struct {
 	Created []string          `json:"created"` // host paths and cgroup folders that did not exist before
 }
 
-// lockNodeHost takes the host-wide node lock, waiting for another test binary's node to stop.
-func lockNodeHost() (func(), error) {
+// lockNodeHost takes the host-wide node lock, waiting (and saying so on out) while another test
+// binary's node runs.
+func lockNodeHost(out io.Writer) (func(), error) {
 	f, err := os.OpenFile(nodeLockPath, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open the real node's host lock %s: %w", nodeLockPath, err)
 	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+		return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+	}
+	fmt.Fprintf(out, "Waiting for the real node another test binary runs (one per host) to stop\n")
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("take the real node's host lock %s: %w", nodeLockPath, err)
