@@ -55,7 +55,8 @@ const configmapReloadVersion = "v0.15.0"
 var noAPI = []string{"KUBECONFIG=/does/not/exist", "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="}
 
 // bareWatcher is the floor's process (this binary, CONFIGWAVE_BENCH_WATCHER=DIR URL): on each
-// ..data created in DIR it prints the time and POSTs URL on a new connection.
+// ..data created in DIR it prints the time and POSTs URL, on the connection it keeps between
+// requests, as configmap-reload and the reloader keep theirs.
 func bareWatcher(spec string) {
 	dir, url, _ := strings.Cut(spec, " ")
 	w, err := fsnotify.NewWatcher()
@@ -66,7 +67,7 @@ func bareWatcher(spec string) {
 		fmt.Fprintln(os.Stderr, "bare watcher:", err)
 		os.Exit(1)
 	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second}}
 	fmt.Println("start")
 	for ev := range w.Events {
 		if ev.Has(fsnotify.Create) && filepath.Base(ev.Name) == "..data" {
@@ -428,7 +429,7 @@ func (f *Folders) markdown() string {
 	if f.Peer == "" {
 		peer = "configmap-reload (not measured in this run: it could not be built)"
 	}
-	fmt.Fprintf(&b, "\n### Mounted folders (`--volume-dir`, %d isolated swaps)\n\nEach swap is written as kubelet's atomic writer writes it (`..data` swap), 150 ms apart; from the start of the swap to each event. Floor: a bare fsnotify watcher on the same folder, a process of its own as a sidecar is, that sends the reload request on a new connection (the reloader keeps none between reloads, as prometheus-config-reloader) as soon as it sees `..data` created: no read, no comparison, nothing else. Beside it: %s, on its own copy of the same swaps. Target: at most 1.2× the floor.\n\n", f.Swaps, peer)
+	fmt.Fprintf(&b, "\n### Mounted folders (`--volume-dir`, %d isolated swaps)\n\nEach swap is written as kubelet's atomic writer writes it (`..data` swap), 150 ms apart; from the start of the swap to each event. Floor: a bare fsnotify watcher on the same folder, a process of its own as a sidecar is, that sends the reload request on the connection it keeps between requests (as configmap-reload and the reloader keep theirs) as soon as it sees `..data` created: no read, no comparison, nothing else. Beside it: %s, on its own copy of the same swaps. Target: at most 1.2× the floor.\n\n", f.Swaps, peer)
 	b.WriteString(row("event", "median ms", "p90 ms", "max ms", "median / floor"))
 	b.WriteString(row("---", "---", "---", "---", "---"))
 	b.WriteString(row("fsnotify sees `..data`", f2(f.Event.Median), f2(f.Event.P90), f2(f.Event.Max), ratio(f.Event.Median, f.Floor.Median)))

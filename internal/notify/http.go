@@ -56,13 +56,20 @@ type HTTP struct {
 	OnDone func(url string, err error, took time.Duration)
 }
 
+// KeepIdle is how long the connection to the app is kept between reloads: shorter than the
+// idle timeouts apps set (nginx 75 s, Go's servers often 60 s or more), so the app seldom
+// closes it first.
+const KeepIdle = 30 * time.Second
+
 // NewClient is the reload client: no redirects followed (a 302 to a login page is not a
 // reload), no proxy from the environment (HTTP_PROXY is for the app's traffic out of the pod,
-// not for a request to 127.0.0.1 that may carry a token), no connection kept between reloads.
+// not for a request to 127.0.0.1 that may carry a token), and one connection to the app kept
+// between reloads for KeepIdle, as configmap-reload keeps it: a reload then costs no dial.
 // The rest is the standard library's default transport: its dial and TLS handshake timeouts.
 func NewClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.Proxy, t.DisableKeepAlives, t.ForceAttemptHTTP2 = nil, true, false
+	t.Proxy, t.ForceAttemptHTTP2 = nil, false
+	t.MaxIdleConns, t.MaxIdleConnsPerHost, t.IdleConnTimeout = 4, 1, KeepIdle
 	return &http.Client{
 		Transport:     t,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -152,6 +159,12 @@ func (h *HTTP) try(ctx context.Context, method string) (err error) {
 	if err != nil {
 		return err
 	}
+	// The kept connection may have been closed by the app meanwhile. Marked replayable (a nil
+	// Idempotency-Key is never sent), the request is sent again on a new connection by net/http
+	// when the failure came before any byte of an answer, and only then: nothing was sent, or
+	// the app closed the connection without answering. A request the app answered is never
+	// repeated here.
+	req.Header["Idempotency-Key"] = nil
 
 	for k, vs := range h.Header {
 		for _, v := range vs {

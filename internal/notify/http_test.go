@@ -1,14 +1,17 @@
 package notify
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -317,4 +320,58 @@ func TestBasicAuthPartsFromFileAndURL(t *testing.T) {
 	require.Len(t, got, 2)
 	assert.Equal(t, "Basic "+base64.StdEncoding.EncodeToString([]byte("admin:s3cr3t")), got[0])
 	assert.Empty(t, got[1])
+}
+
+// One connection to the app is kept between reloads, as configmap-reload keeps it; a request
+// on it that the app closed without answering is sent again at once on a new connection,
+// within the same try, and a request the app answered is never sent twice.
+func TestHTTPNotifyKeepsItsConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var mu sync.Mutex
+	conns, requests := 0, 0
+	// The app answers every request on a connection with keep-alive, except that it closes the
+	// connection unanswered when the third request comes: as an app that timed the idle
+	// connection out just as the reload arrived.
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns++
+			mu.Unlock()
+			go func(c net.Conn) {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(r)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					mu.Lock()
+					requests++
+					n := requests
+					mu.Unlock()
+					if n == 3 {
+						return
+					}
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+				}
+			}(c)
+		}
+	}()
+	tries := 0
+	h := &HTTP{URL: "http://" + ln.Addr().String() + "/-/reload", Client: NewClient(), OnTry: func(string, int, error) { tries++ }}
+	for i := range 3 {
+		require.NoError(t, h.Notify(context.Background()), "reload %d", i+1)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 3, tries, "each reload one try: the unanswered request was resent within it")
+	assert.Equal(t, 4, requests, "three reloads and the one resent")
+	assert.Equal(t, 2, conns, "one connection kept for the first two reloads, a new one after the app closed it")
 }
