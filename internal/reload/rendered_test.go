@@ -88,3 +88,17 @@ func TestRenderedReadsTheFileTheSetDescribes(t *testing.T) {
 	got, _ = os.ReadFile(out)
 	assert.Equal(t, "v: 3", string(got))
 }
+
+// Without --config-envsubst-file the app reads --config-file as it is: the check runs in that
+// file's own folder, not in the first --watched-dir (InPlace.Dir), so `promtool check config
+// "$CONFIG_DIR/prometheus.yaml"` finds it.
+func TestRenderedWithoutOutputChecksTheConfigFilesFolder(t *testing.T) {
+	watched := t.TempDir()
+	input := filepath.Join(t.TempDir(), "prometheus.yaml")
+	r := &Rendered{InPlace: InPlace{Dir: watched}, Input: input}
+	var dirs []string
+	check := func(dir string) error { dirs = append(dirs, dir); return nil }
+	_, err := r.WriteChecked(map[string]unpack.File{input: {Data: []byte("global: {}")}}, check)
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Dir(input)}, dirs)
+}
