@@ -342,7 +342,8 @@ func TestHelmChartApplies(t *testing.T) {
 		"replicaCount=1":               "podDisruptionBudget.minAvailable is not below replicaCount",
 		"metrics.service.enabled=false,metrics.serviceMonitor.enabled=true":   "metrics.serviceMonitor.enabled scrapes through the metrics Service",
 		"metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true": "would scrape every replica twice: enable one",
-		"installKey.create=false": "installKey.create=false needs installKey.secretName",
+		// values.schema.json requires the name; the template says the same past --skip-schema-validation.
+		"installKey.create=false": "/installKey/secretName",
 	} {
 		args := []string{"template", "x", filepath.Join(root, "charts", "configwave")}
 		for _, s := range strings.Split(set, ",") {
@@ -352,6 +353,9 @@ func TestHelmChartApplies(t *testing.T) {
 		require.Error(t, err, set)
 		assert.Contains(t, err.Error(), want, set)
 	}
+	_, err = helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--skip-schema-validation", "--set", "installKey.create=false")
+	require.Error(t, err, "the template guards the install key past --skip-schema-validation")
+	assert.Contains(t, err.Error(), "installKey.create=false needs installKey.secretName")
 	assert.NotEmpty(t, helmTemplate(t, "replicaCount=1", "podDisruptionBudget.enabled=false", "leaderElection.enabled=false"), "one replica, no PDB, no election")
 	for _, o := range decode(t, helmTemplate(t, "metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.labels=null")) {
 		if o.GetKind() == "ConfigMap" && strings.HasSuffix(o.GetName(), "-dashboard") {
