@@ -106,6 +106,7 @@ func TestStatusReadsWavesOwnFlags(t *testing.T) {
 		d("ns", "custom", map[string]string{"example.com/auto": "true"}),
 		d("ns", "plain", nil),
 		d("skip", "ignored-ns", map[string]string{refs.StakaterAuto: "true"}),
+		d("ns", "csi", map[string]string{refs.StakaterSecretProviderClassReload: "vault-db"}),
 	)
 	names := func(args ...string) []string {
 		var o statusOptions
@@ -125,5 +126,7 @@ func TestStatusReadsWavesOwnFlags(t *testing.T) {
 	assert.Equal(t, []string{"custom:" + string(outcome.NotRecorded)}, names("--auto-annotation=example.com/auto"),
 		"read under the name given, and only under it")
 	assert.Equal(t, []string{"ignored-ns:" + string(outcome.FilteredOut)}, names("--namespaces-to-ignore=skip"))
-	assert.Len(t, names("--auto-reload-all"), 3, "every workload follows its config with --auto-reload-all")
+	assert.Len(t, names("--auto-reload-all"), 4, "every workload follows its config with --auto-reload-all")
+	assert.Equal(t, []string{"csi:" + string(outcome.NotRecorded), "ignored-ns:" + string(outcome.NotRecorded)}, names("--enable-csi-integration=true"),
+		"Reloader's SecretProviderClass annotation counts only with --enable-csi-integration, as wave runs it")
 }
