@@ -94,8 +94,8 @@ func k8sSidecarArgs(getenv func(string) string) (args, notes []string, ok bool, 
 		args = append(args, "--unique-filenames")
 	}
 	if v := strings.TrimSpace(getenv("DEFAULT_FILE_MODE")); v != "" {
-		// Python's int(v, 8), as k8s-sidecar reads it: 644, 0644, 0o644 and 6_44 alike.
-		v = strings.TrimPrefix(strings.TrimPrefix(strings.ReplaceAll(v, "_", ""), "0o"), "0")
+		// Python's int(v, 8), as k8s-sidecar reads it: 644, 0644, 0o644, 0O644 and 6_44 alike.
+		v = strings.TrimPrefix(strings.TrimPrefix(strings.ReplaceAll(strings.ToLower(v), "_", ""), "0o"), "0")
 		args = append(args, "--file-mode=0"+v, "--secret-file-mode=0"+v)
 	} else {
 		// k8s-sidecar writes a Secret's keys as any file, 0666 under the usual umask 022.

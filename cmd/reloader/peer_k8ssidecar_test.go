@@ -47,6 +47,8 @@ func TestK8sSidecarArgs(t *testing.T) {
 				"FOLDER_ANNOTATION": "grafana_folder", "LOG_FORMAT": "LOGFMT", "LOG_LEVEL": "DEBUG", "METHOD": "LIST", "HEALTH_PORT": "9999", "HEALTH_HOST": "::"},
 			want: []string{"--selector=dash", "--configroot=/d", "--folder-annotation=grafana_folder", "--all-namespaces", "--once", "--unique-filenames",
 				"--file-mode=0440", "--secret-file-mode=0440", "--listen-address=[::]:9999", "--log-level=debug"}},
+		{name: "DEFAULT_FILE_MODE in Python's other octal spellings, as int(v, 8) reads them", env: map[string]string{"LABEL": "x", "FOLDER": "/d", "DEFAULT_FILE_MODE": "0O6_40"},
+			want: []string{"--selector=x", "--configroot=/d", "--file-mode=0640", "--secret-file-mode=0640", "--listen-address=:8080", "--log-format=json"}},
 		{name: "a namespace list; GET by default; credentials from files; a payload only with POST; retries and timeout; no first request",
 			env: map[string]string{"LABEL": "x", "FOLDER": "/d", "NAMESPACE": "a,b", "REQ_URL": "http://127.0.0.1:3000/r", "REQ_PAYLOAD": "{}",
 				"REQ_USERNAME": "ignored", "REQ_USERNAME_FILE": "/s/user", "REQ_PASSWORD_FILE": "/s/pw", "REQ_TIMEOUT": "2.5", "REQ_RETRY_TOTAL": "3", "REQ_SKIP_INIT": "true"},
