@@ -140,7 +140,29 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	for name, args := range map[string][]string{
+	for name, args := range c.controllerArgs(bins, stages) {
+		if err := c.startComponent(name, args...); err != nil {
+			return nil, err
+		}
+	}
+	client, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	if err := createNode(ctx, client); err != nil {
+		return nil, err
+	}
+	if err := c.waitSchedulable(ctx, client); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "Control plane ready at https://127.0.0.1:%d in %s (kubeconfig %s, logs %s)\n",
+		c.apiPort, time.Since(start).Round(time.Millisecond), c.kubeconfig, c.logDir)
+	return c, nil
+}
+
+// controllerArgs are the command lines of kube-controller-manager, kube-scheduler and kwok.
+func (c *Cluster) controllerArgs(bins Binaries, stages string) map[string][]string {
+	return map[string][]string{
 		"kube-controller-manager": {
 			"--kubeconfig", c.kubeconfig, "--controllers", strings.Join(controllers, ","),
 			"--leader-elect=false", "--secure-port=0",
@@ -169,24 +191,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			// for the rollouts of Deployments created before that mark.
 			"--node-lease-duration-seconds=40",
 		},
-	} {
-		if err := c.startComponent(name, args...); err != nil {
-			return nil, err
-		}
 	}
-	client, err := kubernetes.NewForConfig(c.Config())
-	if err != nil {
-		return nil, fmt.Errorf("admin client: %w", err)
-	}
-	if err := createNode(ctx, client); err != nil {
-		return nil, err
-	}
-	if err := c.waitSchedulable(ctx, client); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(out, "Control plane ready at https://127.0.0.1:%d in %s (kubeconfig %s, logs %s)\n",
-		c.apiPort, time.Since(start).Round(time.Millisecond), c.kubeconfig, c.logDir)
-	return c, nil
 }
 
 // Config returns a fresh admin client configuration; callers may change their copy.
