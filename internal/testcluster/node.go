@@ -25,12 +25,12 @@ import (
 // volumes, probes them and signals them. One runs per host at a time (kubelet and containerd
 // use fixed host paths); a cluster starts it on demand and stops it first when it stops.
 type Node struct {
-	Name  string
-	dir   string
-	sock  string
-	host  *hostState
-	stop  func()
-	procs []*process
+	Name   string
+	dir    string
+	sock   string
+	host   *hostState
+	unlock func() // releases the host-wide node lock
+	procs  []*process
 }
 
 // RealNodeTaint is the key of the real node's label and NoSchedule taint.
@@ -125,7 +125,7 @@ func (c *Cluster) startNode(ctx context.Context) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{dir: dir, sock: filepath.Join(dir, "containerd", "containerd.sock"), host: host}
-	n.stop = unlock
+	n.unlock = unlock
 	defer func() {
 		if err != nil {
 			n.shutdown(context.Background(), nil)
@@ -317,8 +317,8 @@ func (n *Node) shutdown(ctx context.Context, client kubernetes.Interface) error 
 	if client != nil && n.Name != "" {
 		_ = client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
 	}
-	if n.stop != nil {
-		n.stop()
+	if n.unlock != nil {
+		n.unlock()
 	}
 	return errors.Join(errs...)
 }

@@ -50,7 +50,7 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 	for _, p := range n.procs {
 		p.kill()
 	}
-	n.stop()
+	n.unlock()
 	c.nodeMu.Lock()
 	c.node = nil
 	c.nodeMu.Unlock()
