@@ -24,7 +24,6 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	before := hostSnapshot(t)
 	c := ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -69,23 +68,17 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 	assert.Empty(t, mountsUnder(n2.dir))
 	assert.NoDirExists(t, n2.dir)
 	assert.NoFileExists(t, nodeStatePath)
-	assert.Equal(t, before, hostSnapshot(t), "the host is as it was before either node")
-}
-
-// hostSnapshot is what a node may change on the host: its sysctls and which of kubelet's and
-// containerd's fixed folders and the pods' cgroups exist.
-func hostSnapshot(t *testing.T) map[string]string {
-	out := map[string]string{}
-	for _, k := range nodeSysctls {
+	// As the first node found the host once it held the lock (another test binary's node may
+	// have run until then): its sysctls, and none of the folders it found missing.
+	for k, v := range n.host.Sysctls {
 		b, err := os.ReadFile("/proc/sys/" + k)
 		require.NoError(t, err)
-		out[k] = strings.TrimSpace(string(b))
+		assert.Equal(t, v, strings.TrimSpace(string(b)), "sysctl %s restored", k)
 	}
-	for _, p := range append(nodeHostPaths, nodeCgroupDirs()...) {
+	for _, p := range n.host.Created {
 		_, err := os.Lstat(p)
-		out[p] = map[bool]string{true: "exists", false: "absent"}[err == nil]
+		assert.True(t, os.IsNotExist(err), "%s, made by the nodes, is removed", p)
 	}
-	return out
 }
 
 func mountsUnder(dir string) []string {
