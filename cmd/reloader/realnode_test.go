@@ -77,7 +77,7 @@ func TestAPIModeSubprocessOnARealNode(t *testing.T) {
 	require.NoError(t, err)
 	signals := func() string { b, _ := os.ReadFile(filepath.Join(out, "signals")); return string(b) }
 	if !assert.Eventually(t, func() bool { return signals() == "start\n" }, time.Minute, tick, "the child never started after the first unpack") {
-		t.Fatalf("pod: %s; the child's record: %q", podSummary(t, ns, "app"), signals())
+		t.Fatalf("pod: %s; the child's record: %q", testcluster.DescribePods(ctx(t), adminClient(t), ns), signals())
 	}
 
 	patchData(t, client, ns, "app-config", `{"data":{"app.yaml":"v2"}}`)
@@ -92,26 +92,4 @@ func TestAPIModeSubprocessOnARealNode(t *testing.T) {
 	}, time.Duration(grace-5)*time.Second, tick, "the pod did not end before its grace period ran out")
 	t.Logf("pod deletion → pod gone: %s (grace period %d s)", time.Since(deleted).Round(time.Millisecond), grace)
 	assert.True(t, strings.HasSuffix(signals(), "term\n"), "kubelet's SIGTERM reached the child: %q", signals())
-}
-
-// podSummary is the pod's phase and containers' states, for a failure message.
-func podSummary(t *testing.T, ns, name string) string {
-	p, err := adminClient(t).CoreV1().Pods(ns).Get(ctx(t), name, metav1.GetOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	b.WriteString(string(p.Status.Phase))
-	for _, s := range p.Status.ContainerStatuses {
-		b.WriteString("; " + s.Name + ": ")
-		switch {
-		case s.State.Waiting != nil:
-			b.WriteString(s.State.Waiting.Reason + " " + s.State.Waiting.Message)
-		case s.State.Terminated != nil:
-			b.WriteString(s.State.Terminated.Reason + " " + s.State.Terminated.Message)
-		case s.State.Running != nil:
-			b.WriteString("running")
-		}
-	}
-	return b.String()
 }

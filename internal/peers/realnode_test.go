@@ -3,7 +3,6 @@ package peers
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -88,7 +87,7 @@ func TestPrometheusChartOnARealNode(t *testing.T) {
 		return pod.Spec.NodeName == node.Name && ready(pod, "prometheus-server-configmap-reload")
 	}, 2*time.Minute, 200*time.Millisecond, "the pod did not start on the real node with the reloader ready (the chart's probes)")
 	if !started {
-		t.Fatal(podState(ctx, client, ns))
+		t.Fatal(testcluster.DescribePods(ctx, client, ns))
 	}
 	prom := "http://" + pod.Status.PodIP + ":9090"
 	require.Eventually(t, func() bool { return get(prom+"/-/ready") != "" }, time.Minute, 200*time.Millisecond, "Prometheus never became ready")
@@ -144,26 +143,6 @@ func ready(p corev1.Pod, container string) bool {
 		}
 	}
 	return false
-}
-
-// podState says where the test's pods are, for a failure message.
-func podState(ctx context.Context, client kubernetes.Interface, ns string) string {
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	for _, p := range pods.Items {
-		fmt.Fprintf(&b, "\npod %s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
-		for _, s := range p.Status.ContainerStatuses {
-			fmt.Fprintf(&b, "; %s ready=%t %+v", s.Name, s.Ready, s.State)
-		}
-	}
-	events, _ := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-	for _, e := range events.Items {
-		fmt.Fprintf(&b, "\nevent %s %s: %s", e.InvolvedObject.Name, e.Reason, e.Message)
-	}
-	return b.String()
 }
 
 // get returns the body of a 200 answer, or "".

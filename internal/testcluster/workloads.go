@@ -159,3 +159,32 @@ func ChangesAcross(t testing.TB, client kubernetes.Interface, interval time.Dura
 	time.Sleep(time.Second) // changes after the recovery
 	return stop()
 }
+
+// DescribePods says where the pods of ns are (node, phase, each container's state) and lists
+// the namespace's Events, for a test's failure message.
+func DescribePods(ctx context.Context, client kubernetes.Interface, ns string) string {
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "\npod %s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, s := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "; %s ready=%t", s.Name, s.Ready)
+			switch {
+			case s.State.Waiting != nil:
+				fmt.Fprintf(&b, " waiting: %s %s", s.State.Waiting.Reason, s.State.Waiting.Message)
+			case s.State.Terminated != nil:
+				fmt.Fprintf(&b, " terminated: %s (exit %d)", s.State.Terminated.Reason, s.State.Terminated.ExitCode)
+			case s.State.Running != nil:
+				b.WriteString(" running")
+			}
+		}
+	}
+	events, _ := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	for _, e := range events.Items {
+		fmt.Fprintf(&b, "\nevent %s %s: %s", e.InvolvedObject.Name, e.Reason, e.Message)
+	}
+	return b.String()
+}
