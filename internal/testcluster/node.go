@@ -324,8 +324,16 @@ func (n *Node) shutdown(ctx context.Context, client kubernetes.Interface) error 
 }
 
 // deletePods deletes every pod on the node and waits for kubelet to stop them, so that their
-// containers end through kubelet and containerd rather than being killed afterwards.
+// containers end through kubelet and containerd rather than being killed afterwards. A
+// NoExecute taint no pod tolerates comes first: without it a workload still in the cluster
+// (the demo's, or one a test left) would have its pods made again on the node as fast as they
+// go.
 func (n *Node) deletePods(ctx context.Context, client kubernetes.Interface) error {
+	stopping := `{"spec":{"unschedulable":true,"taints":[{"key":"` + RealNodeTaint + `","value":"true","effect":"NoSchedule"},` +
+		`{"key":"` + RealNodeTaint + `-stopping","value":"true","effect":"NoExecute"}]}}`
+	if _, err := client.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, []byte(stopping), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("taint the real node %s before its pods are deleted: %w", n.Name, err)
+	}
 	sel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name}
 	pods, err := client.CoreV1().Pods("").List(ctx, sel)
 	if err != nil {
@@ -338,4 +346,10 @@ func (n *Node) deletePods(ctx context.Context, client kubernetes.Interface) erro
 		pods, err := client.CoreV1().Pods("").List(ctx, sel)
 		return err == nil && len(pods.Items) == 0, nil
 	})
+}
+
+// PodVolumeDir is where kubelet keeps the files of a pod's ConfigMap volume on the host: the
+// folder its atomic writer swaps, as the pod's containers see it.
+func (n *Node) PodVolumeDir(pod types.UID, volume string) string {
+	return filepath.Join(n.dir, "kubelet", "root", "pods", string(pod), "volumes", "kubernetes.io~configmap", volume)
 }

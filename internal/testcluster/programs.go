@@ -1,6 +1,7 @@
 package testcluster
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -11,14 +12,23 @@ import (
 // it fails instead, because CI installs every program the tests use (.ci/run).
 func NeedProgram(t testing.TB, name, debianPackage string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
+	path, err := LookProgram(name, debianPackage)
 	if err == nil {
 		return path
 	}
-	msg := name + " is not on PATH: install Debian's " + debianPackage + " package (.ci/run does) to run this test"
+	msg := err.Error() + " to run this test"
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
 	return ""
+}
+
+// LookProgram returns the path of a program, or an error that says which package has it.
+func LookProgram(name, debianPackage string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s is not on PATH: install Debian's %s package (.ci/run does)", name, debianPackage)
+	}
+	return path, nil
 }

@@ -79,30 +79,38 @@ func Layout(t testing.TB) string {
 			layoutErr = err
 			return
 		}
-		root, err := repoRoot()
-		if err != nil {
-			layoutErr = err
-			return
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
-		p := ociimage.Platform{OS: "linux", Arch: runtime.GOARCH, Binaries: map[string]string{}}
-		for _, b := range ociimage.Binaries {
-			dest := filepath.Join(dir, "bin", b)
-			if err := gobuild.Binary(ctx, gobuild.Target{Root: root, OS: p.OS, Arch: p.Arch, Version: Version}, b, dest); err != nil {
-				layoutErr = err
-				return
-			}
-			p.Binaries[b] = dest
-		}
-		layoutDir = filepath.Join(dir, "layout")
-		build := ociimage.Build{Platforms: []ociimage.Platform{p}, Version: Version, Revision: gobuild.Revision(ctx, root), Created: gobuild.CommitTime(ctx, root)}
-		layoutErr = build.WriteLayout(layoutDir)
+		layoutDir, layoutErr = WriteLayout(ctx, dir)
 	})
 	if layoutErr != nil {
 		t.Fatalf("build the images: %v", layoutErr)
 	}
 	return layoutDir
+}
+
+// WriteLayout builds the binaries under dir/bin and the images for this machine's platform as
+// an OCI layout under dir/layout, whose folder it returns: for a program that is not a test
+// (`make demo`), which keeps the layout as long as it needs it.
+func WriteLayout(ctx context.Context, dir string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	p := ociimage.Platform{OS: "linux", Arch: runtime.GOARCH, Binaries: map[string]string{}}
+	for _, b := range ociimage.Binaries {
+		dest := filepath.Join(dir, "bin", b)
+		if err := gobuild.Binary(ctx, gobuild.Target{Root: root, OS: p.OS, Arch: p.Arch, Version: Version}, b, dest); err != nil {
+			return "", err
+		}
+		p.Binaries[b] = dest
+	}
+	layout := filepath.Join(dir, "layout")
+	build := ociimage.Build{Platforms: []ociimage.Platform{p}, Version: Version, Revision: gobuild.Revision(ctx, root), Created: gobuild.CommitTime(ctx, root)}
+	if err := build.WriteLayout(layout); err != nil {
+		return "", err
+	}
+	return layout, nil
 }
 
 // repoRoot is the folder of the module's go.mod.
