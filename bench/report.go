@@ -80,6 +80,7 @@ type report struct {
 	Footprint   *Footprint    `json:"sidecar_footprint"`
 	Folders     *Folders      `json:"reloader_folders"`
 	RuleFiles   *RuleFiles    `json:"reloader_rule_files,omitempty"`
+	RealPods    *RealPods     `json:"reloader_real_pods,omitempty"`
 	WaveLatency []WaveLatency `json:"wave_latency"`
 	Shared      *Shared       `json:"wave_shared_configmap"`
 	Coalescing  *Coalescing   `json:"wave_coalescing"`
@@ -213,6 +214,9 @@ func (r *report) markdown() string {
 	}
 	if f := r.RuleFiles; f != nil {
 		b.WriteString(f.markdown())
+	}
+	if p := r.RealPods; p != nil {
+		b.WriteString(p.markdown())
 	}
 	if len(r.WaveLatency) > 0 {
 		b.WriteString("\n### Wave trigger latency\n\nConfigMap PATCH sent → the Deployment's template annotation changed (seen on a watch). Each Deployment reads its own ConfigMap; 0 replicas. Floor: the watch event on the ConfigMap plus one PATCH round trip.\n\n")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,8 +17,9 @@ import (
 	"github.com/configwave/configwave/internal/testpod"
 )
 
-// On a real node, from our image: API mode with the service-account token kubelet mounts and
-// only the Role config/reloader-rbac ships, subprocess mode as the container's entrypoint. A
+// On a real node, from our image: API mode with the service-account token kubelet mounts, the
+// kubernetes Service kubelet names in the pod's environment, and only the Role
+// config/reloader-rbac ships, subprocess mode as the container's entrypoint. A
 // ConfigMap change is unpacked and then signalled to the child; deleting the pod sends kubelet's
 // SIGTERM to the reloader, which forwards it to the child, and the pod ends long before its
 // grace period would have it killed.
@@ -37,8 +37,6 @@ func TestAPIModeSubprocessOnARealNode(t *testing.T) {
 
 	out := t.TempDir()
 	require.NoError(t, os.Chmod(out, 0o777)) // the image's user, 65532, writes the child's record
-	api, err := url.Parse(c.Config().Host)
-	require.NoError(t, err)
 	file := corev1.HostPathFile
 	grace := int64(30)
 	pod := &corev1.Pod{
@@ -48,17 +46,12 @@ func TestAPIModeSubprocessOnARealNode(t *testing.T) {
 			Tolerations:                   []corev1.Toleration{{Key: testcluster.RealNodeTaint, Operator: corev1.TolerationOpExists}},
 			ServiceAccountName:            "configwave-reloader",
 			TerminationGracePeriodSeconds: &grace,
-			// The API server listens on loopback and no kube-proxy runs here: the pod uses the
-			// host's network and is told where the API is, as the kubernetes Service would.
-			HostNetwork: true,
 			Containers: []corev1.Container{{
 				Name:            "app",
 				Image:           image,
 				ImagePullPolicy: corev1.PullNever,
 				Args:            []string{"--configmap=app-config", "--configroot=/config", "--", "/child/app"},
 				Env: []corev1.EnvVar{
-					{Name: "KUBERNETES_SERVICE_HOST", Value: api.Hostname()},
-					{Name: "KUBERNETES_SERVICE_PORT", Value: api.Port()},
 					{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 					{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 					{Name: "SIGNAL_LOG", Value: "/out/signals"},

@@ -38,6 +38,7 @@ type Results struct {
 	Burst       *Burst           `json:"reloader_burst"`
 	Footprint   *Footprint       `json:"sidecar_footprint"`
 	Folders     *Folders         `json:"reloader_folders"`
+	RealPods    *RealPods        `json:"reloader_real_pods"`
 	WaveLatency []WaveLatencyRun `json:"wave_latency"`
 	Shared      *Shared          `json:"wave_shared_configmap"`
 	Coalescing  *Coalescing      `json:"wave_coalescing"`
@@ -77,6 +78,20 @@ type Folders struct {
 	BurstConfigmapReload int     `json:"burst_configmap_reload_reloads"`
 	IdleRSS              float64 `json:"idle_rss_mib"`
 	ConfigmapReloadRSS   float64 `json:"configmap_reload_idle_rss_mib"`
+}
+
+type RealPods struct {
+	LeftOut              string `json:"left_out"`
+	Kubelet              Stats  `json:"kubelet_file_update"`
+	Reloader             Stats  `json:"reloader_served"`
+	ReloaderShare        Stats  `json:"reloader_served_after_file"`
+	ConfigmapReloadKub   Stats  `json:"configmap_reload_kubelet_file_update"`
+	ConfigmapReload      Stats  `json:"configmap_reload_served"`
+	ConfigmapReloadShare Stats  `json:"configmap_reload_served_after_file"`
+	API                  Stats  `json:"api_mode_served"`
+	DefaultChanges       int    `json:"default_sync_changes"`
+	DefaultReloader      Stats  `json:"default_sync_reloader_served"`
+	DefaultAPI           Stats  `json:"default_sync_api_mode_served"`
 }
 
 type WaveLatencyRun struct {
@@ -179,6 +194,20 @@ func Markdown(r Results) string {
 		row(fmt.Sprintf("reloader `--volume-dir`: %d swaps in %.0f ms", f.BurstSwaps, f.BurstSpread),
 			fmt.Sprintf("%d requests, the last with the final content, %s after the last swap", f.BurstReloads, ms(f.BurstFinal)), fmt.Sprintf("configmap-reload: %d requests", f.BurstConfigmapReload))
 		row("reloader `--volume-dir`: idle", mib(f.IdleRSS)+" RSS", "configmap-reload "+mib(f.ConfigmapReloadRSS))
+	}
+	if p := r.RealPods; p != nil && p.LeftOut == "" {
+		peer := ""
+		if p.ConfigmapReload.N > 0 {
+			peer = fmt.Sprintf("; configmap-reload %s, %s after kubelet's file (%s) in its pod", ms(p.ConfigmapReload.Median), ms(p.ConfigmapReloadShare.Median), ms(p.ConfigmapReloadKub.Median))
+		}
+		row("real pod, kubelet's sync period 1 s: ConfigMap patch → Prometheus serves it, our sidecar on the mounted folder",
+			fmt.Sprintf("%s, %s after kubelet's file", ms(p.Reloader.Median), ms(p.ReloaderShare.Median)),
+			fmt.Sprintf("kubelet's update of the file in that pod, %s%s", ms(p.Kubelet.Median), peer))
+		row("real pod: the same through the API (`--configmap`)", ms(p.API.Median), "")
+		if p.DefaultChanges > 0 {
+			row("real pod, kubelet's default sync period (1 minute): the same, sidecar on the mounted folder",
+				fmt.Sprintf("%.1f s", p.DefaultReloader.Median/1000), fmt.Sprintf("through the API: %s", ms(p.DefaultAPI.Median)))
+		}
 	}
 	if n := len(r.WaveLatency); n > 0 {
 		w := r.WaveLatency[n-1] // the largest scale measured

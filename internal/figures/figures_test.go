@@ -53,6 +53,15 @@ func TestMarkdown(t *testing.T) {
 	assert.Contains(t, out, "| 10.0 ms | a bare watch on the same ConfigMap, 8.0 ms: 1.25× |")
 	assert.Contains(t, out, "| 9.0 ms | 1.12× the bare watch |")
 	assert.NotContains(t, out, "wave:", "no wave figure without wave's measurements")
+
+	r.RealPods = &RealPods{LeftOut: "a real node needs root"}
+	assert.NotContains(t, Markdown(r), "real pod", "a step left out quotes nothing")
+	r.RealPods = &RealPods{Kubelet: Stats{Median: 900}, Reloader: Stats{Median: 907}, ReloaderShare: Stats{Median: 7},
+		ConfigmapReloadKub: Stats{Median: 901}, ConfigmapReload: Stats{N: 5, Median: 906}, ConfigmapReloadShare: Stats{Median: 6}, API: Stats{Median: 18},
+		DefaultChanges: 5, DefaultReloader: Stats{Median: 71740}, DefaultAPI: Stats{Median: 20}}
+	out = Markdown(r)
+	assert.Contains(t, out, "| 907.0 ms, 7.0 ms after kubelet's file | kubelet's update of the file in that pod, 900.0 ms; configmap-reload 906.0 ms, 6.0 ms after kubelet's file (901.0 ms) in its pod |")
+	assert.Contains(t, out, "| 71.7 s | through the API: 20.0 ms |")
 }
 
 func TestRewrite(t *testing.T) {

@@ -131,6 +131,13 @@ func deleteNamespace(t *testing.T, client kubernetes.Interface, ns string) {
 // annotations say, in a namespace of the test's own; kube-controller-manager and kwok run it.
 func appWithConfig(t *testing.T, client kubernetes.Interface, annotations map[string]string) (ns string, d *appsv1.Deployment) {
 	t.Helper()
+	return appWithConfigImage(t, client, annotations, "")
+}
+
+// appWithConfigImage is appWithConfig with the app's image (a real node's pods must have one
+// the node holds); "" keeps kwok's.
+func appWithConfigImage(t *testing.T, client kubernetes.Interface, annotations map[string]string, image string) (ns string, d *appsv1.Deployment) {
+	t.Helper()
 	ns = testcluster.Namespace(t, client)
 	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-config"},
 		Data: map[string]string{"LEVEL": "info"}}, metav1.CreateOptions{})
@@ -138,6 +145,10 @@ func appWithConfig(t *testing.T, client kubernetes.Interface, annotations map[st
 	d = testcluster.Deployment(ns, "app", 2)
 	d.Annotations = annotations
 	d.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}}}}
+	if image != "" {
+		d.Spec.Template.Spec.Containers[0].Image = image
+		d.Spec.Template.Spec.Containers[0].ImagePullPolicy = corev1.PullNever
+	}
 	d, err = client.AppsV1().Deployments(ns).Create(ctx(t), d, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "app", time.Minute))
@@ -147,13 +158,13 @@ func appWithConfig(t *testing.T, client kubernetes.Interface, annotations map[st
 // rolledBy changes the app's ConfigMap once wave has taken the Deployment in (its inputs
 // record written: a change before that is adopted, as a first sight is), and waits until the
 // Deployment has rolled out new pods: a second ReplicaSet, complete, and only its pods running.
-func rolledBy(t *testing.T, client kubernetes.Interface, ns string, wave *testcluster.Process) {
+func rolledBy(t *testing.T, client kubernetes.Interface, ns string, waveLog func() string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(ctx(t), 100*time.Millisecond, eventually, true, func(c context.Context) (bool, error) {
 		d, err := client.AppsV1().Deployments(ns).Get(c, "app", metav1.GetOptions{})
 		return err == nil && d.Annotations["configwave.io/config-inputs"] != "", nil
 	})
-	require.NoError(t, err, "wave never took the Deployment in; its log:\n%s", wave.Log())
+	require.NoError(t, err, "wave never took the Deployment in; its log:\n%s", waveLog())
 	_, err = client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "app-config", "application/merge-patch+json", []byte(`{"data":{"LEVEL":"debug"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	var sets []appsv1.ReplicaSet
@@ -165,7 +176,7 @@ func rolledBy(t *testing.T, client kubernetes.Interface, ns string, wave *testcl
 		sets, err = testcluster.ReplicaSets(c, client, d)
 		return err == nil && len(sets) == 2, nil
 	})
-	require.NoError(t, err, "the Deployment was not rolled after its ConfigMap changed; wave's log:\n%s", wave.Log())
+	require.NoError(t, err, "the Deployment was not rolled after its ConfigMap changed; wave's log:\n%s", waveLog())
 	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "app", time.Minute))
 	pods, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{LabelSelector: "app=app"})
 	require.NoError(t, err)

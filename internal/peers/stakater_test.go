@@ -39,7 +39,7 @@ func TestStakaterReloaderChart(t *testing.T) {
 	assert.Contains(t, detail, "wave may list deployments.apps but not watch them in every namespace", "what the chart's RBAC lacks, said")
 	assert.Contains(t, c.Log(), "the install key lives in a ConfigMap", "kept keyed without create on Secrets")
 
-	rolledBy(t, client, ns, c)
+	rolledBy(t, client, ns, c.Log)
 	_, metrics := pod.Netns.Get("127.0.0.1:9090", "/metrics")
 	assert.Contains(t, metrics, `reloader_reload_executed_total{success="true"} 1`)
 	_, err = client.CoreV1().ConfigMaps("reloader").Get(ctx(t), "configwave-install-key", metav1.GetOptions{})

@@ -36,7 +36,7 @@ func TestWaveChart(t *testing.T) {
 	assert.Contains(t, detail, "wave may not list cronjobs.batch in every namespace", "what the chart's RBAC lacks, said")
 	assert.Contains(t, c.Log(), "the install key lives in a Lease", "kept keyed without create on Secrets")
 
-	rolledBy(t, client, ns, c)
+	rolledBy(t, client, ns, c.Log)
 	_, err = client.CoordinationV1().Leases("wave").Get(ctx(t), "configwave-install-key", metav1.GetOptions{})
 	assert.NoError(t, err, "the install key, in the chart's namespace")
 	assert.False(t, c.Exited(), c.Log())

@@ -254,7 +254,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-account-key-file", c.pki.SAPub,
 		"--service-account-signing-key-file", c.pki.SAKey,
-		"--service-cluster-ip-range", "10.0.0.0/24",
+		"--service-cluster-ip-range", serviceCIDR,
 		"--endpoint-reconciler-type", "none",
 		"--cert-dir", filepath.Join(c.dir, "apiserver-certs"),
 	); err != nil {

@@ -29,6 +29,8 @@ type Node struct {
 	dir    string
 	sock   string
 	host   *hostState
+	opts   NodeOptions
+	relay  *apiRelay
 	unlock func() // releases the host-wide node lock
 	procs  []*process
 }
@@ -84,6 +86,13 @@ func CanRunNode() error {
 	return nil
 }
 
+// NodeOptions change how the real node runs.
+type NodeOptions struct {
+	// DefaultSyncPeriod runs kubelet at its own default sync period (1 minute) instead of 1 s:
+	// mounted ConfigMaps then change as late as on users' nodes.
+	DefaultSyncPeriod bool
+}
+
 // Node starts the cluster's real node, once, and returns it. Later calls return the same node.
 func (c *Cluster) Node(ctx context.Context) (*Node, error) {
 	c.nodeMu.Lock()
@@ -91,10 +100,23 @@ func (c *Cluster) Node(ctx context.Context) (*Node, error) {
 	if c.node != nil {
 		return c.node, nil
 	}
+	return c.nodeLocked(ctx, NodeOptions{})
+}
+
+// RestartNode stops the real node, if one runs (its pods are deleted first), and starts it
+// again with o. Pods for the new node must be created again.
+func (c *Cluster) RestartNode(ctx context.Context, o NodeOptions) (*Node, error) {
+	c.stopNode()
+	c.nodeMu.Lock()
+	defer c.nodeMu.Unlock()
+	return c.nodeLocked(ctx, o)
+}
+
+func (c *Cluster) nodeLocked(ctx context.Context, o NodeOptions) (*Node, error) {
 	if err := CanRunNode(); err != nil {
 		return nil, err
 	}
-	n, err := c.startNode(ctx)
+	n, err := c.startNode(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +124,7 @@ func (c *Cluster) Node(ctx context.Context) (*Node, error) {
 	return n, nil
 }
 
-func (c *Cluster) startNode(ctx context.Context) (_ *Node, err error) {
+func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (_ *Node, err error) {
 	start := time.Now()
 	unlock, err := lockNodeHost(c.out)
 	if err != nil {
@@ -124,7 +146,7 @@ func (c *Cluster) startNode(ctx context.Context) (_ *Node, err error) {
 		unlock()
 		return nil, err
 	}
-	n := &Node{dir: dir, sock: filepath.Join(dir, "containerd", "containerd.sock"), host: host}
+	n := &Node{dir: dir, sock: filepath.Join(dir, "containerd", "containerd.sock"), host: host, opts: o}
 	n.unlock = unlock
 	defer func() {
 		if err != nil {
@@ -132,6 +154,9 @@ func (c *Cluster) startNode(ctx context.Context) (_ *Node, err error) {
 		}
 	}()
 	if err := n.writeConfig(); err != nil {
+		return nil, err
+	}
+	if err := n.relayAPI(fmt.Sprintf("127.0.0.1:%d", c.apiPort)); err != nil {
 		return nil, err
 	}
 	if err := n.startContainerd(ctx, c.logDir); err != nil {
@@ -162,7 +187,7 @@ func (n *Node) writeConfig() error {
 	files := map[string]string{
 		"containerd/config.toml":           containerdConfig(n.dir, filepath.Join(n.dir, "cni", "net.d")),
 		"cni/net.d/10-configwave.conflist": cniConfig(n.dir, n.host.Bridge, "10.244.77.0/24"),
-		"kubelet/config.yaml":              kubeletConfig(n.dir, ports[0], ports[1]),
+		"kubelet/config.yaml":              kubeletConfig(n.dir, ports[0], ports[1], n.opts.DefaultSyncPeriod),
 	}
 	for name, content := range files {
 		path := filepath.Join(n.dir, name)
@@ -312,6 +337,9 @@ func (n *Node) shutdown(ctx context.Context, client kubernetes.Interface) error 
 	}
 	for i := len(n.procs) - 1; i >= 0; i-- { // kubelet, then containerd
 		n.procs[i].stop(10 * time.Second)
+	}
+	if n.relay != nil {
+		errs = append(errs, n.relay.stop())
 	}
 	errs = append(errs, restoreHost(n.host))
 	if client != nil && n.Name != "" {

@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -45,10 +46,12 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 		return err == nil && p.Status.Phase == corev1.PodRunning
 	}, time.Minute, 100*time.Millisecond, "the pod never ran")
 
-	// The run dies: kubelet and containerd are killed, the lock goes with the process.
+	// The run dies: kubelet and containerd are killed; the lock and the API relay's socket go
+	// with the process.
 	for _, p := range n.procs {
 		p.kill()
 	}
+	require.NoError(t, n.relay.stop())
 	n.unlock()
 	c.nodeMu.Lock()
 	c.node = nil
@@ -65,6 +68,10 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 	assert.NoDirExists(t, n.dir)
 
 	c.stopNode()
+	for _, link := range []string{n2.host.Bridge, n2.host.Service} {
+		_, err := net.InterfaceByName(link)
+		assert.Error(t, err, "interface %s is removed", link)
+	}
 	assert.Empty(t, mountsUnder(n2.dir))
 	assert.NoDirExists(t, n2.dir)
 	assert.NoFileExists(t, nodeStatePath)

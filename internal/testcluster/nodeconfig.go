@@ -81,9 +81,14 @@ func cniConfig(dir, bridge, subnet string) string {
 // kubeletConfig serves kubelet on loopback only, without authentication (the API server reaches
 // it there for logs and exec), on cgroupfs without per-QoS cgroups (no systemd; a cgroup v1
 // host is accepted), with eviction thresholds a busy test disk never reaches, and with the
-// 1 s sync period that brings a ConfigMap change into the mounted files within seconds.
-func kubeletConfig(dir string, port, healthzPort int) string {
-	return strings.NewReplacer("$DIR", dir, "$PORT", fmt.Sprint(port), "$HEALTHZ", fmt.Sprint(healthzPort)).Replace(`apiVersion: kubelet.config.k8s.io/v1beta1
+// 1 s sync period that brings a ConfigMap change into the mounted files within seconds (or
+// kubelet's default of 1 minute, as users' nodes have it, with defaultSync).
+func kubeletConfig(dir string, port, healthzPort int, defaultSync bool) string {
+	sync := "syncFrequency: 1s\n"
+	if defaultSync {
+		sync = ""
+	}
+	return strings.NewReplacer("$DIR", dir, "$PORT", fmt.Sprint(port), "$HEALTHZ", fmt.Sprint(healthzPort), "$SYNC\n", sync).Replace(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
 port: $PORT
@@ -110,7 +115,7 @@ evictionHard:
   nodefs.inodesFree: "1%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-syncFrequency: 1s
+$SYNC
 nodeStatusUpdateFrequency: 5s
 staticPodPath: ""
 clusterDomain: cluster.local

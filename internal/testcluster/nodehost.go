@@ -34,7 +34,8 @@ var nodeHostPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/lo
 type hostState struct {
 	Dir     string            `json:"dir"`
 	Bridge  string            `json:"bridge"`
-	Dummy   string            `json:"dummy,omitempty"` // an interface made for kubelet's node IP, without a default route
+	Dummy   string            `json:"dummy,omitempty"`   // an interface made for kubelet's node IP, without a default route
+	Service string            `json:"service,omitempty"` // the interface holding the kubernetes Service's ClusterIP
 	Sysctls map[string]string `json:"sysctls"`
 	Created []string          `json:"created"` // host paths and cgroup folders that did not exist before
 }
@@ -114,7 +115,7 @@ func restoreHost(s *hostState) error {
 	killShims(s.Dir)
 	killCgroupProcs(s.Created)
 	errs = append(errs, unmountUnder(s.Dir))
-	for _, link := range []string{s.Bridge, s.Dummy} {
+	for _, link := range []string{s.Bridge, s.Dummy, s.Service} {
 		if link == "" {
 			continue
 		}
