@@ -43,11 +43,7 @@ func TestPrometheusChartOnARealNode(t *testing.T) {
 	client := kubernetes.NewForConfigOrDie(c.Config())
 
 	require.NoError(t, node.ImportLayoutImage(ctx, testpod.Layout(t), "reloader", ourImage))
-	files, err := testcluster.HostProgramFiles(ctx, prometheus)
-	require.NoError(t, err)
-	promImg, err := testcluster.FilesImage(files, []string{prometheus}, "65534:65534")
-	require.NoError(t, err)
-	require.NoError(t, node.ImportImage(ctx, promImg, prometheusImage))
+	importPrometheus(t, node, prometheus)
 
 	objs, err := Load("testdata/prometheus-chart.yaml")
 	require.NoError(t, err)
