@@ -48,6 +48,9 @@ func TestReloaderAndWaveChartsOnARealNode(t *testing.T) {
 				objs = withNamespace(objs, chart.namespace) // helm install --namespace
 			}
 			applyRBAC(t, client, objs)
+			// The app first: under Stakater Reloader's RBAC wave may list workloads but not
+			// watch them, and finds a new one only at its next list (a change, or a minute).
+			ns, _ := appWithConfigImage(t, client, chart.optIn, testcluster.PauseImage)
 			d := chartDeployment(t, objs, chart.deployment)
 			for i := range d.Spec.Template.Spec.Containers { // only image: changes
 				d.Spec.Template.Spec.Containers[i].Image = ourWaveImage
@@ -65,7 +68,6 @@ func TestReloaderAndWaveChartsOnARealNode(t *testing.T) {
 			assert.Equal(t, node.Name, pod.Spec.NodeName, "wave runs on the real node")
 			waveLog := podLog(client, pod)
 
-			ns, _ := appWithConfigImage(t, client, chart.optIn, testcluster.PauseImage)
 			rolledBy(t, client, ns, waveLog)
 			assert.Contains(t, waveLog(), chart.logSays, "kept keyed with the chart's RBAC")
 			now, err := client.CoreV1().Pods(pod.Namespace).Get(ctx(t), pod.Name, metav1.GetOptions{})
