@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,6 +61,12 @@ type Shared struct {
 	QPS         int   `json:"kube_api_qps"`
 	// Floor: n Deployment PATCHes from a bare client at the same QPS, burst and workers.
 	Floor Stats `json:"floor_bare_patch_loop"`
+	// Each change's wave / floor, the changes alternating: the spread a single run can show.
+	RatioMin    float64 `json:"ratio_min"`
+	RatioMedian float64 `json:"ratio_median"`
+	RatioMax    float64 `json:"ratio_max"`
+	// wave's API requests per Deployment per change, by client and method.
+	ByClient map[string]float64 `json:"requests_per_deployment_by_client"`
 }
 
 type Memory struct {
@@ -228,8 +236,16 @@ func (r *report) markdown() string {
 		b.WriteString("\n![wave latency](plots/wave-latency.png)\n")
 	}
 	if s := r.Shared; s != nil {
-		fmt.Fprintf(&b, "\n### One ConfigMap shared by %d Deployments\n\nPATCH sent → the last of the %d Deployments patched, %d changes, `--kube-api-qps=%d`: median %.0f ms, max %.0f ms (%.2f ms per Deployment). Floor: %d Deployment PATCHes from a bare client at the same QPS, burst and 4 workers, median %.0f ms: **%s the floor** (target ≤ 1.25×).\n",
-			s.Deployments, s.Deployments, s.Changes, s.QPS, s.UntilLast.Median, s.UntilLast.Max, s.UntilLast.Median/float64(s.Deployments), s.Deployments, s.Floor.Median, ratio(s.UntilLast.Median, s.Floor.Median))
+		fmt.Fprintf(&b, "\n### One ConfigMap shared by %d Deployments\n\nPATCH sent → the last of the %d Deployments patched, %d changes, `--kube-api-qps=%d`: median %.0f ms, max %.0f ms (%.2f ms per Deployment). Floor: the same %d Deployments' template annotation patched by a bare client at the same QPS, burst and 4 workers (the same write as wave's, so kube-controller-manager makes the same new ReplicaSets meanwhile), median %.0f ms, max %.0f ms: **%s the floor** (target ≤ 1.05×). wave's changes and the floor's alternate (wave stopped with SIGSTOP while the floor runs), each beside kube-controller-manager's ReplicaSets for the one before; each change's wave / floor: min %.2f×, median %.2f×, max %.2f×.\n",
+			s.Deployments, s.Deployments, s.Changes, s.QPS, s.UntilLast.Median, s.UntilLast.Max, s.UntilLast.Median/float64(s.Deployments), s.Deployments, s.Floor.Median, s.Floor.Max, ratio(s.UntilLast.Median, s.Floor.Median), s.RatioMin, s.RatioMedian, s.RatioMax)
+		if len(s.ByClient) > 0 {
+			keys := slices.Sorted(maps.Keys(s.ByClient))
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				parts[i] = fmt.Sprintf("%s %.2f", k, s.ByClient[k])
+			}
+			fmt.Fprintf(&b, "\nwave's API requests per Deployment per change, by client and method: %s.\n", strings.Join(parts, ", "))
+		}
 	}
 	if c := r.Coalescing; c != nil {
 		fmt.Fprintf(&b, "\n### Wave coalescing (`--coalesce`)\n\nOne client writes a ConfigMap, then a Secret (what one `kubectl apply` or Helm upgrade does), %d times; a Deployment uses both. Gap between the two writes (the ConfigMap's answered → the Secret's answered): median %s ms, p90 %s ms, max %s ms. The default `--coalesce=%.0fms` is **%s the largest gap**. With it: **%d rollouts for %d pairs**, ConfigMap PATCH sent → template changed median %s ms (p90 %s); with `--coalesce=0`: median %s ms, and %d rollouts for the same %d pairs.\n",

@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -209,74 +211,97 @@ func waveShared(e *env, r *report) error {
 	if err := waitBaselines(e, p, n); err != nil {
 		return err
 	}
-	var all []time.Duration
-	reps := e.reps(3, 5)
-	for i := 1; i <= reps; i++ {
-		list, err := e.client.AppsV1().Deployments(ns).List(e.ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		before := map[string]string{}
-		for _, d := range list.Items {
-			before[d.Name] = d.Spec.Template.Annotations[rollout.InputsHashAnnotation]
-		}
-		w, err := e.client.AppsV1().Deployments(ns).Watch(e.ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-		if err != nil {
-			return err
-		}
-		changed := map[string]bool{}
-		t0 := time.Now()
-		if err := e.patchConfigMap(ns, "shared", "a", strconv.Itoa(i)); err != nil {
-			w.Stop()
-			return err
-		}
-		err = waitDeployment(w, func(d *appsv1.Deployment) bool {
-			if d.Spec.Template.Annotations[rollout.InputsHashAnnotation] != before[d.Name] {
-				changed[d.Name] = true
-			}
-			return len(changed) == n
-		})
-		all = append(all, time.Since(t0))
-		w.Stop()
-		if err != nil {
-			return err
-		}
-	}
-	p.stop() // the floor below runs alone
-	floor, err := barePatchLoop(e, ns, n, reps)
+	floorClient, err := barePatchClient(e)
 	if err != nil {
 		return err
 	}
-	r.Shared = &Shared{Deployments: n, Changes: reps, UntilLast: stats(all), QPS: 200, Floor: stats(floor)}
+	// wave's changes and the floor's alternate, so that neither runs only on a quieter cluster:
+	// both make kube-controller-manager write the same new ReplicaSets afterwards, at its own
+	// 20 requests a second, for minutes; each change runs beside the tail of the one before.
+	var waves, floors []time.Duration
+	var ratios []float64
+	reps := e.reps(3, 5)
+	byClient := map[string]float64{} // wave's API requests per Deployment per change
+	for i := 1; i <= reps; i++ {
+		reqs := requestsByClient(p)
+		w, err := waveFanOut(e, ns, n, i)
+		if err != nil {
+			return err
+		}
+		time.Sleep(time.Second) // wave's Events and last writes done
+		for k, v := range requestsByClient(p) {
+			byClient[k] += (v - reqs[k]) / float64(n*reps)
+		}
+		// wave is stopped while the floor runs, and sees the floor's writes after.
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		f, err := barePatchLoop(e, floorClient, ns, n, i)
+		if cerr := p.cmd.Process.Signal(syscall.SIGCONT); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		time.Sleep(2 * time.Second) // wave has caught up with the floor's writes it saw after
+
+		waves, floors, ratios = append(waves, w), append(floors, f), append(ratios, float64(w)/float64(f))
+	}
+	slices.Sort(ratios)
+	r.Shared = &Shared{Deployments: n, Changes: reps, UntilLast: stats(waves), QPS: 200, Floor: stats(floors),
+		RatioMin: ratios[0], RatioMedian: ratios[len(ratios)/2], RatioMax: ratios[len(ratios)-1], ByClient: byClient}
 	return nil
 }
 
-// barePatchLoop is the floor of the shared-ConfigMap fan-out: n Deployment PATCHes sent by a
-// bare client at wave's default --kube-api-qps, --kube-api-burst and --workers, and nothing
-// else; reps times. They patch an annotation of the Deployment's own metadata: as costly for
-// the API server as wave's patch (a little less: wave writes the template too), but no new
-// ReplicaSets, which would keep kube-controller-manager busy for minutes after.
-func barePatchLoop(e *env, ns string, n, reps int) ([]time.Duration, error) {
+// waveFanOut patches the shared ConfigMap and returns when wave has patched the last of the n
+// Deployments (their template's inputs hash changed, seen on a watch).
+func waveFanOut(e *env, ns string, n, i int) (time.Duration, error) {
+	list, err := e.client.AppsV1().Deployments(ns).List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	before := map[string]string{}
+	for _, d := range list.Items {
+		before[d.Name] = d.Spec.Template.Annotations[rollout.InputsHashAnnotation]
+	}
+	w, err := e.client.AppsV1().Deployments(ns).Watch(e.ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	changed := map[string]bool{}
+	t0 := time.Now()
+	if err := e.patchConfigMap(ns, "shared", "a", strconv.Itoa(i)); err != nil {
+		return 0, err
+	}
+	err = waitDeployment(w, func(d *appsv1.Deployment) bool {
+		if d.Spec.Template.Annotations[rollout.InputsHashAnnotation] != before[d.Name] {
+			changed[d.Name] = true
+		}
+		return len(changed) == n
+	})
+	return time.Since(t0), err
+}
+
+// barePatchClient is the floor's client, at wave's default --kube-api-qps and --kube-api-burst.
+func barePatchClient(e *env) (kubernetes.Interface, error) {
 	cfg := rest.CopyConfig(e.cluster.Config())
 	cfg.QPS, cfg.Burst = 200, 400
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// barePatchLoop is the floor of the shared-ConfigMap fan-out: the n Deployments' template
+// annotation patched by a bare client with wave's default --workers, and nothing else. The
+// same write as wave's, so kube-controller-manager makes the same new ReplicaSets meanwhile.
+func barePatchLoop(e *env, client kubernetes.Interface, ns string, n, i int) (time.Duration, error) {
 	const workers = 4
-	var out []time.Duration
-	for i := 1; i <= reps; i++ {
-		body := fmt.Appendf(nil, `{"metadata":{"annotations":{"bench-floor":"%d"}}}`, i)
-		t0 := time.Now()
-		if err := parallelN(workers, n, func(j int) error {
-			_, err := client.AppsV1().Deployments(ns).Patch(e.ctx, fmt.Sprintf("app-%d", j), types.MergePatchType, body, metav1.PatchOptions{})
-			return err
-		}); err != nil {
-			return nil, err
-		}
-		out = append(out, time.Since(t0))
-	}
-	return out, nil
+	body := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{"bench-floor":"%d"}}}}}`, i)
+	t0 := time.Now()
+	err := parallelN(workers, n, func(j int) error {
+		_, err := client.AppsV1().Deployments(ns).Patch(e.ctx, fmt.Sprintf("app-%d", j), types.MergePatchType, body, metav1.PatchOptions{})
+		return err
+	})
+	return time.Since(t0), err
 }
 
 // waveMemory: RSS and time to first full sync with many ConfigMaps and Secrets of 16 KiB.

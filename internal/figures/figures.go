@@ -102,10 +102,12 @@ type WaveLatencyRun struct {
 }
 
 type Shared struct {
-	Deployments int   `json:"deployments"`
-	QPS         int   `json:"kube_api_qps"`
-	UntilLast   Stats `json:"until_last_patched"`
-	Floor       Stats `json:"floor_bare_patch_loop"`
+	Deployments int     `json:"deployments"`
+	QPS         int     `json:"kube_api_qps"`
+	UntilLast   Stats   `json:"until_last_patched"`
+	Floor       Stats   `json:"floor_bare_patch_loop"`
+	RatioMin    float64 `json:"ratio_min"`
+	RatioMax    float64 `json:"ratio_max"`
 }
 
 type Coalescing struct {
@@ -165,6 +167,14 @@ func times(a, b float64) string {
 
 // Markdown is the README's block: one row per figure, each beside the floor or the peer it was
 // measured against in the same run.
+// spread is the range of a ratio over one run's changes, where the run measured it.
+func spread(lo, hi float64) string {
+	if hi == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (each change: %.2f–%.2f×)", lo, hi)
+}
+
 func Markdown(r Results) string {
 	var b strings.Builder
 	row := func(what, measured, against string) {
@@ -216,7 +226,7 @@ func Markdown(r Results) string {
 	}
 	if s := r.Shared; s != nil {
 		row(fmt.Sprintf("wave: one ConfigMap shared by %d Deployments, patch → the last one rolled (`--kube-api-qps=%d`)", s.Deployments, s.QPS),
-			fmt.Sprintf("%.1f s", s.UntilLast.Median/1000), fmt.Sprintf("a bare loop of the same PATCHes at the same QPS, %.1f s: %s", s.Floor.Median/1000, times(s.UntilLast.Median, s.Floor.Median)))
+			fmt.Sprintf("%.1f s", s.UntilLast.Median/1000), fmt.Sprintf("a bare loop of the same PATCHes at the same QPS, %.1f s: %s%s", s.Floor.Median/1000, times(s.UntilLast.Median, s.Floor.Median), spread(s.RatioMin, s.RatioMax)))
 	}
 	if c := r.Coalescing; c != nil {
 		row("wave: gap between one client's ConfigMap and Secret writes", ms(c.Gap.Median)+fmt.Sprintf(" (max %s)", ms(c.Gap.Max)),

@@ -54,6 +54,12 @@ func TestMarkdown(t *testing.T) {
 	assert.Contains(t, out, "| 9.0 ms | 1.12× the bare watch |")
 	assert.NotContains(t, out, "wave:", "no wave figure without wave's measurements")
 
+	r.Shared = &Shared{Deployments: 1000, QPS: 200, UntilLast: Stats{Median: 5200}, Floor: Stats{Median: 5000}}
+	assert.Contains(t, Markdown(r), "| 5.2 s | a bare loop of the same PATCHes at the same QPS, 5.0 s: 1.04× |", "no spread where the run measured none")
+	r.Shared.RatioMin, r.Shared.RatioMax = 0.98, 1.09
+	assert.Contains(t, Markdown(r), "5.0 s: 1.04× (each change: 0.98–1.09×) |")
+	r.Shared = nil
+
 	r.RealPods = &RealPods{LeftOut: "a real node needs root"}
 	assert.NotContains(t, Markdown(r), "real pod", "a step left out quotes nothing")
 	r.RealPods = &RealPods{Kubelet: Stats{Median: 900}, Reloader: Stats{Median: 907}, ReloaderShare: Stats{Median: 7},
