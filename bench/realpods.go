@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/configwave/configwave/internal/testcluster"
 )
@@ -364,12 +366,13 @@ func mountedSpec(node *testcluster.Node, sidecar, name string) corev1.PodSpec {
 // with the token kubelet mounts. Its ServiceAccount may read its ConfigMap only, as
 // config/reloader-rbac gives it.
 func apiModeSpec(e *env, ns string, node *testcluster.Node, name string) (corev1.PodSpec, error) {
-	if err := e.reloaderRBAC(ns, name); err != nil {
+	account, err := e.reloaderRBAC(ns, name)
+	if err != nil {
 		return corev1.PodSpec{}, err
 	}
 	always := corev1.ContainerRestartPolicyAlways
 	spec := onNode(node)
-	spec.ServiceAccountName = name
+	spec.ServiceAccountName = account
 	spec.Volumes = []corev1.Volume{
 		{Name: "config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
@@ -392,22 +395,46 @@ func apiModeSpec(e *env, ns string, node *testcluster.Node, name string) (corev1
 	return spec, nil
 }
 
-// reloaderRBAC is config/reloader-rbac for one ConfigMap: its ServiceAccount may read that
-// ConfigMap and record Events.
-func (e *env) reloaderRBAC(ns, name string) error {
-	if _, err := e.client.CoreV1().ServiceAccounts(ns).Create(e.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		return err
+// reloaderRBAC applies config/reloader-rbac as a user would, with the one ConfigMap's name in
+// its Role's resourceNames (where the kustomization asks for the names), and returns the
+// ServiceAccount's name.
+func (e *env) reloaderRBAC(ns, configMap string) (string, error) {
+	root, err := testcluster.RepoRoot(e.ctx)
+	if err != nil {
+		return "", err
 	}
-	if _, err := e.client.RbacV1().Roles(ns).Create(e.ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{name}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-	}}, metav1.CreateOptions{}); err != nil {
-		return err
+	var account string
+	for _, f := range []string{"serviceaccount.yaml", "role.yaml", "rolebinding.yaml"} {
+		b, err := os.ReadFile(filepath.Join(root, "config", "reloader-rbac", f))
+		if err != nil {
+			return "", err
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+		if err != nil {
+			return "", fmt.Errorf("config/reloader-rbac/%s: %w", f, err)
+		}
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			account = o.Name
+			_, err = e.client.CoreV1().ServiceAccounts(ns).Create(e.ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			for i := range o.Rules {
+				if slices.Contains(o.Rules[i].Resources, "configmaps") {
+					o.Rules[i].ResourceNames = []string{configMap}
+				}
+			}
+			_, err = e.client.RbacV1().Roles(ns).Create(e.ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			for i := range o.Subjects {
+				o.Subjects[i].Namespace = ns // what kustomize's namespace does
+			}
+			_, err = e.client.RbacV1().RoleBindings(ns).Create(e.ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil {
+			return "", fmt.Errorf("config/reloader-rbac/%s: %w", f, err)
+		}
 	}
-	_, err := e.client.RbacV1().RoleBindings(ns).Create(e.ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}, metav1.CreateOptions{})
-	return err
+	return account, nil
 }
 
 func (p *RealPods) markdown() string {
