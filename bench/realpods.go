@@ -172,12 +172,13 @@ func importBenchImages(e *env, node *testcluster.Node, prometheus, peerBin strin
 	if err != nil {
 		return err
 	}
-	images := []struct {
+	type image struct {
 		ref   string
 		files map[string]testcluster.FileEntry
 		entry []string
 		user  string
-	}{{benchPromImage, files, []string{prometheus}, "65534:65534"}}
+	}
+	images := []image{{benchPromImage, files, []string{prometheus}, "65534:65534"}}
 	for ref, bin := range map[string]string{benchReloaderImage: e.reloader, benchPeerImage: peerBin} {
 		if bin == "" {
 			continue
@@ -186,12 +187,7 @@ func importBenchImages(e *env, node *testcluster.Node, prometheus, peerBin strin
 		if err != nil {
 			return err
 		}
-		images = append(images, struct {
-			ref   string
-			files map[string]testcluster.FileEntry
-			entry []string
-			user  string
-		}{ref, map[string]testcluster.FileEntry{"/sidecar": {Content: b, Mode: 0o755}}, []string{"/sidecar"}, "65532:65532"})
+		images = append(images, image{ref, map[string]testcluster.FileEntry{"/sidecar": {Content: b, Mode: 0o755}}, []string{"/sidecar"}, "65532:65532"})
 	}
 	for _, im := range images {
 		img, err := testcluster.FilesImage(im.files, im.entry, im.user)
@@ -334,11 +330,9 @@ func servedConfig(base string) string {
 // onNode puts a pod on the real node, with a short grace period.
 func onNode(node *testcluster.Node) corev1.PodSpec {
 	grace := int64(2)
-	return corev1.PodSpec{
-		NodeName:                      node.Name,
-		Tolerations:                   []corev1.Toleration{{Key: testcluster.RealNodeTaint, Operator: corev1.TolerationOpExists}},
-		TerminationGracePeriodSeconds: &grace,
-	}
+	spec := corev1.PodSpec{NodeName: node.Name, TerminationGracePeriodSeconds: &grace}
+	testcluster.OnRealNode(&spec)
+	return spec
 }
 
 // mountedSpec is Prometheus with a sidecar on the ConfigMap volume kubelet mounts, in

@@ -42,8 +42,6 @@ func TestAPIModeSubprocessOnARealNode(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "app"},
 		Spec: corev1.PodSpec{
-			NodeName:                      node.Name,
-			Tolerations:                   []corev1.Toleration{{Key: testcluster.RealNodeTaint, Operator: corev1.TolerationOpExists}},
 			ServiceAccountName:            "configwave-reloader",
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{
@@ -66,6 +64,7 @@ func TestAPIModeSubprocessOnARealNode(t *testing.T) {
 			},
 		},
 	}
+	testcluster.OnRealNode(&pod.Spec)
 	_, err = client.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	signals := func() string { b, _ := os.ReadFile(filepath.Join(out, "signals")); return string(b) }

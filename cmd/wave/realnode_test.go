@@ -29,11 +29,9 @@ func TestRealPodsReplacedOnARealNode(t *testing.T) {
 
 	grace := int64(2)
 	template := func(app string) corev1.PodTemplateSpec {
-		return corev1.PodTemplateSpec{
+		tmpl := corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
 			Spec: corev1.PodSpec{
-				NodeSelector:                  map[string]string{testcluster.RealNodeTaint: "true"},
-				Tolerations:                   []corev1.Toleration{{Key: testcluster.RealNodeTaint, Operator: corev1.TolerationOpExists}},
 				TerminationGracePeriodSeconds: &grace,
 				AutomountServiceAccountToken:  new(bool),
 				Containers: []corev1.Container{{
@@ -42,6 +40,8 @@ func TestRealPodsReplacedOnARealNode(t *testing.T) {
 				}},
 			},
 		}
+		testcluster.OnRealNode(&tmpl.Spec)
+		return tmpl
 	}
 	optedIn := map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}
 	one := int32(1)
@@ -67,10 +67,8 @@ func TestRealPodsReplacedOnARealNode(t *testing.T) {
 		require.NoError(t, err)
 		out := map[string][]types.UID{}
 		for _, p := range pods.Items {
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
-					out[p.Labels["app"]] = append(out[p.Labels["app"]], p.UID)
-				}
+			if testcluster.PodReady(p) && p.DeletionTimestamp == nil {
+				out[p.Labels["app"]] = append(out[p.Labels["app"]], p.UID)
 			}
 		}
 		return out

@@ -57,7 +57,7 @@ func (s *realStory) setUp(ctx context.Context, d *demo) error {
 	d.say("applied: ConfigMap app-config {nginx.conf: a server that answers \"hello\"}; Deployment web: nginx, and our reloader as its sidecar (--volume-dir=/etc/nginx/conf --reload-process=nginx)")
 	if err := waitFor(ctx, func() bool {
 		pods, err := d.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-		if err != nil || len(pods.Items) != 1 || !podReady(pods.Items[0]) {
+		if err != nil || len(pods.Items) != 1 || !testcluster.PodReady(pods.Items[0]) {
 			return false
 		}
 		s.web = pods.Items[0]
@@ -210,11 +210,10 @@ func webDeployment(nginx string) *appsv1.Deployment {
 	return d
 }
 
-// onRealNode puts a pod on the real node: its label selects it, and its taint is tolerated.
+// onRealNode puts a pod on the real node, stopped within 2 s and without an API token.
 func onRealNode(spec *corev1.PodSpec) {
 	grace := int64(2)
-	spec.NodeSelector = map[string]string{testcluster.RealNodeTaint: "true"}
-	spec.Tolerations = []corev1.Toleration{{Key: testcluster.RealNodeTaint, Operator: corev1.TolerationOpExists}}
+	testcluster.OnRealNode(spec)
 	spec.TerminationGracePeriodSeconds = &grace
 	spec.AutomountServiceAccountToken = new(bool)
 }
@@ -244,15 +243,6 @@ http {
   }
 }
 `, body)
-}
-
-func podReady(p corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func restarts(p corev1.Pod) int32 {

@@ -59,7 +59,7 @@ func TestPrometheusOperatorOnARealNode(t *testing.T) {
 			return false
 		}
 		pod = pods.Items[0]
-		return podReady(pod)
+		return testcluster.PodReady(pod)
 	}, 3*time.Minute, 200*time.Millisecond, "the operator's Prometheus pod never became ready on the real node (its probes)") {
 		t.Fatal(testcluster.DescribePods(ctx(t), client, ns))
 	}
@@ -140,13 +140,4 @@ func debianPrometheusVersion(t *testing.T, prometheus string) string {
 	require.GreaterOrEqual(t, len(f), 3, out)
 	v, _, _ := strings.Cut(f[2], "+")
 	return "v" + v
-}
-
-func podReady(p corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -381,3 +381,20 @@ func (n *Node) deletePods(ctx context.Context, client kubernetes.Interface) erro
 func (n *Node) PodVolumeDir(pod types.UID, volume string) string {
 	return filepath.Join(n.dir, "kubelet", "root", "pods", string(pod), "volumes", "kubernetes.io~configmap", volume)
 }
+
+// OnRealNode puts a pod spec's pods on the real node: its label selects the node and its taint
+// is tolerated; a spec that must stay as rendered (a chart's) uses ScheduleHereOnly instead.
+func OnRealNode(spec *corev1.PodSpec) {
+	spec.NodeSelector = map[string]string{RealNodeTaint: "true"}
+	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: RealNodeTaint, Operator: corev1.TolerationOpExists})
+}
+
+// PodReady says whether kubelet reports the pod Ready.
+func PodReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
