@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/configwave/configwave/internal/configref"
@@ -414,14 +415,14 @@ func ReadFolder(dir string, ignore []string) (map[string][]byte, error) {
 }
 
 func readFolderOnce(dir string, ignore []string) (map[string][]byte, error) {
-	if st, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("read %s: %w", dir, err)
-	} else if !st.IsDir() {
-		return nil, fmt.Errorf("read %s: not a folder; name the folder that holds the files", dir)
-	}
 	link := filepath.Join(dir, kubeletDataLink)
 	target, err := os.Readlink(link)
 	if err != nil {
+		if st, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("read %s: %w", dir, err)
+		} else if !st.IsDir() {
+			return nil, fmt.Errorf("read %s: not a folder; name the folder that holds the files", dir)
+		}
 		// A plain folder (a hostPath, a CSI driver's files, an editor's rename): read it as it is.
 		files, err := readTree(dir, ignore)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -464,16 +465,22 @@ func readTree(root string, ignore []string) (map[string][]byte, error) {
 			if ignored(r, ignore) {
 				continue
 			}
-			st, err := os.Stat(p) // through a link
-			if err != nil {
-				return err
+			mode := e.Type() // from the folder's listing: no stat for plain files and folders
+			if mode&fs.ModeSymlink != 0 {
+				st, err := os.Stat(p) // through the link
+				if err != nil {
+					return err
+				}
+				if mode = st.Mode().Type(); mode.IsDir() {
+					continue // a link to a folder: left out
+				}
 			}
 			switch {
-			case st.IsDir() && e.Type()&fs.ModeSymlink == 0:
+			case mode.IsDir():
 				if err := walk(p, r); err != nil {
 					return err
 				}
-			case st.Mode().IsRegular():
+			case mode.IsRegular():
 				sum, n, err := digestFile(p, maxFolderBytes-total)
 				if err != nil {
 					return err
@@ -493,20 +500,53 @@ func readTree(root string, ignore []string) (map[string][]byte, error) {
 }
 
 // digestFile hashes the file at p, reading at most budget+1 bytes: past the budget the caller
-// refuses the folder, so nothing more is worth reading.
+// refuses the folder, so nothing more is worth reading. It reads with plain system calls:
+// os.Open first tries, and fails, to register a regular file with the network poller, four
+// more calls per file, a good part of the time a kubelet swap of a few small files took.
 func digestFile(p string, budget int64) ([]byte, int64, error) {
-	f, err := os.Open(p)
+	fd, err := openForRead(p)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer f.Close()
+	defer syscall.Close(fd)
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
 	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(f, budget+1))
-	if err != nil {
-		return nil, 0, err
+	var n int64
+	for n <= budget {
+		chunk := (*buf)[:min(int64(len(*buf)), budget+1-n)]
+		m, err := syscall.Read(fd, chunk)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, 0, &fs.PathError{Op: "read", Path: p, Err: err}
+		}
+		if m == 0 {
+			break
+		}
+		h.Write(chunk[:m])
+		n += int64(m)
 	}
 	return h.Sum(nil), n, nil
 }
+
+func openForRead(p string) (int, error) {
+	for {
+		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: p, Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// copyBuffers are digestFile's read buffers: a fresh 32 KiB for every file (as io.Copy takes)
+// cost more, in a process that was idle until the swap, than reading a small file.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 func hasKubeletName(rel string) bool { return strings.HasPrefix(rel, "..") }
 
