@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -104,6 +105,11 @@ func TestConfigmapReloadDropIn(t *testing.T) {
 	assert.GreaterOrEqual(t, p.Metric("configmap_reload_last_request_duration_seconds"+label), 0.0)
 	assert.EqualValues(t, 1, p.Metric("configwave_reloader_last_reload_successful"))
 	assert.NotContains(t, p.Log(), "hunter2pass", "the password is never logged")
+	procs := 1.0 // GOMAXPROCS, when the test runs with it, is the reloader's too, and wins
+	if v, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err == nil {
+		procs = float64(v)
+	}
+	assert.EqualValues(t, procs, p.Metric("go_sched_gomaxprocs_threads"), "one core unless GOMAXPROCS says otherwise")
 	code, body := p.Get("/metrics")
 	require.Equal(t, 200, code)
 	assert.NotContains(t, body, "hunter2pass")

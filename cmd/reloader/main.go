@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -50,6 +51,14 @@ func runMain(argv0 string, args []string, getenv func(string) string) int {
 		return code
 	}
 	applyPromProcessSettings(cfg)
+	// One core, unless GOMAXPROCS says otherwise. The reloader does one thing at a time, and with
+	// more Ps every change woke threads that looked for work and found none: measured on a
+	// kubelet swap, 0.1–0.2 ms of a 1.5 ms reload. They also spend a small CPU limit (the
+	// Prometheus Operator gives its sidecar 10m), and Go's own default in a container is never
+	// below 2.
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		runtime.GOMAXPROCS(1)
+	}
 	ratio := memlimit.DefaultRatio
 	if cfg.peer.memlimitRatio > 0 { // prometheus-config-reloader's --auto-gomemlimit-ratio
 		ratio = cfg.peer.memlimitRatio
