@@ -7,14 +7,18 @@ package unpack
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +45,15 @@ type Writer struct {
 
 	mu      sync.Mutex   // retired is also used by the timers that remove retired folders
 	retired []retiredDir // swapped-out folders, removed once no reader can still be inside
+
+	// The set this Writer last made live: its folder, its digest and its top-level names. While
+	// ..data still names that folder, a set with another digest is known to differ without
+	// reading the folder back, and its names are known without listing it: a change then
+	// costs about a third fewer system calls, all of them before the app is told.
+	lastDir    string
+	lastDigest uint64
+	lastTop    map[string]bool
+	seed       maphash.Seed
 }
 
 type retiredDir struct {
@@ -54,14 +67,16 @@ type retiredDir struct {
 const retireGrace = 2 * time.Second
 
 // New returns a Writer for root, which must exist.
-func New(root string) *Writer { return &Writer{root: root} }
+func New(root string) *Writer { return &Writer{root: root, seed: maphash.MakeSeed()} }
 
 // Write makes the files under the root exactly files (relative slash paths), and reports
 // whether anything changed. Nothing is written when the content is already in place.
 //
 // The algorithm, and why a reader never sees a mix:
 //  1. Validate every path first: a bad one fails the whole write before anything is touched.
-//  2. Compare with the folder ..data points at; equal content (and modes) means no write.
+//  2. Compare with the folder ..data points at; equal content (and modes) means no write. When
+//     that folder is the one this Writer last made live and the new set's digest differs from
+//     that set's, they differ: nothing is read back.
 //  3. Check every top-level name: if it exists and is not our symlink into ..data, stop,
 //     because it belongs to someone else.
 //  4. Write the new set into a fresh private folder ..<timestamp>.<random>; open it to readers
@@ -132,7 +147,10 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 		// link is replaced by the swap below; nothing it points at is read, kept or removed.
 		oldDir = ""
 	}
-	if oldDir != "" {
+	digest := w.setDigest(files)
+	// Another set than the live one, which this Writer made, differs without a read.
+	knownToDiffer := oldDir != "" && oldDir == w.lastDir && digest != w.lastDigest
+	if oldDir != "" && !knownToDiffer {
 		old, err := base.OpenRoot(oldDir)
 		if err != nil {
 			oldDir = "" // gone, or swapped for a link out of the root: never read, kept or removed
@@ -140,6 +158,7 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 			same := sameContent(old, files)
 			old.Close()
 			if same {
+				w.lastDir, w.lastDigest, w.lastTop = oldDir, digest, top
 				// Nothing to write, but a name the app deleted comes back, as kubelet's writer does.
 				return false, w.linkMissing(base, top)
 			}
@@ -184,9 +203,38 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 		return false, withHint(fmt.Errorf("swap %s under %s: %w", dataLink, w.root, err), w.root, 0)
 	}
 	swapped = true
+	oldTop := w.lastTop
+	if oldDir == "" || oldDir != w.lastDir {
+		oldTop = nil // not a set this Writer made: its names are read from its folder
+	}
+	w.lastDir, w.lastDigest, w.lastTop = newName, digest, top
 
 	// The new set is live; the old folder is retired whatever fails below.
-	return true, w.afterSwap(base, oldDir, top)
+	return true, w.afterSwap(base, oldDir, oldTop, top)
+}
+
+// setDigest hashes a set's paths, modes and bytes. Two sets with different digests differ;
+// two with the same one are compared byte for byte. So a fast hash does, where a collision
+// costs only that comparison: maphash reads 1 MiB in a fraction of the time sha256 takes.
+func (w *Writer) setDigest(files map[string]File) uint64 {
+	names := make([]string, 0, len(files))
+	for p := range files {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	var h maphash.Hash
+	h.SetSeed(w.seed)
+	var n [8]byte
+	for _, p := range names {
+		f := files[p]
+		binary.LittleEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.WriteString(p)
+		binary.LittleEndian.PutUint64(n[:], uint64(f.Mode.Perm())<<32|uint64(len(f.Data)))
+		h.Write(n[:])
+		h.Write(f.Data)
+	}
+	return h.Sum64()
 }
 
 // mkdirNew creates the folder of a new set, ..<UTC time>.<random digits>, 0700, in base.
@@ -211,11 +259,11 @@ func isOwnDir(name string) bool {
 	return strings.HasPrefix(name, "..") && name != ".." && !strings.ContainsAny(name, `/\`) && name != dataLink && name != newDataLink
 }
 
-func (w *Writer) afterSwap(base *os.Root, oldDir string, top map[string]bool) error {
+func (w *Writer) afterSwap(base *os.Root, oldDir string, oldTop, top map[string]bool) error {
 	if oldDir != "" {
 		w.retire(oldDir)
 	}
-	return w.updateVisibleLinks(base, oldDir, top)
+	return w.updateVisibleLinks(base, oldDir, oldTop, top)
 }
 
 // retire schedules the removal of a swapped-out folder once retireGrace has passed, so that an
@@ -231,8 +279,8 @@ func (w *Writer) retire(name string) {
 func (w *Writer) removeRetired(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.retired) == 0 {
-		return
+	if !slices.ContainsFunc(w.retired, func(r retiredDir) bool { return now.Sub(r.at) >= retireGrace }) {
+		return // none is due: the root is not even opened
 	}
 	root, err := os.OpenRoot(w.root)
 	if err != nil {
@@ -360,28 +408,37 @@ func (w *Writer) linkMissing(base *os.Root, top map[string]bool) error {
 	return nil
 }
 
-func (w *Writer) updateVisibleLinks(base *os.Root, oldDir string, top map[string]bool) error {
+// updateVisibleLinks makes the top-level links match the new set: links for its new names, and
+// none for the old set's names that are gone. The old set's names are oldTop when this Writer
+// made it, else read from its folder.
+func (w *Writer) updateVisibleLinks(base *os.Root, oldDir string, oldTop, top map[string]bool) error {
 	if err := w.linkMissing(base, top); err != nil {
 		return err
 	}
 	if oldDir == "" {
 		return nil
 	}
-	old, err := base.OpenRoot(oldDir)
-	if err != nil {
-		return fmt.Errorf("open old folder %s: %w", oldDir, err)
+	if oldTop == nil {
+		old, err := base.OpenRoot(oldDir)
+		if err != nil {
+			return fmt.Errorf("open old folder %s: %w", oldDir, err)
+		}
+		defer old.Close()
+		entries, err := fs.ReadDir(old.FS(), ".")
+		if err != nil {
+			return fmt.Errorf("list old folder %s: %w", oldDir, err)
+		}
+		oldTop = map[string]bool{}
+		for _, e := range entries {
+			oldTop[e.Name()] = true
+		}
 	}
-	defer old.Close()
-	entries, err := fs.ReadDir(old.FS(), ".")
-	if err != nil {
-		return fmt.Errorf("list old folder %s: %w", oldDir, err)
-	}
-	for _, e := range entries {
-		if top[e.Name()] || w.checkOwned(base, e.Name()) != nil {
+	for name := range oldTop {
+		if top[name] || w.checkOwned(base, name) != nil {
 			continue
 		}
-		if err := base.Remove(e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove link %s under %s: %w", e.Name(), w.root, err)
+		if err := base.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove link %s under %s: %w", name, w.root, err)
 		}
 	}
 	return nil

@@ -69,6 +69,27 @@ func TestWrite(t *testing.T) {
 		assert.Equal(t, "A2", read(t, root, "a"))
 		assert.NoFileExists(t, filepath.Join(root, "b"))
 	})
+	t.Run("removed key disappears after a restart too", func(t *testing.T) {
+		// A new Writer knows nothing of the live set: its names come from its folder.
+		root := t.TempDir()
+		_, err := unpack.New(root).Write(map[string]unpack.File{"a": file("A"), "b": file("B")})
+		require.NoError(t, err)
+		_, err = unpack.New(root).Write(map[string]unpack.File{"a": file("A2")})
+		require.NoError(t, err)
+		assert.Equal(t, "A2", read(t, root, "a"))
+		assert.NoFileExists(t, filepath.Join(root, "b"))
+	})
+	t.Run("a live set edited on disk is written again, even when the set did not change", func(t *testing.T) {
+		root := t.TempDir()
+		w := unpack.New(root)
+		_, err := w.Write(map[string]unpack.File{"a": file("A")})
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(root, "a"), []byte("edited"), 0o644))
+		changed, err := w.Write(map[string]unpack.File{"a": file("A")})
+		require.NoError(t, err)
+		assert.True(t, changed)
+		assert.Equal(t, "A", read(t, root, "a"))
+	})
 	t.Run("swapped-out folder is removed by a later write after the grace period", func(t *testing.T) {
 		root := t.TempDir()
 		w := unpack.New(root)
