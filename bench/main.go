@@ -50,11 +50,16 @@ func main() {
 		bareWatcher(spec)
 		return
 	}
+	if spec := os.Getenv("CONFIGWAVE_BENCH_API_WATCHER"); spec != "" {
+		bareAPIWatcher(spec)
+		return
+	}
 	mode := flag.String("mode", "quick", "quick (under 3 minutes) or full")
 	flag.StringVar(&only, "only", "", "run only the steps whose name starts with this (e.g. reloader); prints the figures as JSON and writes no report")
 	flag.StringVar(&reloaderBin, "reloader-bin", "", "measure this reloader binary instead of building cmd/reloader (e.g. an older build, for a before/after)")
 	flag.StringVar(&configmapReloadFrom, "configmap-reload", "", "configmap-reload to compare the folder mode with: a built binary or a checkout of its repository (default: built from its module through the module proxy)")
 	flag.StringVar(&waveBin, "wave-bin", "", "measure this wave binary instead of building cmd/wave (for a before/after)")
+	flag.StringVar(&waveCPUProfile, "wave-cpuprofile", "", "write a CPU profile of wave during the first change of the shared-ConfigMap fan-out to this file (read it with go tool pprof)")
 	flag.BoolVar(&merge, "merge", false, "with -only: replace those steps' sections of the last report (bench/results.json, docs/benchmarks.md) and keep the rest")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -167,7 +172,7 @@ func run(ctx context.Context, full bool) error {
 
 // only, reloaderBin and waveBin are for before/after comparisons, which must not overwrite the
 // report.
-var only, reloaderBin, waveBin, configmapReloadFrom string
+var only, reloaderBin, waveBin, configmapReloadFrom, waveCPUProfile string
 
 // merge: with only, the steps run replace their sections of the last report.
 var merge bool

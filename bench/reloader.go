@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -21,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // childApp is the app of subprocess mode: it prints the wall-clock time of every SIGHUP.
@@ -36,6 +40,32 @@ func childApp() {
 		}
 		fmt.Fprintf(w, "hup %d\n", time.Now().UnixNano())
 		w.Flush()
+	}
+}
+
+// bareAPIWatcher is the API floor's process (this binary, CONFIGWAVE_BENCH_API_WATCHER=
+// KUBECONFIG NAMESPACE NAME): a client-go watch of one ConfigMap, the least a sidecar must do to
+// see a change, in a process of its own that sleeps until the event comes, as a sidecar does.
+// It prints the time of each change.
+func bareAPIWatcher(spec string) {
+	f := strings.Fields(spec)
+	cfg, err := clientcmd.BuildConfigFromFlags("", f[0])
+	var w watch.Interface
+	if err == nil {
+		var c kubernetes.Interface
+		if c, err = kubernetes.NewForConfig(cfg); err == nil {
+			w, err = c.CoreV1().ConfigMaps(f[1]).Watch(context.Background(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", f[2]).String()})
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bare API watcher:", err)
+		os.Exit(1)
+	}
+	fmt.Println("start")
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Modified {
+			fmt.Printf("event %d\n", time.Now().UnixNano())
+		}
 	}
 }
 
@@ -95,7 +125,7 @@ func (e *env) reps(quick, full int) int {
 
 // reloaderPropagation: ConfigMap patch → (a) new file visible, (b) reload request at the app,
 // (c) SIGHUP at the child, (d) the reload request of a sidecar with the default --debounce;
-// floor: a bare watch event. Each has a ConfigMap of its own, changed in turn, one at a time:
+// floor: a bare watch event in a process of its own (bareAPIWatcher). Each has a ConfigMap of its own, changed in turn, one at a time:
 // each change waits for what it measures before the next is sent. On 2 cores, reloaders and a
 // floor woken by one change competed for a core, each losing time that was not its own.
 func reloaderPropagation(e *env, r *report) error {
@@ -161,11 +191,25 @@ func reloaderPropagation(e *env, r *report) error {
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("the subprocess-mode app did not start")
 	}
-	w, err := e.client.CoreV1().ConfigMaps(ns).Watch(e.ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "floor").String()})
+	wr, ww, err := os.Pipe()
 	if err != nil {
 		return err
 	}
-	defer w.Stop()
+	watcher := exec.Command(e.self)
+	watcher.Env = append(os.Environ(), "CONFIGWAVE_BENCH_API_WATCHER="+e.cluster.Kubeconfig()+" "+ns+" floor")
+	watcher.Stdout, watcher.Stderr = ww, os.Stderr
+	watcher.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := watcher.Start(); err != nil {
+		return err
+	}
+	ww.Close()
+	defer func() { _ = watcher.Process.Kill(); _ = watcher.Wait() }()
+	watched, watching := readStamps(wr, "event ")
+	select {
+	case <-watching:
+	case <-time.After(30 * time.Second):
+		return errors.New("the bare API watcher did not start")
+	}
 	// New files are visible once the sidecar renames ..data: seen with inotify, not by polling
 	// the file, which would take a core from what is measured.
 	swaps, err := fsnotify.NewWatcher()
@@ -216,11 +260,9 @@ func reloaderPropagation(e *env, r *report) error {
 			return nil
 		}
 		if err := change("floor", func(t0 time.Time) error {
-			if err := nextEvent(w, watch.Modified); err != nil {
-				return err
-			}
-			floor = append(floor, time.Since(t0))
-			return nil
+			at, err := arrived(watched)
+			floor = append(floor, at.Sub(t0))
+			return err
 		}); err != nil {
 			return err
 		}

@@ -199,7 +199,7 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "Run alone since, its section replaced: %s.\n\n", again)
 	}
 	if p := r.Propagation; p != nil {
-		fmt.Fprintf(&b, "### Reloader propagation (%d changes, `--debounce=0` unless named)\n\nFrom sending the ConfigMap PATCH to each event; the floor is a bare client-go watch event. Each row has a ConfigMap of its own (and its own reloader), changed in turn, one at a time: each change waits for what it measures, then 60 ms, before the next is sent, so that no two of them compete for a core; each reloader's changes are more than 200 ms apart. New files are visible when the sidecar renames `..data` (seen with inotify). Target for the default settings: at most 1.2× the floor.\n\n", p.Changes)
+		fmt.Fprintf(&b, "### Reloader propagation (%d changes, `--debounce=0` unless named)\n\nFrom sending the ConfigMap PATCH to each event; the floor is a bare client-go watch event, in a process of its own that sleeps until the event comes, as a sidecar does. Each row has a ConfigMap of its own (and its own reloader), changed in turn, one at a time: each change waits for what it measures, then 60 ms, before the next is sent, so that no two of them compete for a core; each reloader's changes are more than 200 ms apart. New files are visible when the sidecar renames `..data` (seen with inotify). Target for the default settings: at most 1.2× the floor.\n\n", p.Changes)
 		b.WriteString(row("event", "median ms", "p90 ms", "max ms", "median / floor"))
 		b.WriteString(row("---", "---", "---", "---", "---"))
 		for _, x := range []struct {

@@ -4,6 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -203,7 +206,15 @@ func waveShared(e *env, r *report) error {
 	if err := e.deployments(ns, n, func(int) string { return "shared" }); err != nil {
 		return err
 	}
-	p, err := e.startWave(ns)
+	var pprofArgs []string
+	pprofAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	if waveCPUProfile != "" {
+		pprofArgs = []string{"--enable-pprof", "--pprof-addr=" + pprofAddr}
+	}
+	p, err := e.startWave(ns, pprofArgs...)
 	if err != nil {
 		return err
 	}
@@ -224,9 +235,19 @@ func waveShared(e *env, r *report) error {
 	byClient := map[string]float64{} // wave's API requests per Deployment per change
 	for i := 1; i <= reps; i++ {
 		reqs := requestsByClient(p)
+		profiled := make(chan error, 1)
+		if waveCPUProfile != "" && i == 1 {
+			go func() { profiled <- cpuProfile(pprofAddr, 5, waveCPUProfile) }()
+			time.Sleep(100 * time.Millisecond) // the profile has begun
+		} else {
+			profiled <- nil
+		}
 		w, err := waveFanOut(e, ns, n, i)
 		if err != nil {
 			return err
+		}
+		if err := <-profiled; err != nil {
+			return fmt.Errorf("wave's CPU profile: %w", err)
 		}
 		time.Sleep(time.Second) // wave's Events and last writes done
 		for k, v := range requestsByClient(p) {
@@ -346,4 +367,21 @@ func waveMemory(e *env, r *report) error {
 		r.Memory = append(r.Memory, Memory{ConfigMaps: n, Secrets: n, ConfigMiB: float64(2*n*len(value)) / (1 << 20), RSSMiB: rss, SyncSeconds: sync.Seconds()})
 	}
 	return nil
+}
+
+// cpuProfile saves the CPU profile of the process serving pprof at addr over seconds to file.
+func cpuProfile(addr string, seconds int, file string) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, b, 0o644)
 }
