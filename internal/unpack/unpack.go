@@ -194,8 +194,12 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 		return false, fmt.Errorf("open the new folder %s under %s to readers: %w", newName, w.root, err)
 	}
 
-	_ = base.Remove(newDataLink)
-	if err := base.Symlink(newName, newDataLink); err != nil {
+	err = base.Symlink(newName, newDataLink)
+	if errors.Is(err, fs.ErrExist) { // left by a write that was cut short
+		_ = base.Remove(newDataLink)
+		err = base.Symlink(newName, newDataLink)
+	}
+	if err != nil {
 		return false, withHint(fmt.Errorf("create %s under %s: %w", newDataLink, w.root, err), w.root, 0)
 	}
 	if err := base.Rename(newDataLink, dataLink); err != nil {
