@@ -188,7 +188,7 @@ func Markdown(r Results) string {
 	b.WriteString("| what | measured (median) | against, in the same run |\n| --- | --- | --- |\n")
 	if p := r.Propagation; p != nil {
 		row("reloader: ConfigMap patch → reload request at the app, new files in place, default settings",
-			ms(p.DefaultHTTP.Median), fmt.Sprintf("a bare watch on the same ConfigMap, %s: %s", ms(p.Floor.Median), times(p.DefaultHTTP.Median, p.Floor.Median)))
+			ms(p.DefaultHTTP.Median), fmt.Sprintf("a bare watch in a process of its own, %s: %s", ms(p.Floor.Median), times(p.DefaultHTTP.Median, p.Floor.Median)))
 		row("the same with `--debounce=0`", ms(p.HTTP.Median), times(p.HTTP.Median, p.Floor.Median)+" the bare watch")
 	}
 	if u := r.Burst; u != nil {

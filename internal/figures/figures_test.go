@@ -50,7 +50,7 @@ func TestMarkdown(t *testing.T) {
 
 	r.Propagation = &Propagation{Floor: Stats{Median: 8}, HTTP: Stats{Median: 9}, DefaultHTTP: Stats{Median: 10}}
 	out := Markdown(r)
-	assert.Contains(t, out, "| 10.0 ms | a bare watch on the same ConfigMap, 8.0 ms: 1.25× |")
+	assert.Contains(t, out, "| 10.0 ms | a bare watch in a process of its own, 8.0 ms: 1.25× |")
 	assert.Contains(t, out, "| 9.0 ms | 1.12× the bare watch |")
 	assert.NotContains(t, out, "wave:", "no wave figure without wave's measurements")
 
