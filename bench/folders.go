@@ -290,25 +290,11 @@ func folderLatency(e *env, f *Folders, ours, theirs, peerBin string) error {
 		return err
 	}
 	defer floorApp.srv.Close()
-	pr, pw, err := os.Pipe()
+	created, stopWatcher, err := startChild(e, "CONFIGWAVE_BENCH_WATCHER="+floorDir+" "+floorApp.url, "the bare watcher")
 	if err != nil {
 		return err
 	}
-	watcher := exec.Command(e.self)
-	watcher.Env = append(os.Environ(), "CONFIGWAVE_BENCH_WATCHER="+floorDir+" "+floorApp.url)
-	watcher.Stdout, watcher.Stderr = pw, os.Stderr
-	watcher.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := watcher.Start(); err != nil {
-		return err
-	}
-	pw.Close()
-	defer func() { _ = watcher.Process.Kill(); _ = watcher.Wait() }()
-	created, started := readStamps(pr, "event ")
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		return errors.New("the bare watcher did not start")
-	}
+	defer stopWatcher()
 	var event, floor, mine, peer []time.Duration
 	type contender struct {
 		name string

@@ -69,6 +69,34 @@ func bareAPIWatcher(spec string) {
 	}
 }
 
+// startChild runs this binary in the child mode env names (NAME=spec) and returns, once the
+// child said "start", the times it prints after "event "; stop kills it.
+func startChild(e *env, env, what string) (stamps <-chan time.Time, stop func(), err error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(e.self)
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stdout, cmd.Stderr = pw, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return nil, nil, err
+	}
+	stop = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	stamps, started := readStamps(pr, "event ")
+	select {
+	case <-started:
+		return stamps, stop, nil
+	case <-time.After(30 * time.Second):
+		stop()
+		return nil, nil, fmt.Errorf("%s did not start", what)
+	}
+}
+
 // readStamps reads what a child of this binary prints (childApp, bareWatcher): started closes
 // at its "start" line, and each "PREFIX<unix nanoseconds>" line is sent on stamps.
 func readStamps(r io.Reader, prefix string) (stamps <-chan time.Time, started <-chan struct{}) {
@@ -191,25 +219,11 @@ func reloaderPropagation(e *env, r *report) error {
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("the subprocess-mode app did not start")
 	}
-	wr, ww, err := os.Pipe()
+	watched, stopWatcher, err := startChild(e, "CONFIGWAVE_BENCH_API_WATCHER="+e.cluster.Kubeconfig()+" "+ns+" floor", "the bare API watcher")
 	if err != nil {
 		return err
 	}
-	watcher := exec.Command(e.self)
-	watcher.Env = append(os.Environ(), "CONFIGWAVE_BENCH_API_WATCHER="+e.cluster.Kubeconfig()+" "+ns+" floor")
-	watcher.Stdout, watcher.Stderr = ww, os.Stderr
-	watcher.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := watcher.Start(); err != nil {
-		return err
-	}
-	ww.Close()
-	defer func() { _ = watcher.Process.Kill(); _ = watcher.Wait() }()
-	watched, watching := readStamps(wr, "event ")
-	select {
-	case <-watching:
-	case <-time.After(30 * time.Second):
-		return errors.New("the bare API watcher did not start")
-	}
+	defer stopWatcher()
 	// New files are visible once the sidecar renames ..data: seen with inotify, not by polling
 	// the file, which would take a core from what is measured.
 	swaps, err := fsnotify.NewWatcher()
