@@ -67,6 +67,9 @@ type Shared struct {
 	RatioMax    float64 `json:"ratio_max"`
 	// wave's API requests per Deployment per change, by client and method.
 	ByClient map[string]float64 `json:"requests_per_deployment_by_client"`
+	// wave's CPU time per change (user and system), from the ConfigMap patch to a second
+	// after its last Deployment was patched.
+	CPUSeconds float64 `json:"wave_cpu_s_per_change"`
 }
 
 type Memory struct {
@@ -236,7 +239,7 @@ func (r *report) markdown() string {
 		b.WriteString("\n![wave latency](plots/wave-latency.png)\n")
 	}
 	if s := r.Shared; s != nil {
-		fmt.Fprintf(&b, "\n### One ConfigMap shared by %d Deployments\n\nPATCH sent → the last of the %d Deployments patched, %d changes, `--kube-api-qps=%d`: median %.0f ms, max %.0f ms (%.2f ms per Deployment). Floor: the same %d Deployments' template annotation patched by a bare client at the same QPS, burst and 4 workers (the same write as wave's, so kube-controller-manager makes the same new ReplicaSets meanwhile), median %.0f ms, max %.0f ms: **%s the floor** (target ≤ 1.05×). wave's changes and the floor's alternate (wave stopped with SIGSTOP while the floor runs), each beside kube-controller-manager's ReplicaSets for the one before; each change's wave / floor: min %.2f×, median %.2f×, max %.2f×.\n",
+		fmt.Fprintf(&b, "\n### One ConfigMap shared by %d Deployments\n\nPATCH sent → the last of the %d Deployments patched, %d changes, `--kube-api-qps=%d`: median %.0f ms, max %.0f ms (%.2f ms per Deployment). Floor: the same %d Deployments' template annotation patched by a bare client at the same QPS, burst and 4 workers (the same write as wave's, so kube-controller-manager makes the same new ReplicaSets meanwhile), timed as wave's is, until the bench's watch has seen the last one, median %.0f ms, max %.0f ms: **%s the floor** (target ≤ 1.05×). wave's changes and the floor's alternate (wave stopped with SIGSTOP while the floor runs), each beside kube-controller-manager's ReplicaSets for the one before; each change's wave / floor: min %.2f×, median %.2f×, max %.2f×.\n",
 			s.Deployments, s.Deployments, s.Changes, s.QPS, s.UntilLast.Median, s.UntilLast.Max, s.UntilLast.Median/float64(s.Deployments), s.Deployments, s.Floor.Median, s.Floor.Max, ratio(s.UntilLast.Median, s.Floor.Median), s.RatioMin, s.RatioMedian, s.RatioMax)
 		if len(s.ByClient) > 0 {
 			keys := slices.Sorted(maps.Keys(s.ByClient))
@@ -245,6 +248,9 @@ func (r *report) markdown() string {
 				parts[i] = fmt.Sprintf("%s %.2f", k, s.ByClient[k])
 			}
 			fmt.Fprintf(&b, "\nwave's API requests per Deployment per change, by client and method: %s.\n", strings.Join(parts, ", "))
+		}
+		if s.CPUSeconds > 0 {
+			fmt.Fprintf(&b, "\nwave's CPU per change (user and system, from the ConfigMap patch to a second after the last Deployment was patched): %.2f s.\n", s.CPUSeconds)
 		}
 	}
 	if c := r.Coalescing; c != nil {

@@ -233,8 +233,9 @@ func waveShared(e *env, r *report) error {
 	var ratios []float64
 	reps := e.reps(3, 5)
 	byClient := map[string]float64{} // wave's API requests per Deployment per change
+	ticks := 0                       // wave's CPU during its changes
 	for i := 1; i <= reps; i++ {
-		reqs := requestsByClient(p)
+		reqs, ticks0 := requestsByClient(p), cpuTicks(p.cmd.Process.Pid)
 		profiled := make(chan error, 1)
 		if waveCPUProfile != "" && i == 1 {
 			go func() { profiled <- cpuProfile(pprofAddr, 5, waveCPUProfile) }()
@@ -250,6 +251,7 @@ func waveShared(e *env, r *report) error {
 			return fmt.Errorf("wave's CPU profile: %w", err)
 		}
 		time.Sleep(time.Second) // wave's Events and last writes done
+		ticks += cpuTicks(p.cmd.Process.Pid) - ticks0
 		for k, v := range requestsByClient(p) {
 			byClient[k] += (v - reqs[k]) / float64(n*reps)
 		}
@@ -270,38 +272,57 @@ func waveShared(e *env, r *report) error {
 	}
 	slices.Sort(ratios)
 	r.Shared = &Shared{Deployments: n, Changes: reps, UntilLast: stats(waves), QPS: 200, Floor: stats(floors),
-		RatioMin: ratios[0], RatioMedian: ratios[len(ratios)/2], RatioMax: ratios[len(ratios)-1], ByClient: byClient}
+		RatioMin: ratios[0], RatioMedian: ratios[len(ratios)/2], RatioMax: ratios[len(ratios)-1], ByClient: byClient,
+		CPUSeconds: float64(ticks) / 100 / float64(reps)}
 	return nil
 }
 
 // waveFanOut patches the shared ConfigMap and returns when wave has patched the last of the n
 // Deployments (their template's inputs hash changed, seen on a watch).
 func waveFanOut(e *env, ns string, n, i int) (time.Duration, error) {
+	return fanOut(e, ns, n, rollout.InputsHashAnnotation, func() error {
+		return e.patchConfigMap(ns, "shared", "a", strconv.Itoa(i))
+	})
+}
+
+// fanOut runs begin and returns when the bench's watch has seen the template annotation named
+// changed on all n Deployments. wave's fan-out and the floor's are timed this same way, so the
+// watch's own cost (decoding every Deployment event, on the same two cores) falls on both.
+func fanOut(e *env, ns string, n int, changed string, begin func() error) (time.Duration, error) {
 	list, err := e.client.AppsV1().Deployments(ns).List(e.ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, err
 	}
 	before := map[string]string{}
 	for _, d := range list.Items {
-		before[d.Name] = d.Spec.Template.Annotations[rollout.InputsHashAnnotation]
+		before[d.Name] = d.Spec.Template.Annotations[changed]
 	}
 	w, err := e.client.AppsV1().Deployments(ns).Watch(e.ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		return 0, err
 	}
 	defer w.Stop()
-	changed := map[string]bool{}
+	seen := map[string]bool{}
+	began := make(chan error, 1)
 	t0 := time.Now()
-	if err := e.patchConfigMap(ns, "shared", "a", strconv.Itoa(i)); err != nil {
-		return 0, err
-	}
-	err = waitDeployment(w, func(d *appsv1.Deployment) bool {
-		if d.Spec.Template.Annotations[rollout.InputsHashAnnotation] != before[d.Name] {
-			changed[d.Name] = true
+	go func() {
+		err := begin()
+		if err != nil {
+			w.Stop() // no wait for changes that will not come
 		}
-		return len(changed) == n
+		began <- err
+	}()
+	err = waitDeployment(w, func(d *appsv1.Deployment) bool {
+		if d.Spec.Template.Annotations[changed] != before[d.Name] {
+			seen[d.Name] = true
+		}
+		return len(seen) == n
 	})
-	return time.Since(t0), err
+	took := time.Since(t0)
+	if berr := <-began; berr != nil {
+		return 0, berr
+	}
+	return took, err
 }
 
 // barePatchClient is the floor's client, at wave's default --kube-api-qps and --kube-api-burst.
@@ -313,17 +334,21 @@ func barePatchClient(e *env) (kubernetes.Interface, error) {
 
 // barePatchLoop is the floor of the shared-ConfigMap fan-out: the n Deployments' template
 // annotation patched by a bare client with wave's default --workers, and nothing else. The
-// same write as wave's, so kube-controller-manager makes the same new ReplicaSets meanwhile.
+// same write as wave's, so kube-controller-manager makes the same new ReplicaSets meanwhile;
+// timed as wave's is, until the bench's watch has seen the last one.
 func barePatchLoop(e *env, client kubernetes.Interface, ns string, n, i int) (time.Duration, error) {
 	const workers = 4
-	body := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{"bench-floor":"%d"}}}}}`, i)
-	t0 := time.Now()
-	err := parallelN(workers, n, func(j int) error {
-		_, err := client.AppsV1().Deployments(ns).Patch(e.ctx, fmt.Sprintf("app-%d", j), types.MergePatchType, body, metav1.PatchOptions{})
-		return err
+	body := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:"%d"}}}}}`, floorAnnotation, i)
+	return fanOut(e, ns, n, floorAnnotation, func() error {
+		return parallelN(workers, n, func(j int) error {
+			_, err := client.AppsV1().Deployments(ns).Patch(e.ctx, fmt.Sprintf("app-%d", j), types.MergePatchType, body, metav1.PatchOptions{})
+			return err
+		})
 	})
-	return time.Since(t0), err
 }
+
+// floorAnnotation is the template annotation the floor of the fan-out writes.
+const floorAnnotation = "bench-floor"
 
 // waveMemory: RSS and time to first full sync with many ConfigMaps and Secrets of 16 KiB.
 func waveMemory(e *env, r *report) error {
