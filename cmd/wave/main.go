@@ -298,6 +298,10 @@ func newClients(cfg *config, reg *prometheus.Registry) (*clients, error) {
 	// an Event each) and the patches waited behind the Events. Events are best effort: the
 	// broadcaster drops them when its queue is full, never blocking a rollout.
 	eventCfg.QPS, eventCfg.Burst, eventCfg.RateLimiter = eventQPS, eventBurst, nil
+	// client-go's Event writes are hand-written, not generated, and so speak JSON unless told:
+	// in a fan-out to 1,000 Deployments, decoding their answers from JSON took wave more CPU
+	// than its patches did.
+	kubeclient.PreferProtobuf(eventCfg)
 	if cl.events, err = kubernetes.NewForConfig(eventCfg); err != nil {
 		return nil, fmt.Errorf("create the Events client: %w", err)
 	}

@@ -32,7 +32,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -121,6 +120,8 @@ type Controller struct {
 	warned  warnedOf
 	pending *changesPending
 	leading atomic.Bool // Run is running: this replica decides
+	// indexMemo: the index values of the last cache entries indexed (see indexes.go).
+	indexMemo indexMemo
 }
 
 // NewController registers the event handlers on the informers.
@@ -372,59 +373,6 @@ const (
 	// expression (rare): a change of any object there is looked at for them.
 	byPattern = "pattern"
 )
-
-// configKeys is the byConfig index function: what an opted-in workload's template uses,
-// objects that do not exist yet included, other namespaces only where they are allowed.
-func (c *Controller) configKeys(obj any) ([]string, error) {
-	w, ok := workload.Of(obj)
-	if !ok {
-		return nil, nil
-	}
-	sel := c.annotated(w)
-	if !sel.optedIn() {
-		return nil, nil
-	}
-	used := refs.Extract(w.Meta.Namespace, w.Meta.Annotations, &w.Template.Spec)
-	if !c.AllowCrossNamespaceRefs {
-		used.DropOtherNamespaces(w.Meta.Namespace)
-	}
-	c.addSecretProviderClasses(used, w.Meta.Namespace, &w.Template.Spec, sel)
-	all := sets.New(used.All()...)
-	if sel.stakater != nil { // names in Reloader's reload lists, used by the pods or not
-		for _, kind := range c.Informers.configKinds() {
-			for _, re := range sel.stakater.NamesOf(kind) {
-				if name, ok := refs.Literal(re); ok {
-					all.Insert(configref.Ref{Kind: kind, Namespace: w.Meta.Namespace, Name: name})
-				}
-			}
-		}
-	}
-	keys := make([]string, 0, all.Len())
-	for r := range all {
-		keys = append(keys, r.String())
-	}
-	return keys, nil
-}
-
-func (c *Controller) optInKey(obj any) ([]string, error) {
-	if w, ok := workload.Of(obj); ok && c.annotated(w).optedIn() {
-		return []string{"true"}, nil
-	}
-	return nil, nil
-}
-
-// patternKey is the byPattern index function: the namespace of a workload whose Reloader
-// reload list holds a regular expression, which any object of the namespace may match.
-func (c *Controller) patternKey(obj any) ([]string, error) {
-	w, ok := workload.Of(obj)
-	if !ok {
-		return nil, nil
-	}
-	if sel := c.annotated(w); sel.stakater != nil && sel.stakater.HasPatterns() {
-		return []string{w.Meta.Namespace}, nil
-	}
-	return nil, nil
-}
 
 // Run waits for the caches, then runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) error {
