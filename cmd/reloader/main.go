@@ -243,6 +243,7 @@ func readAPI(cfg *config, r *reload.Reloader, metrics *reload.Metrics) (runningS
 	if err != nil {
 		return nil, nil, err
 	}
+	kubeclient.Uncompressed(restCfg)
 	if cfg.peer.insecureAPI {
 		restCfg.TLSClientConfig.Insecure = true
 		restCfg.TLSClientConfig.CAFile, restCfg.TLSClientConfig.CAData = "", nil

@@ -31,6 +31,12 @@ func Config(kubeconfig, userAgent string, qps float32, burst int) (*rest.Config,
 	return cfg, nil
 }
 
+// Uncompressed asks the API server not to gzip its answers to cfg's clients. Since Kubernetes
+// 1.37 (WatchListCompression, on by default) it gzips every event of a watch that began with a
+// streamed list, as client-go's informers begin theirs, each event a gzip stream of its own:
+// work on both ends of every change, for a sidecar whose few small objects gain nothing from it.
+func Uncompressed(cfg *rest.Config) { cfg.DisableCompression = true }
+
 // PreferProtobuf makes every request of cfg's clients speak protobuf, as kube-controller-manager
 // does. The generated typed clients do so already; the hand-written ones (Events) do not. Only
 // for built-in kinds: the dynamic client sets JSON for itself.

@@ -77,3 +77,30 @@ func TestPreferProtobufReachesEvents(t *testing.T) {
 		}
 	}
 }
+
+// Uncompressed: the client no longer offers gzip, so the API server sends watch events plain.
+// Over TLS, as to every API server (client-go ignores DisableCompression on a plain-HTTP config:
+// it then uses Go's default transport).
+func TestUncompressedOffersNoGzip(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		var offered string
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			offered = r.Header.Get("Accept-Encoding")
+		}))
+		cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+		if off {
+			Uncompressed(cfg)
+		}
+		client, err := rest.HTTPClientFor(cfg)
+		require.NoError(t, err)
+		resp, err := client.Get(srv.URL + "/api/v1/namespaces/a/configmaps?watch=true&sendInitialEvents=true")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		srv.Close()
+		if off {
+			assert.Empty(t, offered)
+		} else {
+			assert.Equal(t, "gzip", offered, "Go's default, which Uncompressed is for")
+		}
+	}
+}
