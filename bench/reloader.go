@@ -256,6 +256,15 @@ func reloaderPropagation(e *env, r *report) error {
 		}
 	}
 
+	// arrivalInto: a change measured by when ch next says its result arrived, noted in into.
+	arrivalInto := func(into *[]time.Duration, ch <-chan time.Time) func(time.Time) error {
+		return func(t0 time.Time) error {
+			at, err := arrived(ch)
+			*into = append(*into, at.Sub(t0))
+			return err
+		}
+	}
+
 	var floor, file, req, hup, def []time.Duration
 	n := e.reps(30, 100)
 	for i := 1; i <= n; i++ {
@@ -273,11 +282,7 @@ func reloaderPropagation(e *env, r *report) error {
 			time.Sleep(60 * time.Millisecond)
 			return nil
 		}
-		if err := change("floor", func(t0 time.Time) error {
-			at, err := arrived(watched)
-			floor = append(floor, at.Sub(t0))
-			return err
-		}); err != nil {
+		if err := change("floor", arrivalInto(&floor, watched)); err != nil {
 			return err
 		}
 		if err := change("app", func(t0 time.Time) error {
@@ -296,18 +301,10 @@ func reloaderPropagation(e *env, r *report) error {
 		}); err != nil {
 			return err
 		}
-		if err := change("sub", func(t0 time.Time) error {
-			at, err := arrived(hups)
-			hup = append(hup, at.Sub(t0))
-			return err
-		}); err != nil {
+		if err := change("sub", arrivalInto(&hup, hups)); err != nil {
 			return err
 		}
-		if err := change("def", func(t0 time.Time) error {
-			at, err := arrived(defApp.arrived)
-			def = append(def, at.Sub(t0))
-			return err
-		}); err != nil {
+		if err := change("def", arrivalInto(&def, defApp.arrived)); err != nil {
 			return err
 		}
 	}
