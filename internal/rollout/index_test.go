@@ -140,49 +140,59 @@ func TestIndexDoesNotDependOnNamespaceLabels(t *testing.T) {
 	c.queue.Done(key)
 }
 
-// The index functions share one decode of a cache entry (indexMemo). An update makes a new
+// The index functions share one decode of a cache entry (indexMemo), for an entry of a kind
+// cached slim (workload.Cached) and for an object kept whole alike. An update makes a new
 // entry, so the memo never gives an entry's values to another, and the index follows the
 // workload's changes as it did with a decode per call.
 func TestIndexFollowsUpdatesOfCachedEntries(t *testing.T) {
-	c, _ := newTestController(t, false)
 	usingCM := func(name string) *appsv1.Deployment {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", ResourceVersion: name,
 			Annotations: map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}}}
 		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}}
 		return d
 	}
-	indexer := c.Informers.workloads["Deployment"][0].GetIndexer()
-	users := func(ref string) int {
-		objs, err := indexer.ByIndex(byConfig, ref)
-		require.NoError(t, err)
-		return len(objs)
-	}
-	first := workload.Compact(usingCM("a"))
-	require.IsType(t, &workload.Cached{}, first)
-	require.NoError(t, indexer.Add(first))
-	assert.Equal(t, 1, users("configmap ns/a"))
-
-	// More updates than the memo holds, each to another ConfigMap, then back to the first.
-	for _, name := range []string{"b", "c", "d", "e", "f", "a"} {
-		require.NoError(t, indexer.Update(workload.Compact(usingCM(name))))
-		assert.Equal(t, 1, users("configmap ns/"+name), name)
-		assert.Equal(t, 1, len(indexer.List()))
-		for _, other := range []string{"a", "b", "c", "d", "e", "f"} {
-			if other != name {
-				assert.Zero(t, users("configmap ns/"+other), "after the update to %s, nothing left of %s", name, other)
+	for shape, entryOf := range map[string]func(name string) any{
+		"slim":  func(name string) any { return workload.Compact(usingCM(name)) },
+		"whole": func(name string) any { return usingCM(name) },
+	} {
+		t.Run(shape, func(t *testing.T) {
+			c, _ := newTestController(t, false)
+			indexer := c.Informers.workloads["Deployment"][0].GetIndexer()
+			users := func(ref string) int {
+				objs, err := indexer.ByIndex(byConfig, ref)
+				require.NoError(t, err)
+				return len(objs)
 			}
-		}
-	}
-	optedIn, err := indexer.ByIndex(byOptIn, "true")
-	require.NoError(t, err)
-	assert.Len(t, optedIn, 1)
+			first := entryOf("a")
+			if shape == "slim" {
+				require.IsType(t, &workload.Cached{}, first)
+			}
+			require.NoError(t, indexer.Add(first))
+			assert.Equal(t, 1, users("configmap ns/a"))
 
-	// Values from the memo are those a fresh decode gives.
-	entry := workload.Compact(usingCM("z"))
-	fresh := c.indexValues(entry)
-	assert.Equal(t, []string{"configmap ns/z"}, fresh.config)
-	assert.Equal(t, fresh, c.indexValuesOf(entry))
-	assert.Equal(t, fresh, c.indexValuesOf(entry), "the second time from the memo")
+			// More updates than the memo holds, each to another ConfigMap, then back to the first.
+			for _, name := range []string{"b", "c", "d", "e", "f", "a"} {
+				require.NoError(t, indexer.Update(entryOf(name)))
+				assert.Equal(t, 1, users("configmap ns/"+name), name)
+				assert.Equal(t, 1, len(indexer.List()))
+				for _, other := range []string{"a", "b", "c", "d", "e", "f"} {
+					if other != name {
+						assert.Zero(t, users("configmap ns/"+other), "after the update to %s, nothing left of %s", name, other)
+					}
+				}
+			}
+			optedIn, err := indexer.ByIndex(byOptIn, "true")
+			require.NoError(t, err)
+			assert.Len(t, optedIn, 1)
+
+			// Values from the memo are those a fresh decode gives.
+			entry := entryOf("z")
+			fresh := c.indexValues(entry)
+			assert.Equal(t, []string{"configmap ns/z"}, fresh.config)
+			assert.Equal(t, fresh, c.indexValuesOf(entry))
+			assert.Equal(t, fresh, c.indexValuesOf(entry), "the second time from the memo")
+		})
+	}
 }
 
 func TestIndexMemoKeepsTheLastEntries(t *testing.T) {

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"reflect"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -12,8 +13,8 @@ import (
 
 // The workload informers' index functions. client-go calls each of them on the old and on the
 // new object of every update, six calls per event, and each needs the workload decoded from
-// its cache entry (workload.Cached): the three values are worked out together, from one
-// decode, and kept for the last few entries (indexMemo).
+// its cache entry (workload.Cached) or read from the object: the three values are worked out
+// together, from one decode, and kept for the last few entries (indexMemo).
 
 func (c *Controller) configKeys(obj any) ([]string, error) { return c.indexValuesOf(obj).config, nil }
 
@@ -35,18 +36,24 @@ type indexValues struct {
 }
 
 func (c *Controller) indexValuesOf(obj any) indexValues {
-	entry, cached := obj.(*workload.Cached)
-	cached = cached && entry != nil
-	if cached {
-		if v, ok := c.indexMemo.get(entry); ok {
+	memo := isPointer(obj)
+	if memo {
+		if v, ok := c.indexMemo.get(obj); ok {
 			return v
 		}
 	}
 	v := c.indexValues(obj)
-	if cached {
-		c.indexMemo.put(entry, v)
+	if memo {
+		c.indexMemo.put(obj, v)
 	}
 	return v
+}
+
+// isPointer: an object the memo can know by identity. The informers hold pointers, to a
+// workload.Cached or to a kind kept whole (a CronJob, an Argo Rollout).
+func isPointer(obj any) bool {
+	v := reflect.ValueOf(obj)
+	return v.Kind() == reflect.Pointer && !v.IsNil()
 }
 
 func (c *Controller) indexValues(obj any) indexValues {
@@ -85,19 +92,19 @@ func (c *Controller) indexValues(obj any) indexValues {
 }
 
 // indexMemo holds the index values of the last few cache entries, by identity: an entry is
-// never changed once made (an update makes a new one), and holding it here keeps its address
-// from being reused meanwhile. Four covers an update's old and new object with room for an
+// never changed once made (an update makes a new one; client-go's informers hand out objects
+// that nobody may change), and holding it here keeps its address from being reused meanwhile. Four covers an update's old and new object with room for an
 // informer of another kind updating at the same time.
 type indexMemo struct {
 	mu    sync.Mutex
 	next  int
 	slots [4]struct {
-		entry *workload.Cached
+		entry any
 		v     indexValues
 	}
 }
 
-func (m *indexMemo) get(entry *workload.Cached) (indexValues, bool) {
+func (m *indexMemo) get(entry any) (indexValues, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, s := range m.slots {
@@ -108,7 +115,7 @@ func (m *indexMemo) get(entry *workload.Cached) (indexValues, bool) {
 	return indexValues{}, false
 }
 
-func (m *indexMemo) put(entry *workload.Cached, v indexValues) {
+func (m *indexMemo) put(entry any, v indexValues) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.slots[m.next].entry, m.slots[m.next].v = entry, v
