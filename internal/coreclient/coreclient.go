@@ -4,7 +4,8 @@
 // An idle sidecar's memory is mostly the pages of its own binary, so what it links is what it
 // costs. The generated clientset links and registers the types of every API group; this
 // client's scheme knows the five types the reloader sends or receives, declared here with only
-// the fields it uses, and speaks JSON (protobuf would need the generated code of all of core/v1).
+// the fields it uses. It reads protobuf, decoded by hand for those fields (proto.go), and
+// writes JSON (only Events, off any path that is timed).
 package coreclient
 
 import (
@@ -38,7 +39,7 @@ func New(cfg *rest.Config) (rest.Interface, error) {
 	c.GroupVersion = &GroupVersion
 	c.NegotiatedSerializer = serializer.NewCodecFactory(Scheme).WithoutConversion()
 	c.ContentType = runtime.ContentTypeJSON
-	c.AcceptContentTypes = runtime.ContentTypeJSON
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	client, err := rest.RESTClientFor(c)
 	if err != nil {
 		return nil, fmt.Errorf("create the API client for %s: %w", c.Host, err)

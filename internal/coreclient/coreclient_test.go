@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 )
 
+// An API server that answers JSON only (a proxy in between may) is still read.
 func TestClientReadsCoreV1(t *testing.T) {
 	want := &ConfigMapList{Items: []ConfigMap{{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "nginx"},
@@ -41,7 +42,7 @@ func TestClientReadsCoreV1(t *testing.T) {
 
 	assert.Equal(t, "/api/v1/namespaces/web/configmaps", gotPath)
 	assert.Equal(t, "fieldSelector=metadata.name%3Dnginx", gotQuery)
-	assert.Equal(t, runtime.ContentTypeJSON, gotAccept)
+	assert.Equal(t, runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON, gotAccept)
 	assert.Equal(t, "7", got.ResourceVersion)
 	require.Len(t, got.Items, 1)
 	assert.Equal(t, "7", got.Items[0].ResourceVersion)
