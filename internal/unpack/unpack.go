@@ -160,14 +160,17 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 			if same {
 				w.lastDir, w.lastDigest, w.lastTop = oldDir, digest, top
 				// Nothing to write, but a name the app deleted comes back, as kubelet's writer does.
-				return false, w.linkMissing(base, top)
+				return false, w.linkMissing(base, top, nil)
 			}
 		}
 	}
+	linked := make(map[string]bool, len(top)) // names whose link is in place: none to make after the swap
 	for name := range top {
-		if err := w.checkOwned(base, name); err != nil {
+		ours, err := w.checkOwned(base, name)
+		if err != nil {
 			return false, err
 		}
+		linked[name] = ours
 	}
 
 	// The new folder is 0700 until it is complete: nobody else can enter it to swap a
@@ -214,7 +217,7 @@ func (w *Writer) WriteChecked(files map[string]File, check func(dir string) erro
 	w.lastDir, w.lastDigest, w.lastTop = newName, digest, top
 
 	// The new set is live; the old folder is retired whatever fails below.
-	return true, w.afterSwap(base, oldDir, oldTop, top)
+	return true, w.afterSwap(base, oldDir, oldTop, top, linked)
 }
 
 // setDigest hashes a set's paths, modes and bytes. Two sets with different digests differ;
@@ -263,11 +266,11 @@ func isOwnDir(name string) bool {
 	return strings.HasPrefix(name, "..") && name != ".." && !strings.ContainsAny(name, `/\`) && name != dataLink && name != newDataLink
 }
 
-func (w *Writer) afterSwap(base *os.Root, oldDir string, oldTop, top map[string]bool) error {
+func (w *Writer) afterSwap(base *os.Root, oldDir string, oldTop, top, linked map[string]bool) error {
 	if oldDir != "" {
 		w.retire(oldDir)
 	}
-	return w.updateVisibleLinks(base, oldDir, oldTop, top)
+	return w.updateVisibleLinks(base, oldDir, oldTop, top, linked)
 }
 
 // retire schedules the removal of a swapped-out folder once retireGrace has passed, so that an
@@ -374,34 +377,39 @@ func ValidatePath(p string) error {
 	return nil
 }
 
-// checkOwned returns an error when name exists under the root but is not the symlink this
-// writer makes, so a file the user or the app put there is never replaced.
-func (w *Writer) checkOwned(base *os.Root, name string) error {
-	info, err := base.Lstat(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return withHint(fmt.Errorf("check %s under %s: %w", name, w.root, err), w.root, 0)
-	}
-	what := "a file"
+// checkOwned reports whether name under the root is the symlink this writer makes (linked),
+// and returns an error when it is anything else, so that a file the user or the app put there
+// is never replaced. It runs on every change, between the change and the app's reload, so one
+// readlink tells the usual cases apart: our link, nothing, or something that is not a link
+// (EINVAL), which only the error message needs told apart further.
+func (w *Writer) checkOwned(base *os.Root, name string) (linked bool, err error) {
+	target, err := base.Readlink(name)
+	what := "a symlink"
 	switch {
-	case info.IsDir():
-		what = "a folder"
-	case info.Mode()&fs.ModeSymlink != 0:
-		if target, err := base.Readlink(name); err == nil && target == path.Join(dataLink, name) {
-			return nil
+	case err == nil && target == path.Join(dataLink, name):
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case errors.Is(err, syscall.EINVAL):
+		what = "a file"
+		if info, err := base.Lstat(name); err == nil && info.IsDir() {
+			what = "a folder"
 		}
-		what = "a symlink"
+	case err != nil:
+		return false, withHint(fmt.Errorf("check %s under %s: %w", name, w.root, err), w.root, 0)
 	}
-	return fmt.Errorf("%s under %s is %s that configwave did not write; move it away or choose another --configroot", name, w.root, what)
+	return false, fmt.Errorf("%s under %s is %s that configwave did not write; move it away or choose another --configroot", name, w.root, what)
 }
 
 // linkMissing creates the user-visible symlink name -> ..data/name for every top-level name
 // that does not exist. An existing name is either our link (checked before a swap) or someone
-// else's, which is never replaced.
-func (w *Writer) linkMissing(base *os.Root, top map[string]bool) error {
+// else's, which is never replaced. Names in linked were seen to be our link just before the
+// swap and are not looked at again.
+func (w *Writer) linkMissing(base *os.Root, top, linked map[string]bool) error {
 	for name := range top {
+		if linked[name] {
+			continue
+		}
 		if _, err := base.Lstat(name); err == nil {
 			continue
 		}
@@ -415,8 +423,8 @@ func (w *Writer) linkMissing(base *os.Root, top map[string]bool) error {
 // updateVisibleLinks makes the top-level links match the new set: links for its new names, and
 // none for the old set's names that are gone. The old set's names are oldTop when this Writer
 // made it, else read from its folder.
-func (w *Writer) updateVisibleLinks(base *os.Root, oldDir string, oldTop, top map[string]bool) error {
-	if err := w.linkMissing(base, top); err != nil {
+func (w *Writer) updateVisibleLinks(base *os.Root, oldDir string, oldTop, top, linked map[string]bool) error {
+	if err := w.linkMissing(base, top, linked); err != nil {
 		return err
 	}
 	if oldDir == "" {
@@ -438,7 +446,10 @@ func (w *Writer) updateVisibleLinks(base *os.Root, oldDir string, oldTop, top ma
 		}
 	}
 	for name := range oldTop {
-		if top[name] || w.checkOwned(base, name) != nil {
+		if top[name] {
+			continue
+		}
+		if _, err := w.checkOwned(base, name); err != nil {
 			continue
 		}
 		if err := base.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {

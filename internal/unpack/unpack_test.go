@@ -104,6 +104,19 @@ func TestWrite(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, entries, 3, "only ..data, the folder it points at, and a; got %v", entries)
 	})
+	t.Run("a link the app deleted comes back with the next write", func(t *testing.T) {
+		for _, next := range []string{"A", "A2"} { // the same set, and a new one
+			root := t.TempDir()
+			w := unpack.New(root)
+			_, err := w.Write(map[string]unpack.File{"a": file("A"), "b": file("B")})
+			require.NoError(t, err)
+			require.NoError(t, os.Remove(filepath.Join(root, "a")))
+			_, err = w.Write(map[string]unpack.File{"a": file(next), "b": file("B")})
+			require.NoError(t, err)
+			assert.Equal(t, next, read(t, root, "a"))
+			assert.Equal(t, "B", read(t, root, "b"))
+		}
+	})
 	t.Run("a path that is also another path's folder is rejected", func(t *testing.T) {
 		root := t.TempDir()
 		_, err := unpack.New(root).Write(map[string]unpack.File{"conf.d/site": file("A"), "conf.d/site/x": file("B")})
