@@ -19,7 +19,8 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/sourc
 	FuzzWaveFlags:./cmd/wave FuzzLayoutFiles:./internal/reload \
 	FuzzParseExtra:./internal/refs FuzzParseInputs:./internal/confighash \
 	FuzzParseRecord:./internal/outcome FuzzParseStakater:./internal/refs \
-	FuzzExpand:./internal/render FuzzToldRecord:./internal/reload FuzzTransform:./internal/csi
+	FuzzExpand:./internal/render FuzzToldRecord:./internal/reload FuzzTransform:./internal/csi \
+	FuzzDecodeProtobuf:./internal/coreclient
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 

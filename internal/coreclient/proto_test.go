@@ -147,7 +147,7 @@ func TestProtobufErrorsNameTheObject(t *testing.T) {
 
 // Whatever the bytes, decoding returns an error or an object, never a panic; and what the
 // generated code of core/v1 reads from valid bytes, this reads the same.
-func FuzzUnmarshal(f *testing.F) {
+func FuzzDecodeProtobuf(f *testing.F) {
 	for _, obj := range []interface{ Marshal() ([]byte, error) }{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", ManagedFields: managed}, Data: map[string]string{"k": "v"}, BinaryData: map[string][]byte{"b": {0}}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Type: "Opaque", Data: map[string][]byte{"k": {1}}},
