@@ -15,6 +15,7 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Field numbers of core/v1's generated.proto.
@@ -89,16 +90,7 @@ func (l *ConfigMapList) Reset() { *l = ConfigMapList{} }
 
 // Unmarshal decodes a protobuf core/v1 ConfigMapList.
 func (l *ConfigMapList) Unmarshal(b []byte) error {
-	return eachField(b, "ConfigMapList", func(num protowire.Number, v []byte) error {
-		switch num {
-		case fieldMetadata:
-			return l.ListMeta.Unmarshal(v)
-		case fieldItems:
-			l.Items = append(l.Items, ConfigMap{})
-			return l.Items[len(l.Items)-1].Unmarshal(v)
-		}
-		return nil
-	})
+	return unmarshalList(b, "ConfigMapList", &l.ListMeta, &l.Items)
 }
 
 // Reset implements the protobuf decoder's interface.
@@ -106,13 +98,21 @@ func (l *SecretList) Reset() { *l = SecretList{} }
 
 // Unmarshal decodes a protobuf core/v1 SecretList.
 func (l *SecretList) Unmarshal(b []byte) error {
-	return eachField(b, "SecretList", func(num protowire.Number, v []byte) error {
+	return unmarshalList(b, "SecretList", &l.ListMeta, &l.Items)
+}
+
+// unmarshalList decodes a core/v1 list: its metadata into meta, each item appended to items.
+func unmarshalList[T any, P interface {
+	*T
+	Unmarshal([]byte) error
+}](b []byte, what string, meta *metav1.ListMeta, items *[]T) error {
+	return eachField(b, what, func(num protowire.Number, v []byte) error {
 		switch num {
 		case fieldMetadata:
-			return l.ListMeta.Unmarshal(v)
+			return meta.Unmarshal(v)
 		case fieldItems:
-			l.Items = append(l.Items, Secret{})
-			return l.Items[len(l.Items)-1].Unmarshal(v)
+			*items = append(*items, *new(T))
+			return P(&(*items)[len(*items)-1]).Unmarshal(v)
 		}
 		return nil
 	})
