@@ -38,23 +38,9 @@ func (c *ConfigMap) Unmarshal(b []byte) error {
 		case fieldMetadata:
 			return c.ObjectMeta.Unmarshal(v)
 		case fieldConfigMapData:
-			k, val, err := mapEntry(v)
-			if err != nil {
-				return err
-			}
-			if c.Data == nil {
-				c.Data = map[string]string{}
-			}
-			c.Data[k] = string(val)
+			return putEntry(&c.Data, v)
 		case fieldConfigMapBinary:
-			k, val, err := mapEntry(v)
-			if err != nil {
-				return err
-			}
-			if c.BinaryData == nil {
-				c.BinaryData = map[string][]byte{}
-			}
-			c.BinaryData[k] = append([]byte{}, val...) // the decoder reuses its buffer
+			return putEntry(&c.BinaryData, v)
 		}
 		return nil
 	})
@@ -70,14 +56,7 @@ func (s *Secret) Unmarshal(b []byte) error {
 		case fieldMetadata:
 			return s.ObjectMeta.Unmarshal(v)
 		case fieldSecretData:
-			k, val, err := mapEntry(v)
-			if err != nil {
-				return err
-			}
-			if s.Data == nil {
-				s.Data = map[string][]byte{}
-			}
-			s.Data[k] = append([]byte{}, val...)
+			return putEntry(&s.Data, v)
 		case fieldSecretType:
 			s.Type = string(v)
 		}
@@ -147,6 +126,20 @@ func eachField(b []byte, what string, f func(protowire.Number, []byte) error) er
 			return fmt.Errorf("decode %s: field %d: %w", what, num, err)
 		}
 	}
+	return nil
+}
+
+// putEntry decodes one entry of a protobuf map into *m, making the map at its first entry. The
+// value is copied: the decoder reuses its buffer.
+func putEntry[V string | []byte](m *map[string]V, b []byte) error {
+	k, v, err := mapEntry(b)
+	if err != nil {
+		return err
+	}
+	if *m == nil {
+		*m = map[string]V{}
+	}
+	(*m)[k] = V(append([]byte{}, v...))
 	return nil
 }
 
