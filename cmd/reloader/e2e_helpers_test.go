@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/testpod"
 )
 
 var (
@@ -48,6 +49,7 @@ func TestMain(m *testing.M) {
 	reloaderBin = bin
 	code := testcluster.Run(m, &cluster)
 	remove()
+	testpod.Cleanup() // the real-node test's images and binaries
 	os.Exit(code)
 }
 
