@@ -1,12 +1,15 @@
 package rollout
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/csi"
+	"github.com/configwave/configwave/internal/informer"
 	"github.com/configwave/configwave/internal/refs"
 )
 
@@ -17,26 +20,20 @@ import (
 func (inf *Informers) WatchSecretProviderClasses(client dynamic.Interface) error {
 	inf.csi = csi.NewTracker()
 	for ns := range inf.watched {
-		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, ns, nil)
-		statuses := f.ForResource(csi.PodStatuses).Informer()
-		if err := statuses.SetTransform(csi.Transform); err != nil {
-			return err
-		}
-		if err := statuses.AddIndexers(csi.Indexers()); err != nil {
-			return err
-		}
+		indexers := informer.NamespaceIndex()
+		maps.Copy(indexers, csi.Indexers())
+		statuses := informer.New[*unstructured.UnstructuredList](client.Resource(csi.PodStatuses).Namespace(ns), client, &unstructured.Unstructured{},
+			informer.Options{Indexers: indexers, Transform: csi.Transform})
 		if err := inf.csi.Watch(statuses); err != nil {
 			return err
 		}
-		classes := f.ForResource(csi.Classes).Informer()
-		// A dynamic informer has the namespace index configNames reads already.
-		if err := classes.SetTransform(inf.digester.TransformMeta); err != nil {
-			return err
-		}
+		// With the namespace index configNames reads.
+		classes := informer.New[*unstructured.UnstructuredList](client.Resource(csi.Classes).Namespace(ns), client, &unstructured.Unstructured{},
+			informer.Options{Indexers: informer.NamespaceIndex(), Transform: inf.digester.TransformMeta})
 		inf.configs[configref.SecretProviderClass] = append(inf.configs[configref.SecretProviderClass], classes)
 		inf.csiSynced = append(inf.csiSynced, statuses.HasSynced)
 		inf.csiStatuses = append(inf.csiStatuses, statuses)
-		inf.dynamic = append(inf.dynamic, f)
+		inf.all = append(inf.all, statuses, classes)
 	}
 	return nil
 }

@@ -8,15 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/csi"
+	"github.com/configwave/configwave/internal/informer"
 	"github.com/configwave/configwave/internal/listpoll"
 	"github.com/configwave/configwave/internal/wholeobj"
 	"github.com/configwave/configwave/internal/workload"
@@ -28,30 +26,29 @@ import (
 type Informers struct {
 	workloads map[workload.Kind][]cache.SharedIndexInformer
 	configs   map[configref.Kind][]cache.SharedIndexInformer
-	factories []informers.SharedInformerFactory
-	dynamic   []dynamicinformer.DynamicSharedInformerFactory // custom kinds'; empty without any
-	watched   map[string]bool                                // namespaces; metav1.NamespaceAll for every one
-	digester  confighash.Digester
-	whole     *wholeobj.Store // the data of the objects workloads use
+	// all are every informer, to start: those above, and the namespaces' and the CSI
+	// driver's.
+	all      []cache.SharedIndexInformer
+	watched  map[string]bool // namespaces; metav1.NamespaceAll for every one
+	digester confighash.Digester
+	whole    *wholeobj.Store // the data of the objects workloads use
 	// namespaces: only with WatchNamespaces (--namespace-selector), for their labels.
 	namespaces cache.SharedIndexInformer
 	// csi: only with WatchSecretProviderClasses (--enable-csi-integration).
 	csi         *csi.Tracker
 	csiSynced   []cache.InformerSynced
 	csiStatuses []cache.SharedIndexInformer
-	// polled: the informers of the kinds wave may list but not watch, started apart from the
-	// factories; poker makes them list again on every config change.
-	polled []cache.SharedIndexInformer
-	poker  *listpoll.Poker
-	runs   sync.WaitGroup
+	// poker makes the informers of the kinds wave may list but not watch list again on every
+	// config change.
+	poker *listpoll.Poker
+	runs  sync.WaitGroup
 }
 
 // WatchNamespaces adds an informer on namespaces, whose labels --namespace-selector reads.
 // Call it before Start.
 func (inf *Informers) WatchNamespaces(client kubernetes.Interface) {
-	f := informers.NewSharedInformerFactory(client, 0)
-	inf.namespaces = f.Core().V1().Namespaces().Informer()
-	inf.factories = append(inf.factories, f)
+	inf.namespaces = informer.New[*corev1.NamespaceList](client.CoreV1().Namespaces(), client, &corev1.Namespace{}, informer.Options{Indexers: informer.NamespaceIndex()})
+	inf.all = append(inf.all, inf.namespaces)
 }
 
 // namespaceLabels are a namespace's labels; nil when namespaces are not watched or it is gone.
@@ -95,13 +92,6 @@ func NewInformersWithAccess(clients workload.Clients, kinds []workload.Type, nam
 				o.LabelSelector = workloadSelector.String()
 			}
 		}
-		wf := workload.Factories{Typed: informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns), informers.WithTweakListOptions(tweak), informers.WithTransform(workload.Trim))}
-		if clients.Dynamic != nil {
-			wf.Dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, resync, ns, tweak)
-			inf.dynamic = append(inf.dynamic, wf.Dynamic)
-		}
-		// Config objects never need a resync: a workload resync reads them from the cache.
-		cf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns), informers.WithTransform(dg.Transform))
 		for _, t := range kinds {
 			switch access(t.Kind(), ns) {
 			case workload.Skipped:
@@ -110,20 +100,23 @@ func NewInformersWithAccess(clients workload.Clients, kinds []workload.Type, nam
 				if inf.poker == nil {
 					inf.poker = listpoll.NewPoker()
 				}
-				i := t.PolledInformer(clients, ns, tweak, inf.poker, resync)
-				inf.polled = append(inf.polled, i)
-				inf.workloads[t.Kind()] = append(inf.workloads[t.Kind()], i)
+				inf.workloads[t.Kind()] = append(inf.workloads[t.Kind()], t.PolledInformer(clients, ns, tweak, inf.poker, resync))
 			default:
-				inf.workloads[t.Kind()] = append(inf.workloads[t.Kind()], t.Informer(wf))
+				inf.workloads[t.Kind()] = append(inf.workloads[t.Kind()], t.Informer(clients, ns, tweak, resync))
 			}
 		}
-		inf.configs[configref.ConfigMap] = append(inf.configs[configref.ConfigMap], cf.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return coreinformers.NewConfigMapInformer(c, ns, resync, configIndexers(ns))
-		}))
-		inf.configs[configref.Secret] = append(inf.configs[configref.Secret], cf.InformerFor(&corev1.Secret{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return coreinformers.NewSecretInformer(c, ns, resync, configIndexers(ns))
-		}))
-		inf.factories = append(inf.factories, wf.Typed, cf)
+		// Config objects never need a resync: a workload resync reads them from the cache.
+		configOpts := informer.Options{Indexers: configIndexers(ns), Transform: dg.Transform}
+		inf.configs[configref.ConfigMap] = append(inf.configs[configref.ConfigMap],
+			informer.New[*corev1.ConfigMapList](client.CoreV1().ConfigMaps(ns), client, &corev1.ConfigMap{}, configOpts))
+		inf.configs[configref.Secret] = append(inf.configs[configref.Secret],
+			informer.New[*corev1.SecretList](client.CoreV1().Secrets(ns), client, &corev1.Secret{}, configOpts))
+	}
+	for _, list := range inf.workloads {
+		inf.all = append(inf.all, list...)
+	}
+	for _, list := range inf.configs {
+		inf.all = append(inf.all, list...)
 	}
 	if inf.poker != nil {
 		// A config change may concern a workload the caches cannot watch: they list again.
@@ -157,15 +150,9 @@ func (inf *Informers) Watches(namespace string) bool {
 
 // Start runs the informers until ctx ends.
 func (inf *Informers) Start(ctx context.Context) {
-	for _, f := range inf.factories {
-		f.Start(ctx.Done())
-	}
-	for _, f := range inf.dynamic {
-		f.Start(ctx.Done())
-	}
-	for _, i := range inf.polled {
+	for _, i := range inf.all {
 		inf.runs.Add(1)
-		go func() { defer inf.runs.Done(); i.Run(ctx.Done()) }()
+		go func() { defer inf.runs.Done(); i.RunWithContext(ctx) }()
 	}
 }
 
@@ -175,12 +162,6 @@ func (inf *Informers) Compact() { inf.whole.Repack() }
 
 // Shutdown waits for the informers' goroutines after ctx ended.
 func (inf *Informers) Shutdown() {
-	for _, f := range inf.factories {
-		f.Shutdown()
-	}
-	for _, f := range inf.dynamic {
-		f.Shutdown()
-	}
 	inf.runs.Wait()
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/configwave/configwave/internal/informer"
 	"github.com/configwave/configwave/internal/listpoll"
 	"github.com/configwave/configwave/internal/refs"
 )
@@ -109,12 +110,10 @@ func (argoRolloutType) Kind() Kind { return ArgoRollout }
 
 func (argoRolloutType) Resource() schema.GroupVersionResource { return rolloutResource }
 
-func (argoRolloutType) Informer(f Factories) cache.SharedIndexInformer {
-	inf := f.Dynamic.ForResource(rolloutResource).Informer()
-	// Before the informer starts, so that the cache holds only what wave reads. The error says
-	// only that it started already, which a second call for the same factory means.
-	_ = inf.SetTransform(rolloutFrom)
-	return inf
+func (argoRolloutType) Informer(c Clients, namespace string, tweak func(*metav1.ListOptions), resync time.Duration) cache.SharedIndexInformer {
+	// The transform: the cache holds only what wave reads.
+	return informer.New[*unstructured.UnstructuredList](c.Dynamic.Resource(rolloutResource).Namespace(namespace), c.Dynamic, &unstructured.Unstructured{},
+		informer.Options{Tweak: tweak, Resync: resync, Indexers: informer.NamespaceIndex(), Transform: rolloutFrom})
 }
 
 func (argoRolloutType) GroupResource() schema.GroupResource { return rolloutResource.GroupResource() }
@@ -124,7 +123,7 @@ func (argoRolloutType) PolledInformer(c Clients, namespace string, tweak func(*m
 		tweak(&o)
 		return c.Dynamic.Resource(rolloutResource).Namespace(namespace).List(context.Background(), o)
 	})
-	inf := cache.NewSharedIndexInformer(listpoll.Wrap(list, poker, listpoll.Interval), &unstructured.Unstructured{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	inf := cache.NewSharedIndexInformer(listpoll.Wrap(list, poker, listpoll.Interval), &unstructured.Unstructured{}, resync, informer.NamespaceIndex())
 	_ = inf.SetTransform(rolloutFrom)
 	return inf
 }

@@ -12,9 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 )
 
 // CronJob is batch/v1 CronJob. Its next scheduled Job reads the current config anyway; what a
@@ -29,9 +27,6 @@ type cronJobType struct {
 var cronJobs = cronJobType{typed[*batchv1.CronJob, *batchv1.CronJobList]{
 	kind:     CronJob,
 	resource: schema.GroupResource{Group: "batch", Resource: "cronjobs"},
-	informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-		return f.Batch().V1().CronJobs().Informer()
-	},
 	client: func(c kubernetes.Interface, ns string) typedClient[*batchv1.CronJob, *batchv1.CronJobList] {
 		return c.BatchV1().CronJobs(ns)
 	},

@@ -5,9 +5,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 )
 
 // DaemonSet is apps/v1 DaemonSet.
@@ -16,9 +14,6 @@ const DaemonSet Kind = "DaemonSet"
 var daemonSets = typed[*appsv1.DaemonSet, *appsv1.DaemonSetList]{
 	kind:     DaemonSet,
 	resource: schema.GroupResource{Group: "apps", Resource: "daemonsets"},
-	informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-		return f.Apps().V1().DaemonSets().Informer()
-	},
 	client: func(c kubernetes.Interface, ns string) typedClient[*appsv1.DaemonSet, *appsv1.DaemonSetList] {
 		return c.AppsV1().DaemonSets(ns)
 	},

@@ -5,9 +5,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 )
 
 // Deployment is apps/v1 Deployment.
@@ -16,9 +14,6 @@ const Deployment Kind = "Deployment"
 var deployments = typed[*appsv1.Deployment, *appsv1.DeploymentList]{
 	kind:     Deployment,
 	resource: schema.GroupResource{Group: "apps", Resource: "deployments"},
-	informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-		return f.Apps().V1().Deployments().Informer()
-	},
 	client: func(c kubernetes.Interface, ns string) typedClient[*appsv1.Deployment, *appsv1.DeploymentList] {
 		return c.AppsV1().Deployments(ns)
 	},

@@ -23,8 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -43,23 +41,16 @@ type Clients struct {
 	Dynamic dynamic.Interface
 }
 
-// Factories are the informer factories of one watched namespace.
-type Factories struct {
-	Typed informers.SharedInformerFactory
-	// Dynamic holds the custom resources' informers; nil where none is served.
-	Dynamic dynamicinformer.DynamicSharedInformerFactory
-}
-
 // Type is what wave needs of one workload kind.
 type Type interface {
 	Kind() Kind
-	// Informer is the kind's informer in f.
-	Informer(f Factories) cache.SharedIndexInformer
+	// Informer is an informer of the kind in namespace (metav1.NamespaceAll for every one),
+	// each list and watch narrowed by tweak.
+	Informer(c Clients, namespace string, tweak func(*metav1.ListOptions), resync time.Duration) cache.SharedIndexInformer
 	// GroupResource names the kind's API resource, for RBAC.
 	GroupResource() schema.GroupResource
 	// PolledInformer is an informer of the kind in namespace for a client that may list it
-	// but not watch it: its watch is a list on every poke (listpoll). It is started apart
-	// from the factories.
+	// but not watch it: its watch is a list on every poke (listpoll).
 	PolledInformer(c Clients, namespace string, tweak func(*metav1.ListOptions), poker *listpoll.Poker, resync time.Duration) cache.SharedIndexInformer
 	// Of is the Workload view of obj, or false when obj is of another kind.
 	Of(obj any) (Workload, bool)

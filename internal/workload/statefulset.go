@@ -5,9 +5,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 )
 
 // StatefulSet is apps/v1 StatefulSet.
@@ -16,9 +14,6 @@ const StatefulSet Kind = "StatefulSet"
 var statefulSets = typed[*appsv1.StatefulSet, *appsv1.StatefulSetList]{
 	kind:     StatefulSet,
 	resource: schema.GroupResource{Group: "apps", Resource: "statefulsets"},
-	informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-		return f.Apps().V1().StatefulSets().Informer()
-	},
 	client: func(c kubernetes.Interface, ns string) typedClient[*appsv1.StatefulSet, *appsv1.StatefulSetList] {
 		return c.AppsV1().StatefulSets(ns)
 	},

@@ -10,11 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/informer"
 	"github.com/configwave/configwave/internal/listpoll"
 )
 
@@ -22,15 +23,15 @@ import (
 type typedClient[T, L any] interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 }
 
 // typed is a Type for a built-in kind with a typed client: a kind's file gives only what
 // differs, where its informer, client, metadata and pod template are.
-type typed[T runtime.Object, L any] struct {
+type typed[T, L runtime.Object] struct {
 	kind     Kind
 	resource schema.GroupResource
-	informer func(informers.SharedInformerFactory) cache.SharedIndexInformer
 	client   func(c kubernetes.Interface, namespace string) typedClient[T, L]
 	view     func(T) (*metav1.ObjectMeta, *corev1.PodTemplateSpec)
 	selector func(T) *metav1.LabelSelector
@@ -46,8 +47,14 @@ type typed[T runtime.Object, L any] struct {
 
 func (t typed[T, L]) Kind() Kind { return t.kind }
 
-func (t typed[T, L]) Informer(f Factories) cache.SharedIndexInformer {
-	return t.informer(f.Typed)
+func (t typed[T, L]) Informer(c Clients, namespace string, tweak func(*metav1.ListOptions), resync time.Duration) cache.SharedIndexInformer {
+	return informer.New[L](t.client(c.Kube, namespace), c.Kube, t.example(), informer.Options{Tweak: tweak, Resync: resync, Indexers: informer.NamespaceIndex(), Transform: Trim})
+}
+
+// example is a new empty T: an informer needs only its type.
+func (t typed[T, L]) example() T {
+	var example T
+	return reflect.New(reflect.TypeOf(example).Elem()).Interface().(T)
 }
 
 func (t typed[T, L]) GroupResource() schema.GroupResource { return t.resource }
@@ -61,10 +68,8 @@ func (t typed[T, L]) PolledInformer(c Clients, namespace string, tweak func(*met
 		}
 		return any(l).(runtime.Object), nil
 	})
-	var example T // the informer needs only the type: a new empty T
-	example = reflect.New(reflect.TypeOf(example).Elem()).Interface().(T)
-	inf := cache.NewSharedIndexInformer(listpoll.Wrap(list, poker, listpoll.Interval), example, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	_ = inf.SetTransform(Trim) // as the factories' informers
+	inf := cache.NewSharedIndexInformer(listpoll.Wrap(list, poker, listpoll.Interval), t.example(), resync, informer.NamespaceIndex())
+	_ = inf.SetTransform(Trim) // as the watched informers
 	return inf
 }
 

@@ -1,0 +1,53 @@
+package informer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+)
+
+func TestNewListsWatchesTweaksAndTransforms(t *testing.T) {
+	cm := func(name, team string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"team": team}}, Data: map[string]string{"k": "v"}}
+	}
+	client := fake.NewClientset(cm("listed", "a"), cm("other-team", "b"))
+	inf := New[*corev1.ConfigMapList](client.CoreV1().ConfigMaps("ns"), client, &corev1.ConfigMap{}, Options{
+		Tweak:    func(o *metav1.ListOptions) { o.LabelSelector = "team=a" },
+		Indexers: NamespaceIndex(),
+		Transform: func(obj any) (any, error) {
+			if c, ok := obj.(*corev1.ConfigMap); ok {
+				c.Data = nil // what the cache keeps is what the transform returns
+			}
+			return obj, nil
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inf.RunWithContext(ctx) }()
+	defer func() { cancel(); <-done }()
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), inf.HasSynced))
+
+	_, err := client.CoreV1().ConfigMaps("ns").Create(ctx, cm("watched", "a"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, ok, _ := inf.GetIndexer().GetByKey("ns/watched"); return ok }, 10*time.Second, 10*time.Millisecond)
+
+	assert.ElementsMatch(t, []string{"ns/listed", "ns/watched"}, inf.GetIndexer().ListKeys(), "the tweak narrows the list and the watch")
+	obj, _, _ := inf.GetIndexer().GetByKey("ns/listed")
+	assert.Nil(t, obj.(*corev1.ConfigMap).Data, "the cache keeps the transform's result")
+	keys, err := inf.GetIndexer().IndexKeys(cache.NamespaceIndex, "ns")
+	require.NoError(t, err)
+	assert.Len(t, keys, 2)
+}
+
+func TestNewWithoutIndexersHasNone(t *testing.T) {
+	client := fake.NewClientset()
+	inf := New[*corev1.SecretList](client.CoreV1().Secrets("ns"), client, &corev1.Secret{}, Options{})
+	assert.Empty(t, inf.GetIndexer().GetIndexers())
+}
