@@ -11,6 +11,7 @@ import (
 
 	"github.com/configwave/configwave/internal/alert"
 	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/leader"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/source"
 )
@@ -161,8 +162,10 @@ func checkPacing(c *config) error {
 		return fmt.Errorf("--update-rate=%g --update-burst=%d: use a rate of 0 (no limit) or more rollouts per second, and a burst of at least 1", c.updateRate, c.updateBurst)
 	case c.rolloutDeadline < 0:
 		return fmt.Errorf("--rollout-deadline=%s: use a positive duration, or 0 to never fail a rollout on time alone", c.rolloutDeadline)
-	case c.leaderElection && !(c.leaseDuration > c.renewDeadline && c.renewDeadline > c.retryPeriod && c.retryPeriod > 0):
-		return fmt.Errorf("leader election needs --leader-election-lease-duration > --leader-election-renew-deadline > --leader-election-retry-period > 0")
+	case c.leaderElection && !(c.leaseDuration >= time.Second && c.leaseDuration > c.renewDeadline && float64(c.renewDeadline) > leader.Jitter*float64(c.retryPeriod) && c.retryPeriod > 0):
+		// A Lease counts whole seconds; the standbys' tries are spread over 1.2 retry periods.
+		return fmt.Errorf("leader election needs --leader-election-lease-duration > --leader-election-renew-deadline > %g × --leader-election-retry-period > 0, and a lease duration of at least 1s; got %s, %s and %s",
+			leader.Jitter, c.leaseDuration, c.renewDeadline, c.retryPeriod)
 	}
 	return nil
 }

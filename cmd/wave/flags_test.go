@@ -151,6 +151,8 @@ func TestFlags(t *testing.T) {
 		{name: "sync period too short", args: []string{"--sync-period=10ms"}, wantErr: "--sync-period=10ms"},
 		{name: "no workers", args: []string{"--workers=0"}, wantErr: "--workers=0"},
 		{name: "lease timing", args: []string{"--leader-election", "--leader-election-renew-deadline=20s"}, wantErr: "lease-duration > --leader-election-renew-deadline"},
+		{name: "renew deadline within the retries' jitter", args: []string{"--leader-election", "--leader-election-renew-deadline=2100ms"}, wantErr: "1.2 × --leader-election-retry-period"},
+		{name: "lease shorter than a second", args: []string{"--leader-election", "--leader-election-lease-duration=900ms", "--leader-election-renew-deadline=800ms", "--leader-election-retry-period=100ms"}, wantErr: "at least 1s"},
 		{name: "missing hash key file", args: []string{"--hash-key-file=/does/not/exist"}, wantErr: `--hash-key-file="/does/not/exist": read the key from /does/not/exist: no such file or directory (is the Secret mounted there?)`},
 		{name: "lease name", args: []string{"--leader-election", "--leader-election-id=Bad Name"}, wantErr: "--leader-election-id"},
 	}
