@@ -6,10 +6,10 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/installkey"
+	"github.com/configwave/configwave/internal/waveclient"
 )
 
 // loadDigestKey returns the key of the digests in the inputs records: --hash-key-file's, else the
@@ -18,7 +18,7 @@ import (
 // written with unkeyed digests would let whoever reads a workload test guesses of a Secret's
 // value, and would all be rewritten once the key is back. A dry run writes nothing, so it
 // goes on without a Secret it may not create.
-func loadDigestKey(ctx context.Context, client kubernetes.Interface, cfg *config) ([]byte, error) {
+func loadDigestKey(ctx context.Context, client waveclient.Interface, cfg *config) ([]byte, error) {
 	if cfg.installKeyName == "" {
 		return cfg.hashKey, nil
 	}

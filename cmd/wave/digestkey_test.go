@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 // The install key fails closed: when it was asked for and cannot be had, wave gets no key and
@@ -67,7 +69,7 @@ func TestDigestKeyFailsClosed(t *testing.T) {
 			if tt.react != nil {
 				client.PrependReactor("*", "*", tt.react)
 			}
-			key, err := loadDigestKey(context.Background(), client, &tt.cfg)
+			key, err := loadDigestKey(context.Background(), waveclienttest.Wrap(client), &tt.cfg)
 			if tt.wantErr == nil {
 				require.NoError(t, err)
 				if tt.wantLen > 0 {

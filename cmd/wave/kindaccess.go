@@ -8,11 +8,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/access"
 	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/waveclient"
 	"github.com/configwave/configwave/internal/workload"
 )
 
@@ -25,7 +25,7 @@ type kindAccess struct {
 }
 
 // checkKindAccess asks the API server, once per kind and namespace.
-func checkKindAccess(ctx context.Context, client kubernetes.Interface, kinds []workload.Type, namespaces []string) (kindAccess, error) {
+func checkKindAccess(ctx context.Context, client waveclient.Interface, kinds []workload.Type, namespaces []string) (kindAccess, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}

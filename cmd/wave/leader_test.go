@@ -17,6 +17,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/configwave/configwave/internal/rollout"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 // The leader election's part of "two replicas never write at once": the work learns why it
@@ -61,7 +63,7 @@ func TestRunLeaderStopsTheWork(t *testing.T) {
 				return nil
 			}
 			returned := make(chan error, 1)
-			go func() { returned <- runLeader(ctx, cfg, client, work) }()
+			go func() { returned <- runLeader(ctx, cfg, waveclienttest.Wrap(client), work) }()
 			select {
 			case <-started:
 			case <-time.After(10 * time.Second):

@@ -19,16 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	flag "github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -40,6 +34,7 @@ import (
 	"github.com/configwave/configwave/internal/credfile"
 	"github.com/configwave/configwave/internal/csi"
 	"github.com/configwave/configwave/internal/kubeclient"
+	"github.com/configwave/configwave/internal/leader"
 	"github.com/configwave/configwave/internal/logflags"
 	"github.com/configwave/configwave/internal/memlimit"
 	"github.com/configwave/configwave/internal/migrate"
@@ -47,6 +42,7 @@ import (
 	"github.com/configwave/configwave/internal/profiles"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/serve"
+	"github.com/configwave/configwave/internal/waveclient"
 	"github.com/configwave/configwave/internal/workload"
 )
 
@@ -257,11 +253,11 @@ func runWave(cfg *config) error {
 // and one for pods, each on its own rate limit and counted apart.
 type clients struct {
 	rest   *rest.Config
-	kube   kubernetes.Interface
+	kube   waveclient.Interface
 	all    workload.Clients
 	kinds  []workload.Type
-	events kubernetes.Interface
-	pods   kubernetes.Interface // nil without --crash-loop-detection
+	events waveclient.Interface
+	pods   waveclient.Interface // nil without --crash-loop-detection
 }
 
 func newClients(cfg *config, reg *prometheus.Registry) (*clients, error) {
@@ -298,18 +294,14 @@ func newClients(cfg *config, reg *prometheus.Registry) (*clients, error) {
 	// an Event each) and the patches waited behind the Events. Events are best effort: the
 	// broadcaster drops them when its queue is full, never blocking a rollout.
 	eventCfg.QPS, eventCfg.Burst, eventCfg.RateLimiter = eventQPS, eventBurst, nil
-	// client-go's Event writes are hand-written, not generated, and so speak JSON unless told:
-	// in a fan-out to 1,000 Deployments, decoding their answers from JSON took wave more CPU
-	// than its patches did.
-	kubeclient.PreferProtobuf(eventCfg)
-	if cl.events, err = kubernetes.NewForConfig(eventCfg); err != nil {
+	if cl.events, err = waveclient.New(eventCfg); err != nil {
 		return nil, fmt.Errorf("create the Events client: %w", err)
 	}
 	// Pods are read only to see a config rollout's new pods crash-loop: best effort, on a
 	// rate limit of their own, never in the way of the patches.
 	podCfg.QPS, podCfg.Burst, podCfg.RateLimiter = podQPS, podBurst, nil
 	if cfg.crashLoopDetection {
-		if cl.pods, err = kubernetes.NewForConfig(podCfg); err != nil {
+		if cl.pods, err = waveclient.New(podCfg); err != nil {
 			return nil, fmt.Errorf("create the pods client: %w", err)
 		}
 	}
@@ -318,18 +310,18 @@ func newClients(cfg *config, reg *prometheus.Registry) (*clients, error) {
 
 // recordEvents starts the Event broadcaster; stop waits a little for the Events still queued,
 // then shuts it down.
-func recordEvents(ctx context.Context, client kubernetes.Interface) (recorder record.EventRecorder, stop func()) {
+func recordEvents(ctx context.Context, client waveclient.Interface) (recorder record.EventRecorder, stop func()) {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartStructuredLogging(4)
 	sink := &sinkActivity{}
-	broadcaster.StartRecordingToSink(countedSink{&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}, sink})
+	broadcaster.StartRecordingToSink(countedSink{waveclient.EventSink{Client: client}, sink})
 	stop = func() {
 		if n := sink.wait(eventGrace, eventQuiet); n > 0 {
 			klog.InfoS("Event writes still under way at the stop, and dropped", "writes", n)
 		}
 		broadcaster.Shutdown()
 	}
-	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configwave-wave"}), stop
+	return broadcaster.NewRecorder(waveclient.Scheme, corev1.EventSource{Component: "configwave-wave"}), stop
 }
 
 // newInformers makes the caches: workloads, ConfigMaps and Secrets as digests, and what
@@ -522,14 +514,9 @@ const (
 // its workers finished their items): released earlier, a standby could start writing while a
 // worker here is still in the middle of a PATCH. So the election runs on its own context,
 // which is cancelled after the work, not with ctx.
-func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, work func(context.Context) error) error {
+func runLeader(ctx context.Context, cfg *config, client waveclient.Interface, work func(context.Context) error) error {
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s_%d_%d", host, os.Getpid(), time.Now().UnixNano())
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.leaderNamespace, Name: cfg.leaderID},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-	}
 	electCtx, release := context.WithCancel(context.Background())
 	defer release()
 	var mu sync.Mutex
@@ -545,38 +532,37 @@ func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, wo
 	})
 	defer stopAfter()
 	errc := make(chan error, 1)
-	leaderelection.RunOrDie(electCtx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   cfg.leaseDuration,
-		RenewDeadline:   cfg.renewDeadline,
-		RetryPeriod:     cfg.retryPeriod,
-		ReleaseOnCancel: true,
-		Name:            cfg.leaderID,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leadCtx context.Context) {
-				mu.Lock()
-				if stopping {
-					mu.Unlock()
-					return
-				}
-				leading = true
+	leader.Run(electCtx, leader.Config{
+		Leases:        client.CoordinationV1().Leases(cfg.leaderNamespace),
+		Namespace:     cfg.leaderNamespace,
+		Name:          cfg.leaderID,
+		Identity:      id,
+		LeaseDuration: cfg.leaseDuration,
+		RenewDeadline: cfg.renewDeadline,
+		RetryPeriod:   cfg.retryPeriod,
+		OnStartedLeading: func(leadCtx context.Context) {
+			mu.Lock()
+			if stopping {
 				mu.Unlock()
-				klog.InfoS("became the leader", "lease", cfg.leaderNamespace+"/"+cfg.leaderID, "identity", id)
-				// The cause tells the controller how to stop: asked to, it finishes the writes
-				// under way; with the Lease lost, it abandons them (rollout.ErrLeaseLost).
-				workCtx, stopWork := context.WithCancelCause(context.WithoutCancel(leadCtx))
-				defer context.AfterFunc(leadCtx, func() { stopWork(rollout.ErrLeaseLost) })()
-				defer context.AfterFunc(ctx, func() { stopWork(nil) })()
-				errc <- work(workCtx)
-				stopWork(nil)
-				release() // the work has stopped: the Lease may go now
-			},
-			OnStoppedLeading: func() { klog.InfoS("leadership ended", "identity", id) },
-			OnNewLeader: func(identity string) {
-				if identity != id {
-					klog.InfoS("another replica leads", "leader", identity)
-				}
-			},
+				return
+			}
+			leading = true
+			mu.Unlock()
+			klog.InfoS("became the leader", "lease", cfg.leaderNamespace+"/"+cfg.leaderID, "identity", id)
+			// The cause tells the controller how to stop: asked to, it finishes the writes
+			// under way; with the Lease lost, it abandons them (rollout.ErrLeaseLost).
+			workCtx, stopWork := context.WithCancelCause(context.WithoutCancel(leadCtx))
+			defer context.AfterFunc(leadCtx, func() { stopWork(rollout.ErrLeaseLost) })()
+			defer context.AfterFunc(ctx, func() { stopWork(nil) })()
+			errc <- work(workCtx)
+			stopWork(nil)
+			release() // the work has stopped: the Lease may go now
+		},
+		OnStoppedLeading: func() { klog.InfoS("leadership ended", "identity", id) },
+		OnNewLeader: func(identity string) {
+			if identity != id && identity != "" {
+				klog.InfoS("another replica leads", "leader", identity)
+			}
 		},
 	})
 	mu.Lock()
@@ -599,7 +585,7 @@ func runLeader(ctx context.Context, cfg *config, client kubernetes.Interface, wo
 
 // watchSecretProviderClasses follows the Secrets Store CSI driver where its CRDs are served
 // (--enable-csi-integration); where they are not, it says so in one line, as Reloader does.
-func watchSecretProviderClasses(ctx context.Context, inf *rollout.Informers, namespaces []string, client kubernetes.Interface, dyn dynamic.Interface, restCfg *rest.Config) error {
+func watchSecretProviderClasses(ctx context.Context, inf *rollout.Informers, namespaces []string, client waveclient.Interface, dyn dynamic.Interface, restCfg *rest.Config) error {
 	served, err := csi.Served(client.Discovery())
 	if err != nil {
 		return fmt.Errorf("--enable-csi-integration: %w", err)

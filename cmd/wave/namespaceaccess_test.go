@@ -10,6 +10,8 @@ import (
 
 	"github.com/configwave/configwave/internal/access"
 	"github.com/configwave/configwave/internal/access/accesstest"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 // A namespaced install with --namespace-selector refuses to start, saying what to grant,
@@ -17,11 +19,11 @@ import (
 func TestNamespaceSelectorNeedsNamespaceAccess(t *testing.T) {
 	clusterWide := fake.NewClientset()
 	accesstest.Answer(clusterWide, func(access.Check) bool { return true })
-	require.NoError(t, checkNamespaceAccess(context.Background(), clusterWide))
+	require.NoError(t, checkNamespaceAccess(context.Background(), waveclienttest.Wrap(clusterWide)))
 
 	listOnly := fake.NewClientset()
 	accesstest.Answer(listOnly, func(c access.Check) bool { return c.Verb == "list" })
-	err := checkNamespaceAccess(context.Background(), listOnly)
+	err := checkNamespaceAccess(context.Background(), waveclienttest.Wrap(listOnly))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--namespace-selector reads the labels of namespaces, and wave may not watch namespaces at cluster scope")
 	assert.Contains(t, err.Error(), "grant list and watch on namespaces at cluster scope")

@@ -17,6 +17,8 @@ import (
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/workload"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 func TestStatusTable(t *testing.T) {
@@ -49,7 +51,7 @@ func TestStatusTable(t *testing.T) {
 		dep("not-opted-in", nil, true),
 		dep("never-seen", map[string]string{refs.StakaterAuto: "true"}, true),
 	)
-	rows, err := collectStatus(t.Context(), workload.Clients{Kube: client}, workload.Builtin(), nil, now, 10*time.Minute, statusFilter{dialects: rollout.Dialects{Wave: true, Stakater: true}})
+	rows, err := collectStatus(t.Context(), workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), nil, now, 10*time.Minute, statusFilter{dialects: rollout.Dialects{Wave: true, Stakater: true}})
 	require.NoError(t, err)
 	var out bytes.Buffer
 	printStatusTable(&out, rows, now)
@@ -76,7 +78,7 @@ func TestStatusTable(t *testing.T) {
 		require.NoError(t, newStatusFlagSet(&o).Parse(tc.args))
 		f, err := o.filter()
 		require.NoError(t, err)
-		rows, err := collectStatus(t.Context(), workload.Clients{Kube: client}, workload.Builtin(), nil, now, 10*time.Minute, f)
+		rows, err := collectStatus(t.Context(), workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), nil, now, 10*time.Minute, f)
 		require.NoError(t, err)
 		for _, r := range rows {
 			if r.Name == "done" {
@@ -114,7 +116,7 @@ func TestStatusReadsWavesOwnFlags(t *testing.T) {
 		require.NoError(t, fs.Parse(args))
 		f, err := o.filter()
 		require.NoError(t, err)
-		rows, err := collectStatus(t.Context(), workload.Clients{Kube: client}, workload.Builtin(), nil, time.Now(), time.Minute, f)
+		rows, err := collectStatus(t.Context(), workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), nil, time.Now(), time.Minute, f)
 		require.NoError(t, err)
 		var out []string
 		for _, r := range rows {

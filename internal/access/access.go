@@ -13,7 +13,8 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/waveclient"
 )
 
 // Check is one question: may this client Verb Group/Resource in Namespace ("" for every one)?
@@ -40,7 +41,7 @@ func (c Check) String() string {
 
 // Allowed asks the API server with a SelfSubjectAccessReview, which every authenticated user
 // may create.
-func Allowed(ctx context.Context, client kubernetes.Interface, c Check) (bool, error) {
+func Allowed(ctx context.Context, client waveclient.Interface, c Check) (bool, error) {
 	r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Verb: c.Verb, Group: c.Group, Resource: c.Resource, Namespace: c.Namespace,
@@ -68,7 +69,7 @@ func Each(namespaces []string, group, resource string, verbs ...string) []Check 
 }
 
 // Missing asks every check, in order, and returns those the API server denies.
-func Missing(ctx context.Context, client kubernetes.Interface, checks ...Check) ([]Check, error) {
+func Missing(ctx context.Context, client waveclient.Interface, checks ...Check) ([]Check, error) {
 	var missing []Check
 	for _, c := range checks {
 		ok, err := Allowed(ctx, client, c)
@@ -85,7 +86,7 @@ func Missing(ctx context.Context, client kubernetes.Interface, checks ...Check) 
 // Require is the pre-flight of a feature whose informers would otherwise never sync, leaving
 // wave never ready and saying nothing: nil when every check is allowed, else an error that
 // says what the feature reads (needs), what wave may not do, and what to grant (fix).
-func Require(ctx context.Context, client kubernetes.Interface, needs, fix string, checks ...Check) error {
+func Require(ctx context.Context, client waveclient.Interface, needs, fix string, checks ...Check) error {
 	missing, err := Missing(ctx, client, checks...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", needs, err)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/configwave/configwave/internal/access"
 	"github.com/configwave/configwave/internal/access/accesstest"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 func TestRequire(t *testing.T) {
@@ -31,7 +33,7 @@ func TestRequire(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset()
 			accesstest.Answer(client, tt.allow)
-			err := access.Require(context.Background(), client, "the feature reads deployments", "grant it", tt.checks...)
+			err := access.Require(context.Background(), waveclienttest.Wrap(client), "the feature reads deployments", "grant it", tt.checks...)
 			if tt.wantErr == "" {
 				require.NoError(t, err)
 				return

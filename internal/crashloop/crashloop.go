@@ -13,10 +13,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/waveclient"
 	"github.com/configwave/configwave/internal/workload"
 )
 
@@ -27,7 +27,7 @@ import (
 // workers, so that it never slows a rollout; with a thousand rollouts at once, each workload's
 // pods are simply looked at less often.
 type Finder struct {
-	client     kubernetes.Interface
+	client     waveclient.Interface
 	lookup     Lookup
 	annotation string           // the template annotation that tells one rollout's pods from another's
 	wake       func(key string) // the controller looks at the workload again
@@ -55,7 +55,7 @@ const CheckEvery = 10 * time.Second
 // New finds crash loops with client (a rate limit of its own); annotation is the template
 // annotation that changes with each rollout and that the pods carry; wake is called when one
 // is found.
-func New(client kubernetes.Interface, lookup Lookup, annotation string, wake func(string)) *Finder {
+func New(client waveclient.Interface, lookup Lookup, annotation string, wake func(string)) *Finder {
 	return &Finder{client: client, lookup: lookup, annotation: annotation, wake: wake, queue: workqueue.NewTyped[string](),
 		found: map[string]Found{}, asked: map[string]time.Time{}}
 }

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/configwave/configwave/internal/workload"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 const annotation = "configwave.io/config-inputs-hash"
@@ -64,7 +66,7 @@ func TestCrashLoopsCheckListsOnlyTheWorkloadsPods(t *testing.T) {
 		return workload.Of(d)
 	}
 	var woken []string
-	cl := New(client, lookup, annotation, func(k string) { woken = append(woken, k) })
+	cl := New(waveclienttest.Wrap(client), lookup, annotation, func(k string) { woken = append(woken, k) })
 
 	require.NoError(t, cl.check(context.Background(), "Deployment/ns/app"))
 	_, found := cl.Of("Deployment/ns/app", "bbb")

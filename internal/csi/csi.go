@@ -22,10 +22,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 
 	"github.com/configwave/configwave/internal/cacheentry"
 	"github.com/configwave/configwave/internal/configref"
+
+	"github.com/configwave/configwave/internal/waveclient"
 )
 
 // The driver's API, and the name a pod's CSI volume gives it.
@@ -149,7 +150,7 @@ func Majority(hashes []string) string {
 
 // Served reports whether the API server serves the driver's PodStatuses: without its CRDs
 // there is nothing to follow.
-func Served(d discovery.DiscoveryInterface) (bool, error) {
+func Served(d waveclient.Discovery) (bool, error) {
 	list, err := d.ServerResourcesForGroupVersion(PodStatuses.GroupVersion().String())
 	switch {
 	case apierrors.IsNotFound(err):

@@ -27,7 +27,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/waveclient"
 )
 
 // DataKey is the Secret's (and the ConfigMap's) key that holds the install key.
@@ -67,7 +68,7 @@ var errBadKey = errors.New("the install key is unusable")
 // the first home that holds it; with none, and mayCreate, a random key is made in the first
 // home wave may create. Transient API errors are tried again for a while; the error names the
 // object and what to do, and never holds the key.
-func Load(ctx context.Context, client kubernetes.Interface, namespace, name string, mayCreate bool) ([]byte, Home, error) {
+func Load(ctx context.Context, client waveclient.Interface, namespace, name string, mayCreate bool) ([]byte, Home, error) {
 	var key []byte
 	var home Home
 	var last error
@@ -91,7 +92,7 @@ func Load(ctx context.Context, client kubernetes.Interface, namespace, name stri
 	return key, home, nil
 }
 
-func loadOnce(ctx context.Context, client kubernetes.Interface, namespace, name string, mayCreate bool) ([]byte, Home, error) {
+func loadOnce(ctx context.Context, client waveclient.Interface, namespace, name string, mayCreate bool) ([]byte, Home, error) {
 	for _, h := range homes {
 		key, err := read(ctx, client, h, namespace, name)
 		switch {
@@ -125,7 +126,7 @@ func loadOnce(ctx context.Context, client kubernetes.Interface, namespace, name 
 	return nil, "", fmt.Errorf("%w: create the Secret yourself (kubectl -n %s create secret generic %s --from-literal=%s=\"$(head -c %d /dev/urandom | base64)\"), or allow wave to create Secrets in %s", ErrNowhere, namespace, name, DataKey, Size, namespace)
 }
 
-func read(ctx context.Context, client kubernetes.Interface, h Home, namespace, name string) ([]byte, error) {
+func read(ctx context.Context, client waveclient.Interface, h Home, namespace, name string) ([]byte, error) {
 	var key []byte
 	switch h {
 	case InSecret:
@@ -153,7 +154,7 @@ func read(ctx context.Context, client kubernetes.Interface, h Home, namespace, n
 	return key, nil
 }
 
-func create(ctx context.Context, client kubernetes.Interface, h Home, namespace, name string) ([]byte, error) {
+func create(ctx context.Context, client waveclient.Interface, h Home, namespace, name string) ([]byte, error) {
 	key := make([]byte, Size)
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("make a random key: %w", err)

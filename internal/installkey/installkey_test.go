@@ -13,18 +13,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 func TestLoadMakesTheKeyOnceAndKeepsIt(t *testing.T) {
 	client := fake.NewSimpleClientset()
-	key, home, err := Load(context.Background(), client, "ops", "k", true)
+	key, home, err := Load(context.Background(), waveclienttest.Wrap(client), "ops", "k", true)
 	require.NoError(t, err)
 	assert.Equal(t, InSecret, home)
 	assert.Len(t, key, Size)
 	s, err := client.CoreV1().Secrets("ops").Get(context.Background(), "k", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.True(t, *s.Immutable)
-	again, _, err := Load(context.Background(), client, "ops", "k", true)
+	again, _, err := Load(context.Background(), waveclienttest.Wrap(client), "ops", "k", true)
 	require.NoError(t, err)
 	assert.Equal(t, key, again, "the next start reads the same key")
 }
@@ -37,7 +39,7 @@ func TestLoadUsesTheKeyAnotherReplicaMadeFirst(t *testing.T) {
 		require.NoError(t, client.Tracker().Add(s))
 		return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "secrets"}, "k")
 	})
-	key, _, err := Load(context.Background(), client, "ops", "k", true)
+	key, _, err := Load(context.Background(), waveclienttest.Wrap(client), "ops", "k", true)
 	require.NoError(t, err)
 	assert.Equal(t, theirs, key)
 }
@@ -68,10 +70,10 @@ func TestLoadFindsAHomeThePeersRBACAllows(t *testing.T) {
 			for verb, res := range tt.forbidden {
 				forbid(client, verb, res...)
 			}
-			key, home, err := Load(context.Background(), client, "ops", "k", true)
+			key, home, err := Load(context.Background(), waveclienttest.Wrap(client), "ops", "k", true)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, home)
-			again, home, err := Load(context.Background(), client, "ops", "k", true)
+			again, home, err := Load(context.Background(), waveclienttest.Wrap(client), "ops", "k", true)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, home)
 			assert.Equal(t, key, again, "the next start reads the same key")
@@ -79,7 +81,7 @@ func TestLoadFindsAHomeThePeersRBACAllows(t *testing.T) {
 	}
 	t.Run("a key already in a ConfigMap is kept when Secrets may be created later", func(t *testing.T) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "k"}, BinaryData: map[string][]byte{DataKey: []byte("0123456789abcdef0123456789abcdef")}}
-		key, home, err := Load(context.Background(), fake.NewSimpleClientset(cm), "ops", "k", true)
+		key, home, err := Load(context.Background(), waveclienttest.Wrap(fake.NewSimpleClientset(cm)), "ops", "k", true)
 		require.NoError(t, err)
 		assert.Equal(t, InConfigMap, home)
 		assert.Equal(t, cm.BinaryData[DataKey], key)
@@ -89,16 +91,16 @@ func TestLoadFindsAHomeThePeersRBACAllows(t *testing.T) {
 func TestLoadSaysWhatToDo(t *testing.T) {
 	forbidden := fake.NewSimpleClientset()
 	forbid(forbidden, "create", "secrets", "configmaps", "leases")
-	_, _, err := Load(context.Background(), forbidden, "ops", "k", true)
+	_, _, err := Load(context.Background(), waveclienttest.Wrap(forbidden), "ops", "k", true)
 	require.ErrorIs(t, err, ErrNowhere)
 	assert.Contains(t, err.Error(), "install key ops/k")
 	assert.Contains(t, err.Error(), "kubectl -n ops create secret generic k --from-literal=key=")
 
-	_, _, err = Load(context.Background(), fake.NewSimpleClientset(), "ops", "k", false)
+	_, _, err = Load(context.Background(), waveclienttest.Wrap(fake.NewSimpleClientset()), "ops", "k", false)
 	require.ErrorIs(t, err, ErrMissing, "a dry run makes nothing")
 
 	short := fake.NewSimpleClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "k"}, Data: map[string][]byte{DataKey: []byte("SHORTSECRET")}})
-	_, _, err = Load(context.Background(), short, "ops", "k", true)
+	_, _, err = Load(context.Background(), waveclienttest.Wrap(short), "ops", "k", true)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "11 bytes")
 	assert.NotContains(t, err.Error(), "SHORTSECRET", "never the key")

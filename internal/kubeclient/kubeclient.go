@@ -8,7 +8,6 @@ import (
 	"path"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -36,14 +35,6 @@ func Config(kubeconfig, userAgent string, qps float32, burst int) (*rest.Config,
 // streamed list, as client-go's informers begin theirs, each event a gzip stream of its own:
 // work on both ends of every change, for a sidecar whose few small objects gain nothing from it.
 func Uncompressed(cfg *rest.Config) { cfg.DisableCompression = true }
-
-// PreferProtobuf makes every request of cfg's clients speak protobuf, as kube-controller-manager
-// does. The generated typed clients do so already; the hand-written ones (Events) do not. Only
-// for built-in kinds: the dynamic client sets JSON for itself.
-func PreferProtobuf(cfg *rest.Config) {
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-}
 
 // CountRequests makes cfg report every API request it sends (by HTTP method) to count, so a
 // controller can show how many requests its work costs.

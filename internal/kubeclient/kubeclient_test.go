@@ -1,17 +1,12 @@
 package kubeclient
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -45,37 +40,6 @@ func TestCountWatchRestarts(t *testing.T) {
 	}
 	assert.Equal(t, []string{"configmaps", "deployments"}, restarted)
 	assert.Equal(t, []string{"configmaps", "configmaps", "deployments", "deployments"}, opened)
-}
-
-// client-go's Event writes, as its recorder sends them, are hand-written and speak JSON unless
-// the config says otherwise; PreferProtobuf makes them speak protobuf, as the generated clients
-// do by default.
-func TestPreferProtobufReachesEvents(t *testing.T) {
-	for _, prefer := range []bool{false, true} {
-		var sent, accepted string
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			sent, accepted = r.Header.Get("Content-Type"), r.Header.Get("Accept")
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"kind":"Event","apiVersion":"v1","metadata":{"name":"e","namespace":"ns"}}`))
-		}))
-		cfg := &rest.Config{Host: srv.URL}
-		if prefer {
-			PreferProtobuf(cfg)
-		}
-		client, err := kubernetes.NewForConfig(cfg)
-		require.NoError(t, err)
-		// What client-go's Event recorder calls (its EventSinkImpl).
-		_, err = client.CoreV1().Events("").CreateWithEventNamespaceWithContext(context.Background(), &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "ns"}})
-		srv.Close()
-		require.NoError(t, err)
-		if prefer {
-			assert.Equal(t, runtime.ContentTypeProtobuf, sent)
-			assert.Contains(t, accepted, runtime.ContentTypeProtobuf)
-		} else {
-			assert.Equal(t, runtime.ContentTypeJSON, sent, "client-go's default, which PreferProtobuf is for")
-		}
-	}
 }
 
 // Uncompressed: the client no longer offers gzip, so the API server sends watch events plain.

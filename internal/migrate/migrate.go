@@ -15,12 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/waveclient"
 	"github.com/configwave/configwave/internal/workload"
 )
 
@@ -39,7 +39,7 @@ type Report struct {
 // A workload counts as Wave's when it is opted in or carries the finalizer. Nothing else is
 // touched: other owner references, other finalizers, any data. Every write is an update at
 // the resourceVersion read, retried on conflict. With dryRun it only reports.
-func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []string, dryRun bool) (Report, error) {
+func FromWaveV05(ctx context.Context, client waveclient.Interface, namespaces []string, dryRun bool) (Report, error) {
 	var rep Report
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
@@ -85,7 +85,7 @@ func FromWaveV05(ctx context.Context, client kubernetes.Interface, namespaces []
 type owner struct{ kind, name string }
 
 // listWorkloads lists every workload of type t in ns.
-func listWorkloads(ctx context.Context, client kubernetes.Interface, t workload.Type, ns string) ([]workload.Workload, error) {
+func listWorkloads(ctx context.Context, client waveclient.Interface, t workload.Type, ns string) ([]workload.Workload, error) {
 	var out []workload.Workload
 	err := eachPage(ctx, strings.ToLower(string(t.Kind()))+"s", listPage, func(o metav1.ListOptions) ([]workload.Workload, string, error) {
 		return t.List(ctx, workload.Clients{Kube: client}, ns, o)
@@ -125,7 +125,7 @@ const (
 // removeFinalizer drops Wave's finalizer with a merge patch that carries the resourceVersion
 // it read, so a concurrent change of the finalizers is a conflict, read again, instead of
 // being overwritten.
-func removeFinalizer(ctx context.Context, client kubernetes.Interface, w workload.Workload, dryRun bool) error {
+func removeFinalizer(ctx context.Context, client waveclient.Interface, w workload.Workload, dryRun bool) error {
 	klog.InfoS("removing Wave's finalizer", "workload", w.String(), "dryRun", dryRun)
 	if dryRun {
 		return nil
@@ -147,7 +147,7 @@ func removeFinalizer(ctx context.Context, client kubernetes.Interface, w workloa
 	})
 }
 
-func getWorkload(ctx context.Context, client kubernetes.Interface, kind workload.Kind, ns, name string) (workload.Workload, error) {
+func getWorkload(ctx context.Context, client waveclient.Interface, kind workload.Kind, ns, name string) (workload.Workload, error) {
 	t, err := workload.TypeOf(kind)
 	if err != nil {
 		return workload.Workload{}, err
@@ -171,7 +171,7 @@ func isWaveOwnerRef(r metav1.OwnerReference, owned map[types.UID]owner) bool {
 
 // removeOwnerRefs removes Wave's owner references from the ConfigMaps and Secrets of ns, a
 // page at a time; it returns how many objects it fixed.
-func removeOwnerRefs(ctx context.Context, client kubernetes.Interface, ns string, owned map[types.UID]owner, dryRun bool) (int, error) {
+func removeOwnerRefs(ctx context.Context, client waveclient.Interface, ns string, owned map[types.UID]owner, dryRun bool) (int, error) {
 	if len(owned) == 0 {
 		return 0, nil
 	}

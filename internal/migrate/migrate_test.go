@@ -15,6 +15,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/configwave/configwave/internal/refs"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 // Only the owner references Wave wrote go; one that a person or a tool set to the same
@@ -32,7 +34,7 @@ func TestRemovesOnlyWavesOwnerReferences(t *testing.T) {
 	client := fake.NewSimpleClientset(d, cm("wave", waves, other), cm("mine", users), cm("both", waves, users),
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", OwnerReferences: []metav1.OwnerReference{waves}}})
 
-	rep, err := FromWaveV05(context.Background(), client, []string{"ns"}, false)
+	rep, err := FromWaveV05(context.Background(), waveclienttest.Wrap(client), []string{"ns"}, false)
 	require.NoError(t, err)
 	assert.Equal(t, 3, rep.OwnerReferencesRemoved, "wave, both and the Secret")
 	for name, want := range map[string][]metav1.OwnerReference{"wave": {other}, "mine": {users}, "both": {users}} {
@@ -85,7 +87,7 @@ func TestFixesConfigPageByPage(t *testing.T) {
 		return false, nil, nil
 	})
 
-	rep, err := FromWaveV05(context.Background(), client, []string{"ns"}, false)
+	rep, err := FromWaveV05(context.Background(), waveclienttest.Wrap(client), []string{"ns"}, false)
 	require.NoError(t, err)
 	assert.Equal(t, len(names), rep.OwnerReferencesRemoved)
 	require.Len(t, log, len(names)+3)

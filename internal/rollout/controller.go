@@ -34,7 +34,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -47,6 +46,7 @@ import (
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/pacing"
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/waveclient"
 	"github.com/configwave/configwave/internal/workload"
 )
 
@@ -62,7 +62,7 @@ const (
 
 // Config wires a Controller.
 type Config struct {
-	Client    kubernetes.Interface
+	Client    waveclient.Interface
 	Dynamic   dynamic.Interface // custom workload kinds (Argo Rollouts); nil where none is served
 	Informers *Informers
 	Recorder  record.EventRecorder
@@ -97,7 +97,7 @@ type Config struct {
 	RolloutDeadline time.Duration
 	// PodClient, when set, reads the pods of workloads under a config rollout, so that new
 	// pods crash-looping fail the rollout at once (give it a rate limit of its own).
-	PodClient kubernetes.Interface
+	PodClient waveclient.Interface
 	// Alert, when set, receives one line of text for each failed config rollout and each
 	// recovery (--notify-webhook). It names workloads and objects, never a value.
 	Alert func(text string)

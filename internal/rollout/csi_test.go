@@ -16,6 +16,8 @@ import (
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/csi"
 	"github.com/configwave/configwave/internal/workload"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 // The driver's informers can be added whatever wave watches: every namespace (where an index
@@ -25,11 +27,11 @@ func TestWatchSecretProviderClasses(t *testing.T) {
 		client := fake.NewSimpleClientset()
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 			csi.PodStatuses: "SecretProviderClassPodStatusList", csi.Classes: "SecretProviderClassList"})
-		inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), namespaces, labels.Everything(), time.Minute, confighash.Digester{})
+		inf := NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), namespaces, labels.Everything(), time.Minute, confighash.Digester{})
 		require.NoError(t, inf.WatchSecretProviderClasses(dyn), "%v", namespaces)
 		assert.Len(t, inf.configs[configref.SecretProviderClass], max(1, len(namespaces)))
 		assert.Contains(t, inf.configKinds(), configref.SecretProviderClass)
-		_, err := NewController(Config{Client: client, Informers: inf})
+		_, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: inf})
 		require.NoError(t, err)
 	}
 }

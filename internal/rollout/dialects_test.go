@@ -16,6 +16,8 @@ import (
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 func TestSelectionHonoursDialectsAndReloaderOptions(t *testing.T) {
@@ -42,7 +44,7 @@ func TestSelectionHonoursDialectsAndReloaderOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewSimpleClientset()
-			c, err := NewController(Config{Client: client, Informers: NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"a"}, labels.Everything(), time.Minute, confighash.Digester{}),
+			c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), []string{"a"}, labels.Everything(), time.Minute, confighash.Digester{}),
 				Recorder: record.NewFakeRecorder(1), Metrics: testMetrics(),
 				Dialects: tc.dialects, Reloader: tc.opts})
 			require.NoError(t, err)

@@ -20,6 +20,8 @@ import (
 	"github.com/configwave/configwave/internal/follow"
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/workload"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 // Each change of verdict the leader sees gives one Event, one count and, for a failure and the
@@ -29,7 +31,7 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 	client := fake.NewSimpleClientset()
 	rec := record.NewFakeRecorder(20)
 	var alerts []string
-	c, err := NewController(Config{Client: client, Informers: NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
+	c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
 		Recorder: rec, Metrics: testMetrics(),
 		RolloutDeadline: time.Minute, Alert: func(s string) { alerts = append(alerts, s) }})
 	require.NoError(t, err)
@@ -125,7 +127,7 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 // A StatefulSet has no deadline of its own: wave looks again when --rollout-deadline passes.
 func TestFollowUpLooksAgainAtWavesDeadline(t *testing.T) {
 	client := fake.NewSimpleClientset()
-	c, err := NewController(Config{Client: client, Informers: NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
+	c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
 		Recorder: record.NewFakeRecorder(20), Metrics: testMetrics(),
 		RolloutDeadline: 300 * time.Millisecond})
 	require.NoError(t, err)

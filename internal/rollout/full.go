@@ -10,10 +10,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/configref"
+	"github.com/configwave/configwave/internal/waveclient"
 )
 
 // fullObjects gives the whole ConfigMaps and Secrets Wave's hash needs: from the data the
@@ -22,7 +22,7 @@ import (
 // keyed by resourceVersion means an object read from the API for a thousand workloads is read
 // once, not a thousand times.
 type fullObjects struct {
-	client kubernetes.Interface
+	client waveclient.Interface
 	inf    *Informers
 
 	mu      sync.Mutex
@@ -43,7 +43,7 @@ const fullTTL = 30 * time.Second
 // workload is reconciled again once the informer caught up (milliseconds).
 var errStale = errors.New("the config cache is behind the API server; retrying")
 
-func newFullObjects(client kubernetes.Interface, inf *Informers) *fullObjects {
+func newFullObjects(client waveclient.Interface, inf *Informers) *fullObjects {
 	return &fullObjects{client: client, inf: inf, entries: map[configref.Ref]fullEntry{}}
 }
 

@@ -18,6 +18,8 @@ import (
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 func newTestController(t *testing.T, allowCross bool, objs ...*corev1.ConfigMap) (*Controller, *fake.Clientset) {
@@ -26,8 +28,8 @@ func newTestController(t *testing.T, allowCross bool, objs ...*corev1.ConfigMap)
 	for _, o := range objs {
 		require.NoError(t, client.Tracker().Add(o))
 	}
-	inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
-	c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
+	inf := NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
+	c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: inf, Recorder: record.NewFakeRecorder(10),
 		Metrics: testMetrics(), AllowCrossNamespaceRefs: allowCross})
 	require.NoError(t, err)
 	return c, client
@@ -97,7 +99,7 @@ func TestConfigNamesWithAndWithoutTheNamespaceIndex(t *testing.T) {
 		namespaces []string
 	}{{"one namespace", []string{"ns"}}, {"every namespace", nil}} {
 		t.Run(tc.name, func(t *testing.T) {
-			inf := NewInformers(workload.Clients{Kube: fake.NewSimpleClientset()}, workload.Builtin(), tc.namespaces, labels.Everything(), time.Minute, confighash.Digester{})
+			inf := NewInformers(workload.Clients{Kube: waveclienttest.Wrap(fake.NewSimpleClientset())}, workload.Builtin(), tc.namespaces, labels.Everything(), time.Minute, confighash.Digester{})
 			store := inf.configs[configref.ConfigMap][0].GetIndexer()
 			for _, o := range []metav1.ObjectMeta{{Namespace: "ns", Name: "b"}, {Namespace: "ns", Name: "a"}, {Namespace: "nsx", Name: "c"}} {
 				require.NoError(t, store.Add(&corev1.ConfigMap{ObjectMeta: o}))
@@ -115,11 +117,11 @@ func TestConfigNamesWithAndWithoutTheNamespaceIndex(t *testing.T) {
 // without waiting for the resync.
 func TestIndexDoesNotDependOnNamespaceLabels(t *testing.T) {
 	client := fake.NewSimpleClientset()
-	inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), nil, labels.Everything(), time.Minute, confighash.Digester{})
-	inf.WatchNamespaces(client)
+	inf := NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), nil, labels.Everything(), time.Minute, confighash.Digester{})
+	inf.WatchNamespaces(waveclienttest.Wrap(client))
 	sel, err := labels.Parse("team=a")
 	require.NoError(t, err)
-	c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
+	c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: inf, Recorder: record.NewFakeRecorder(10),
 		Metrics:  testMetrics(),
 		Reloader: ReloaderOptions{NamespaceSelector: sel}})
 	require.NoError(t, err)

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/confighash"
@@ -16,6 +15,7 @@ import (
 	"github.com/configwave/configwave/internal/csi"
 	"github.com/configwave/configwave/internal/informer"
 	"github.com/configwave/configwave/internal/listpoll"
+	"github.com/configwave/configwave/internal/waveclient"
 	"github.com/configwave/configwave/internal/wholeobj"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -46,7 +46,7 @@ type Informers struct {
 
 // WatchNamespaces adds an informer on namespaces, whose labels --namespace-selector reads.
 // Call it before Start.
-func (inf *Informers) WatchNamespaces(client kubernetes.Interface) {
+func (inf *Informers) WatchNamespaces(client waveclient.Interface) {
 	inf.namespaces = informer.New[*corev1.NamespaceList](client.CoreV1().Namespaces(), client, &corev1.Namespace{}, informer.Options{Indexers: informer.NamespaceIndex()})
 	inf.all = append(inf.all, inf.namespaces)
 }

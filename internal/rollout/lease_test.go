@@ -28,6 +28,8 @@ import (
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 func TestFinishing(t *testing.T) {
@@ -106,8 +108,8 @@ func TestWriteInFlightStopsWhenTheLeaseIsLost(t *testing.T) {
 			require.NoError(t, err)
 
 			cached := fake.NewSimpleClientset()
-			inf := NewInformers(workload.Clients{Kube: cached}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
-			c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(20), Metrics: testMetrics(), RolloutDeadline: time.Hour})
+			inf := NewInformers(workload.Clients{Kube: waveclienttest.Wrap(cached)}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
+			c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: inf, Recorder: record.NewFakeRecorder(20), Metrics: testMetrics(), RolloutDeadline: time.Hour})
 			require.NoError(t, err)
 			defer c.queue.ShutDown()
 			require.NoError(t, inf.workloads["Deployment"][0].GetIndexer().Add(d))

@@ -22,6 +22,8 @@ import (
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 // A write that keeps failing is retried with the queue's growing backoff: the rate limiter is
@@ -51,8 +53,8 @@ func TestFailingWritesBackOff(t *testing.T) {
 		patches++
 		return true, nil, apierrors.NewInternalError(assert.AnError)
 	})
-	inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
-	c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(20),
+	inf := NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{})
+	c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: inf, Recorder: record.NewFakeRecorder(20),
 		Metrics: testMetrics(), RolloutDeadline: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, inf.workloads["Deployment"][0].GetIndexer().Add(d))

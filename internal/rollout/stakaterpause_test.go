@@ -17,6 +17,8 @@ import (
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 // A Deployment Reloader left paused is resumed once its pause-period is over, only in a
@@ -38,8 +40,8 @@ func TestReloaderPauseResumedOnlyWhereSelected(t *testing.T) {
 	}{{"team-a", true}, {"team-b", false}} {
 		t.Run(tt.ns, func(t *testing.T) {
 			client := fake.NewSimpleClientset(paused(tt.ns).Object)
-			inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), nil, labels.Everything(), time.Minute, confighash.Digester{})
-			inf.WatchNamespaces(client)
+			inf := NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), nil, labels.Everything(), time.Minute, confighash.Digester{})
+			inf.WatchNamespaces(waveclienttest.Wrap(client))
 			for _, ns := range []*corev1.Namespace{
 				{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"team": "a"}}},
 				{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{"team": "b"}}},
@@ -48,7 +50,7 @@ func TestReloaderPauseResumedOnlyWhereSelected(t *testing.T) {
 			}
 			sel, err := labels.Parse("team=a")
 			require.NoError(t, err)
-			c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10), Metrics: testMetrics(),
+			c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: inf, Recorder: record.NewFakeRecorder(10), Metrics: testMetrics(),
 				Reloader: ReloaderOptions{NamespaceSelector: sel}})
 			require.NoError(t, err)
 			client.ClearActions()

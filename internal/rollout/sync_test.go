@@ -22,6 +22,8 @@ import (
 	"github.com/configwave/configwave/internal/outcome"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 // The rule in the README, branch by branch, in the manner of sample-controller's controller
@@ -199,8 +201,8 @@ func TestSyncDecisionTable(t *testing.T) {
 			if digestKey == nil {
 				digestKey = tt.hashKey
 			}
-			inf := NewInformers(workload.Clients{Kube: client}, workload.Builtin(), []string{ns}, labels.Everything(), time.Minute, confighash.Digester{Key: digestKey})
-			c, err := NewController(Config{Client: client, Informers: inf, Recorder: record.NewFakeRecorder(10),
+			inf := NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), []string{ns}, labels.Everything(), time.Minute, confighash.Digester{Key: digestKey})
+			c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: inf, Recorder: record.NewFakeRecorder(10),
 				Metrics: testMetrics(),
 				HashKey: tt.hashKey, DigestKey: tt.digestKey, DryRun: tt.dryRun, Reloader: tt.reloader})
 			require.NoError(t, err)

@@ -12,7 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/waveclient"
 )
 
 // CronJob is batch/v1 CronJob. Its next scheduled Job reads the current config anyway; what a
@@ -27,7 +28,7 @@ type cronJobType struct {
 var cronJobs = cronJobType{typed[*batchv1.CronJob, *batchv1.CronJobList]{
 	kind:     CronJob,
 	resource: schema.GroupResource{Group: "batch", Resource: "cronjobs"},
-	client: func(c kubernetes.Interface, ns string) typedClient[*batchv1.CronJob, *batchv1.CronJobList] {
+	client: func(c waveclient.Interface, ns string) waveclient.Resource[*batchv1.CronJob, *batchv1.CronJobList] {
 		return c.BatchV1().CronJobs(ns)
 	},
 	view: func(o *batchv1.CronJob) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {

@@ -5,7 +5,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/waveclient"
 )
 
 // DaemonSet is apps/v1 DaemonSet.
@@ -14,7 +15,7 @@ const DaemonSet Kind = "DaemonSet"
 var daemonSets = typed[*appsv1.DaemonSet, *appsv1.DaemonSetList]{
 	kind:     DaemonSet,
 	resource: schema.GroupResource{Group: "apps", Resource: "daemonsets"},
-	client: func(c kubernetes.Interface, ns string) typedClient[*appsv1.DaemonSet, *appsv1.DaemonSetList] {
+	client: func(c waveclient.Interface, ns string) waveclient.Resource[*appsv1.DaemonSet, *appsv1.DaemonSetList] {
 		return c.AppsV1().DaemonSets(ns)
 	},
 	view: func(o *appsv1.DaemonSet) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {

@@ -5,7 +5,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/waveclient"
 )
 
 // Deployment is apps/v1 Deployment.
@@ -14,7 +15,7 @@ const Deployment Kind = "Deployment"
 var deployments = typed[*appsv1.Deployment, *appsv1.DeploymentList]{
 	kind:     Deployment,
 	resource: schema.GroupResource{Group: "apps", Resource: "deployments"},
-	client: func(c kubernetes.Interface, ns string) typedClient[*appsv1.Deployment, *appsv1.DeploymentList] {
+	client: func(c waveclient.Interface, ns string) waveclient.Resource[*appsv1.Deployment, *appsv1.DeploymentList] {
 		return c.AppsV1().Deployments(ns)
 	},
 	view: func(o *appsv1.Deployment) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {

@@ -21,14 +21,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/listpoll"
 	"github.com/configwave/configwave/internal/refs"
+	"github.com/configwave/configwave/internal/waveclient"
 )
 
 // Kind names a workload kind: "Deployment".
@@ -36,7 +35,7 @@ type Kind string
 
 // Clients are the API clients the kinds read and write through.
 type Clients struct {
-	Kube kubernetes.Interface
+	Kube waveclient.Interface
 	// Dynamic reads and writes the custom resources (Argo Rollouts); nil where none is served.
 	Dynamic dynamic.Interface
 }
@@ -134,9 +133,9 @@ func as[T any](kind Kind) (T, bool) {
 
 // Connect makes the clients for cfg and asks discovery which kinds are served (Served).
 func Connect(cfg *rest.Config) (Clients, []Type, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := waveclient.New(cfg)
 	if err != nil {
-		return Clients{}, nil, fmt.Errorf("create the API client: %w", err)
+		return Clients{}, nil, err
 	}
 	served, err := Served(kube.Discovery())
 	if err != nil {
@@ -173,7 +172,7 @@ func Builtin() []Type {
 
 // Served lists the built-in kinds and the custom ones the API server serves now: without the
 // CustomResourceDefinition, a kind is left out, with no watch and no error.
-func Served(d discovery.DiscoveryInterface) ([]Type, error) {
+func Served(d waveclient.Discovery) ([]Type, error) {
 	out := Builtin()
 	for _, t := range kinds {
 		cr, ok := t.(customResource)

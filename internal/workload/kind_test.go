@@ -22,6 +22,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/configwave/configwave/internal/refs"
+
+	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
 )
 
 // Every kind gives the same view, and reads, lists a page at a time and patches through its
@@ -64,7 +66,7 @@ func TestKinds(t *testing.T) {
 			assert.Equal(t, "b", got.Meta.Annotations["a"])
 		})
 	}
-	assert.ErrorContains(t, Patch(context.Background(), Clients{Kube: fake.NewSimpleClientset()}, "Job", "ns", "x", nil), `unknown workload kind "Job"`)
+	assert.ErrorContains(t, Patch(context.Background(), Clients{Kube: waveclienttest.Wrap(fake.NewSimpleClientset())}, "Job", "ns", "x", nil), `unknown workload kind "Job"`)
 }
 
 // A CronJob's restart is one Job from its template, as kubectl create job --from=cronjob/
@@ -74,7 +76,7 @@ func TestRestart(t *testing.T) {
 	cj.Spec.JobTemplate.Labels = map[string]string{"team": "a"}
 	cj.Spec.JobTemplate.Annotations = map[string]string{"x": "y"}
 	cj.Spec.JobTemplate.Spec.Template.Spec.Containers = []corev1.Container{{Name: "run", Image: "busybox"}}
-	client := Clients{Kube: fake.NewSimpleClientset(cj)}
+	client := Clients{Kube: waveclienttest.Wrap(fake.NewSimpleClientset(cj))}
 	w, _ := Of(cj)
 	require.NoError(t, Restart(context.Background(), client, w, "change 1"))
 	require.NoError(t, Restart(context.Background(), client, w, "change 1"), "tried again (a timeout, a failed write, a restart of wave): the Job is there")
@@ -145,7 +147,7 @@ func TestRestartBlocked(t *testing.T) {
 func clientsWith(t *testing.T, obj runtime.Object) Clients {
 	r, ok := obj.(*Rollout)
 	if !ok {
-		return Clients{Kube: fake.NewSimpleClientset(obj)}
+		return Clients{Kube: waveclienttest.Wrap(fake.NewSimpleClientset(obj))}
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
 	require.NoError(t, err)
@@ -153,7 +155,7 @@ func clientsWith(t *testing.T, obj runtime.Object) Clients {
 	ro.SetAPIVersion("argoproj.io/v1alpha1")
 	ro.SetKind("Rollout")
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{rolloutResource: "RolloutList"}, ro)
-	return Clients{Kube: fake.NewSimpleClientset(), Dynamic: dyn}
+	return Clients{Kube: waveclienttest.Wrap(fake.NewSimpleClientset()), Dynamic: dyn}
 }
 
 // Rollouts are used where discovery lists them, and left out, with no error, where it does not.

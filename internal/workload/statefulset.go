@@ -5,7 +5,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/waveclient"
 )
 
 // StatefulSet is apps/v1 StatefulSet.
@@ -14,7 +15,7 @@ const StatefulSet Kind = "StatefulSet"
 var statefulSets = typed[*appsv1.StatefulSet, *appsv1.StatefulSetList]{
 	kind:     StatefulSet,
 	resource: schema.GroupResource{Group: "apps", Resource: "statefulsets"},
-	client: func(c kubernetes.Interface, ns string) typedClient[*appsv1.StatefulSet, *appsv1.StatefulSetList] {
+	client: func(c waveclient.Interface, ns string) waveclient.Resource[*appsv1.StatefulSet, *appsv1.StatefulSetList] {
 		return c.AppsV1().StatefulSets(ns)
 	},
 	view: func(o *appsv1.StatefulSet) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {

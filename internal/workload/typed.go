@@ -10,29 +10,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/informer"
 	"github.com/configwave/configwave/internal/listpoll"
+	"github.com/configwave/configwave/internal/waveclient"
 )
-
-// typedClient is the part of a client-go typed client (DeploymentInterface, ...) a kind uses.
-type typedClient[T, L any] interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
-	List(ctx context.Context, opts metav1.ListOptions) (L, error)
-	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
-}
 
 // typed is a Type for a built-in kind with a typed client: a kind's file gives only what
 // differs, where its informer, client, metadata and pod template are.
 type typed[T, L runtime.Object] struct {
 	kind     Kind
 	resource schema.GroupResource
-	client   func(c kubernetes.Interface, namespace string) typedClient[T, L]
+	client   func(c waveclient.Interface, namespace string) waveclient.Resource[T, L]
 	view     func(T) (*metav1.ObjectMeta, *corev1.PodTemplateSpec)
 	selector func(T) *metav1.LabelSelector
 	progress func(T) Progress
