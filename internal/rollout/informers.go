@@ -22,7 +22,7 @@ import (
 
 // Informers are the caches the controller reads: the workload kinds (narrowed by a label
 // selector) and ConfigMaps and Secrets reduced to key digests, in every watched
-// namespace (one factory per namespace, or one for the whole cluster).
+// namespace (one informer of each per namespace, or one for the whole cluster).
 type Informers struct {
 	workloads map[workload.Kind][]cache.SharedIndexInformer
 	configs   map[configref.Kind][]cache.SharedIndexInformer
