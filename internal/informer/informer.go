@@ -34,21 +34,7 @@ type Options struct {
 // New is an informer of the objects of example's type that c lists and watches. client is asked,
 // as the factories ask the clientset, whether it can stream a list in a watch (a fake cannot).
 func New[L runtime.Object](c ListerWatcher[L], client any, example runtime.Object, o Options) cache.SharedIndexInformer {
-	tweak := func(opts *metav1.ListOptions) {
-		if o.Tweak != nil {
-			o.Tweak(opts)
-		}
-	}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			tweak(&opts)
-			return c.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			tweak(&opts)
-			return c.Watch(ctx, opts)
-		},
-	}
+	lw := listWatch(c, o.Tweak)
 	indexers := o.Indexers
 	if indexers == nil {
 		indexers = cache.Indexers{}
@@ -60,6 +46,24 @@ func New[L runtime.Object](c ListerWatcher[L], client any, example runtime.Objec
 		_ = inf.SetTransform(o.Transform)
 	}
 	return inf
+}
+
+func listWatch[L runtime.Object](c ListerWatcher[L], tweak func(*metav1.ListOptions)) *cache.ListWatch {
+	narrow := func(opts *metav1.ListOptions) {
+		if tweak != nil {
+			tweak(opts)
+		}
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			narrow(&opts)
+			return c.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			narrow(&opts)
+			return c.Watch(ctx, opts)
+		},
+	}
 }
 
 // NamespaceIndex is the index the factories' informers have.

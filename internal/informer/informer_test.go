@@ -2,6 +2,8 @@ package informer
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,4 +52,49 @@ func TestNewWithoutIndexersHasNone(t *testing.T) {
 	client := fake.NewClientset()
 	inf := New[*corev1.SecretList](client.CoreV1().Secrets("ns"), client, &corev1.Secret{}, Options{})
 	assert.Empty(t, inf.GetIndexer().GetIndexers())
+}
+
+func TestPlainHandsEveryChangeToEveryHandlerInOrder(t *testing.T) {
+	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "listed"}})
+	inf := NewPlain[*corev1.ConfigMapList](client.CoreV1().ConfigMaps("ns"), client, &corev1.ConfigMap{}, Options{})
+	var mu sync.Mutex
+	var seen []string
+	record := func(who string) cache.ResourceEventHandler {
+		return cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				seen = append(seen, fmt.Sprintf("%s add %s initial=%v", who, obj.(*corev1.ConfigMap).Name, initial))
+			},
+			DeleteFunc: func(obj any) {
+				mu.Lock()
+				defer mu.Unlock()
+				seen = append(seen, fmt.Sprintf("%s delete %s", who, obj.(*corev1.ConfigMap).Name))
+			},
+		}
+	}
+	_, err := inf.AddEventHandler(record("a"))
+	require.NoError(t, err)
+	_, err = inf.AddEventHandler(record("b"))
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inf.RunWithContext(ctx) }()
+	defer func() { cancel(); <-done }()
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), inf.HasSynced))
+	mu.Lock()
+	assert.Equal(t, []string{"a add listed initial=true", "b add listed initial=true"}, seen, "synced means every handler saw the initial list")
+	mu.Unlock()
+
+	_, err = inf.AddEventHandler(record("late"))
+	assert.ErrorIs(t, err, errStarted)
+
+	_, err = client.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "new"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, client.CoreV1().ConfigMaps("ns").Delete(ctx, "listed", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 6 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []string{"a add new initial=false", "b add new initial=false", "a delete listed", "b delete listed"}, seen[2:])
+	_, ok, _ := inf.GetIndexer().GetByKey("ns/new")
+	assert.True(t, ok)
 }

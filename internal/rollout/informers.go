@@ -25,10 +25,10 @@ import (
 // namespace (one informer of each per namespace, or one for the whole cluster).
 type Informers struct {
 	workloads map[workload.Kind][]cache.SharedIndexInformer
-	configs   map[configref.Kind][]cache.SharedIndexInformer
+	configs   map[configref.Kind][]informer.Informer
 	// all are every informer, to start: those above, and the namespaces' and the CSI
 	// driver's.
-	all      []cache.SharedIndexInformer
+	all      []informer.Informer
 	watched  map[string]bool // namespaces; metav1.NamespaceAll for every one
 	digester confighash.Digester
 	whole    *wholeobj.Store // the data of the objects workloads use
@@ -82,7 +82,7 @@ func NewInformersWithAccess(clients workload.Clients, kinds []workload.Type, nam
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[configref.Kind][]cache.SharedIndexInformer{}, watched: map[string]bool{}, whole: wholeobj.New()}
+	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[configref.Kind][]informer.Informer{}, watched: map[string]bool{}, whole: wholeobj.New()}
 	dg.Whole = inf.whole.Offer
 	inf.digester = dg
 	for _, ns := range namespaces {
@@ -106,14 +106,18 @@ func NewInformersWithAccess(clients workload.Clients, kinds []workload.Type, nam
 			}
 		}
 		// Config objects never need a resync: a workload resync reads them from the cache.
+		// Plain informers: their handlers only queue, and a shared informer's buffers would
+		// keep the size of the initial list's backlog for good.
 		configOpts := informer.Options{Indexers: configIndexers(ns), Transform: dg.Transform}
 		inf.configs[configref.ConfigMap] = append(inf.configs[configref.ConfigMap],
-			informer.New[*corev1.ConfigMapList](client.CoreV1().ConfigMaps(ns), client, &corev1.ConfigMap{}, configOpts))
+			informer.NewPlain[*corev1.ConfigMapList](client.CoreV1().ConfigMaps(ns), client, &corev1.ConfigMap{}, configOpts))
 		inf.configs[configref.Secret] = append(inf.configs[configref.Secret],
-			informer.New[*corev1.SecretList](client.CoreV1().Secrets(ns), client, &corev1.Secret{}, configOpts))
+			informer.NewPlain[*corev1.SecretList](client.CoreV1().Secrets(ns), client, &corev1.Secret{}, configOpts))
 	}
 	for _, list := range inf.workloads {
-		inf.all = append(inf.all, list...)
+		for _, i := range list {
+			inf.all = append(inf.all, i)
+		}
 	}
 	for _, list := range inf.configs {
 		inf.all = append(inf.all, list...)
@@ -194,7 +198,7 @@ func (inf *Informers) HasSynced() bool {
 	return true
 }
 
-func getByKey(list []cache.SharedIndexInformer, key string) (any, bool) {
+func getByKey[I informer.Informer](list []I, key string) (any, bool) {
 	for _, i := range list {
 		if obj, ok, err := i.GetIndexer().GetByKey(key); err == nil && ok {
 			return obj, true
