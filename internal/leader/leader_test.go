@@ -102,7 +102,7 @@ func TestOneLeadsAndAStandbyTakesOverAtTheRelease(t *testing.T) {
 	<-a.done
 	l, err := leases.Get(context.Background(), "wave", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Empty(t, *l.Spec.HolderIdentity, "a stop releases the Lease")
+	assert.NotEqual(t, "a", *l.Spec.HolderIdentity, "a stop releases the Lease (b may hold it already)")
 	waitLed(t, b, 5*time.Second)
 	assert.Less(t, time.Since(released), time.Second, "a released Lease is taken at the next try, not after its duration")
 	l, err = leases.Get(context.Background(), "wave", metav1.GetOptions{})
