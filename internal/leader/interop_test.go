@@ -28,7 +28,7 @@ func TestSharesTheLeaseWithClientGosElection(t *testing.T) {
 		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
 			Lock: &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "ns", Name: "wave"}, Client: client.CoordinationV1(),
 				LockConfig: resourcelock.ResourceLockConfig{Identity: "client-go"}},
-			LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond, ReleaseOnCancel: true,
+			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond, ReleaseOnCancel: true,
 			Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: func(context.Context) { close(theirs) }, OnStoppedLeading: func() {}},
 		})
 	}()
@@ -40,7 +40,7 @@ func TestSharesTheLeaseWithClientGosElection(t *testing.T) {
 	}
 
 	ours := campaign(t, leases, "configwave")
-	time.Sleep(1500 * time.Millisecond) // longer than the lease: client-go renews it
+	time.Sleep(2500 * time.Millisecond) // longer than the lease: client-go renews it
 	assert.False(t, ours.leading.Load(), "never leads while client-go's replica renews")
 
 	released := time.Now()
@@ -62,7 +62,7 @@ func TestSharesTheLeaseWithClientGosElection(t *testing.T) {
 		leaderelection.RunOrDie(ctx2, leaderelection.LeaderElectionConfig{
 			Lock: &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "ns", Name: "wave"}, Client: client.CoordinationV1(),
 				LockConfig: resourcelock.ResourceLockConfig{Identity: "client-go-2"}},
-			LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond, ReleaseOnCancel: true,
+			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond, ReleaseOnCancel: true,
 			Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: func(context.Context) { close(again) }, OnStoppedLeading: func() {}},
 		})
 	}()

@@ -65,7 +65,7 @@ func campaign(t *testing.T, leases Leases, id string) *candidate {
 	go func() {
 		defer close(c.done)
 		Run(ctx, Config{Leases: leases, Namespace: "ns", Name: "wave", Identity: id,
-			LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond,
 			OnStartedLeading: func(ctx context.Context) {
 				c.leading.Store(true)
 				once.Do(func() { close(c.led) })
@@ -94,7 +94,7 @@ func TestOneLeadsAndAStandbyTakesOverAtTheRelease(t *testing.T) {
 	a := campaign(t, leases, "a")
 	waitLed(t, a, 5*time.Second)
 	b := campaign(t, leases, "b")
-	time.Sleep(1500 * time.Millisecond) // longer than the lease: a renews it, so b waits
+	time.Sleep(2500 * time.Millisecond) // longer than the lease: a renews it, so b waits
 	assert.False(t, b.leading.Load(), "a standby never leads while the holder renews")
 
 	released := time.Now()
