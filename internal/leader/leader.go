@@ -138,7 +138,7 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) bool {
 	now := time.Now()
 	if e.lease != nil && e.leading() && valid(e.observed, e.observedAt, now) {
 		// The fast path: one write, which the API server refuses if anyone wrote in between.
-		if spec, take := Decide(e.observed, e.observedAt, e.c.Identity, e.c.LeaseDuration, now); e.write(ctx, spec, take, now) == nil {
+		if spec, take := Decide(e.observed, e.observedAt, e.c.Identity, e.c.LeaseDuration, now); take && e.write(ctx, spec, now) == nil {
 			return true
 		}
 	}
@@ -160,14 +160,11 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) bool {
 	}
 	e.observe(l, now)
 	spec, take := Decide(e.observed, e.observedAt, e.c.Identity, e.c.LeaseDuration, now)
-	return e.write(ctx, spec, take, now) == nil
+	return take && e.write(ctx, spec, now) == nil
 }
 
-// write updates the Lease to spec; take false means another replica holds it.
-func (e *elector) write(ctx context.Context, spec coordinationv1.LeaseSpec, take bool, now time.Time) error {
-	if !take {
-		return errHeld
-	}
+// write updates the Lease to spec.
+func (e *elector) write(ctx context.Context, spec coordinationv1.LeaseSpec, now time.Time) error {
 	l := e.lease.DeepCopy()
 	l.Spec = spec
 	updated, err := e.c.Leases.Update(ctx, l, metav1.UpdateOptions{})
@@ -178,8 +175,6 @@ func (e *elector) write(ctx context.Context, spec coordinationv1.LeaseSpec, take
 	e.lease, e.observed, e.observedAt = updated, updated.Spec, now
 	return nil
 }
-
-var errHeld = fmt.Errorf("held by another replica")
 
 // release leaves the Lease with no holder, so that a standby takes it at its next try rather
 // than after LeaseDuration.
