@@ -29,6 +29,8 @@ type Options struct {
 	Indexers cache.Indexers
 	// Transform reduces each object before the cache keeps it; nil keeps it as decoded.
 	Transform cache.TransformFunc
+	// Store, for NewPlain only, is the cache the informer fills; nil for client-go's.
+	Store cache.Indexer
 }
 
 // New is an informer of the objects of example's type that c lists and watches. client is asked,

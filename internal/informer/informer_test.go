@@ -13,6 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/configwave/configwave/internal/confighash"
+	"github.com/configwave/configwave/internal/digeststore"
 )
 
 func TestNewListsWatchesTweaksAndTransforms(t *testing.T) {
@@ -97,4 +100,59 @@ func TestPlainHandsEveryChangeToEveryHandlerInOrder(t *testing.T) {
 	assert.Equal(t, []string{"a add new initial=false", "b add new initial=false", "a delete listed", "b delete listed"}, seen[2:])
 	_, ok, _ := inf.GetIndexer().GetByKey("ns/new")
 	assert.True(t, ok)
+}
+
+func TestPlainFillsTheStoreItIsGiven(t *testing.T) {
+	cm := func(name, value string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string]string{"k": value}}
+	}
+	client := fake.NewClientset(cm("listed", "1"))
+	store := digeststore.New()
+	inf := NewPlain[*corev1.ConfigMapList](client.CoreV1().ConfigMaps("ns"), client, &corev1.ConfigMap{}, Options{Store: store, Transform: confighash.Digest})
+	assert.Same(t, store, inf.GetIndexer())
+	var mu sync.Mutex
+	var seen []string
+	digestOf := func(obj any) string { return obj.(*confighash.Digested).Digests()["k"][:8] }
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, fmt.Sprintf("add %s initial=%v", obj.(*confighash.Digested).Name, initial))
+		},
+		UpdateFunc: func(old, obj any) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, fmt.Sprintf("update %s %s→%s", obj.(*confighash.Digested).Name, digestOf(old), digestOf(obj)))
+		},
+		DeleteFunc: func(obj any) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, "delete "+obj.(*confighash.Digested).Name)
+		},
+	})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inf.RunWithContext(ctx) }()
+	defer func() { cancel(); <-done }()
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), inf.HasSynced))
+	_, err = client.CoreV1().ConfigMaps("ns").Update(ctx, cm("listed", "2"), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = client.CoreV1().ConfigMaps("ns").Create(ctx, cm("new", "3"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, client.CoreV1().ConfigMaps("ns").Delete(ctx, "listed", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 4 }, 10*time.Second, 10*time.Millisecond)
+
+	d1, d2 := confighash.KeyDigests(must(confighash.Digest(cm("x", "1")))), confighash.KeyDigests(must(confighash.Digest(cm("x", "2"))))
+	assert.Equal(t, []string{"add listed initial=true", "update listed " + d1["k"][:8] + "→" + d2["k"][:8], "add new initial=false", "delete listed"}, seen,
+		"an update hands over what the store held before it")
+	assert.Equal(t, []string{"ns/new"}, store.ListKeys())
+}
+
+func must(obj any, err error) any {
+	if err != nil {
+		panic(err)
+	}
+	return obj
 }

@@ -3,6 +3,7 @@ package informer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,7 +21,7 @@ type Informer interface {
 
 // Plain is an informer whose handlers run in its own loop, one after the other, once the
 // store holds the change: client-go's plain informer (NewInformerWithOptions) with more than
-// one handler. A shared informer hands every change to a goroutine per handler through a
+// one handler, and a store of the caller's choosing. A shared informer hands every change to a goroutine per handler through a
 // buffer that grows to the largest backlog and never shrinks: with 100,000 ConfigMaps and
 // Secrets listed at start, 1.5-3 MB held for good. The handlers must be quick, as they hold
 // up the informer while they run.
@@ -33,23 +34,67 @@ type Plain struct {
 
 var _ Informer = (*Plain)(nil)
 
-// NewPlain is New's informer as a Plain. o.Indexers nil means none.
+// NewPlain is New's informer as a Plain. o.Indexers nil means none. With o.Store, the informer
+// fills that store instead of client-go's (o.Indexers is then ignored: the store has its own).
+//
+// Its queue is client-go's in-order queue, handing the store one object at a time as informers
+// did before client-go's atomic events (1.36): processing an atomic replace needs client-go's
+// own store.
 func NewPlain[L runtime.Object](c ListerWatcher[L], client any, example runtime.Object, o Options) *Plain {
-	p := &Plain{}
-	indexers := o.Indexers
-	if indexers == nil {
-		indexers = cache.Indexers{} // an Indexer, not a bare Store, for GetIndexer
+	p := &Plain{indexer: o.Store}
+	if p.indexer == nil {
+		indexers := o.Indexers
+		if indexers == nil {
+			indexers = cache.Indexers{} // an Indexer, not a bare Store, for GetIndexer
+		}
+		p.indexer = cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
 	}
-	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(listWatch(c, o.Tweak), client),
-		ObjectType:    example,
-		Handler:       fanOut{p},
-		ResyncPeriod:  o.Resync,
-		Indexers:      indexers,
-		Transform:     o.Transform,
+	fifo := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
+		KeyFunction:  cache.MetaNamespaceKeyFunc,
+		KnownObjects: p.indexer,
+		Transformer:  o.Transform,
 	})
-	p.indexer, p.ctrl = store.(cache.Indexer), ctrl
+	p.ctrl = cache.New(&cache.Config{
+		Queue:            fifo,
+		ListerWatcher:    cache.ToListWatcherWithWatchListSemantics(listWatch(c, o.Tweak), client),
+		ObjectType:       example,
+		FullResyncPeriod: o.Resync,
+		Process:          p.process,
+	})
 	return p
+}
+
+// process applies one object's changes to the store and then hands each to the handlers, as
+// client-go's informers do.
+func (p *Plain) process(obj any, isInInitialList bool) error {
+	deltas, ok := obj.(cache.Deltas)
+	if !ok {
+		return fmt.Errorf("informer: the queue handed over %T, not deltas", obj)
+	}
+	for _, d := range deltas {
+		switch d.Type {
+		case cache.Sync, cache.Replaced, cache.Added, cache.Updated:
+			if old, exists, err := p.indexer.Get(d.Object); err == nil && exists {
+				if err := p.indexer.Update(d.Object); err != nil {
+					return err
+				}
+				fanOut{p}.OnUpdate(old, d.Object)
+			} else {
+				if err := p.indexer.Add(d.Object); err != nil {
+					return err
+				}
+				fanOut{p}.OnAdd(d.Object, isInInitialList)
+			}
+		case cache.Deleted:
+			if err := p.indexer.Delete(d.Object); err != nil {
+				return err
+			}
+			fanOut{p}.OnDelete(d.Object)
+		default:
+			return fmt.Errorf("informer: a change of type %q, which a queue without atomic events never hands over", d.Type)
+		}
+	}
+	return nil
 }
 
 // errStarted: a handler added once the informer runs would miss what it already handed on.
