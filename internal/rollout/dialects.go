@@ -14,6 +14,7 @@ import (
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/configref"
+	"github.com/configwave/configwave/internal/digeststore"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/workload"
 )
@@ -279,8 +280,12 @@ func (c *Controller) stakaterHash(ctx context.Context, r configref.Ref) (string,
 func (inf *Informers) configNames(kind configref.Kind, namespace string) []string {
 	var out []string
 	for _, i := range inf.configs[kind] {
+		if s, ok := i.GetIndexer().(*digeststore.Store); ok {
+			out = append(out, s.Names(namespace)...)
+			continue
+		}
 		keys, err := i.GetIndexer().IndexKeys(cache.NamespaceIndex, namespace)
-		if err != nil { // an informer of one namespace has no namespace index (configIndexers)
+		if err != nil { // an informer of one namespace may have no namespace index
 			keys = i.GetIndexer().ListKeys()
 		}
 		for _, key := range keys {
