@@ -156,3 +156,44 @@ func must(obj any, err error) any {
 	}
 	return obj
 }
+
+func TestPlainAppliesAListAsClientGoDoes(t *testing.T) {
+	cm := func(name, rv string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
+	}
+	client := fake.NewClientset()
+	inf := NewPlain[*corev1.ConfigMapList](client.CoreV1().ConfigMaps("ns"), client, &corev1.ConfigMap{}, Options{})
+	var seen []string
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			seen = append(seen, fmt.Sprintf("add %s initial=%v", obj.(*corev1.ConfigMap).Name, initial))
+		},
+		UpdateFunc: func(old, obj any) {
+			seen = append(seen, fmt.Sprintf("update %s %s→%s", obj.(*corev1.ConfigMap).Name, old.(*corev1.ConfigMap).ResourceVersion, obj.(*corev1.ConfigMap).ResourceVersion))
+		},
+		DeleteFunc: func(obj any) {
+			tomb := obj.(cache.DeletedFinalStateUnknown)
+			seen = append(seen, fmt.Sprintf("delete %s (last seen at %s)", tomb.Key, tomb.Obj.(*corev1.ConfigMap).ResourceVersion))
+		},
+	})
+	require.NoError(t, err)
+	list := func(objs ...any) cache.Deltas {
+		return cache.Deltas{{Type: cache.ReplacedAll, Object: cache.ReplacedAllInfo{ResourceVersion: "9", Objects: objs}}}
+	}
+
+	require.NoError(t, inf.process(list(cm("kept", "1"), cm("gone", "2")), true))
+	assert.Equal(t, []string{"add kept initial=true", "add gone initial=true"}, seen)
+
+	seen = nil
+	require.NoError(t, inf.process(list(cm("new", "5"), cm("kept", "4")), false))
+	assert.Equal(t, []string{"delete ns/gone (last seen at 2)", "add new initial=false", "update kept 1→4"}, seen,
+		"a relist deletes what is gone first, then hands over the list in its order")
+	assert.ElementsMatch(t, []string{"ns/kept", "ns/new"}, inf.GetIndexer().ListKeys())
+
+	seen = nil
+	require.NoError(t, inf.process(cache.Deltas{{Type: cache.SyncAll, Object: cache.SyncAllInfo{}}}, false))
+	assert.ElementsMatch(t, []string{"update kept 4→4", "update new 5→5"}, seen, "a resync hands every object over as an update")
+
+	assert.Error(t, inf.process(cm("x", "1"), false), "only deltas")
+	assert.Error(t, inf.process(cache.Deltas{{Type: cache.ReplacedAll, Object: "not a list"}}, false))
+}

@@ -37,9 +37,10 @@ var _ Informer = (*Plain)(nil)
 // NewPlain is New's informer as a Plain. o.Indexers nil means none. With o.Store, the informer
 // fills that store instead of client-go's (o.Indexers is then ignored: the store has its own).
 //
-// Its queue is client-go's in-order queue, handing the store one object at a time as informers
-// did before client-go's atomic events (1.36): processing an atomic replace needs client-go's
-// own store.
+// Its queue is client-go's in-order queue with atomic events, as client-go's own informers
+// have it since 1.36: a list arrives as one change holding every object, not one change per
+// object. The queue's slice keeps the size of its longest backlog until it next grows, so one
+// change per object would hold 3.5 MB after listing 100,000 objects.
 func NewPlain[L runtime.Object](c ListerWatcher[L], client any, example runtime.Object, o Options) *Plain {
 	p := &Plain{indexer: o.Store}
 	if p.indexer == nil {
@@ -50,9 +51,10 @@ func NewPlain[L runtime.Object](c ListerWatcher[L], client any, example runtime.
 		p.indexer = cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
 	}
 	fifo := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
-		KeyFunction:  cache.MetaNamespaceKeyFunc,
-		KnownObjects: p.indexer,
-		Transformer:  o.Transform,
+		KeyFunction:           cache.MetaNamespaceKeyFunc,
+		Transformer:           o.Transform,
+		AtomicEvents:          true,
+		EmitDeltaTypeBookmark: true,
 	})
 	p.ctrl = cache.New(&cache.Config{
 		Queue:            fifo,
@@ -64,8 +66,8 @@ func NewPlain[L runtime.Object](c ListerWatcher[L], client any, example runtime.
 	return p
 }
 
-// process applies one object's changes to the store and then hands each to the handlers, as
-// client-go's informers do.
+// process applies changes to the store and then hands each to the handlers, as client-go's
+// informers do.
 func (p *Plain) process(obj any, isInInitialList bool) error {
 	deltas, ok := obj.(cache.Deltas)
 	if !ok {
@@ -74,24 +76,91 @@ func (p *Plain) process(obj any, isInInitialList bool) error {
 	for _, d := range deltas {
 		switch d.Type {
 		case cache.Sync, cache.Replaced, cache.Added, cache.Updated:
-			if old, exists, err := p.indexer.Get(d.Object); err == nil && exists {
-				if err := p.indexer.Update(d.Object); err != nil {
-					return err
-				}
-				fanOut{p}.OnUpdate(old, d.Object)
-			} else {
-				if err := p.indexer.Add(d.Object); err != nil {
-					return err
-				}
-				fanOut{p}.OnAdd(d.Object, isInInitialList)
+			if err := p.apply(d.Object, isInInitialList); err != nil {
+				return err
 			}
 		case cache.Deleted:
 			if err := p.indexer.Delete(d.Object); err != nil {
 				return err
 			}
 			fanOut{p}.OnDelete(d.Object)
+		case cache.ReplacedAll:
+			info, ok := d.Object.(cache.ReplacedAllInfo)
+			if !ok {
+				return fmt.Errorf("informer: a list of type %T", d.Object)
+			}
+			if err := p.replace(info, isInInitialList); err != nil {
+				return err
+			}
+		case cache.SyncAll:
+			for _, obj := range p.indexer.List() {
+				fanOut{p}.OnUpdate(obj, obj)
+			}
+		case cache.Bookmark:
+			if info, ok := d.Object.(cache.BookmarkInfo); ok {
+				p.indexer.Bookmark(info.ResourceVersion)
+			}
 		default:
-			return fmt.Errorf("informer: a change of type %q, which a queue without atomic events never hands over", d.Type)
+			return fmt.Errorf("informer: a change of unknown type %q", d.Type)
+		}
+	}
+	return nil
+}
+
+func (p *Plain) apply(obj any, isInInitialList bool) error {
+	if old, exists, err := p.indexer.Get(obj); err == nil && exists {
+		if err := p.indexer.Update(obj); err != nil {
+			return err
+		}
+		fanOut{p}.OnUpdate(old, obj)
+		return nil
+	}
+	if err := p.indexer.Add(obj); err != nil {
+		return err
+	}
+	fanOut{p}.OnAdd(obj, isInInitialList)
+	return nil
+}
+
+// replace makes the store hold a new list, as client-go's informers do: the store first, then
+// a delete for each object the list no longer has (its last state unknown), then an update or
+// add for each listed object, in the list's order.
+func (p *Plain) replace(info cache.ReplacedAllInfo, isInInitialList bool) error {
+	var olds []any
+	var gone []cache.DeletedFinalStateUnknown
+	if known := p.indexer.ListKeys(); len(known) > 0 { // none at the first list
+		olds = make([]any, len(info.Objects))
+		listed := make(map[string]struct{}, len(info.Objects))
+		for i, obj := range info.Objects {
+			key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+			if err != nil {
+				return err
+			}
+			listed[key] = struct{}{}
+			if old, exists, err := p.indexer.Get(obj); err == nil && exists {
+				olds[i] = old
+			}
+		}
+		for _, key := range known {
+			if _, ok := listed[key]; ok {
+				continue
+			}
+			if old, exists, err := p.indexer.GetByKey(key); err == nil && exists {
+				gone = append(gone, cache.DeletedFinalStateUnknown{Key: key, Obj: old})
+			}
+		}
+	}
+	if err := p.indexer.Replace(info.Objects, info.ResourceVersion); err != nil {
+		return err
+	}
+	for _, obj := range gone {
+		fanOut{p}.OnDelete(obj)
+	}
+	for i, obj := range info.Objects {
+		if olds != nil && olds[i] != nil {
+			fanOut{p}.OnUpdate(olds[i], obj)
+		} else {
+			fanOut{p}.OnAdd(obj, isInInitialList)
 		}
 	}
 	return nil
