@@ -50,6 +50,7 @@ type ScalePoint struct {
 // (one baseline patch each); each point then adds objects and starts a fresh wave, whose job
 // at start is to list everything and find every record up to date.
 func waveScale(e *env, r *report) error {
+	r.Scale = nil // -merge starts from the last report: this run's points replace its points
 	points := []int{2000, 5000}
 	workloads := 1000
 	if e.full {

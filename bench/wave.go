@@ -65,6 +65,7 @@ func waitBaselines(e *env, p *proc, n int) error {
 // waveLatency: ConfigMap patch → template annotation patched, with n opted-in Deployments
 // each on its own ConfigMap. Floor: the watch event plus one PATCH round trip.
 func waveLatency(e *env, r *report) error {
+	r.WaveLatency = nil // -merge starts from the last report: this run's figures replace its own
 	sizes := []int{1, 100}
 	if e.full {
 		sizes = append(sizes, 1000)
@@ -352,6 +353,7 @@ const floorAnnotation = "bench-floor"
 
 // waveMemory: RSS and time to first full sync with many ConfigMaps and Secrets of 16 KiB.
 func waveMemory(e *env, r *report) error {
+	r.Memory = nil // -merge starts from the last report: this run's figures replace its own
 	sizes := []int{0, 1000}
 	if e.full {
 		sizes = []int{0, 1000, 5000, 10000}
