@@ -6,8 +6,8 @@
 // uses) has one value per object a workload uses, most of them used by one or two workloads:
 // with 10,000 Deployments using two objects each, client-go's indexes took 4.1 MB of wave's
 // heap. Here the keys under a value are a slice while they are few and a set beyond that,
-// and Repack moves every entry into maps and one block of keys made once the caches synced,
-// away from the heap the initial lists fragmented. Indexed as wave indexes them, a workload
+// and Repack copies every entry, once the caches synced, away from the heap the initial lists
+// fragmented. Indexed as wave indexes them, a workload
 // costs about 294 bytes here and 469 in client-go's store (BenchmarkBytesPerWorkload).
 //
 // One difference: an index function that fails makes Add, Update or Replace return its error
@@ -23,6 +23,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/configwave/configwave/internal/packstr"
 )
 
 // fewest is how many keys one index value keeps in a slice; a set beyond that. A key is
@@ -446,32 +448,67 @@ func (s *Indexer) Len() int {
 	return len(s.items)
 }
 
-// Repack rebuilds the maps at their size and moves the keys of the values with few into one
-// array, each value's slice its own part of it. Call it once the informer synced: what the
-// initial list left is then garbage as a whole, not live entries spread over pages of it.
-func (s *Indexer) Repack() {
+// Repack rebuilds the store away from the heap the initial lists left: the maps at their
+// size, every key and index value copied into one string, the keys of the values with few
+// into one array (each value's slice its own part of it), and, with pack, the objects too:
+// pack replaces objs[i] with a copy it made, equal to it. Call it once the informer synced:
+// what the list left is then garbage as a whole, not live entries spread over its pages.
+func (s *Indexer) Repack(pack func(objs []any)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	items := make(map[string]any, len(s.items))
+	keys := make([]string, 0, len(s.items))
+	objs := make([]any, 0, len(s.items))
+	var b packstr.Builder
 	for key, obj := range s.items {
-		items[key] = obj
+		keys = append(keys, key)
+		objs = append(objs, obj)
+		b.Add(key)
+	}
+	if pack != nil {
+		pack(objs)
+	}
+	copies := b.Strings()
+	items := make(map[string]any, len(keys))
+	copyOf := make(map[string]string, len(keys)) // only while repacking
+	for i, key := range keys {
+		items[copies[i]] = objs[i]
+		copyOf[key] = copies[i]
 	}
 	s.items = items
 	for name, ix := range s.indices {
-		n := 0
-		for _, k := range ix {
-			n += len(k.few)
-		}
-		block := make([]string, 0, n)
-		packed := make(index, len(ix))
-		for v, k := range ix {
-			if k.many == nil {
-				start := len(block)
-				block = append(block, k.few...)
-				k.few = block[start:len(block):len(block)]
-			}
-			packed[v] = k
-		}
-		s.indices[name] = packed
+		s.indices[name] = ix.repack(copyOf)
 	}
+}
+
+// repack is ix rebuilt with the keys copyOf gives for the old ones.
+func (ix index) repack(copyOf map[string]string) index {
+	values := make([]string, 0, len(ix))
+	var b packstr.Builder
+	n := 0
+	for v, k := range ix {
+		values = append(values, v)
+		b.Add(v)
+		n += len(k.few)
+	}
+	valueCopies := b.Strings()
+	block := make([]string, 0, n)
+	packed := make(index, len(ix))
+	for i, v := range values {
+		k := ix[v]
+		if k.many != nil {
+			many := make(map[string]struct{}, len(k.many))
+			for key := range k.many {
+				many[copyOf[key]] = struct{}{}
+			}
+			k.many = many
+		} else {
+			start := len(block)
+			for _, key := range k.few {
+				block = append(block, copyOf[key])
+			}
+			k.few = block[start:len(block):len(block)]
+		}
+		packed[valueCopies[i]] = k
+	}
+	return packed
 }

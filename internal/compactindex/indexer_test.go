@@ -124,8 +124,15 @@ func TestIndexerAnswersAsClientGos(t *testing.T) {
 				}
 			}
 		}
-		if batch%7 == 3 {
-			got.Repack()
+		switch batch % 7 {
+		case 3:
+			got.Repack(nil)
+		case 5: // the objects replaced by equal copies
+			got.Repack(func(objs []any) {
+				for i, o := range objs {
+					objs[i] = o.(*metav1.ObjectMeta).DeepCopy()
+				}
+			})
 		}
 		sameAs(t, want, got, values, fmt.Sprint("batch ", batch))
 		require.Equal(t, len(want.ListKeys()), got.Len())
@@ -198,6 +205,21 @@ func TestIndexerTakesATombstoneAndKeepsTheLastResourceVersion(t *testing.T) {
 	assert.Equal(t, []string{"ns/a"}, keys)
 }
 
+func TestRepackStoresThePackedObjects(t *testing.T) {
+	s := New(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers())
+	before := obj("ns", "a", "1", "cm")
+	require.NoError(t, s.Add(before))
+	s.Repack(func(objs []any) { objs[0] = obj("ns", "a", "1", "cm") })
+	got, ok, err := s.GetByKey("ns/a")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.NotSame(t, before, got, "the copy is stored")
+	assert.Equal(t, before, got)
+	byUse, err := s.ByIndex("uses", "cm")
+	require.NoError(t, err)
+	assert.Same(t, got, byUse[0], "and found through the indexes")
+}
+
 // TestRepackKeepsValuesApart: after Repack the values' keys share one array; adding to one
 // value must not write over its neighbour's.
 func TestRepackKeepsValuesApart(t *testing.T) {
@@ -206,7 +228,7 @@ func TestRepackKeepsValuesApart(t *testing.T) {
 		require.NoError(t, s.Add(obj("ns", fmt.Sprint("a", i), "1", "cm-a")))
 		require.NoError(t, s.Add(obj("ns", fmt.Sprint("b", i), "1", "cm-b")))
 	}
-	s.Repack()
+	s.Repack(nil)
 	require.NoError(t, s.Delete(obj("ns", "a0", "2")))
 	require.NoError(t, s.Add(obj("ns", "a9", "2", "cm-a")))
 	require.NoError(t, s.Add(obj("ns", "a8", "2", "cm-a")))
@@ -244,7 +266,7 @@ func BenchmarkBytesPerWorkload(b *testing.B) {
 					_ = s.Add(o)
 				}
 				if c, ok := s.(*Indexer); ok {
-					c.Repack()
+					c.Repack(nil)
 				}
 				b.ReportMetric(float64(heapInUse()-before)/n, "B/workload")
 				runtime.KeepAlive(s)

@@ -42,6 +42,12 @@ var _ Informer = (*Plain)(nil)
 // object. The queue's slice keeps the size of its longest backlog until it next grows, so one
 // change per object would hold 3.5 MB after listing 100,000 objects.
 func NewPlain[L runtime.Object](c ListerWatcher[L], client any, example runtime.Object, o Options) *Plain {
+	return PlainOf(cache.ToListWatcherWithWatchListSemantics(listWatch(c, o.Tweak), client), example, o)
+}
+
+// PlainOf is NewPlain over any ListerWatcher (an emulated watch, listpoll); o.Tweak is not
+// used: lw narrows its own lists.
+func PlainOf(lw cache.ListerWatcher, example runtime.Object, o Options) *Plain {
 	p := &Plain{indexer: o.Store}
 	if p.indexer == nil {
 		indexers := o.Indexers
@@ -58,7 +64,7 @@ func NewPlain[L runtime.Object](c ListerWatcher[L], client any, example runtime.
 	})
 	p.ctrl = cache.New(&cache.Config{
 		Queue:            fifo,
-		ListerWatcher:    cache.ToListWatcherWithWatchListSemantics(listWatch(c, o.Tweak), client),
+		ListerWatcher:    lw,
 		ObjectType:       example,
 		FullResyncPeriod: o.Resync,
 		Process:          p.process,

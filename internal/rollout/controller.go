@@ -179,7 +179,7 @@ func (c *Controller) watchWorkloads() error {
 		for _, inf := range list {
 			// The reverse index lives in the informers, kept current by client-go on every
 			// replica: a standby that becomes the leader finds it complete.
-			if err := inf.AddIndexers(cache.Indexers{byConfig: c.configKeys, byOptIn: c.optInKey, byPattern: c.patternKey}); err != nil {
+			if err := inf.GetIndexer().AddIndexers(cache.Indexers{byConfig: c.configKeys, byOptIn: c.optInKey, byPattern: c.patternKey}); err != nil {
 				return fmt.Errorf("index %s by the config they use: %w", kind, err)
 			}
 			if c.Passive {

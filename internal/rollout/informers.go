@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/configwave/configwave/internal/compactindex"
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/configref"
 	"github.com/configwave/configwave/internal/csi"
@@ -25,7 +26,7 @@ import (
 // selector) and ConfigMaps and Secrets reduced to key digests, in every watched
 // namespace (one informer of each per namespace, or one for the whole cluster).
 type Informers struct {
-	workloads map[workload.Kind][]cache.SharedIndexInformer
+	workloads map[workload.Kind][]informer.Informer
 	configs   map[configref.Kind][]informer.Informer
 	digests   []*digeststore.Store // the ConfigMap and Secret informers' stores
 	// all are every informer, to start: those above, and the namespaces' and the CSI
@@ -84,7 +85,7 @@ func NewInformersWithAccess(clients workload.Clients, kinds []workload.Type, nam
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	inf := &Informers{workloads: map[workload.Kind][]cache.SharedIndexInformer{}, configs: map[configref.Kind][]informer.Informer{}, watched: map[string]bool{}, whole: wholeobj.New()}
+	inf := &Informers{workloads: map[workload.Kind][]informer.Informer{}, configs: map[configref.Kind][]informer.Informer{}, watched: map[string]bool{}, whole: wholeobj.New()}
 	dg.Whole = inf.whole.Offer
 	inf.digester = dg
 	for _, ns := range namespaces {
@@ -119,9 +120,7 @@ func NewInformersWithAccess(clients workload.Clients, kinds []workload.Type, nam
 			informer.NewPlain[*corev1.SecretList](client.CoreV1().Secrets(ns), client, &corev1.Secret{}, informer.Options{Store: secrets, Transform: dg.Transform}))
 	}
 	for _, list := range inf.workloads {
-		for _, i := range list {
-			inf.all = append(inf.all, i)
-		}
+		inf.all = append(inf.all, list...)
 	}
 	for _, list := range inf.configs {
 		inf.all = append(inf.all, list...)
@@ -161,6 +160,13 @@ func (inf *Informers) Compact() {
 	inf.whole.Repack()
 	for _, s := range inf.digests {
 		s.Repack()
+	}
+	for _, list := range inf.workloads {
+		for _, i := range list {
+			if s, ok := i.GetIndexer().(*compactindex.Indexer); ok {
+				s.Repack(workload.Pack)
+			}
+		}
 	}
 }
 

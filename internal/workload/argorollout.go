@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/informer"
 	"github.com/configwave/configwave/internal/listpoll"
@@ -110,22 +109,20 @@ func (argoRolloutType) Kind() Kind { return ArgoRollout }
 
 func (argoRolloutType) Resource() schema.GroupVersionResource { return rolloutResource }
 
-func (argoRolloutType) Informer(c Clients, namespace string, tweak func(*metav1.ListOptions), resync time.Duration) cache.SharedIndexInformer {
+func (argoRolloutType) Informer(c Clients, namespace string, tweak func(*metav1.ListOptions), resync time.Duration) informer.Informer {
 	// The transform: the cache holds only what wave reads.
-	return informer.New[*unstructured.UnstructuredList](c.Dynamic.Resource(rolloutResource).Namespace(namespace), c.Dynamic, &unstructured.Unstructured{},
-		informer.Options{Tweak: tweak, Resync: resync, Indexers: informer.NamespaceIndex(), Transform: rolloutFrom})
+	return informer.NewPlain[*unstructured.UnstructuredList](c.Dynamic.Resource(rolloutResource).Namespace(namespace), c.Dynamic, &unstructured.Unstructured{},
+		cacheOptions(tweak, resync, rolloutFrom))
 }
 
 func (argoRolloutType) GroupResource() schema.GroupResource { return rolloutResource.GroupResource() }
 
-func (argoRolloutType) PolledInformer(c Clients, namespace string, tweak func(*metav1.ListOptions), poker *listpoll.Poker, resync time.Duration) cache.SharedIndexInformer {
+func (argoRolloutType) PolledInformer(c Clients, namespace string, tweak func(*metav1.ListOptions), poker *listpoll.Poker, resync time.Duration) informer.Informer {
 	list := listFunc(func(o metav1.ListOptions) (runtime.Object, error) {
 		tweak(&o)
 		return c.Dynamic.Resource(rolloutResource).Namespace(namespace).List(context.Background(), o)
 	})
-	inf := cache.NewSharedIndexInformer(listpoll.Wrap(list, poker, listpoll.Interval), &unstructured.Unstructured{}, resync, informer.NamespaceIndex())
-	_ = inf.SetTransform(rolloutFrom)
-	return inf
+	return informer.PlainOf(listpoll.Wrap(list, poker, listpoll.Interval), &unstructured.Unstructured{}, cacheOptions(nil, resync, rolloutFrom))
 }
 
 func (argoRolloutType) Of(obj any) (Workload, bool) {

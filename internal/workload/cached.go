@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/configwave/configwave/internal/cacheentry"
+	"github.com/configwave/configwave/internal/packstr"
 )
 
 // Cached is what the informers keep of a Deployment, StatefulSet or DaemonSet: who it is, its
@@ -86,4 +87,38 @@ func (c *Cached) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKi
 func (c *Cached) DeepCopyObject() runtime.Object {
 	out := *c
 	return &out
+}
+
+// Pack replaces every *Cached in objs with an equal copy; the copies' structs lie in one
+// array, their encoded objects in another and their strings in one string. It is for the
+// informers' stores once they synced (compactindex.Indexer.Repack): made while the initial
+// list was decoded, each entry holds pages of the heap the list left behind.
+func Pack(objs []any) {
+	n, size := 0, 0
+	var b packstr.Builder
+	for _, obj := range objs {
+		if c, ok := obj.(*Cached); ok {
+			n++
+			size += len(c.encoded)
+			b.Add(c.Namespace)
+			b.Add(c.Name)
+			b.Add(c.ResourceVersion)
+		}
+	}
+	strs := b.Strings()
+	structs := make([]Cached, 0, n) // exact: the pointers into it never move
+	encoded := make([]byte, 0, size)
+	for i, obj := range objs {
+		c, ok := obj.(*Cached)
+		if !ok {
+			continue
+		}
+		out := *c
+		out.Namespace, out.Name, out.ResourceVersion, strs = strs[0], strs[1], strs[2], strs[3:]
+		start := len(encoded)
+		encoded = append(encoded, c.encoded...)
+		out.encoded = encoded[start:len(encoded):len(encoded)]
+		structs = append(structs, out)
+		objs[i] = &structs[len(structs)-1]
+	}
 }

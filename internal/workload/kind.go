@@ -23,8 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
+	"github.com/configwave/configwave/internal/informer"
 	"github.com/configwave/configwave/internal/listpoll"
 	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/waveclient"
@@ -45,12 +45,12 @@ type Type interface {
 	Kind() Kind
 	// Informer is an informer of the kind in namespace (metav1.NamespaceAll for every one),
 	// each list and watch narrowed by tweak.
-	Informer(c Clients, namespace string, tweak func(*metav1.ListOptions), resync time.Duration) cache.SharedIndexInformer
+	Informer(c Clients, namespace string, tweak func(*metav1.ListOptions), resync time.Duration) informer.Informer
 	// GroupResource names the kind's API resource, for RBAC.
 	GroupResource() schema.GroupResource
 	// PolledInformer is an informer of the kind in namespace for a client that may list it
 	// but not watch it: its watch is a list on every poke (listpoll).
-	PolledInformer(c Clients, namespace string, tweak func(*metav1.ListOptions), poker *listpoll.Poker, resync time.Duration) cache.SharedIndexInformer
+	PolledInformer(c Clients, namespace string, tweak func(*metav1.ListOptions), poker *listpoll.Poker, resync time.Duration) informer.Informer
 	// Of is the Workload view of obj, or false when obj is of another kind.
 	Of(obj any) (Workload, bool)
 	Get(ctx context.Context, c Clients, namespace, name string) (Workload, error)

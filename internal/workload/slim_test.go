@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -154,4 +156,45 @@ func TestCompactKeepsACronJobWhole(t *testing.T) {
 	want := cj.DeepCopy()
 	assert.Same(t, cj, Compact(cj))
 	assert.Equal(t, want, cj)
+}
+
+// Pack swaps every cached workload for an equal copy, whatever else the store holds staying
+// as it is, and the copies read back as the originals did.
+func TestPackCopiesCachedWorkloads(t *testing.T) {
+	cronJob := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}
+	var objs, before []any
+	for i, kind := range []string{"deployment", "statefulset", "daemonset"} {
+		meta := metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("app-", i), ResourceVersion: fmt.Sprint(10 + i), Annotations: map[string]string{"k": kind}}
+		var obj runtime.Object
+		switch kind {
+		case "deployment":
+			obj = &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Template: richTemplate()}}
+		case "statefulset":
+			obj = &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Template: richTemplate()}}
+		default:
+			obj = &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Template: richTemplate()},
+				Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 2, NumberAvailable: 1}}
+		}
+		objs = append(objs, Compact(obj))
+		before = append(before, Compact(obj))
+	}
+	objs = append(objs, cronJob)
+	Pack(objs)
+	assert.Same(t, cronJob, objs[3], "a kind kept whole stays as it is")
+	for i := range 3 {
+		require.IsType(t, &Cached{}, objs[i])
+		assert.NotSame(t, before[i], objs[i])
+		assert.Equal(t, before[i], objs[i])
+		want, ok := Of(before[i])
+		require.True(t, ok)
+		got, ok := Of(objs[i])
+		require.True(t, ok)
+		assert.Equal(t, want, got)
+	}
+	// Each copy's encoding is its own part of the shared array: growing one leaves the next.
+	first, second := objs[0].(*Cached), objs[1].(*Cached)
+	next := slices.Clone(second.encoded)
+	grown := append(first.encoded, 0xff)
+	assert.Len(t, grown, len(first.encoded)+1)
+	assert.Equal(t, next, second.encoded)
 }

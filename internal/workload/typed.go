@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/compactindex"
 	"github.com/configwave/configwave/internal/informer"
 	"github.com/configwave/configwave/internal/listpoll"
 	"github.com/configwave/configwave/internal/waveclient"
@@ -38,8 +39,17 @@ type typed[T, L runtime.Object] struct {
 
 func (t typed[T, L]) Kind() Kind { return t.kind }
 
-func (t typed[T, L]) Informer(c Clients, namespace string, tweak func(*metav1.ListOptions), resync time.Duration) cache.SharedIndexInformer {
-	return informer.New[L](t.client(c.Kube, namespace), c.Kube, t.example(), informer.Options{Tweak: tweak, Resync: resync, Indexers: informer.NamespaceIndex(), Transform: Trim})
+func (t typed[T, L]) Informer(c Clients, namespace string, tweak func(*metav1.ListOptions), resync time.Duration) informer.Informer {
+	return informer.NewPlain[L](t.client(c.Kube, namespace), c.Kube, t.example(), cacheOptions(tweak, resync, Trim))
+}
+
+// cacheOptions are those of every workload informer. They are plain informers, whose handlers
+// only queue: a shared informer's buffers would keep the size of the initial list's backlog.
+// Their stores are compact (compactindex): wave indexes every workload by each object it
+// uses, which in client-go's store costs a set per object used.
+func cacheOptions(tweak func(*metav1.ListOptions), resync time.Duration, transform cache.TransformFunc) informer.Options {
+	return informer.Options{Tweak: tweak, Resync: resync, Transform: transform,
+		Store: compactindex.New(cache.DeletionHandlingMetaNamespaceKeyFunc, informer.NamespaceIndex())}
 }
 
 // example is a new empty T: an informer needs only its type.
@@ -50,7 +60,7 @@ func (t typed[T, L]) example() T {
 
 func (t typed[T, L]) GroupResource() schema.GroupResource { return t.resource }
 
-func (t typed[T, L]) PolledInformer(c Clients, namespace string, tweak func(*metav1.ListOptions), poker *listpoll.Poker, resync time.Duration) cache.SharedIndexInformer {
+func (t typed[T, L]) PolledInformer(c Clients, namespace string, tweak func(*metav1.ListOptions), poker *listpoll.Poker, resync time.Duration) informer.Informer {
 	list := listFunc(func(o metav1.ListOptions) (runtime.Object, error) {
 		tweak(&o)
 		l, err := t.client(c.Kube, namespace).List(context.Background(), o)
@@ -59,9 +69,7 @@ func (t typed[T, L]) PolledInformer(c Clients, namespace string, tweak func(*met
 		}
 		return any(l).(runtime.Object), nil
 	})
-	inf := cache.NewSharedIndexInformer(listpoll.Wrap(list, poker, listpoll.Interval), t.example(), resync, informer.NamespaceIndex())
-	_ = inf.SetTransform(Trim) // as the watched informers
-	return inf
+	return informer.PlainOf(listpoll.Wrap(list, poker, listpoll.Interval), t.example(), cacheOptions(nil, resync, Trim))
 }
 
 // listFunc is a list as a function.
