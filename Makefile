@@ -86,6 +86,7 @@ prometheus-operator:
 
 test: lint controlplane argo-rollouts prometheus-operator $(HELM)
 	HELM=$(HELM) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd bench && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
 
 fuzz:

@@ -26,6 +26,9 @@ type Propagation struct {
 	SIGHUP  Stats `json:"sighup"`
 	// DefaultHTTP is the reload request of a sidecar with the default --debounce (100ms).
 	DefaultHTTP Stats `json:"reload_request_default_debounce"`
+	// Rounds: each row's median / floor over rounds of propagationRound changes, by the
+	// row's JSON name; absent in runs before it was measured.
+	Rounds map[string]Spread `json:"round_ratios,omitempty"`
 }
 
 type Burst struct {
@@ -186,6 +189,14 @@ func row(cells ...any) string {
 }
 
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
+// String is the spread as the report prints it; "-" when it was not measured.
+func (s Spread) String() string {
+	if s.Rounds == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×, %.2f×, %.2f× (%d rounds)", s.Min, s.Median, s.Max, s.Rounds)
+}
+
 func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
 func ratio(a, b float64) string {
 	if b == 0 {
@@ -203,13 +214,14 @@ func (r *report) markdown() string {
 	}
 	if p := r.Propagation; p != nil {
 		fmt.Fprintf(&b, "### Reloader propagation (%d changes, `--debounce=0` unless named)\n\nFrom sending the ConfigMap PATCH to each event; the floor is a bare client-go watch event, in a process of its own that sleeps until the event comes, as a sidecar does. Each row has a ConfigMap of its own (and its own reloader), changed in turn, one at a time: each change waits for what it measures, then 60 ms, before the next is sent, so that no two of them compete for a core; each reloader's changes are more than 200 ms apart. New files are visible when the sidecar renames `..data` (seen with inotify). Target for the default settings: at most 1.2× the floor.\n\n", p.Changes)
-		b.WriteString(row("event", "median ms", "p90 ms", "max ms", "median / floor"))
-		b.WriteString(row("---", "---", "---", "---", "---"))
+		b.WriteString(row("event", "median ms", "p90 ms", "max ms", "median / floor", fmt.Sprintf("median / floor by rounds of %d changes: min, median, max", propagationRound)))
+		b.WriteString(row("---", "---", "---", "---", "---", "---"))
 		for _, x := range []struct {
-			name string
-			s    Stats
-		}{{"floor: watch event", p.Floor}, {"new files visible", p.Files}, {"reload request at the app", p.HTTP}, {"SIGHUP at the child", p.SIGHUP}, {"reload request, default `--debounce=100ms`", p.DefaultHTTP}} {
-			b.WriteString(row(x.name, f2(x.s.Median), f2(x.s.P90), f2(x.s.Max), ratio(x.s.Median, p.Floor.Median)))
+			name, json string
+			s          Stats
+		}{{"floor: watch event", "", p.Floor}, {"new files visible", "files_visible", p.Files}, {"reload request at the app", "reload_request", p.HTTP},
+			{"SIGHUP at the child", "sighup", p.SIGHUP}, {"reload request, default `--debounce=100ms`", "reload_request_default_debounce", p.DefaultHTTP}} {
+			b.WriteString(row(x.name, f2(x.s.Median), f2(x.s.P90), f2(x.s.Max), ratio(x.s.Median, p.Floor.Median), p.Rounds[x.json].String()))
 		}
 	}
 	if u := r.Burst; u != nil {

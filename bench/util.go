@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -175,6 +176,42 @@ func stats(d []time.Duration) Stats {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	ms := func(x time.Duration) float64 { return math.Round(float64(x)/1e4) / 100 }
 	return Stats{N: len(s), Median: ms(s[len(s)/2]), P90: ms(s[(len(s)*9)/10]), Max: ms(s[len(s)-1])}
+}
+
+// Spread is how a ratio of medians varied over the rounds of one run: each round a run of
+// consecutive changes, its ratio its median over the floor's median in the same changes.
+type Spread struct {
+	Rounds int     `json:"rounds"`
+	Min    float64 `json:"min"`
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+}
+
+// roundSpread splits d and floor, measured change by change in turn, into rounds of size
+// changes (a shorter last round is dropped: its median would weigh as much on fewer changes)
+// and returns the spread of the rounds' ratios. The zero Spread when there is no full round.
+func roundSpread(d, floor []time.Duration, size int) Spread {
+	n := min(len(d), len(floor))
+	var ratios []float64
+	for start := 0; size > 0 && start+size <= n; start += size {
+		f := median(floor[start : start+size])
+		if f == 0 {
+			continue
+		}
+		ratios = append(ratios, float64(median(d[start:start+size]))/float64(f))
+	}
+	if len(ratios) == 0 {
+		return Spread{}
+	}
+	sort.Float64s(ratios)
+	r2 := func(x float64) float64 { return math.Round(x*100) / 100 }
+	return Spread{Rounds: len(ratios), Min: r2(ratios[0]), Median: r2(ratios[len(ratios)/2]), Max: r2(ratios[len(ratios)-1])}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
