@@ -454,7 +454,7 @@ func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Info
 	{ // informers: every replica keeps warm caches, so a new leader starts at once
 		ictx, icancel := context.WithCancel(ctx)
 		g.Add(func() error {
-			startInformers(ictx, inf, w.ctrl.QueueDepth)
+			startInformers(ictx, inf, w.ctrl.QueueDepth, w.ctrl.Compact)
 			<-ictx.Done()
 			inf.Shutdown()
 			return nil

@@ -24,9 +24,10 @@ const startGCPercent = 25
 // decoding every ConfigMap, Secret and workload once leaves a heap far larger than the
 // digests and slim workloads kept, and the first pass over every workload adds its own
 // garbage. Once the caches synced, the data kept whole is packed away from that heap
-// (Informers.Compact) and the heap is handed back to the OS; again after the first pass. Only
+// (Informers.Compact) and the heap is handed back to the OS; again after the first pass, once
+// firstPassDone gathered what the pass keeps (Controller.Compact). Only
 // once per process: after that, garbage comes a little at a time and the scavenger keeps up.
-func startInformers(ctx context.Context, inf *rollout.Informers, queued func() float64) {
+func startInformers(ctx context.Context, inf *rollout.Informers, queued func() float64, firstPassDone func()) {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		defer debug.SetGCPercent(debug.SetGCPercent(startGCPercent))
 	}
@@ -53,6 +54,7 @@ func startInformers(ctx context.Context, inf *rollout.Informers, queued func() f
 			continue
 		}
 		if empty++; empty == 2 {
+			firstPassDone()
 			debug.FreeOSMemory()
 			klog.V(2).InfoS("start-up heap handed back to the OS")
 			return

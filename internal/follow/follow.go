@@ -5,11 +5,13 @@
 package follow
 
 import (
+	"maps"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/configwave/configwave/internal/outcome"
+	"github.com/configwave/configwave/internal/packstr"
 )
 
 // Tracker turns changes of a workload's outcome.Verdict into Events, the rollouts metric and
@@ -111,6 +113,27 @@ func (f *Tracker) Transition(key, name string, rec outcome.Record, v outcome.Ver
 		return RolledOut
 	}
 	return Nothing
+}
+
+// Compact copies what is followed into maps made now, their keys into one string. Call it
+// after the first pass over every workload: the keys came from the informers' initial lists
+// and the maps grew with that pass, each key holding a span of the heap the pass left.
+func (f *Tracker) Compact() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := make([]string, 0, len(f.seen))
+	var b packstr.Builder
+	for key := range f.seen {
+		keys = append(keys, key)
+		b.Add(key)
+	}
+	copies := b.Strings()
+	seen := make(map[string]followed, len(keys))
+	for i, key := range keys {
+		seen[copies[i]] = f.seen[key]
+	}
+	f.seen = seen
+	f.failed = maps.Clone(f.failed) // few: only its table is new
 }
 
 // Count is how many of the workloads followed were last judged to be in state s.

@@ -69,3 +69,19 @@ func TestCount(t *testing.T) {
 	assert.Equal(t, 1, f.Count(outcome.Rolling))
 	assert.Zero(t, f.Count(outcome.Waiting))
 }
+
+// Compact keeps what is known of each workload: the counts, what is ours and what failed.
+func TestCompactKeepsWhatIsFollowed(t *testing.T) {
+	f := New()
+	rec := outcome.Record{Change: "configmap/a", Started: time.Unix(1000, 0)}
+	f.Transition("Deployment/ns/a", "a", rec, outcome.Verdict{State: outcome.UpToDate})
+	f.Started("Deployment/ns/b", rec)
+	f.Transition("Deployment/ns/b", "b", rec, outcome.Verdict{State: outcome.Failed, Reason: "stuck"})
+	failed := f.FailedRollouts()
+	f.Compact()
+	assert.Equal(t, 1, f.Count(outcome.UpToDate))
+	assert.Equal(t, 1, f.Count(outcome.Failed))
+	assert.True(t, f.IsOurs("Deployment/ns/b"))
+	assert.Equal(t, failed, f.FailedRollouts())
+	assert.Equal(t, Recovered, f.Transition("Deployment/ns/b", "b", rec, outcome.Verdict{State: outcome.UpToDate}))
+}

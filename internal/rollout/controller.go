@@ -253,6 +253,10 @@ func (c *Controller) watchConfigs() error {
 	return nil
 }
 
+// Compact gathers what the first pass over every workload left for good (what is known of
+// each) away from that pass's garbage; call it once, when the pass is over.
+func (c *Controller) Compact() { c.follow.Compact() }
+
 // Held is how many workloads have a rollout held back (--coalesce, a floor), for the gauge.
 func (c *Controller) Held() float64 { return c.pace.Held() }
 

@@ -42,9 +42,18 @@ func TestRepackKeepsTheObjects(t *testing.T) {
 	w := New()
 	w.Wanted = func(configref.Ref) bool { return true }
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "3"}, Data: map[string]string{"k": "v"}}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "4"}, Data: map[string][]byte{"k": []byte("v")}}
 	w.Offer(configref.ConfigMap, cm)
+	w.Offer(configref.Secret, s)
 	w.Repack()
 	got, ok := w.Get(configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "a"}, "3")
 	require.True(t, ok)
-	assert.Equal(t, cm.Data, got.(*corev1.ConfigMap).Data)
+	assert.Equal(t, cm, got, "data, names and resourceVersion")
+	got, ok = w.Get(configref.Ref{Kind: configref.Secret, Namespace: "ns", Name: "a"}, "4")
+	require.True(t, ok)
+	assert.Equal(t, s.Data, got.(*corev1.Secret).Data)
+	assert.Equal(t, 2, w.Len())
+	w.Forget(configref.Ref{Kind: configref.Secret, Namespace: "ns", Name: "a"})
+	_, ok = w.Get(configref.Ref{Kind: configref.Secret, Namespace: "ns", Name: "a"}, "4")
+	assert.False(t, ok, "a repacked key is found and forgotten by value")
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configwave/configwave/internal/configref"
+	"github.com/configwave/configwave/internal/packstr"
 )
 
 // Store keeps the whole data of the ConfigMaps and Secrets that opted-in workloads use,
@@ -53,9 +54,28 @@ func (w *Store) Offer(kind configref.Kind, o metav1.Object) {
 func (w *Store) Repack() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// The names, namespaces and resourceVersions too: decoded with the lists, each would hold
+	// a span of their heap.
+	refs := make([]configref.Ref, 0, len(w.objs))
+	var b packstr.Builder
 	for ref, o := range w.objs {
-		w.objs[ref] = packObject(o)
+		refs = append(refs, ref)
+		b.Add(o.GetNamespace())
+		b.Add(o.GetName())
+		b.Add(o.GetResourceVersion())
 	}
+	strs := b.Strings()
+	objs := make(map[configref.Ref]metav1.Object, len(refs))
+	for i, ref := range refs {
+		o := packObject(w.objs[ref])
+		ns, name, rv := strs[3*i], strs[3*i+1], strs[3*i+2]
+		o.SetNamespace(ns)
+		o.SetName(name)
+		o.SetResourceVersion(rv)
+		ref.Namespace, ref.Name = ns, name
+		objs[ref] = o
+	}
+	w.objs = objs
 }
 
 // Get returns the whole object at resourceVersion rv, if it is kept.
