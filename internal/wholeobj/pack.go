@@ -22,7 +22,7 @@ func packObject(o metav1.Object) metav1.Object {
 	case *corev1.ConfigMap:
 		return &corev1.ConfigMap{ObjectMeta: meta, Data: packStrings(v.Data), BinaryData: packBytes(v.BinaryData)}
 	case *corev1.Secret:
-		return &corev1.Secret{ObjectMeta: meta, Data: packBytes(v.Data), Type: v.Type}
+		return &corev1.Secret{ObjectMeta: meta, Data: packBytes(v.Data), Type: secretType(v.Type)}
 	}
 	return nil
 }
@@ -89,4 +89,16 @@ func keysOf[V string | []byte](m map[string]V) (keys []string, keyBytes, valueBy
 		valueBytes += len(v)
 	}
 	return keys, keyBytes, valueBytes
+}
+
+// secretType is t without the decoded string for the built-in types: a few bytes allocated
+// with the object's other strings, it would hold their block of the heap.
+func secretType(t corev1.SecretType) corev1.SecretType {
+	for _, known := range []corev1.SecretType{corev1.SecretTypeOpaque, corev1.SecretTypeServiceAccountToken, corev1.SecretTypeDockercfg,
+		corev1.SecretTypeDockerConfigJson, corev1.SecretTypeBasicAuth, corev1.SecretTypeSSHAuth, corev1.SecretTypeTLS, corev1.SecretTypeBootstrapToken} {
+		if t == known {
+			return known
+		}
+	}
+	return corev1.SecretType(strings.Clone(string(t)))
 }

@@ -1,6 +1,7 @@
 package wholeobj
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -56,4 +57,38 @@ func TestRepackKeepsTheObjects(t *testing.T) {
 	w.Forget(configref.Ref{Kind: configref.Secret, Namespace: "ns", Name: "a"})
 	_, ok = w.Get(configref.Ref{Kind: configref.Secret, Namespace: "ns", Name: "a"}, "4")
 	assert.False(t, ok, "a repacked key is found and forgotten by value")
+}
+
+// packAll copies every object exactly, nil and empty apart, each value its own part of the
+// shared arrays; anything but a ConfigMap or Secret comes back nil.
+func TestPackAllKeepsEveryObjectExactly(t *testing.T) {
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: "7"}
+	}
+	objs := []metav1.Object{
+		&corev1.ConfigMap{ObjectMeta: meta("strings"), Data: map[string]string{"b": "2", "a": "1", "same": "1"}},
+		&corev1.ConfigMap{ObjectMeta: meta("binary"), Data: map[string]string{}, BinaryData: map[string][]byte{"x": {1, 2}, "nil": nil, "empty": {}}},
+		&corev1.ConfigMap{ObjectMeta: meta("nothing")},
+		&corev1.Secret{ObjectMeta: meta("tls"), Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k")}},
+		&corev1.Secret{ObjectMeta: meta("custom"), Type: "example.com/custom", Data: map[string][]byte{}},
+		&corev1.Pod{ObjectMeta: meta("pod")},
+	}
+	packed := packAll(objs)
+	require.Len(t, packed, len(objs))
+	for i, o := range objs[:5] {
+		assert.Equal(t, o, packed[i], o.GetName())
+		assert.NotSame(t, o, packed[i])
+	}
+	assert.Nil(t, packed[5], "a Pod is not kept")
+	crt := packed[3].(*corev1.Secret).Data["tls.crt"]
+	grown := append(crt, 'X')
+	assert.Equal(t, "c", string(crt))
+	assert.Equal(t, "k", string(packed[3].(*corev1.Secret).Data["tls.key"]), "an append copies")
+	assert.Len(t, grown, 2)
+}
+
+func TestSecretTypeKeepsItsValue(t *testing.T) {
+	for _, typ := range []corev1.SecretType{corev1.SecretTypeOpaque, corev1.SecretTypeTLS, "example.com/custom", ""} {
+		assert.Equal(t, typ, secretType(corev1.SecretType(strings.Clone(string(typ)))))
+	}
 }

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configwave/configwave/internal/configref"
-	"github.com/configwave/configwave/internal/packstr"
 )
 
 // Store keeps the whole data of the ConfigMaps and Secrets that opted-in workloads use,
@@ -50,32 +49,27 @@ func (w *Store) Offer(kind configref.Kind, o metav1.Object) {
 }
 
 // Repack copies every kept object again: called once the initial lists are in, it gathers
-// them away from the heap the lists left (see pack.go).
+// them away from the heap the lists left (see pack.go and packall.go).
 func (w *Store) Repack() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	// The names, namespaces and resourceVersions too: decoded with the lists, each would hold
-	// a span of their heap.
 	refs := make([]configref.Ref, 0, len(w.objs))
-	var b packstr.Builder
+	objs := make([]metav1.Object, 0, len(w.objs))
 	for ref, o := range w.objs {
 		refs = append(refs, ref)
-		b.Add(o.GetNamespace())
-		b.Add(o.GetName())
-		b.Add(o.GetResourceVersion())
+		objs = append(objs, o)
 	}
-	strs := b.Strings()
-	objs := make(map[configref.Ref]metav1.Object, len(refs))
+	packed := packAll(objs)
+	kept := make(map[configref.Ref]metav1.Object, len(refs))
 	for i, ref := range refs {
-		o := packObject(w.objs[ref])
-		ns, name, rv := strs[3*i], strs[3*i+1], strs[3*i+2]
-		o.SetNamespace(ns)
-		o.SetName(name)
-		o.SetResourceVersion(rv)
-		ref.Namespace, ref.Name = ns, name
-		objs[ref] = o
+		o := packed[i]
+		if o == nil { // not a ConfigMap or Secret: never kept, as packObject keeps none
+			continue
+		}
+		ref.Namespace, ref.Name = o.GetNamespace(), o.GetName() // the packed copies
+		kept[ref] = o
 	}
-	w.objs = objs
+	w.objs = kept
 }
 
 // Get returns the whole object at resourceVersion rv, if it is kept.
