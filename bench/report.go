@@ -189,6 +189,7 @@ func row(cells ...any) string {
 }
 
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
+
 // String is the spread as the report prints it; "-" when it was not measured.
 func (s Spread) String() string {
 	if s.Rounds == 0 {
