@@ -366,6 +366,11 @@ func (s *Indexer) Index(indexName string, obj any) ([]any, error) {
 func (s *Indexer) IndexKeys(indexName, value string) ([]string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.keysUnder(indexName, value)
+}
+
+// keysUnder is IndexKeys with the lock held.
+func (s *Indexer) keysUnder(indexName, value string) ([]string, error) {
 	ix, _, err := s.indexNamed(indexName)
 	if err != nil {
 		return nil, err
@@ -391,12 +396,11 @@ func (s *Indexer) ListIndexFuncValues(indexName string) []string {
 func (s *Indexer) ByIndex(indexName, value string) ([]any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	ix, _, err := s.indexNamed(indexName)
+	keys, err := s.keysUnder(indexName, value)
 	if err != nil {
 		return nil, err
 	}
-	k := ix[value]
-	return s.objects(k.appendTo(make([]string, 0, k.len()))), nil
+	return s.objects(keys), nil
 }
 
 func (s *Indexer) objects(keys []string) []any {

@@ -64,18 +64,26 @@ func packBytes(m map[string][]byte) map[string][]byte {
 		kb.WriteString(k)
 	}
 	allKeys := kb.String()
+	copies := make([]string, len(keys))
+	for i, k := range keys {
+		copies[i], allKeys = allKeys[:len(k)], allKeys[len(k):]
+	}
 	values := make([]byte, 0, valueBytes)
+	return copyBytes(m, keys, copies, &values)
+}
+
+// copyBytes is m with each key keys[i] as copies[i] and each value appended to values, a
+// slice of it capped at its end (an append never writes into the next).
+func copyBytes(m map[string][]byte, keys, copies []string, values *[]byte) map[string][]byte {
 	out := make(map[string][]byte, len(m))
-	for _, k := range keys {
-		key := allKeys[:len(k)]
-		allKeys = allKeys[len(k):]
+	for i, k := range keys {
 		if m[k] == nil { // nil and empty differ in JSON, and so in Wave's hash
-			out[key] = nil
+			out[copies[i]] = nil
 			continue
 		}
-		start := len(values)
-		values = append(values, m[k]...)
-		out[key] = values[start:len(values):len(values)]
+		start := len(*values)
+		*values = append(*values, m[k]...)
+		out[copies[i]] = (*values)[start:len(*values):len(*values)]
 	}
 	return out
 }

@@ -58,18 +58,12 @@ func packAll(objs []metav1.Object) []metav1.Object {
 		if m == nil {
 			return nil
 		}
-		out := make(map[string][]byte, len(m))
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			key := next()
-			if m[k] == nil { // nil and empty differ in JSON, and so in Wave's hash
-				out[key] = nil
-				continue
-			}
-			start := len(values)
-			values = append(values, m[k]...)
-			out[key] = values[start:len(values):len(values)]
+		keys := slices.Sorted(maps.Keys(m))
+		copies := make([]string, len(keys))
+		for i := range keys {
+			copies[i] = next()
 		}
-		return out
+		return copyBytes(m, keys, copies, &values)
 	}
 	cms := make([]corev1.ConfigMap, 0, nCM) // exact: the pointers into them never move
 	secrets := make([]corev1.Secret, 0, nSecret)
