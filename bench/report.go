@@ -70,6 +70,9 @@ type Shared struct {
 	RatioMax    float64 `json:"ratio_max"`
 	// wave's API requests per Deployment per change, by client and method.
 	ByClient map[string]float64 `json:"requests_per_deployment_by_client"`
+	// wave's looks (reconciles) per Deployment per change, by their result: more than one a
+	// Deployment is work the floor does not do.
+	Looks map[string]float64 `json:"looks_per_deployment_by_result,omitempty"`
 	// wave's CPU time per change (user and system), from the ConfigMap patch to a second
 	// after its last Deployment was patched.
 	CPUSeconds float64 `json:"wave_cpu_s_per_change"`
@@ -261,6 +264,14 @@ func (r *report) markdown() string {
 				parts[i] = fmt.Sprintf("%s %.2f", k, s.ByClient[k])
 			}
 			fmt.Fprintf(&b, "\nwave's API requests per Deployment per change, by client and method: %s.\n", strings.Join(parts, ", "))
+		}
+		if len(s.Looks) > 0 {
+			keys := slices.Sorted(maps.Keys(s.Looks))
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				parts[i] = fmt.Sprintf("%s %.2f", k, s.Looks[k])
+			}
+			fmt.Fprintf(&b, "\nwave's looks at a Deployment per change, by result: %s.\n", strings.Join(parts, ", "))
 		}
 		if s.CPUSeconds > 0 {
 			fmt.Fprintf(&b, "\nwave's CPU per change (user and system, from the ConfigMap patch to a second after the last Deployment was patched): %.2f s.\n", s.CPUSeconds)

@@ -157,6 +157,18 @@ func measureWave(e *env, p *proc, ns string) (WaveLatency, error) {
 	return WaveLatency{Changes: n, Latency: stats(lat), Floor: stats(floor), RequestsPerChange: reqs, ByClient: by, RSSMiB: float64(rssKiB(p.cmd.Process.Pid)) / 1024}, nil
 }
 
+// looksByResult reads wave's reconcile counters as result → count.
+func looksByResult(p *proc) map[string]float64 {
+	out := map[string]float64{}
+	for _, r := range []string{rollout.ResultUnchanged, rollout.ResultBaseline, rollout.ResultRolled, rollout.ResultMissing,
+		rollout.ResultError, rollout.ResultRetry, rollout.ResultIgnored, rollout.ResultHeld, rollout.ResultResumed} {
+		if v := p.metric(`configwave_wave_reconciles_total{result="` + r + `"}`); v > 0 {
+			out[r] = v
+		}
+	}
+	return out
+}
+
 // requestsByClient reads wave's API request counters as "client method" → count.
 func requestsByClient(p *proc) map[string]float64 {
 	out := map[string]float64{}
@@ -234,9 +246,10 @@ func waveShared(e *env, r *report) error {
 	var ratios []float64
 	reps := e.reps(3, 5)
 	byClient := map[string]float64{} // wave's API requests per Deployment per change
+	looks := map[string]float64{}    // wave's looks per Deployment per change
 	ticks := 0                       // wave's CPU during its changes
 	for i := 1; i <= reps; i++ {
-		reqs, ticks0 := requestsByClient(p), cpuTicks(p.cmd.Process.Pid)
+		reqs, looks0, ticks0 := requestsByClient(p), looksByResult(p), cpuTicks(p.cmd.Process.Pid)
 		profiled := make(chan error, 1)
 		if waveCPUProfile != "" && i == 1 {
 			go func() { profiled <- cpuProfile(pprofAddr, 5, waveCPUProfile) }()
@@ -256,6 +269,11 @@ func waveShared(e *env, r *report) error {
 		for k, v := range requestsByClient(p) {
 			byClient[k] += (v - reqs[k]) / float64(n*reps)
 		}
+		for k, v := range looksByResult(p) {
+			if d := (v - looks0[k]) / float64(n*reps); d > 0 {
+				looks[k] += d
+			}
+		}
 		// wave is stopped while the floor runs, and sees the floor's writes after.
 		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			return err
@@ -273,7 +291,7 @@ func waveShared(e *env, r *report) error {
 	}
 	slices.Sort(ratios)
 	r.Shared = &Shared{Deployments: n, Changes: reps, UntilLast: stats(waves), QPS: 200, Floor: stats(floors),
-		RatioMin: ratios[0], RatioMedian: ratios[len(ratios)/2], RatioMax: ratios[len(ratios)-1], ByClient: byClient,
+		RatioMin: ratios[0], RatioMedian: ratios[len(ratios)/2], RatioMax: ratios[len(ratios)-1], ByClient: byClient, Looks: looks,
 		CPUSeconds: float64(ticks) / 100 / float64(reps)}
 	return nil
 }
