@@ -356,7 +356,7 @@ func barePatchClient(e *env) (kubernetes.Interface, error) {
 // same write as wave's, so kube-controller-manager makes the same new ReplicaSets meanwhile;
 // timed as wave's is, until the bench's watch has seen the last one.
 func barePatchLoop(e *env, client kubernetes.Interface, ns string, n, i int) (time.Duration, error) {
-	const workers = 4
+	const workers = 16
 	body := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:"%d"}}}}}`, floorAnnotation, i)
 	return fanOut(e, ns, n, floorAnnotation, func() error {
 		return parallelN(workers, n, func(j int) error {
