@@ -258,20 +258,10 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "\n### One ConfigMap shared by %d Deployments\n\nPATCH sent → the last of the %d Deployments patched, %d changes, `--kube-api-qps=%d`: median %.0f ms, max %.0f ms (%.2f ms per Deployment). Floor: the same %d Deployments' template annotation patched by a bare client at the same QPS, burst and 16 workers, wave's default `--workers` (the same write as wave's, so kube-controller-manager makes the same new ReplicaSets meanwhile), timed as wave's is, until the bench's watch has seen the last one, median %.0f ms, max %.0f ms: **%s the floor** (target ≤ 1.05×). wave's changes and the floor's alternate (wave stopped with SIGSTOP while the floor runs), each beside kube-controller-manager's ReplicaSets for the one before; each change's wave / floor: min %.2f×, median %.2f×, max %.2f×.\n",
 			s.Deployments, s.Deployments, s.Changes, s.QPS, s.UntilLast.Median, s.UntilLast.Max, s.UntilLast.Median/float64(s.Deployments), s.Deployments, s.Floor.Median, s.Floor.Max, ratio(s.UntilLast.Median, s.Floor.Median), s.RatioMin, s.RatioMedian, s.RatioMax)
 		if len(s.ByClient) > 0 {
-			keys := slices.Sorted(maps.Keys(s.ByClient))
-			parts := make([]string, len(keys))
-			for i, k := range keys {
-				parts[i] = fmt.Sprintf("%s %.2f", k, s.ByClient[k])
-			}
-			fmt.Fprintf(&b, "\nwave's API requests per Deployment per change, by client and method: %s.\n", strings.Join(parts, ", "))
+			fmt.Fprintf(&b, "\nwave's API requests per Deployment per change, by client and method: %s.\n", byName(s.ByClient))
 		}
 		if len(s.Looks) > 0 {
-			keys := slices.Sorted(maps.Keys(s.Looks))
-			parts := make([]string, len(keys))
-			for i, k := range keys {
-				parts[i] = fmt.Sprintf("%s %.2f", k, s.Looks[k])
-			}
-			fmt.Fprintf(&b, "\nwave's looks at a Deployment per change, by result: %s.\n", strings.Join(parts, ", "))
+			fmt.Fprintf(&b, "\nwave's looks at a Deployment per change, by result: %s.\n", byName(s.Looks))
 		}
 		if s.CPUSeconds > 0 {
 			fmt.Fprintf(&b, "\nwave's CPU per change (user and system, from the ConfigMap patch to a second after the last Deployment was patched): %.2f s.\n", s.CPUSeconds)
@@ -413,4 +403,14 @@ func (r *report) plotScale(rssPath, readyPath string) error {
 	}
 	p.Y.Min = 0
 	return p.Save(6*vg.Inch, 4*vg.Inch, readyPath)
+}
+
+// byName lists counts as "name 1.00, other 0.50", sorted by name.
+func byName(m map[string]float64) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.2f", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
