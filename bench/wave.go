@@ -160,8 +160,7 @@ func measureWave(e *env, p *proc, ns string) (WaveLatency, error) {
 // looksByResult reads wave's reconcile counters as result → count.
 func looksByResult(p *proc) map[string]float64 {
 	out := map[string]float64{}
-	for _, r := range []string{rollout.ResultUnchanged, rollout.ResultBaseline, rollout.ResultRolled, rollout.ResultMissing,
-		rollout.ResultError, rollout.ResultRetry, rollout.ResultIgnored, rollout.ResultHeld, rollout.ResultResumed} {
+	for _, r := range rollout.Results {
 		if v := p.metric(`configwave_wave_reconciles_total{result="` + r + `"}`); v > 0 {
 			out[r] = v
 		}

@@ -48,6 +48,9 @@ const (
 	ResultResumed   = "resumed"   // a Deployment Stakater Reloader paused for its pause-period, resumed
 )
 
+// Results are every reconcile result, the series of configwave_wave_reconciles_total.
+var Results = []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed}
+
 // WorkloadStates are the values of the workloads gauge's "state" label: what the leader last
 // judged of each workload whose rollouts it follows (wave status shows the same states).
 var WorkloadStates = map[string]outcome.State{
@@ -98,7 +101,7 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64, w
 			ConstLabels: prometheus.Labels{"state": label},
 		}, func() float64 { return workloads(state) }))
 	}
-	for _, r := range []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed} {
+	for _, r := range Results {
 		m.Reconciles.WithLabelValues(r)
 	}
 	reg.MustRegister(m.Reconciles, m.Patches, m.Errors, m.Rollouts, m.TriggerLatency, m.RolloutDuration,
