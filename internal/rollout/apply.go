@@ -21,6 +21,10 @@ import (
 // finishWithin bounds the writes of one look, which run to the end when wave is stopping.
 const finishWithin = 30 * time.Second
 
+// errFinishTimeout is the cause of a look's writes cut at finishWithin; made once, as every
+// look sets it up.
+var errFinishTimeout = fmt.Errorf("the writes of one look took longer than %s", finishWithin)
+
 // ErrLeaseLost is the cause with which the leader election cancels Run's context when this
 // replica no longer holds the Lease: another replica may lead already, so every write stops at
 // once, a look under way included.
@@ -32,7 +36,7 @@ var ErrLeaseLost = errors.New("lost the leader Lease")
 // writing would be the same harm.
 func finishing(ctx context.Context) (context.Context, context.CancelFunc) {
 	detached, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
-	wctx, cancel := context.WithTimeoutCause(detached, finishWithin, fmt.Errorf("the writes of one look took longer than %s", finishWithin))
+	wctx, cancel := context.WithTimeoutCause(detached, finishWithin, errFinishTimeout)
 	stop := context.AfterFunc(ctx, func() {
 		if err := context.Cause(ctx); errors.Is(err, ErrLeaseLost) {
 			abandon(err)
@@ -84,7 +88,11 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		c.Recorder.Event(w.Object, e.Type, e.Reason, e.Message)
 	}
 	if l := d.Log; l != nil {
-		klog.V(klog.Level(l.V)).InfoS(l.Msg, append([]any{"workload", w.String()}, l.KV...)...)
+		// Checked first: with the level off, building the arguments (the workload's name among
+		// them) would be all the line costs.
+		if v := klog.V(klog.Level(l.V)); v.Enabled() {
+			v.InfoS(l.Msg, append([]any{"workload", w.String()}, l.KV...)...)
+		}
 	}
 	if restartErr != nil {
 		c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "RestartFailed", "%v; its next scheduled run uses the new config", restartErr)
