@@ -151,15 +151,15 @@ func (e *env) reps(quick, full int) int {
 	return quick
 }
 
+// propagationRound is how many changes of each row make one round: the ratio of one run's
+// medians moved by 0.1× from run to run, and rounds show that spread within a run.
+const propagationRound = 10
+
 // reloaderPropagation: ConfigMap patch → (a) new file visible, (b) reload request at the app,
 // (c) SIGHUP at the child, (d) the reload request of a sidecar with the default --debounce;
 // floor: a bare watch event in a process of its own (bareAPIWatcher). Each has a ConfigMap of its own, changed in turn, one at a time:
 // each change waits for what it measures before the next is sent. On 2 cores, reloaders and a
 // floor woken by one change competed for a core, each losing time that was not its own.
-// propagationRound is how many changes of each row make one round: the ratio of one run's
-// medians moved by 0.1× from run to run, and rounds show that spread within a run.
-const propagationRound = 10
-
 func reloaderPropagation(e *env, r *report) error {
 	ns, err := e.namespace("reloader")
 	if err != nil {
