@@ -116,6 +116,7 @@ type Reloader struct {
 	HashKey []byte
 
 	st     state                  // owned by Run's goroutine
+	early  *earlyTell             // a request sent on a swap, for the next pass; owned by Run's goroutine
 	status atomic.Pointer[Status] // what the HTTP handlers read
 	now    func() time.Time       // tests move the clock
 }
@@ -158,6 +159,7 @@ type outcome struct {
 	err       error  // with a failing result
 	reason    string // the Event's reason for err
 	notified  bool   // the app was told in this pass
+	early     bool   // the set read is the one a request sent on its swap told the app of, or tried to
 	notifyErr error  // the app was due and could not be told
 	nobody    bool   // no app to tell (no --reload-http, no app): a swap is the whole change
 	retry     bool   // run again after RetryInterval even without a change
@@ -259,7 +261,9 @@ func (r *Reloader) Run(ctx context.Context) error {
 	}
 	var retry <-chan time.Time
 	var changedAt time.Time // the first change the app has not been told of; zero: none
+	swaps := r.swaps()
 	for {
+		drainSwaps(swaps)
 		o, err := r.pass(ctx)
 		if err != nil {
 			return err
@@ -278,15 +282,29 @@ func (r *Reloader) Run(ctx context.Context) error {
 		if o.retry {
 			retry = time.After(r.RetryInterval)
 		}
+		if !r.wait(ctx, ended, retry, swaps, &changedAt) {
+			return nil
+		}
+	}
+}
+
+// wait blocks until the next pass is due: after a change (settled) or at retry. It returns false
+// when ctx ended. A swap the source reports meanwhile may be told at once (tellEarly).
+func (r *Reloader) wait(ctx context.Context, lastPass time.Time, retry <-chan time.Time, swaps <-chan source.Swap, changedAt *time.Time) bool {
+	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return false
 		case <-r.Source.Changed():
 			if changedAt.IsZero() {
-				changedAt = r.clock()
+				*changedAt = r.clock()
 			}
-			r.settle(ctx, ended)
+			r.settle(ctx, lastPass)
+			return true
 		case <-retry:
+			return true
+		case sw := <-swaps:
+			r.tellEarly(ctx, sw, lastPass)
 		}
 	}
 }
@@ -298,7 +316,7 @@ func (r *Reloader) observeLatency(changedAt time.Time, o outcome, now time.Time)
 	switch {
 	case changedAt.IsZero() || o.retry:
 		return changedAt
-	case o.notified && r.Metrics != nil:
+	case o.notified && !o.early && r.Metrics != nil: // an early request was observed when sent
 		r.Metrics.ReloadLatency.Observe(now.Sub(changedAt).Seconds())
 	}
 	return time.Time{}
@@ -342,6 +360,8 @@ func (r *Reloader) checkFunc(ctx context.Context) func(string) error {
 func (r *Reloader) pass(ctx context.Context) (outcome, error) {
 	var o outcome
 	r.write(ctx, &o)
+	early := r.early
+	r.early = nil // it covers the set this pass read, or none to come
 	if o.first && r.OnFirstUnpack != nil {
 		n, err := r.OnFirstUnpack()
 		if err != nil {
@@ -363,7 +383,13 @@ func (r *Reloader) pass(ctx context.Context) (outcome, error) {
 		}
 		return o, nil
 	}
-	if err := r.Notifier.Notify(ctx); err != nil {
+	var err error
+	if o.early {
+		err = early.err // the app was told, or failed to be, when the swap was seen
+	} else {
+		err = r.Notifier.Notify(ctx)
+	}
+	if err != nil {
 		if ctx.Err() == nil {
 			o.notifyErr = fmt.Errorf("new config is on disk but the app was not told: %w", err)
 			o.retry = true
@@ -436,6 +462,7 @@ func (r *Reloader) write(ctx context.Context, o *outcome) {
 		o.err = fmt.Errorf("new config is live, but finishing the swap under the config root failed: %w", err)
 	}
 	o.swapped = changed
+	o.early = r.early.covers(snap.Objects)
 	o.first = !r.st.unpacked
 	if r.Told != nil && (o.swapped || o.first) {
 		o.sum = r.Told.Sum(files) // only a set that goes live can be recorded as told

@@ -14,6 +14,10 @@ package source
 // swap in between, or a file that vanished mid-read, means a swap is under way: read again.
 // Names that start with ".." are kubelet's own and never files of the set.
 //
+// Without ignore globs, a kubelet swap is also reported on Swaps before the folders are read,
+// with the ..data targets it left: a reloader that may tell the app of any swap (configmap-reload
+// tells it of every one) tells it at once, and lets the read that follows confirm the set.
+//
 // Nothing is lost when inotify is: on a queue overflow or a watcher error every folder is read
 // again at once, and again every Interval whatever happened.
 
@@ -28,6 +32,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -107,12 +112,22 @@ type FolderOptions struct {
 	OnWatches func(n int)
 }
 
+// Swap is a kubelet swap seen in a folder: the ..data target of every folder ("" for a folder
+// without one), resolved after the swap was seen and before anything was read. A target names a
+// set that is never written again (kubelet's atomic writer makes a new timestamped folder for
+// each swap), so a snapshot whose Objects carry the same Versions holds exactly the files that
+// were on disk when the Swap was made.
+type Swap struct {
+	Versions map[string]string // folder → ..data target
+}
+
 // Folders watches folders on disk and hands out snapshots of their files.
 type Folders struct {
 	dirs    []string
 	opts    FolderOptions
 	watcher *fsnotify.Watcher
 	changed chan struct{}
+	swaps   chan Swap     // the latest swap not taken yet; an older one is replaced
 	synced  chan struct{} // closed after the first read
 
 	mu        sync.Mutex
@@ -140,7 +155,7 @@ func NewFolders(dirs []string, opts FolderOptions) (*Folders, error) {
 		opts.Settle = 50 * time.Millisecond
 	}
 	return &Folders{dirs: clean, opts: opts, watcher: w, changed: make(chan struct{}, 1),
-		synced: make(chan struct{}), failing: map[string]string{}}, nil
+		swaps: make(chan Swap, 1), synced: make(chan struct{}), failing: map[string]string{}}, nil
 }
 
 // CheckIgnore checks ignore globs.
@@ -161,7 +176,7 @@ func (f *Folders) readAll(logErrors bool) Snapshot {
 	var s Snapshot
 	for _, d := range f.dirs {
 		ref := configref.Ref{Kind: Folder, Name: d}
-		files, err := ReadFolder(d, f.opts.Ignore)
+		files, version, err := readFolder(d, f.opts.Ignore)
 		if logErrors {
 			f.logReadError(d, err)
 		}
@@ -169,13 +184,18 @@ func (f *Folders) readAll(logErrors bool) Snapshot {
 			s.Missing = append(s.Missing, ref)
 			continue
 		}
-		s.Objects = append(s.Objects, Object{Ref: ref, Data: files})
+		s.Objects = append(s.Objects, Object{Ref: ref, Data: files, Version: version})
 	}
 	return s
 }
 
-// Changed receives a value after the content of a folder changed. Signals are merged.
+// Changed receives a value after the content of a folder changed, or, while swaps are reported
+// (Swaps), after a swap. Signals are merged.
 func (f *Folders) Changed() <-chan struct{} { return f.changed }
+
+// Swaps receives the latest kubelet swap seen, before the read that follows it is published on
+// Changed. Nothing needs to take it: the read signals Changed whatever happens here.
+func (f *Folders) Swaps() <-chan Swap { return f.swaps }
 
 // WaitForSync blocks until every folder was read once, or ctx ends (then it returns false).
 func (f *Folders) WaitForSync(ctx context.Context) bool {
@@ -231,6 +251,7 @@ func (f *Folders) Run(ctx context.Context) {
 			klog.V(4).InfoS("file event", "path", ev.Name, "op", ev.Op.String())
 			switch f.classify(ev) {
 			case eventSwap:
+				f.reportSwap()
 				read()
 			case eventFolder:
 				f.arm()
@@ -263,6 +284,28 @@ func (f *Folders) Run(ctx context.Context) {
 		}
 	}
 }
+
+// reportSwap offers a Swap on Swaps, replacing one not taken yet, and lets the taker run before
+// the read: on one core (the reloader's default) it would otherwise wait out the whole read.
+// With ignore globs a swap may change only ignored files (a projected token rotated), which is
+// no change to tell: such a swap is known only once it is read.
+func (f *Folders) reportSwap() {
+	if !f.reportsSwaps() {
+		return
+	}
+	sw := Swap{Versions: make(map[string]string, len(f.dirs))}
+	for _, d := range f.dirs {
+		sw.Versions[d], _ = os.Readlink(filepath.Join(d, kubeletDataLink))
+	}
+	select {
+	case <-f.swaps: // only this goroutine sends, so the send below cannot block
+	default:
+	}
+	f.swaps <- sw
+	runtime.Gosched()
+}
+
+func (f *Folders) reportsSwaps() bool { return len(f.opts.Ignore) == 0 }
 
 // settleWait is how long to wait, after an event, before reading: settle after the last event,
 // but never longer after the first one not read yet than maxSettle, or settle when longer.
@@ -334,7 +377,7 @@ func (f *Folders) read() { f.publish(f.readAll(true)) }
 
 // publish makes s the snapshot and signals a change when its content differs from the last.
 func (f *Folders) publish(s Snapshot) {
-	sum := digest(s)
+	sum := digest(s, f.reportsSwaps())
 	f.mu.Lock()
 	same := f.read1 && sum == f.published
 	if !same {
@@ -370,8 +413,11 @@ func (f *Folders) logReadError(dir string, err error) {
 }
 
 // digest identifies a snapshot's content: which folders are missing, and every file's path and
-// bytes. Only a change of it is a change.
-func digest(s Snapshot) [sha256.Size]byte {
+// bytes. Only a change of it is a change. With versions (when swaps are reported), each folder's
+// ..data target too: a swap to the same files is then signalled, so that a reloader which told
+// the app of the swap is sure to see the read that confirms it, and not take its request for
+// a later change read in that folder.
+func digest(s Snapshot, versions bool) [sha256.Size]byte {
 	h := sha256.New()
 	for _, m := range s.Missing {
 		fmt.Fprintf(h, "missing:%d:%s\n", len(m.Name), m.Name)
@@ -383,6 +429,9 @@ func digest(s Snapshot) [sha256.Size]byte {
 		}
 		sort.Strings(keys)
 		fmt.Fprintf(h, "folder:%d:%s:%d\n", len(o.Name), o.Name, len(keys))
+		if versions {
+			fmt.Fprintf(h, "version:%d:%s\n", len(o.Version), o.Version)
+		}
 		for _, k := range keys {
 			fmt.Fprintf(h, "%d:%s:%d:", len(k), k, len(o.Data[k]))
 			h.Write(o.Data[k])
@@ -402,33 +451,41 @@ var errSwapped = errors.New("the folder changed while it was read")
 // after; a swap in between is waited out by reading again. Files whose relative path or base
 // name matches an ignore glob, names that start with "..", and links to folders are left out.
 func ReadFolder(dir string, ignore []string) (map[string][]byte, error) {
+	files, _, err := readFolder(dir, ignore)
+	return files, err
+}
+
+// readFolder is ReadFolder that also returns the ..data target the files were read through; ""
+// for a plain folder.
+func readFolder(dir string, ignore []string) (map[string][]byte, string, error) {
 	var err error
 	for try := 0; try < 20; try++ {
 		var files map[string][]byte
-		files, err = readFolderOnce(dir, ignore)
+		var version string
+		files, version, err = readFolderOnce(dir, ignore)
 		if !errors.Is(err, errSwapped) {
-			return files, err
+			return files, version, err
 		}
 		time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
 	}
-	return nil, fmt.Errorf("read %s: %w, again and again for a second", dir, err)
+	return nil, "", fmt.Errorf("read %s: %w, again and again for a second", dir, err)
 }
 
-func readFolderOnce(dir string, ignore []string) (map[string][]byte, error) {
+func readFolderOnce(dir string, ignore []string) (map[string][]byte, string, error) {
 	link := filepath.Join(dir, kubeletDataLink)
 	target, err := os.Readlink(link)
 	if err != nil {
 		if st, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("read %s: %w", dir, err)
+			return nil, "", fmt.Errorf("read %s: %w", dir, err)
 		} else if !st.IsDir() {
-			return nil, fmt.Errorf("read %s: not a folder; name the folder that holds the files", dir)
+			return nil, "", fmt.Errorf("read %s: not a folder; name the folder that holds the files", dir)
 		}
 		// A plain folder (a hostPath, a CSI driver's files, an editor's rename): read it as it is.
 		files, err := readTree(dir, ignore)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errSwapped
+			return nil, "", errSwapped
 		}
-		return files, err
+		return files, "", err
 	}
 	data := target
 	if !filepath.IsAbs(data) {
@@ -436,15 +493,15 @@ func readFolderOnce(dir string, ignore []string) (map[string][]byte, error) {
 	}
 	files, err := readTree(data, ignore)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errSwapped // the folder ..data named was removed after a swap
+		return nil, "", errSwapped // the folder ..data named was removed after a swap
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if again, err := os.Readlink(link); err != nil || again != target {
-		return nil, errSwapped
+		return nil, "", errSwapped
 	}
-	return files, nil
+	return files, target, nil
 }
 
 // readTree reads every regular file under root (following links to files) by slash path.

@@ -210,6 +210,53 @@ func TestFoldersSignalsOnlyChangesOfContent(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the last of a burst of swaps")
 }
 
+// Without ignore globs a swap is reported before it is read, with the ..data target it left:
+// the one the read that follows carries. A swap to the same files is signalled too, so that the
+// reloader sees the read that confirms a request sent on the swap.
+func TestFoldersReportSwapsBeforeTheRead(t *testing.T) {
+	d, plain := t.TempDir(), t.TempDir()
+	v := testvolume.New(d)
+	require.NoError(t, v.Write(map[string]string{"app.yml": "v1"}))
+	f := folders(t, FolderOptions{}, d, plain)
+	for _, files := range []map[string]string{{"app.yml": "v2"}, {"app.yml": "v2"}} {
+		require.NoError(t, v.Write(files))
+		var sw Swap
+		select {
+		case sw = <-f.Swaps():
+		case <-time.After(10 * time.Second):
+			t.Fatal("no swap reported")
+		}
+		waitChange(t, f, "a swap")
+		target, err := os.Readlink(filepath.Join(d, "..data"))
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{d: target, plain: ""}, sw.Versions)
+		for _, o := range f.Snapshot().Objects {
+			assert.Equal(t, sw.Versions[o.Name], o.Version, "the read of %s went through the target the swap left", o.Name)
+		}
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(plain, "b"), []byte("b"), 0o644))
+	waitChange(t, f, "a file written in a plain folder")
+	select {
+	case <-f.Swaps():
+		t.Fatal("only a kubelet swap is reported")
+	default:
+	}
+}
+
+func TestFoldersWithIgnoreGlobsReportNoSwap(t *testing.T) {
+	d := t.TempDir()
+	v := testvolume.New(d)
+	require.NoError(t, v.Write(map[string]string{"app.yml": "v1", "token": "t1"}))
+	f := folders(t, FolderOptions{Ignore: []string{"token"}}, d)
+	require.NoError(t, v.Write(map[string]string{"app.yml": "v1", "token": "t2"}))
+	noChange(t, f, "a rotated token")
+	select {
+	case <-f.Swaps():
+		t.Fatal("a swap may change only ignored files: it is known once read")
+	default:
+	}
+}
+
 func TestFoldersPlainFolderAndEditorRename(t *testing.T) {
 	d := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(d, "nginx.conf"), []byte("v1"), 0o644))

@@ -32,6 +32,9 @@ type Object struct {
 	Data map[string][]byte
 	// Annotations are those of APIOptions.Annotations the object carries; nil without any.
 	Annotations map[string]string
+	// Version, for a folder that kubelet's atomic writer swaps, is the ..data target its files
+	// were read through (Swap); "" otherwise.
+	Version string
 }
 
 // Snapshot is the current state of every source.
