@@ -96,7 +96,7 @@ type swapSourceFake struct {
 
 func (f swapSourceFake) Swaps() <-chan source.Swap { return f.swaps }
 
-func newSwapReloader(t *testing.T, objs ...source.Object) (*Reloader, swapSourceFake, *countingNotifier) {
+func newSwapReloader(t *testing.T, debounce time.Duration, objs ...source.Object) (*Reloader, swapSourceFake, *countingNotifier) {
 	src := swapSourceFake{fakeSource: newFakeSource(objs...), swaps: make(chan source.Swap, 1)}
 	n := &countingNotifier{}
 	r := &Reloader{
@@ -104,7 +104,7 @@ func newSwapReloader(t *testing.T, objs ...source.Object) (*Reloader, swapSource
 		Writer:        &InPlace{Dir: "/a"},
 		Layout:        Mounted{},
 		Notifier:      n,
-		Debounce:      50 * time.Millisecond,
+		Debounce:      debounce,
 		RetryInterval: 300 * time.Millisecond,
 		Metrics:       NewMetrics(prometheus.NewRegistry()),
 	}
@@ -124,7 +124,7 @@ func (f swapSourceFake) swap(t *testing.T, n *countingNotifier, version string, 
 }
 
 func TestReloaderTellsTheAppOfASwapBeforeItIsRead(t *testing.T) {
-	r, src, n := newSwapReloader(t, folder("/a", "..v1", "app.yml", "v1"))
+	r, src, n := newSwapReloader(t, 50*time.Millisecond, folder("/a", "..v1", "app.yml", "v1"))
 
 	src.swap(t, n, "..v2", 1, folder("/a", "..v2", "app.yml", "v2"))
 	require.Eventually(t, func() bool { return r.CurrentStatus().LastResult == ResultSuccess }, wait, tick)
@@ -146,7 +146,8 @@ func TestReloaderTellsTheAppOfASwapBeforeItIsRead(t *testing.T) {
 }
 
 func TestReloaderMergesSwapsOfABurst(t *testing.T) {
-	r, src, n := newSwapReloader(t, folder("/a", "..v1", "app.yml", "v1"))
+	// A debounce long enough that the test's own delays on a loaded machine stay inside it.
+	r, src, n := newSwapReloader(t, 500*time.Millisecond, folder("/a", "..v1", "app.yml", "v1"))
 
 	src.swap(t, n, "..v2", 1, folder("/a", "..v2", "app.yml", "v2"))
 	require.Eventually(t, func() bool { return r.CurrentStatus().LastResult == ResultSuccess }, wait, tick)
@@ -161,7 +162,7 @@ func TestReloaderMergesSwapsOfABurst(t *testing.T) {
 }
 
 func TestReloaderReportsAFailedRequestOnASwapOnceAndRetries(t *testing.T) {
-	r, src, n := newSwapReloader(t, folder("/a", "..v1", "app.yml", "v1"))
+	r, src, n := newSwapReloader(t, 50*time.Millisecond, folder("/a", "..v1", "app.yml", "v1"))
 	n.fail.Store(true)
 
 	src.swap(t, n, "..v2", 1, folder("/a", "..v2", "app.yml", "v2"))
