@@ -20,7 +20,8 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/sourc
 	FuzzParseExtra:./internal/refs FuzzParseInputs:./internal/confighash \
 	FuzzParseRecord:./internal/outcome FuzzParseStakater:./internal/refs \
 	FuzzExpand:./internal/render FuzzToldRecord:./internal/reload FuzzTransform:./internal/csi \
-	FuzzDecodeProtobuf:./internal/coreclient FuzzResourceVersion:./internal/digeststore
+	FuzzDecodeProtobuf:./internal/coreclient FuzzResourceVersion:./internal/digeststore \
+	FuzzParse:./internal/webconfig
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
