@@ -4,6 +4,11 @@
 // must mean here what it means there, so this follows the toolkit's web package (v0.20) rule by
 // rule, and its tests hold it to the toolkit itself: every file of the toolkit's own test data
 // is accepted or refused by both alike, and both servers answer a matrix of requests alike.
+// Where the toolkit has a security defect, this deliberately differs, and the tests name each
+// difference (differences_test.go): client_allowed_sans is refused unless client certificates are
+// verified against the file's client CA, and is checked without a panic on every connection,
+// resumed ones too; an unknown user's password is compared at the users' bcrypt cost; wrong
+// logins cannot evict a right one from the login cache.
 //
 // Why not the toolkit's package itself: it links the Prometheus common config (HTTP client
 // config, OAuth2), text/template (which keeps every exported method of the binary), systemd
@@ -72,7 +77,7 @@ func Serve(path string) func(net.Listener, *http.Server) error {
 		if next == nil {
 			next = http.DefaultServeMux
 		}
-		h := &handler{path: path, next: next, cache: newAuthCache()}
+		h := newHandler(path, next)
 		if c.RateLimit.Interval != 0 {
 			h.limiter = rate.NewLimiter(rate.Every(c.RateLimit.Interval), c.RateLimit.Burst)
 			klog.InfoS("rate limit on the web endpoints", "burst", c.RateLimit.Burst, "interval", c.RateLimit.Interval)
@@ -96,11 +101,11 @@ func Serve(path string) func(net.Listener, *http.Server) error {
 		cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			c, err := load(path)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("--web-config-file=%q: %w", path, err)
 			}
 			cfg, err := c.TLS.tlsConfig()
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("--web-config-file=%q: %w", path, err)
 			}
 			cfg.NextProtos = nextProtos(srv, http2)
 			return cfg, nil
