@@ -8,6 +8,11 @@ package reload
 // again only when the set read is not the one the early request covered. The read still merges
 // a burst (a swap within Debounce of the last pass waits for the pass after the burst) and makes
 // a swap to the same files, or one that fails to read, no second request.
+//
+// The source reports a swap only once the names the app sees are the new set's (kubelet links a
+// new key's name, and removes a removed key's, just after the swap): at the ..data event when no
+// name changes, as configmap-reload, on the event of the last name otherwise. A read and a swap
+// waiting together go in that order (wait): the read is older.
 
 import (
 	"context"
@@ -31,9 +36,10 @@ type earlyTell struct {
 }
 
 // covers says whether the early request told the app of exactly the objects read: each is a
-// folder read through the ..data target it had before the request was sent. A target is never
-// written again, so the app was told after these very files were in place; a newer swap is
-// reported, read and told in turn.
+// folder read through the ..data target it had before the request was sent, with its names in
+// place then and when read (a read of a folder whose names are not the set's has no Version). A
+// target is never written again, so the app was told after these very files were in place under
+// these names; a newer swap is reported, read and told in turn.
 func (e *earlyTell) covers(objects []source.Object) bool {
 	if e == nil || len(objects) == 0 {
 		return false

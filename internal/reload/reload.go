@@ -296,17 +296,34 @@ func (r *Reloader) wait(ctx context.Context, lastPass time.Time, retry <-chan ti
 		case <-ctx.Done():
 			return false
 		case <-r.Source.Changed():
-			if changedAt.IsZero() {
-				*changedAt = r.clock()
-			}
-			r.settle(ctx, lastPass)
+			r.changed(ctx, lastPass, changedAt)
 			return true
 		case <-retry:
 			return true
 		case sw := <-swaps:
+			select {
+			case <-r.Source.Changed():
+				// A read that no pass took waits too (select picks either at random). The
+				// source reads after each swap it reports, so that read is of an earlier swap,
+				// or of sw itself: the pass goes first, and confirms a request sent on an
+				// earlier swap, or tells the app of sw. Telling of sw first would leave the
+				// older read not covered: the pass would send a request for a stale set, and
+				// the pass after sw's read one more.
+				r.changed(ctx, lastPass, changedAt)
+				return true
+			default:
+			}
 			r.tellEarly(ctx, sw, lastPass)
 		}
 	}
+}
+
+// changed notes a change signal: when the first change not told came, and when the pass is due.
+func (r *Reloader) changed(ctx context.Context, lastPass time.Time, changedAt *time.Time) {
+	if changedAt.IsZero() {
+		*changedAt = r.clock()
+	}
+	r.settle(ctx, lastPass)
 }
 
 // observeLatency counts the time from the change changedAt to a pass that told the app, and

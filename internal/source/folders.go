@@ -14,6 +14,15 @@ package source
 // swap in between, or a file that vanished mid-read, means a swap is under way: read again.
 // Names that start with ".." are kubelet's own and never files of the set.
 //
+// What is read is what the app sees: the files under the names in the folder. kubelet renames
+// ..data (its step 9) before it links a new key's name NAME -> ..data/NAME (step 10) and before
+// it removes a removed key's name (step 11), which dangles until then. So a swap is complete
+// for the app only once the names are those of the set ..data names; until then a new key is
+// not in what is read, and a dangling name is (with no digest), so that the names kubelet puts
+// right are a change. The swap is read, and reported, when its names are in place: at once
+// when no name changes (the common case), on the event of the last name otherwise, and after
+// LinkWait whatever the names, as the app sees them then.
+//
 // Without ignore globs, a kubelet swap is also reported on Swaps before the folders are read,
 // with the ..data targets it left: a reloader that may tell the app of any swap (configmap-reload
 // tells it of every one) tells it at once, and lets the read that follows confirm the set.
@@ -62,7 +71,9 @@ const maxSettle = time.Second
 // bytes. The app reads the files where they are, so the reloader keeps only what tells a
 // change, and its memory does not grow with the folders (the Prometheus Operator gives its
 // sidecar 50 MiB, and rule files can take 20). ReadVerified reads a file's bytes when they
-// are needed.
+// are needed. A name the app sees that holds no file (a link that dangles or loops, such as a
+// removed key's name before kubelet removes it) is held with a nil digest: the app's glob finds
+// it and its read fails, so it is part of what the app sees.
 func FileDigest(b []byte) []byte {
 	sum := sha256.Sum256(b)
 	return sum[:]
@@ -73,11 +84,13 @@ func FileDigest(b []byte) []byte {
 var ErrChangedSinceRead = errors.New("the file changed since its folder was read")
 
 // ReadVerified reads the file at path, bounded, and checks that it is the one digest describes.
+// Only a regular file is read (openForRead).
 func ReadVerified(path string, digest []byte) ([]byte, error) {
-	f, err := os.Open(path)
+	fd, err := openForRead(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxFolderBytes+1))
 	if err != nil {
@@ -110,13 +123,18 @@ type FolderOptions struct {
 	OnError func(error)
 	// OnWatches is called with the number of folders watched whenever it may have changed.
 	OnWatches func(n int)
+	// LinkWait is how long a kubelet swap waits for kubelet to link its new names and remove
+	// its old ones (steps 10 and 11 of its atomic writer, which follow the swap at once unless
+	// a step failed) before the folder is read as the app sees it then; default 1s.
+	LinkWait time.Duration
 }
 
-// Swap is a kubelet swap seen in a folder: the ..data target of every folder ("" for a folder
-// without one), resolved after the swap was seen and before anything was read. A target names a
-// set that is never written again (kubelet's atomic writer makes a new timestamped folder for
-// each swap), so a snapshot whose Objects carry the same Versions holds exactly the files that
-// were on disk when the Swap was made.
+// Swap is a kubelet swap seen in a folder, reported once the names the app sees in the folder
+// are those of the new set: the ..data target of every folder ("" for a folder without one, or
+// whose names are not yet its set's), resolved after the swap was seen and before anything was
+// read. A target names a set that is never written again (kubelet's atomic writer makes a new
+// timestamped folder for each swap), so a snapshot whose Objects carry the same Versions holds
+// exactly the files that were on disk, under the same names, when the Swap was made.
 type Swap struct {
 	Versions map[string]string // folder → ..data target
 }
@@ -153,6 +171,9 @@ func NewFolders(dirs []string, opts FolderOptions) (*Folders, error) {
 	}
 	if opts.Settle <= 0 {
 		opts.Settle = 50 * time.Millisecond
+	}
+	if opts.LinkWait <= 0 {
+		opts.LinkWait = time.Second
 	}
 	return &Folders{dirs: clean, opts: opts, watcher: w, changed: make(chan struct{}, 1),
 		swaps: make(chan Swap, 1), synced: make(chan struct{}), failing: map[string]string{}}, nil
@@ -237,6 +258,22 @@ func (f *Folders) Run(ctx context.Context) {
 		waiting = time.Time{}
 		f.read()
 	}
+	// pending holds the folders whose swap was seen while their names were not yet the new
+	// set's. Their swap is reported and read on the event that puts the last name in place, or
+	// once linkWait fires; meanwhile a settled read waits for it, so as not to read the names
+	// kubelet is about to put right.
+	pending := map[string]bool{}
+	linkWait := time.NewTimer(time.Hour)
+	linkWait.Stop()
+	defer linkWait.Stop()
+	swapped := func(d, target string) {
+		delete(pending, d)
+		if len(pending) == 0 {
+			linkWait.Stop()
+		}
+		f.reportSwap(d, target)
+		read()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -249,16 +286,30 @@ func (f *Folders) Run(ctx context.Context) {
 				f.opts.OnEvent()
 			}
 			klog.V(4).InfoS("file event", "path", ev.Name, "op", ev.Op.String())
-			switch f.classify(ev) {
+			d, kind := f.classify(ev)
+			switch kind {
 			case eventSwap:
-				f.reportSwap()
-				read()
+				if target, done := f.swapDone(d); done {
+					swapped(d, target)
+					break
+				}
+				if len(pending) == 0 {
+					linkWait.Reset(f.opts.LinkWait)
+				}
+				pending[d] = true
+				klog.V(4).InfoS("kubelet swapped ..data; waiting for it to put the names of the new set in place", "folder", d)
 			case eventFolder:
 				f.arm()
 				read()
 			case eventContent:
 				if ev.Has(fsnotify.Create) {
 					f.arm() // a new subfolder needs a watch of its own
+				}
+				if pending[d] {
+					if target, done := f.swapDone(d); done {
+						swapped(d, target)
+						break
+					}
 				}
 				now := time.Now()
 				if waiting.IsZero() {
@@ -277,6 +328,14 @@ func (f *Folders) Run(ctx context.Context) {
 			f.arm()
 			read()
 		case <-settle.C:
+			if len(pending) == 0 {
+				read()
+			}
+		case <-linkWait.C:
+			for d := range pending {
+				klog.InfoS("kubelet swapped ..data but has not put the names of the new set in place; reading what the app sees", "folder", d, "waited", f.opts.LinkWait)
+			}
+			clear(pending)
 			read()
 		case <-tick:
 			f.arm()
@@ -287,15 +346,22 @@ func (f *Folders) Run(ctx context.Context) {
 
 // reportSwap offers a Swap on Swaps, replacing one not taken yet, and lets the taker run before
 // the read: on one core (the reloader's default) it would otherwise wait out the whole read.
+// The swap was seen in folder swapped, whose names were found in place with ..data at target.
 // With ignore globs a swap may change only ignored files (a projected token rotated), which is
 // no change to tell: such a swap is known only once it is read.
-func (f *Folders) reportSwap() {
+func (f *Folders) reportSwap(swapped, target string) {
 	if !f.reportsSwaps() {
 		return
 	}
 	sw := Swap{Versions: make(map[string]string, len(f.dirs))}
 	for _, d := range f.dirs {
-		sw.Versions[d], _ = os.Readlink(filepath.Join(d, kubeletDataLink))
+		if d == swapped {
+			sw.Versions[d] = target
+		} else if t, done := f.swapDone(d); done {
+			sw.Versions[d] = t
+		} else {
+			sw.Versions[d] = "" // read, it has no version either: the pass tells the app of it
+		}
 	}
 	select {
 	case <-f.swaps: // only this goroutine sends, so the send below cannot block
@@ -307,6 +373,18 @@ func (f *Folders) reportSwap() {
 
 func (f *Folders) reportsSwaps() bool { return len(f.opts.Ignore) == 0 }
 
+// swapDone returns the ..data target of the folder d, and whether the names the app sees in d
+// are those of the set it names: each of its keys has its name, and no name of kubelet's
+// dangles. Two listings and a readlink per link: cheap enough for every swap.
+func (f *Folders) swapDone(d string) (string, bool) {
+	target, err := os.Readlink(filepath.Join(d, kubeletDataLink))
+	if err != nil {
+		return "", false
+	}
+	_, complete, err := namesOf(d, dataPath(d, target), f.opts.Ignore)
+	return target, err == nil && complete
+}
+
 // settleWait is how long to wait, after an event, before reading: settle after the last event,
 // but never longer after the first one not read yet than maxSettle, or settle when longer.
 func settleWait(settle, waited time.Duration) time.Duration {
@@ -317,31 +395,39 @@ type eventKind int
 
 const (
 	eventNone    eventKind = iota
-	eventSwap              // kubelet renamed ..data: the new set is complete, read it now
+	eventSwap              // kubelet renamed a new ..data into place: read it once its names are
 	eventFolder            // a watched folder itself appeared or went
 	eventContent           // something in a folder changed: read once things settle
 )
 
-// classify says what an event means for the folders.
-func (f *Folders) classify(ev fsnotify.Event) eventKind {
+// classify says what an event means for the folders, and which folder it is in.
+func (f *Folders) classify(ev fsnotify.Event) (string, eventKind) {
 	name := filepath.Clean(ev.Name)
 	for _, d := range f.dirs {
 		if name == d {
-			return eventFolder
+			return d, eventFolder
 		}
 		rel, err := filepath.Rel(d, name)
 		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 			continue
 		}
+		if ev.Op == fsnotify.Chmod {
+			return d, eventNone // modes are not content
+		}
 		if rel == kubeletDataLink {
-			return eventSwap
+			if ev.Has(fsnotify.Create) {
+				return d, eventSwap // renamed over the old one (inotify's IN_MOVED_TO), or made
+			}
+			// Removed or renamed away: kubelet never does either while the volume lives, but
+			// removes it with the volume. No set to report; the read finds what is left.
+			return d, eventContent
 		}
-		if ev.Op == fsnotify.Chmod || hasKubeletName(rel) {
-			return eventNone // kubelet's timestamped folders and ..data_tmp; modes are not content
+		if hasKubeletName(rel) {
+			return d, eventNone // kubelet's timestamped folders and ..data_tmp
 		}
-		return eventContent
+		return d, eventContent
 	}
-	return eventNone // another entry of a watched folder's parent
+	return "", eventNone // another entry of a watched folder's parent
 }
 
 // arm makes sure every folder, its real subfolders and its parent are watched. Adding a watch
@@ -445,18 +531,29 @@ func digest(s Snapshot, versions bool) [sha256.Size]byte {
 // errSwapped means the folder changed while it was read: a kubelet swap or a rename was under way.
 var errSwapped = errors.New("the folder changed while it was read")
 
+// errDataGone means a folder's names link through ..data, which is gone: kubelet never removes
+// it while the volume lives, only with the volume. Nothing the app could read is there.
+var errDataGone = errors.New("its names link through ..data, which is gone (kubelet is removing the volume)")
+
+// errNotRegular means a name that a listing gave as a regular file (or a link to one) held
+// something else when it was opened: a FIFO, socket or device put in its place.
+var errNotRegular = errors.New("not a regular file: a FIFO, socket or device in its place is never read")
+
 // ReadFolder returns the digests (FileDigest) of the files under dir by path relative to it,
 // read as one consistent set.
 // A folder of kubelet's atomic writer is read through ..data, resolved once and checked again
-// after; a swap in between is waited out by reading again. Files whose relative path or base
-// name matches an ignore glob, names that start with "..", and links to folders are left out.
+// after; a swap in between is waited out by reading again. What is read is what the app sees:
+// the files under the names in dir, a name that dangles with a nil digest. Files whose relative
+// path or base name matches an ignore glob, names that start with "..", and links to folders
+// other than kubelet's are left out.
 func ReadFolder(dir string, ignore []string) (map[string][]byte, error) {
 	files, _, err := readFolder(dir, ignore)
 	return files, err
 }
 
-// readFolder is ReadFolder that also returns the ..data target the files were read through; ""
-// for a plain folder.
+// readFolder is ReadFolder that also returns the ..data target the files were read through,
+// when the names in dir were those of the set it names; "" for a plain folder, or one whose
+// names kubelet has not yet put in place.
 func readFolder(dir string, ignore []string) (map[string][]byte, string, error) {
 	var err error
 	for try := 0; try < 20; try++ {
@@ -481,79 +578,182 @@ func readFolderOnce(dir string, ignore []string) (map[string][]byte, string, err
 			return nil, "", fmt.Errorf("read %s: not a folder; name the folder that holds the files", dir)
 		}
 		// A plain folder (a hostPath, a CSI driver's files, an editor's rename): read it as it is.
-		files, err := readTree(dir, ignore)
-		if errors.Is(err, fs.ErrNotExist) {
+		t := newTreeReader(dir, ignore)
+		err := t.dir(dir, "")
+		switch {
+		case errors.Is(err, errDataGone):
+			return nil, "", fmt.Errorf("read %s: %w", dir, err)
+		case errors.Is(err, fs.ErrNotExist):
 			return nil, "", errSwapped
+		case err != nil:
+			return nil, "", err
 		}
-		return files, "", err
+		return t.files, "", nil
 	}
-	data := target
-	if !filepath.IsAbs(data) {
-		data = filepath.Join(dir, target)
-	}
-	files, err := readTree(data, ignore)
+	names, complete, err := namesOf(dir, dataPath(dir, target), ignore)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", errSwapped // the folder ..data named was removed after a swap
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("read %s: %w", dir, err)
+	}
+	t := newTreeReader(dir, ignore)
+	for _, n := range names {
+		if n.dangles {
+			t.files[n.name] = nil
+			continue
+		}
+		if err := t.entry(n.path, n.name, n.typ); errors.Is(err, fs.ErrNotExist) {
+			return nil, "", errSwapped // a file vanished: the folder ..data named was removed, or a name
+		} else if err != nil {
+			return nil, "", err
+		}
 	}
 	if again, err := os.Readlink(link); err != nil || again != target {
 		return nil, "", errSwapped
 	}
-	return files, target, nil
+	if !complete {
+		target = "" // the names are not yet those of the set: no Swap covers what was read
+	}
+	return t.files, target, nil
 }
 
-// readTree reads every regular file under root (following links to files) by slash path.
-func readTree(root string, ignore []string) (map[string][]byte, error) {
-	files := map[string][]byte{}
-	var total int64
-	var walk func(dir, rel string) error
-	walk = func(dir, rel string) error {
-		entries, err := os.ReadDir(dir)
+// dataPath is the folder the ..data link of dir names, with target its text.
+func dataPath(dir, target string) string {
+	if filepath.IsAbs(target) {
+		return target
+	}
+	return filepath.Join(dir, target)
+}
+
+// visibleName is one name the app sees in a kubelet volume's folder.
+type visibleName struct {
+	name    string
+	path    string      // where its content is read: through the set ..data names, for kubelet's links
+	typ     fs.FileMode // its type in the listing of where it is read
+	dangles bool        // kubelet's link to a key the set does not have: a removed key's
+}
+
+// namesOf lists the names the app sees in dir (those not ignored, and not kubelet's own) and
+// how they stand against the set in data, the folder ..data names. A name kubelet linked,
+// NAME -> ..data/NAME, is read through data, resolved once, so that the set read is consistent.
+// complete: every key of the set has its name in dir (kubelet's step 10 done), and none of
+// kubelet's names dangles (step 11 done). A name that is not kubelet's link is read as it is:
+// kubelet never replaces it, so waiting for it would be waiting for ever.
+func namesOf(dir, data string, ignore []string) ([]visibleName, bool, error) {
+	set, err := os.ReadDir(data)
+	if err != nil {
+		return nil, false, err
+	}
+	keys := make(map[string]fs.FileMode, len(set))
+	for _, e := range set {
+		if !hasKubeletName(e.Name()) && !ignored(e.Name(), ignore) {
+			keys[e.Name()] = e.Type()
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, false, err
+	}
+	complete := true
+	names := make([]visibleName, 0, len(entries))
+	for _, e := range entries {
+		n := visibleName{name: e.Name(), path: filepath.Join(dir, e.Name()), typ: e.Type()}
+		if hasKubeletName(n.name) || ignored(n.name, ignore) {
+			continue
+		}
+		if n.typ&fs.ModeSymlink != 0 {
+			if to, err := os.Readlink(n.path); err == nil && to == path.Join(kubeletDataLink, n.name) {
+				typ, ok := keys[n.name]
+				n.path, n.typ, n.dangles = filepath.Join(data, n.name), typ, !ok
+				complete = complete && ok
+			}
+		}
+		delete(keys, n.name)
+		names = append(names, n)
+	}
+	return names, complete && len(keys) == 0, nil
+}
+
+// treeReader reads files into digests by slash path, at most maxFolderBytes in all.
+type treeReader struct {
+	root   string // the folder read, for errors
+	ignore []string
+	files  map[string][]byte
+	total  int64
+}
+
+func newTreeReader(root string, ignore []string) *treeReader {
+	return &treeReader{root: root, ignore: ignore, files: map[string][]byte{}}
+}
+
+// dir reads every regular file under the folder p (following links to files), rel being p's
+// path in the set.
+func (t *treeReader) dir(p, rel string) error {
+	entries, err := os.ReadDir(p)
+	if errors.Is(err, syscall.ENOTDIR) {
+		// Swapped since the listing that found a folder (os.ReadDir opens with O_DIRECTORY, so
+		// a FIFO there is refused at once); read again, the listing leaves the new thing out.
+		return fmt.Errorf("%w: %w", errSwapped, err)
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if hasKubeletName(e.Name()) {
+			continue
+		}
+		if err := t.entry(filepath.Join(p, e.Name()), path.Join(rel, e.Name()), e.Type()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entry reads the file or folder at p, rel being its path in the set and typ its type in its
+// folder's listing (no stat for plain files and folders).
+func (t *treeReader) entry(p, rel string, typ fs.FileMode) error {
+	if ignored(rel, t.ignore) {
+		return nil
+	}
+	if typ&fs.ModeSymlink != 0 {
+		st, err := os.Stat(p) // through the link
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) {
+			to, err := os.Readlink(p)
+			if err != nil {
+				return err // the link itself is gone: a change under way
+			}
+			if !strings.Contains(rel, "/") && to == path.Join(kubeletDataLink, rel) {
+				return errDataGone
+			}
+			t.files[rel] = nil // it dangles or loops: a name the app sees that holds no file
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		for _, e := range entries {
-			if hasKubeletName(e.Name()) {
-				continue
-			}
-			p, r := filepath.Join(dir, e.Name()), path.Join(rel, e.Name())
-			if ignored(r, ignore) {
-				continue
-			}
-			mode := e.Type() // from the folder's listing: no stat for plain files and folders
-			if mode&fs.ModeSymlink != 0 {
-				st, err := os.Stat(p) // through the link
-				if err != nil {
-					return err
-				}
-				if mode = st.Mode().Type(); mode.IsDir() {
-					continue // a link to a folder: left out
-				}
-			}
-			switch {
-			case mode.IsDir():
-				if err := walk(p, r); err != nil {
-					return err
-				}
-			case mode.IsRegular():
-				sum, n, err := digestFile(p, maxFolderBytes-total)
-				if err != nil {
-					return err
-				}
-				if total += n; total > maxFolderBytes {
-					return fmt.Errorf("read %s: it holds more than %d MiB; leave the large files out with an ignore glob", root, maxFolderBytes>>20)
-				}
-				files[r] = sum
-			}
+		if typ = st.Mode().Type(); typ.IsDir() {
+			return nil // a link to a folder: left out
 		}
-		return nil
 	}
-	if err := walk(root, ""); err != nil {
-		return nil, err
+	switch {
+	case typ.IsDir():
+		return t.dir(p, rel)
+	case typ.IsRegular():
+		sum, n, err := digestFile(p, maxFolderBytes-t.total)
+		if errors.Is(err, errNotRegular) {
+			// Swapped since the listing; read again, the listing leaves the new thing out.
+			return fmt.Errorf("%w: %w", errSwapped, err)
+		}
+		if err != nil {
+			return err
+		}
+		if t.total += n; t.total > maxFolderBytes {
+			return fmt.Errorf("read %s: it holds more than %d MiB; leave the large files out with an ignore glob", t.root, maxFolderBytes>>20)
+		}
+		t.files[rel] = sum
 	}
-	return files, nil
+	return nil // a FIFO, socket or device: no file of the set
 }
 
 // digestFile hashes the file at p, reading at most budget+1 bytes: past the budget the caller
@@ -588,14 +788,27 @@ func digestFile(p string, budget int64) ([]byte, int64, error) {
 	return h.Sum(nil), n, nil
 }
 
+// openForRead opens the regular file at p. A listing said what p was, but a container sharing
+// the folder may have put a FIFO there since: a plain open of a FIFO waits for a writer, for
+// ever, and the watch with it. O_NONBLOCK makes that open return at once (and changes nothing
+// for a regular file), and fstat on what was opened refuses anything but a regular file.
 func openForRead(p string) (int, error) {
 	for {
-		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil {
 			return -1, &fs.PathError{Op: "open", Path: p, Err: err}
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			syscall.Close(fd)
+			return -1, &fs.PathError{Op: "stat", Path: p, Err: err}
+		}
+		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			syscall.Close(fd)
+			return -1, &fs.PathError{Op: "open", Path: p, Err: errNotRegular}
 		}
 		return fd, nil
 	}

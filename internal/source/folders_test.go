@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,38 +86,52 @@ func TestReadFolderErrorsNameTheFolder(t *testing.T) {
 	require.ErrorContains(t, err, "not a folder")
 }
 
-// A read at any point of kubelet's swap sees the old set or the new one, never a mix.
+// A read at any point of kubelet's swap sees what the app sees there: the old set, or the new
+// set's content under the names in place so far (kubelet links a new key's name a step after
+// the swap, and removes a removed key's a step later; until then it dangles), never the content
+// of one set in one file and of the other in another.
 func TestReadFolderBetweenEveryStepOfASwap(t *testing.T) {
 	oldSet := map[string]string{"a": "old-a", "b": "old-b", "gone": "x"}
 	newSet := map[string]string{"a": "new-a", "b": "new-b", "added": "y"}
-	steps := testvolume.New(t.TempDir()).Steps(nil)
-	for stop := 0; stop <= len(steps); stop++ {
+	dangling := func(m map[string][]byte) map[string][]byte { m["gone"] = nil; return m }
+	// What a read sees once steps[:stop] ran: up to the swap, the old set.
+	want := []map[string][]byte{
+		testvolume.SwapData:            digests(oldSet),
+		testvolume.SwapData + 1:        dangling(digests(map[string]string{"a": "new-a", "b": "new-b"})),
+		testvolume.LinkNewNames + 1:    dangling(digests(newSet)),
+		testvolume.RemoveOldNames + 1:  digests(newSet),
+		testvolume.RemoveOldFolder + 1: digests(newSet),
+	}
+	for stop := range want[:testvolume.SwapData] {
+		want[stop] = digests(oldSet)
+	}
+	for stop := range want {
 		d := t.TempDir()
 		v := testvolume.New(d)
 		require.NoError(t, v.Write(oldSet))
 		steps := v.Steps(newSet)
-		for _, s := range steps[:stop] {
-			require.NoError(t, s.Do(), s.Name)
-		}
+		require.NoError(t, testvolume.Run(steps[:stop]))
 		got, err := ReadFolder(d, nil)
 		require.NoError(t, err, "after %d steps", stop)
-		if stop < 3 { // ..data is renamed in the third step
-			assert.Equal(t, digests(oldSet), got, "after %d steps", stop)
-		} else {
-			assert.Equal(t, digests(newSet), got, "after %d steps", stop)
-		}
-		for _, s := range steps[stop:] {
-			require.NoError(t, s.Do(), s.Name)
-		}
+		assert.Equal(t, want[stop], got, "after %d steps", stop)
+		require.NoError(t, testvolume.Run(steps[stop:]))
 	}
 }
 
-// Reads racing a writer that swaps as fast as it can: each read is one whole set.
+// Reads racing a writer that swaps as fast as it can: each read is what the app sees at some
+// step, never the content of both sets.
 func TestReadFolderDuringSwaps(t *testing.T) {
 	d := t.TempDir()
 	v := testvolume.New(d)
 	sets := []map[string]string{{"a": "1", "b": "1"}, {"a": "2", "b": "2", "c": "2"}}
 	require.NoError(t, v.Write(sets[0]))
+	cDangles := digests(sets[0])
+	cDangles["c"] = nil
+	seen := []map[string][]byte{
+		digests(sets[0]), digests(sets[1]),
+		cDangles, // set 0 swapped in, c's name not removed yet
+		digests(map[string]string{"a": "2", "b": "2"}), // set 1 swapped in, c's name not linked yet
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -137,7 +152,7 @@ func TestReadFolderDuringSwaps(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		got, err := ReadFolder(d, nil)
 		require.NoError(t, err)
-		if !assert.Contains(t, []map[string][]byte{digests(sets[0]), digests(sets[1])}, got) {
+		if !assert.Contains(t, seen, got) {
 			break
 		}
 	}
@@ -405,4 +420,178 @@ func TestFoldersReadAFileWrittenWithoutPause(t *testing.T) {
 	})
 	defer func() { close(stop); wg.Wait() }()
 	waitChange(t, f, "the writes never pause for 200 ms, yet a read comes within the bound")
+}
+
+// nextSwap waits for the next swap reported.
+func nextSwap(t *testing.T, f *Folders, why string) Swap {
+	t.Helper()
+	select {
+	case sw := <-f.Swaps():
+		return sw
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no swap reported: %s", why)
+		return Swap{}
+	}
+}
+
+func noSwap(t *testing.T, f *Folders, why string) {
+	t.Helper()
+	select {
+	case sw := <-f.Swaps():
+		t.Fatalf("a swap was reported (%v): %s", sw.Versions, why)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// kubelet renames ..data (its step 9) before it links a new key's name (10) and removes a
+// removed key's (11). A swap is reported, and read, once the names the app sees are the new
+// set's: at the rename when no name changes (configmap-reload's latency), after the last name
+// otherwise. Reported earlier, the app would reload without the new key, or with a name that
+// cannot be read, and nothing would tell it again.
+func TestFoldersReportASwapOnceTheAppSeesItsNames(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		old, new map[string]string
+		// reported is the step after which the swap is reported: SwapData, LinkNewNames or
+		// RemoveOldNames.
+		reported int
+	}{
+		{"new content under the same names: reported at the rename", map[string]string{"a.yml": "1", "rules/r.yml": "1"},
+			map[string]string{"a.yml": "2", "rules/r.yml": "2"}, testvolume.SwapData},
+		{"a new key: reported once its name is linked", map[string]string{"a.yml": "1"},
+			map[string]string{"a.yml": "2", "added.yml": "2"}, testvolume.LinkNewNames},
+		{"a new folder of keys: reported once its name is linked", map[string]string{"a.yml": "1"},
+			map[string]string{"a.yml": "1", "rules/r.yml": "2"}, testvolume.LinkNewNames},
+		{"a removed key: reported once its dangling name is gone", map[string]string{"a.yml": "1", "gone.yml": "1"},
+			map[string]string{"a.yml": "2"}, testvolume.RemoveOldNames},
+		{"a key added and one removed: reported once both names are right", map[string]string{"a.yml": "1", "gone.yml": "1"},
+			map[string]string{"a.yml": "1", "added.yml": "2"}, testvolume.RemoveOldNames},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := t.TempDir()
+			v := testvolume.New(d)
+			require.NoError(t, v.Write(tc.old))
+			f := folders(t, FolderOptions{}, d)
+			steps := v.Steps(tc.new)
+			require.NoError(t, testvolume.Run(steps[:testvolume.SwapData]))
+			for step := testvolume.SwapData; step <= testvolume.RemoveOldNames; step++ {
+				require.NoError(t, steps[step].Do(), steps[step].Name)
+				if step < tc.reported {
+					noSwap(t, f, "after "+steps[step].Name)
+					continue
+				}
+				sw := nextSwap(t, f, "after "+steps[step].Name)
+				target, err := os.Readlink(filepath.Join(d, "..data"))
+				require.NoError(t, err)
+				assert.Equal(t, map[string]string{d: target}, sw.Versions)
+				waitChange(t, f, "the read after the swap")
+				assert.Equal(t, digests(tc.new), folderFiles(f, d), "the read holds the new set under the names the app sees")
+				break
+			}
+			require.NoError(t, testvolume.Run(steps[tc.reported+1:]))
+			noSwap(t, f, "the steps after the swap")
+		})
+	}
+}
+
+// A Remove of ..data (kubelet tearing the volume down) is no swap: nothing is reported, and
+// the folder, whose names all link through ..data, reads as missing: the last set stays.
+func TestFoldersRemovedDataLinkIsNoSwap(t *testing.T) {
+	d := t.TempDir()
+	v := testvolume.New(d)
+	require.NoError(t, v.Write(map[string]string{"app.yml": "v1"}))
+	f := folders(t, FolderOptions{}, d)
+	require.NoError(t, os.Remove(filepath.Join(d, "..data")))
+	noSwap(t, f, "..data removed")
+	waitChange(t, f, "the folder can no longer be read")
+	assert.Equal(t, []configref.Ref{{Kind: Folder, Name: d}}, f.Snapshot().Missing)
+}
+
+// A link that dangles or loops is a name the app sees that holds no file: a nil digest, not a
+// folder that cannot be read at all (which kept the last set for as long as the link stayed).
+func TestReadFolderNamesALinkThatDangles(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		link string // the link's target
+	}{
+		{"to nothing", "nothing"},
+		{"to itself", "broken.yml"},
+		{"through a file", "a.yml/x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(d, "a.yml"), []byte("A"), 0o644))
+			require.NoError(t, os.Symlink(tc.link, filepath.Join(d, "broken.yml")))
+			got, err := ReadFolder(d, nil)
+			require.NoError(t, err)
+			assert.Equal(t, map[string][]byte{"a.yml": FileDigest([]byte("A")), "broken.yml": nil}, got)
+		})
+	}
+}
+
+// A file of a folder may be swapped for a FIFO (a container sharing the folder) between the
+// listing that found a regular file and the open: the open must not wait for a writer, and the
+// read names the path. The FIFO stands here where the open expects a file; a blocked open is
+// woken at the end by a writer, so that a failing run ends.
+func TestOpeningAFileSwappedForAFIFODoesNotBlock(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(p string) error
+	}{
+		{"a folder read's digest", func(p string) error { _, _, err := digestFile(p, maxFolderBytes); return err }},
+		{"ReadVerified, for the config file to render", func(p string) error { _, err := ReadVerified(p, nil); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "rules.yml")
+			require.NoError(t, syscall.Mkfifo(p, 0o644))
+			done := make(chan error, 1)
+			go func() { done <- tc.open(p) }()
+			select {
+			case err := <-done:
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), p)
+				assert.Contains(t, err.Error(), "not a regular file")
+			case <-time.After(10 * time.Second):
+				if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					w.Close()
+				}
+				<-done
+				t.Fatal("the open blocked on the FIFO until a writer came")
+			}
+		})
+	}
+}
+
+// The same for a folder swapped for a FIFO between the listing that found a folder and the
+// listing of that folder, by a read or by the walk that watches subfolders: os.ReadDir opens
+// with O_DIRECTORY, which refuses a FIFO at once, and the read lists again.
+func TestListingAFolderSwappedForAFIFODoesNotBlock(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "rules")
+	require.NoError(t, syscall.Mkfifo(p, 0o644))
+	done := make(chan error, 1)
+	go func() { _, err := os.ReadDir(p); done <- err }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, syscall.ENOTDIR)
+		assert.Contains(t, err.Error(), p)
+	case <-time.After(10 * time.Second):
+		if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		<-done
+		t.Fatal("the listing blocked on the FIFO until a writer came")
+	}
+	// A read meeting it reads the folder again, and its listing leaves the FIFO out.
+	err := newTreeReader(p, nil).dir(p, "rules")
+	require.ErrorIs(t, err, errSwapped)
+}
+
+// A FIFO, socket or device among a folder's files is no file of the set.
+func TestReadFolderLeavesOutAFIFO(t *testing.T) {
+	d := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(d, "a.yml"), []byte("A"), 0o644))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(d, "pipe.yml"), 0o644))
+	got, err := ReadFolder(d, nil)
+	require.NoError(t, err)
+	assert.Equal(t, digests(map[string]string{"a.yml": "A"}), got)
 }

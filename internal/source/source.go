@@ -33,7 +33,8 @@ type Object struct {
 	// Annotations are those of APIOptions.Annotations the object carries; nil without any.
 	Annotations map[string]string
 	// Version, for a folder that kubelet's atomic writer swaps, is the ..data target its files
-	// were read through (Swap); "" otherwise.
+	// were read through (Swap), when the names in the folder were those of that set; ""
+	// otherwise (a plain folder, or kubelet between the swap and its names).
 	Version string
 }
 

@@ -5,7 +5,9 @@
 //	v := testvolume.New(t.TempDir())
 //	v.Write(map[string]string{"prometheus.yml": "..."})   // all steps
 //	steps := v.Steps(map[string]string{"prometheus.yml": "..."})
-//	steps[0].Do() // ... a reader runs here ... then the rest
+//	testvolume.Run(steps[:testvolume.LinkNewNames]) // kubelet renamed ..data, linked nothing yet
+//	// ... a reader runs here ... then the rest:
+//	testvolume.Run(steps[testvolume.LinkNewNames:])
 //
 // No kubelet runs in these tests; this is the only way a mounted volume changes in them.
 package testvolume
@@ -39,8 +41,24 @@ type Step struct {
 }
 
 // Write runs every step of one update to files (path relative to the volume → content).
-func (v *Volume) Write(files map[string]string) error {
-	for _, s := range v.Steps(files) {
+func (v *Volume) Write(files map[string]string) error { return Run(v.Steps(files)) }
+
+// The index in Steps of each step, and kubelet's number for it in the comment on
+// AtomicWriter.Write. Between SwapData and RemoveOldNames a reader of the folder's names sees
+// what the app sees then: the new content under the old names, a new key not linked yet, a
+// removed key's link dangling.
+const (
+	WriteNewFolder  = iota // kubelet's 5–7
+	LinkTmp                // 8
+	SwapData               // 9: ..data_tmp renamed over ..data
+	LinkNewNames           // 10
+	RemoveOldNames         // 11
+	RemoveOldFolder        // 12
+)
+
+// Run runs steps in order, and stops at the first that fails.
+func Run(steps []Step) error {
+	for _, s := range steps {
 		if err := s.Do(); err != nil {
 			return fmt.Errorf("%s: %w", s.Name, err)
 		}
