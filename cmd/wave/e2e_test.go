@@ -301,6 +301,33 @@ func TestAdoptsWaveHashWithoutRollout(t *testing.T) {
 	}
 }
 
+// Opting a running workload in rolls nothing, where Wave writes its hash at once and rolls it
+// (a deliberate difference, in docs/migrating.md's Wave table): wave records the config and
+// waits for a change.
+func TestOptInLaterRollsNothingUntilConfigChanges(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
+	plain := testcluster.Deployment(ns, "app", 1)
+	withEnvKey("cm", "a")(&plain.Spec.Template.Spec)
+	createDeployment(t, client, plain)
+	p := startWave(t, ns)
+	settle(t, p)
+
+	_, err := client.AppsV1().Deployments(ns).Patch(ctx(t), "app", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+refs.UpdateOnConfigChangeAnnotation+`":"true"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	d := waitRecorded(t, client, ns, "app")
+	settle(t, p)
+	assert.Empty(t, d.Spec.Template.Annotations[refs.ConfigHashAnnotation], "opting in writes nothing to the template")
+	assert.Len(t, replicaSets(t, client, ns, "app"), 1, "opting in rolls nothing")
+
+	patchCM(t, client, ns, "cm", `{"data":{"a":"2"}}`)
+	waitTemplateHashChange(t, client, ns, "app", inputsHash(d))
+	settle(t, p)
+	assert.Len(t, replicaSets(t, client, ns, "app"), 2, "the first change after opting in rolls once")
+}
+
 // Switching back from Wave: wave recorded a workload; wave stopped; the config changed and Wave
 // rolled the workload, writing its hash of the new config on the template (here written by
 // wave itself on an identical twin, which writes Wave's exact hash); wave started again. The
