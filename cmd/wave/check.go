@@ -52,7 +52,8 @@ func (o options) translate(env reloaderEnv) (options, error) {
 	if env.namespace != "" && !o.changed("namespaces") {
 		t.namespaces = env.namespace
 	}
-	if !env.chart || o.reloaderListen == o.listenAddress {
+	byChart := env.chart || o.changed != nil && o.changed("log-level") // Reloader's chart before 2.2 sets no env of its own
+	if !byChart || o.reloaderListen == o.listenAddress {
 		t.reloaderListen = ""
 	}
 	if o.metricsAddr != "" {

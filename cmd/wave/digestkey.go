@@ -5,40 +5,75 @@ import (
 	"errors"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/installkey"
 	"github.com/configwave/configwave/internal/waveclient"
 )
 
-// loadDigestKey returns the key of the digests in the inputs records: --hash-key-file's, else the
-// install key's, else none (--install-key-secret=""). When the install key was asked for and
-// cannot be had, wave fails closed: it starts nothing and writes nothing, since records
-// written with unkeyed digests would let whoever reads a workload test guesses of a Secret's
-// value, and would all be rewritten once the key is back. A dry run writes nothing, so it
-// goes on without a Secret it may not create.
-func loadDigestKey(ctx context.Context, client waveclient.Interface, cfg *config) ([]byte, error) {
+// modeHashKeyFile: --hash-key-file's key keys the records (and every template hash).
+const modeHashKeyFile installkey.Mode = "hash-key-file"
+
+// digests is how wave makes the digests of its inputs records: under a key, or without one.
+type digests struct {
+	key  []byte
+	mode installkey.Mode
+}
+
+// digester is the informers' transform for these digests. In Stakater Reloader's --webhook-url
+// mode no record is ever written, so without a key the digests stay in memory and may be of
+// the values: a metadata-only write of a Secret then tells the webhook nothing, as in Reloader.
+func (d digests) digester(cfg *config) confighash.Digester {
+	return confighash.Digester{Key: d.key, SecretsByMetadata: d.mode == installkey.ModeSecretsByMetadata && cfg.changeWebhook == nil,
+		KeepLabels:      cfg.reloaderOpts.ResourceSelector != nil,
+		KeepAnnotations: []string{cfg.reloaderOpts.Dialect.Names.Match, cfg.reloaderOpts.Dialect.Names.Ignore}}
+}
+
+// loadDigestKey returns how wave makes the digests of its inputs records: under --hash-key-file's
+// key; else under the install key, read from its Secret or made there; else, where the Secret is
+// absent and wave may not create it (a peer's RBAC), without a key, each Secret digested by its
+// metadata, never its value; plain digests only with --install-key-secret="" (or a dry run,
+// which writes none). When the install key's Secret exists and cannot be used, wave fails
+// closed: it starts nothing and writes nothing, since records written under another key or
+// none would all be rewritten once it is fixed. It says in one line which mode and why.
+func loadDigestKey(ctx context.Context, client waveclient.Interface, cfg *config) (digests, error) {
 	if cfg.installKeyName == "" {
-		return cfg.hashKey, nil
+		if len(cfg.hashKey) > 0 {
+			klog.InfoS("inputs records keyed with --hash-key-file's key, as the template hash is", "records", modeHashKeyFile)
+			return digests{key: cfg.hashKey, mode: modeHashKeyFile}, nil
+		}
+		klog.InfoS(`--install-key-secret="": the inputs records hold plain digests of each key's value; whoever can read the workloads can test guesses of Secret values against them`,
+			"records", installkey.ModeUnkeyed)
+		return digests{mode: installkey.ModeUnkeyed}, nil
 	}
 	ns, name := cfg.installKeyNS, cfg.installKeyName
-	key, home, err := installkey.Load(ctx, client, ns, name, !cfg.dryRun)
+	res, err := installkey.Load(ctx, client, installkey.Options{Namespace: ns, Name: name, DryRun: cfg.dryRun})
 	switch {
-	case err == nil && home != installkey.InSecret:
-		klog.InfoS("the install key lives in a "+string(home)+", not a Secret: wave may not create Secrets in its namespace (a peer's RBAC); whoever reads "+string(home)+"s there can read it", "object", ns+"/"+name)
-		return key, nil
-	case err == nil:
-		return key, nil
-	case cfg.dryRun && errors.Is(err, installkey.ErrMissing):
-		klog.InfoS("dry run: the install key Secret does not exist and is not made; deciding with unkeyed digests", "secret", ns+"/"+name)
-		return nil, nil
-	case errors.Is(err, installkey.ErrNowhere):
-		return nil, fmt.Errorf("%w; wave writes nothing without it (or set --install-key-secret=\"\" to accept unkeyed digests)", err)
-	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		// The API server's text names the Secret and the namespace again: said once, here.
-		return nil, fmt.Errorf("install key %s/%s: wave may not read it, and writes nothing without it: grant get on Secret %s in namespace %s, or set --install-key-secret=\"\" to accept unkeyed digests", ns, name, name, ns)
-	default:
-		return nil, fmt.Errorf("%w; wave writes nothing without it (or set --install-key-secret=\"\" to accept unkeyed digests)", err)
+	case errors.Is(err, installkey.ErrUnreadable):
+		return digests{}, fmt.Errorf("install key %s/%s: wave may not read it, and writes nothing without it: grant get on Secret %s in namespace %s, or set --install-key-secret=\"\" to accept unkeyed digests", ns, name, name, ns)
+	case err != nil:
+		return digests{}, fmt.Errorf("%w; wave writes nothing without it (or set --install-key-secret=\"\" to accept unkeyed digests)", err)
 	}
+	switch res.Mode {
+	case installkey.ModeKeyed:
+		klog.InfoS("inputs records keyed under the install key", "records", res.Mode, "why", res.Why)
+	case installkey.ModeSecretsByMetadata:
+		klog.InfoS("no install key: "+res.Why+"; records of Secrets carry their uid and resourceVersion, not digests of their values, so any write to a Secret rolls the workloads that use it; to key them, create the Secret: "+installkey.CreateCommand(ns, name),
+			"records", res.Mode)
+	default:
+		klog.InfoS(res.Why+"; deciding with plain digests, nothing is written", "records", res.Mode)
+	}
+	return digests{key: res.Key, mode: res.Mode}, nil
+}
+
+// registerRecordsMode exports the mode as configwave_wave_records_info{mode}, for a dashboard
+// or an alert on an install that runs without its key.
+func registerRecordsMode(reg prometheus.Registerer, mode installkey.Mode) {
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "configwave_wave_records_info",
+		Help:        `Always 1; mode says how the digests of the configwave.io/config-inputs records are made: "keyed" (under the install key), "secrets-by-metadata" (no key: Secrets by their uid and resourceVersion), "unkeyed" (--install-key-secret="", or a dry run without the key), "hash-key-file".`,
+		ConstLabels: prometheus.Labels{"mode": string(mode)}})
+	info.Set(1)
+	reg.MustRegister(info)
 }

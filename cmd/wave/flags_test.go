@@ -243,7 +243,10 @@ func TestReloaderChartEnv(t *testing.T) {
 		{name: "the chart, watching globally", env: map[string]string{"RELOADER_DEPLOYMENT_NAME": "reloader-reloader", "RELOADER_NAMESPACE": "tools"}, wantListen: ":9090"},
 		{name: "watchGlobally: false scopes wave to the namespace", env: map[string]string{"RELOADER_DEPLOYMENT_NAME": "r", "KUBERNETES_NAMESPACE": "tools"},
 			wantNamespaces: []string{"tools"}, wantListen: ":9090"},
-		{name: "--namespaces wins", env: map[string]string{"KUBERNETES_NAMESPACE": "tools"}, args: []string{"--namespaces=a,b"}, wantNamespaces: []string{"a", "b"}},
+		{name: "--namespaces wins", env: map[string]string{"KUBERNETES_NAMESPACE": "tools"}, args: []string{"--namespaces=a,b"}, wantNamespaces: []string{"a", "b"}, wantListen: ":9090"},
+		{name: "the chart before 2.2 (no RELOADER_DEPLOYMENT_NAME), watchGlobally: false", env: map[string]string{"KUBERNETES_NAMESPACE": "tools"},
+			args: []string{"--log-level=info"}, wantNamespaces: []string{"tools"}, wantListen: ":9090"},
+		{name: "the chart before 2.2, watching globally: its --log-level says it", args: []string{"--log-level=info"}, wantListen: ":9090"},
 		{name: "one listener when both addresses are the same", env: map[string]string{"RELOADER_DEPLOYMENT_NAME": "r"}, args: []string{"--listen-address=:9090"}},
 		{name: "enableMetricsByNamespace", env: map[string]string{"RELOADER_DEPLOYMENT_NAME": "r", "METRICS_COUNT_BY_NAMESPACE": "enabled"}, wantListen: ":9090", wantByNS: true},
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
@@ -155,7 +156,7 @@ Flags:
 	fs.IntVar(&o.workers, "workers", 16, "workloads reconciled in parallel: enough requests in flight that --kube-api-qps, not the API server's answer time, bounds how fast a change shared by many workloads is written.")
 	fs.StringVar(&o.hashFormat, "hash-format", string(confighash.HashWave), `formula of the config hash wave writes: "wave" (Wave 0.9 and later), "wave-v07" (Wave 0.7 and 0.8) or "wave-v05" (Wave 0.6 and earlier). A workload first seen with any of the three hashes of its current config is adopted without a rollout, whatever this says.`)
 	fs.StringVar(&o.hashKeyFile, "hash-key-file", "", "file holding a key (mount it from a Secret); the config hash becomes HMAC-SHA256 under it, so that nobody who can read a Deployment can test guesses of a Secret value against the hash. Not Wave's value: switching from Wave with a key rolls each workload once.")
-	fs.StringVar(&o.installKey, "install-key-secret", "configwave-install-key", "Secret ([NAMESPACE/]NAME, default namespace: wave's own) holding the install key, 32 random bytes under \"key\" that key the digests of the configwave.io/config-inputs records, so that they test no guess of a Secret value better than Wave's hash does. wave creates it on first start where it may create Secrets there, else (a peer's RBAC) a ConfigMap or a Lease of that name holds it; when it can neither read nor create any, wave exits and writes nothing. It keys the template hash too of a workload that had no Wave hash when wave first saw it; a Wave hash already there stays Wave's. Not read with --hash-key-file; empty: unkeyed digests.")
+	fs.StringVar(&o.installKey, "install-key-secret", "configwave-install-key", "Secret ([NAMESPACE/]NAME, default namespace: wave's own) holding the install key, 32 random bytes under \"key\" that key the digests of the configwave.io/config-inputs records, so that they test no guess of a Secret value. wave creates it on first start where RBAC lets it create Secrets there (a ResourceQuota that refuses it is waited out, not ready meanwhile); it is kept nowhere but in a Secret. Where it is absent and wave may not create it (a peer's chart), wave runs without a key: the records carry each Secret's uid and resourceVersion instead of digests of its values, so any write to a Secret, even of its metadata alone, rolls the workloads that use it; create the Secret to key them. When it exists and cannot be read, or is too short, wave exits and writes nothing. It keys the template hash too of a workload that had no Wave hash when wave first saw it; a Wave hash already there stays Wave's. Not read with --hash-key-file. Empty: plain digests of the values, on purpose: whoever can read the workloads can then test guesses of Secret values against them.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide, log and emit Events, but write nothing.")
 	fs.BoolVar(&o.crossNamespace, "allow-cross-namespace-refs", false, "let wave.pusher.com/extra-configmaps and extra-secrets name objects in other namespaces (Wave's behaviour). Off by default: whoever may edit a workload could otherwise make wave read another tenant's config and publish a hash of it.")
 	fs.DurationVar(&o.coalesce, "coalesce", defaultCoalesce, "after the first change that reaches a quiet workload, wait this long for more before rolling, so that a ConfigMap and a Secret changed together (one kubectl apply, one Helm upgrade) roll it once. At most 1s; 0 rolls at once.")
@@ -204,7 +205,8 @@ const maxKeySize = 4096
 func readKey(name string) ([]byte, error) { return credfile.Read(name, maxKeySize, "the key") }
 
 // runWave runs wave as cfg says until it is stopped or loses its Lease: build the clients,
-// load the digest key, fill the caches, make the controller, then run every part.
+// serve the endpoints, load the digest key, fill the caches, make the controller, then run
+// every part.
 func runWave(cfg *config) error {
 	reg := serve.NewRegistry("wave", cli.Version(version))
 	cl, err := newClients(cfg, reg)
@@ -220,10 +222,30 @@ func runWave(cfg *config) error {
 	}
 	recorder, stopEvents := recordEvents(ctx, cl.events)
 	defer stopEvents() // after the controller stopped: nothing emits any more
-	digestKey, err := loadDigestKey(ctx, cl.kube, cfg)
+	// Stakater Reloader's series are there from the first scrape, as in Reloader: the
+	// endpoints serve from the start.
+	stakater := compat.NewStakaterReloader(reg, cfg.countByNamespace)
+	ep, err := startEndpoints(cfg, reg)
 	if err != nil {
 		return err
 	}
+	defer ep.stop() // unless the run group took them over
+	if cfg.installKeyName != "" {
+		ep.waitingFor("the install key, Secret " + cfg.installKeyNS + "/" + cfg.installKeyName + " (the log says why)")
+	}
+	// A stop while wave waits for its key (past a ResourceQuota) ends the wait: nothing written.
+	keyCtx, stopWaiting := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	dg, err := loadDigestKey(keyCtx, cl.kube, cfg)
+	stopped := keyCtx.Err() != nil
+	stopWaiting()
+	switch {
+	case err != nil && stopped:
+		return fmt.Errorf("%w while waiting for the install key", run.ErrSignal)
+	case err != nil:
+		return err
+	}
+	registerRecordsMode(reg, dg.mode)
+	ep.waitingFor("")
 	kinds, err := checkKindAccess(ctx, cl.kube, cl.kinds, cfg.namespaceList)
 	if err != nil {
 		return err
@@ -233,19 +255,20 @@ func runWave(cfg *config) error {
 	if err := checkPodAccess(ctx, cfg, cl); err != nil {
 		return err
 	}
-	inf, err := newInformers(ctx, cfg, cl, digestKey, kinds)
+	inf, err := newInformers(ctx, cfg, cl, dg, kinds)
 	if err != nil {
 		return err
 	}
-	w, err := newWork(cfg, cl, inf, recorder, reg, digestKey)
+	w, err := newWork(cfg, cl, inf, recorder, reg, dg.key, stakater)
 	if err != nil {
 		return err
 	}
-	g, err := waveActors(ctx, cfg, cl, inf, w, reg, kinds)
+	g, err := waveActors(ctx, cfg, cl, inf, w, ep)
 	if err != nil {
 		return err
 	}
-	logStart(cfg, cl, digestKey)
+	ep.answerFrom(endpointAnswers{ready: inf.HasSynced, detail: kinds.readyDetail, status: w.ctrl.Status})
+	logStart(cfg, cl, dg)
 	return g.Run()
 }
 
@@ -326,10 +349,8 @@ func recordEvents(ctx context.Context, client waveclient.Interface) (recorder re
 
 // newInformers makes the caches: workloads, ConfigMaps and Secrets as digests, and what
 // Reloader's flags add (namespaces, the CSI driver's pod statuses).
-func newInformers(ctx context.Context, cfg *config, cl *clients, digestKey []byte, kinds kindAccess) (*rollout.Informers, error) {
-	inf := rollout.NewInformersWithAccess(cl.all, cl.kinds, cfg.namespaceList, cfg.selector, cfg.syncPeriod,
-		confighash.Digester{Key: digestKey, KeepLabels: cfg.reloaderOpts.ResourceSelector != nil,
-			KeepAnnotations: []string{cfg.reloaderOpts.Dialect.Names.Match, cfg.reloaderOpts.Dialect.Names.Ignore}}, kinds.Func())
+func newInformers(ctx context.Context, cfg *config, cl *clients, dg digests, kinds kindAccess) (*rollout.Informers, error) {
+	inf := rollout.NewInformersWithAccess(cl.all, cl.kinds, cfg.namespaceList, cfg.selector, cfg.syncPeriod, dg.digester(cfg), kinds.Func())
 	if cfg.reloaderOpts.NamespaceSelector != nil {
 		if err := checkNamespaceAccess(ctx, cl.kube); err != nil {
 			return nil, err
@@ -353,11 +374,10 @@ type work struct {
 	leading func() bool
 }
 
-func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.EventRecorder, reg *prometheus.Registry, digestKey []byte) (*work, error) {
+func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.EventRecorder, reg *prometheus.Registry, digestKey []byte, stakater *compat.StakaterReloader) (*work, error) {
 	w := &work{}
 	metrics := rollout.NewMetrics(reg, func() float64 { return w.ctrl.QueueDepth() }, func() float64 { return w.ctrl.Tracked() },
 		func(s outcome.State) float64 { return w.ctrl.Workloads(s) })
-	stakater := compat.NewStakaterReloader(reg, cfg.countByNamespace)
 	metrics.OnRolloutWrite = func(rw rollout.RolloutWrite) {
 		stakater.Rollout(rw.Namespace, rw.OK)
 		if rw.OK && cfg.reloadAlerts != nil {
@@ -414,7 +434,7 @@ func registerWorkGauges(cfg *config, reg *prometheus.Registry, w *work) {
 // waveActors is what runs, each part with what stops it. On a stop the controller drains first
 // (its workers finish their items, which may still read the caches and send alerts); the
 // informers and the alert queues stop after it.
-func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Informers, w *work, reg *prometheus.Registry, kinds kindAccess) (*run.Group, error) {
+func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Informers, w *work, ep *endpoints) (*run.Group, error) {
 	g := &run.Group{}
 	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 	controllerDone := make(chan struct{})
@@ -426,22 +446,6 @@ func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Info
 			actx, acancel := context.WithCancel(ctx)
 			g.Add(func() error { return wh.Run(actx) }, afterController(acancel))
 		}
-	}
-	if cfg.listenAddress != "" {
-		srv, err := serve.Listen(cfg.listenAddress, reg, serve.Checks{Ready: inf.HasSynced, Status: w.ctrl.Status, ReadyDetail: kinds.readyDetail})
-		if err != nil {
-			return nil, err
-		}
-		klog.InfoS("serving /healthz, /readyz, /metrics and /status", "address", srv.Addr())
-		g.Add(srv.Run, srv.Stop)
-	}
-	if cfg.reloaderListen != "" {
-		srv, err := serve.Listen(cfg.reloaderListen, reg, serve.Checks{Ready: inf.HasSynced, HealthPaths: []string{"/live"}, Flag: "--reloader-listen-address", ReadyDetail: kinds.readyDetail})
-		if err != nil {
-			return nil, err
-		}
-		klog.InfoS("started by Stakater Reloader's chart: serving its /live and /metrics", "address", srv.Addr())
-		g.Add(srv.Run, srv.Stop)
 	}
 	if cfg.reloader.enablePprof {
 		prof, err := profiles.Listen(cfg.reloader.pprofAddr)
@@ -470,11 +474,12 @@ func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Info
 			return runLeader(cctx, cfg, cl.kube, w.run)
 		}, func(error) { ccancel() })
 	}
+	ep.add(g) // the endpoints: serving since the start, stopped with the rest
 	return g, nil
 }
 
 // logStart says what runs, and what of the peers' flags was taken without effect.
-func logStart(cfg *config, cl *clients, digestKey []byte) {
+func logStart(cfg *config, cl *clients, dg digests) {
 	if cfg.reloadAlerts != nil {
 		klog.InfoS("alerting on every rollout, as Stakater Reloader's ALERT_ON_RELOAD asks", "webhook", cfg.reloadAlerts.Host(), "sink", cfg.reloadAlertEnv.Sink)
 	}
@@ -491,7 +496,7 @@ func logStart(cfg *config, cl *clients, digestKey []byte) {
 		klog.InfoS("--metrics-addr is deprecated: use --listen-address, which serves /metrics beside /healthz, /readyz and /status", "address", cfg.listenAddress)
 	}
 	klog.InfoS("wave started", "version", cli.Version(version), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(), "annotations", cfg.annotations,
-		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "keyedInputs", len(digestKey) > 0, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
+		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "keyedInputs", len(dg.key) > 0, "records", dg.mode, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
 }
 
 // defaultListenAddress serves /metrics where Wave's --metrics-addr did by default.

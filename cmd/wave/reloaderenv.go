@@ -9,8 +9,11 @@ import (
 // reloaderEnv is what Stakater Reloader's chart sets in its container's environment, read as
 // Reloader reads it, so that the chart keeps working once its image is swapped for wave's.
 type reloaderEnv struct {
-	// chart: RELOADER_DEPLOYMENT_NAME is set, which Reloader's chart always does. Its probes
-	// then ask for /live and /metrics on Reloader's fixed :9090 (--reloader-listen-address).
+	// chart: started by Reloader's chart. From 2.2.0 on it always sets
+	// RELOADER_DEPLOYMENT_NAME; 2.1 and earlier (Reloader up to v1.4.5) set nothing of their
+	// own but KUBERNETES_NAMESPACE (watchGlobally: false) and the --log-level their default
+	// values render, which translate reads. Its probes then ask for /live and /metrics on
+	// Reloader's fixed :9090 (--reloader-listen-address).
 	chart bool
 	// namespace: KUBERNETES_NAMESPACE, set by the chart with watchGlobally: false and no
 	// namespaces list; Reloader then watches only that namespace, and so does wave unless
@@ -23,7 +26,7 @@ type reloaderEnv struct {
 
 func readReloaderEnv(getenv func(string) string) reloaderEnv {
 	return reloaderEnv{
-		chart:            getenv("RELOADER_DEPLOYMENT_NAME") != "",
+		chart:            getenv("RELOADER_DEPLOYMENT_NAME") != "" || strings.TrimSpace(getenv("KUBERNETES_NAMESPACE")) != "",
 		namespace:        strings.TrimSpace(getenv("KUBERNETES_NAMESPACE")),
 		countByNamespace: getenv("METRICS_COUNT_BY_NAMESPACE") == "enabled",
 	}
@@ -33,5 +36,5 @@ func readReloaderEnv(getenv func(string) string) reloaderEnv {
 const stakaterListenAddress = ":9090"
 
 func addReloaderEnvFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.reloaderListen, "reloader-listen-address", stakaterListenAddress, "when started by Stakater Reloader's chart ($RELOADER_DEPLOYMENT_NAME set): where its probes and ServiceMonitor look, serving /live, /metrics (with Reloader's series) and /healthz; empty disables it.")
+	fs.StringVar(&o.reloaderListen, "reloader-listen-address", stakaterListenAddress, "when started by Stakater Reloader's chart ($RELOADER_DEPLOYMENT_NAME or $KUBERNETES_NAMESPACE set, or --log-level given, as every line of the chart renders them): where its probes and ServiceMonitor look, serving /live, /metrics (with Reloader's series) and /healthz; empty disables it.")
 }

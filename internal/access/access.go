@@ -18,10 +18,12 @@ import (
 )
 
 // Check is one question: may this client Verb Group/Resource in Namespace ("" for every one)?
-// Cluster marks a resource that has no namespace, such as namespaces themselves.
+// Cluster marks a resource that has no namespace, such as namespaces themselves. Name, when
+// set, asks about that one object (RBAC's resourceNames).
 type Check struct {
 	Verb, Group, Resource, Namespace string
 	Cluster                          bool
+	Name                             string
 }
 
 func (c Check) String() string {
@@ -36,6 +38,9 @@ func (c Check) String() string {
 	if c.Group != "" {
 		r += "." + c.Group
 	}
+	if c.Name != "" {
+		r += " " + c.Name
+	}
 	return fmt.Sprintf("%s %s %s", c.Verb, r, where)
 }
 
@@ -44,7 +49,7 @@ func (c Check) String() string {
 func Allowed(ctx context.Context, client waveclient.Interface, c Check) (bool, error) {
 	r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Verb: c.Verb, Group: c.Group, Resource: c.Resource, Namespace: c.Namespace,
+			Verb: c.Verb, Group: c.Group, Resource: c.Resource, Namespace: c.Namespace, Name: c.Name,
 		}},
 	}, metav1.CreateOptions{})
 	if err != nil {

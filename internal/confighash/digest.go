@@ -20,9 +20,17 @@ import (
 
 // Digester reduces ConfigMaps and Secrets to per-key digests. With a Key, the digests are
 // HMACs, so that the inputs record on a workload cannot be used to test guesses of a Secret
-// value either.
+// value either. Without one, SecretsByMetadata keeps a Secret's values out of its digests
+// altogether.
 type Digester struct {
 	Key []byte
+	// SecretsByMetadata: each key of a Secret is digested from the Secret's uid and
+	// resourceVersion and the key's name, never from its value, so that records made without
+	// a key test no guess of a Secret value (docs/faq.md). The price: any write to the Secret,
+	// even of its metadata alone, changes its digests. ConfigMaps keep digests of their
+	// values: whoever may read the workloads that use them may usually read them too.
+	// Ignored with a Key.
+	SecretsByMetadata bool
 	// KeepLabels keeps the objects' labels, for Stakater Reloader's --resource-label-selector;
 	// without it they are dropped like the rest of the metadata.
 	KeepLabels bool
@@ -80,13 +88,28 @@ func (dg Digester) Transform(obj any) (any, error) {
 			dg.Whole(configref.Secret, o)
 		}
 		out := dg.slim(o.ObjectMeta, len(o.Data))
+		byMeta := dg.SecretsByMetadata && len(dg.Key) == 0
 		for k, v := range o.Data {
-			out.Keys = append(out.Keys, KeyDigest{Key: intern(k), Digest: dg.keyDigest(v)})
+			d := dg.keyDigest(v)
+			if byMeta {
+				d = metadataDigest(string(o.UID), o.ResourceVersion, k)
+			}
+			out.Keys = append(out.Keys, KeyDigest{Key: intern(k), Digest: d})
 		}
 		sortKeys(out.Keys)
 		return out, nil
 	}
 	return obj, nil
+}
+
+// metadataDigest stands for one key of a Secret in Digester.SecretsByMetadata: made of who
+// the Secret is and which version, so it changes whenever the Secret is written, and holds
+// nothing of the value. It is computed here, in the informer's transform, rather than kept
+// as a uid beside each object: the cache keeps the same 16 bytes a key as for a value.
+func metadataDigest(uid, resourceVersion, key string) (d [16]byte) {
+	sum := sha256.Sum256([]byte("configwave.io/secret-by-metadata\x00" + uid + "\x00" + resourceVersion + "\x00" + key))
+	copy(d[:], sum[:])
+	return d
 }
 
 // TransformMeta is the informer transform for objects wave reads only the metadata of
@@ -306,18 +329,33 @@ const keyIDPrefix = "key="
 // too (it had no Wave hash when wave first saw it: nothing to stay compatible with).
 const keyedHashMark = "hash=keyed"
 
+// MetaID stands where a key ID would for records made without a key, Secrets digested by
+// their metadata (Digester.SecretsByMetadata). It is not hex, so no KeyID is ever equal to it.
+const MetaID = "meta"
+
+// metaHead opens a record made with MetaID: "secrets=meta,configmap/a=...,secret/b=...".
+const metaHead = "secrets=meta"
+
+// inputsHashMark follows metaHead in the record of a workload whose template hash is made
+// from its inputs record (HashOfInputs), as keyedHashMark follows a key id.
+const inputsHashMark = "hash=inputs"
+
 // WithKeyID is the record value of inputs digested under the key named id ("" for none).
 func WithKeyID(id, inputs string) string { return RecordValue(id, false, inputs) }
 
-// RecordValue is the record value of inputs digested under the key named id ("" for none),
-// saying whether the template hash is keyed under it too (only with a key).
-func RecordValue(id string, keyedHash bool, inputs string) string {
+// RecordValue is the record value of inputs digested under the key named id ("" for none;
+// MetaID for Secrets digested by their metadata), saying whether the template hash is wave's
+// own (keyed, or HashOfInputs under MetaID) rather than Wave's formula: only with an id.
+func RecordValue(id string, ownHash bool, inputs string) string {
 	if id == "" {
 		return inputs
 	}
-	head := keyIDPrefix + id
-	if keyedHash {
-		head += "," + keyedHashMark
+	head, mark := keyIDPrefix+id, keyedHashMark
+	if id == MetaID {
+		head, mark = metaHead, inputsHashMark
+	}
+	if ownHash {
+		head += "," + mark
 	}
 	if inputs == "" {
 		return head
@@ -326,25 +364,41 @@ func RecordValue(id string, keyedHash bool, inputs string) string {
 }
 
 // SplitKeyID splits a record value into the id of the key its digests were made under ("" for
-// records of unkeyed digests, and those written before records named their key) and the
-// inputs.
+// records of unkeyed digests, and those written before records named their key; MetaID for
+// Secrets digested by their metadata) and the inputs.
 func SplitKeyID(record string) (id, inputs string) {
 	id, _, inputs = SplitRecord(record)
 	return id, inputs
 }
 
-// SplitRecord is SplitKeyID that also says whether the template hash is keyed.
-func SplitRecord(record string) (id string, keyedHash bool, inputs string) {
-	rest, ok := strings.CutPrefix(record, keyIDPrefix)
-	if !ok {
+// SplitRecord is SplitKeyID that also says whether the template hash is wave's own (keyed, or
+// made from the inputs), whichever mark says so: a record made in one mode and read in another
+// keeps its workload off Wave's formula.
+func SplitRecord(record string) (id string, ownHash bool, inputs string) {
+	switch {
+	case strings.HasPrefix(record, keyIDPrefix):
+		id, inputs, _ = strings.Cut(strings.TrimPrefix(record, keyIDPrefix), ",")
+	case record == metaHead || strings.HasPrefix(record, metaHead+","):
+		id, inputs = MetaID, strings.TrimPrefix(strings.TrimPrefix(record, metaHead), ",")
+	default:
 		return "", false, record
 	}
-	id, inputs, _ = strings.Cut(rest, ",")
-	if inputs == keyedHashMark {
-		return id, true, ""
-	}
-	if after, ok := strings.CutPrefix(inputs, keyedHashMark+","); ok {
-		return id, true, after
+	for _, mark := range []string{keyedHashMark, inputsHashMark} {
+		if inputs == mark {
+			return id, true, ""
+		}
+		if after, ok := strings.CutPrefix(inputs, mark+","); ok {
+			return id, true, after
+		}
 	}
 	return id, false, inputs
+}
+
+// HashOfInputs is the template hash wave writes, without an install key, on a workload that
+// had no Wave hash when wave first saw it: SHA-256 of its inputs record's entries, which hold
+// nothing of a Secret's value under MetaID, where Wave's formula over the data would let
+// whoever reads the workload test guesses of it. It changes exactly when the record does.
+func HashOfInputs(inputs string) string {
+	sum := sha256.Sum256([]byte("configwave.io/config-hash of inputs\x00" + inputs))
+	return hex.EncodeToString(sum[:])
 }

@@ -37,9 +37,9 @@ func TestReloaderAndWaveChartsOnARealNode(t *testing.T) {
 		logSays                           string
 	}{
 		{"Stakater Reloader", "testdata/stakater-reloader-chart.yaml", "", "reloader-reloader",
-			map[string]string{"reloader.stakater.com/auto": "true"}, "the install key lives in a ConfigMap"},
+			map[string]string{"reloader.stakater.com/auto": "true"}, `records="secrets-by-metadata"`},
 		{"Wave", "testdata/wave-chart.yaml", "wave", "wave-wave",
-			map[string]string{"wave.pusher.com/update-on-config-change": "true"}, "the install key lives in a Lease"},
+			map[string]string{"wave.pusher.com/update-on-config-change": "true"}, `records="secrets-by-metadata"`},
 	} {
 		t.Run(chart.name, func(t *testing.T) {
 			objs, err := Load(chart.file)
@@ -69,7 +69,7 @@ func TestReloaderAndWaveChartsOnARealNode(t *testing.T) {
 			waveLog := podLog(client, pod)
 
 			rolledBy(t, client, ns, waveLog)
-			assert.Contains(t, waveLog(), chart.logSays, "kept keyed with the chart's RBAC")
+			assert.Contains(t, waveLog(), chart.logSays, "no key to be had under the chart's RBAC: none used, none kept elsewhere")
 			now, err := client.CoreV1().Pods(pod.Namespace).Get(ctx(t), pod.Name, metav1.GetOptions{})
 			require.NoError(t, err)
 			for _, s := range now.Status.ContainerStatuses {

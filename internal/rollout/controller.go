@@ -70,7 +70,9 @@ type Config struct {
 	Format    confighash.HashFormat // default HashWave
 	HashKey   []byte                // HMAC key for the config hash (--hash-key-file)
 	// DigestKey keys the digests of the inputs record (the install key, or HashKey when that
-	// is set); the Informers' Digester must use it too. Default HashKey.
+	// is set); the Informers' Digester must use it too. Default HashKey. Without either, the
+	// records name the Digester's mode: Secrets digested by their metadata (its
+	// SecretsByMetadata), or plain digests.
 	DigestKey []byte
 	DryRun    bool // decide, log and emit Events; write nothing
 	// Passive keeps the indexes (for the gauges) and queues nothing, keeps no whole object:
@@ -111,7 +113,7 @@ func (c *Controller) clients() workload.Clients {
 // Controller keeps opted-in workloads' config hash current.
 type Controller struct {
 	Config
-	keyID   string // names DigestKey in the inputs records
+	keyID   string // names DigestKey in the inputs records, or confighash.MetaID
 	queue   workqueue.TypedRateLimitingInterface[string]
 	full    *fullObjects
 	follow  *follow.Tracker
@@ -138,6 +140,11 @@ func NewController(cfg Config) (*Controller, error) {
 		c.DigestKey = c.HashKey
 	}
 	c.keyID = confighash.KeyID(c.DigestKey)
+	if c.keyID == "" && cfg.Informers.digester.SecretsByMetadata {
+		// Named from the Digester itself: a record that said so of plain digests of Secrets
+		// would hide an oracle.
+		c.keyID = confighash.MetaID
+	}
 	c.full = newFullObjects(cfg.Client, cfg.Informers)
 	c.follow = follow.New()
 	c.pending = newChangesPending()

@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/configwave/configwave/internal/confighash"
 	"github.com/configwave/configwave/internal/configref"
@@ -66,6 +67,32 @@ func (f *fullObjects) get(ctx context.Context, ref configref.Ref) (any, error) {
 	if obj, ok := f.inf.whole.Get(ref, rv); ok {
 		return obj, nil
 	}
+	return f.read(ctx, ref, cached, rv)
+}
+
+// getFromAPI is get without the whole objects kept in memory, which hold data and no other
+// metadata: for a Secret's uid. The object carries the cache's resourceVersion: read accepts a
+// newer version only with the same content, which then stands for the one decided on.
+func (f *fullObjects) getFromAPI(ctx context.Context, ref configref.Ref) (any, error) {
+	if ref.Kind != configref.ConfigMap && ref.Kind != configref.Secret {
+		return nil, fmt.Errorf("read %s whole: only ConfigMaps and Secrets have data to read", ref)
+	}
+	cached, ok := f.inf.config(ref)
+	if !ok {
+		return nil, nil
+	}
+	rv := cached.(metav1.Object).GetResourceVersion()
+	obj, err := f.read(ctx, ref, cached, rv)
+	if o, ok := obj.(runtime.Object); ok && err == nil && obj.(metav1.Object).GetResourceVersion() != rv {
+		c := o.DeepCopyObject()
+		c.(metav1.Object).SetResourceVersion(rv)
+		return c, nil
+	}
+	return obj, err
+}
+
+// read returns the object from the short-lived cache of API reads, else from the API.
+func (f *fullObjects) read(ctx context.Context, ref configref.Ref, cached any, rv string) (any, error) {
 	now := time.Now()
 	f.mu.Lock()
 	for r, e := range f.entries {

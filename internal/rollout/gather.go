@@ -28,7 +28,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 		Wave: sel.wave, Stakater: sel.stakater != nil,
 		RollOnCreate: c.Reloader.RollOnCreate, RollOnDelete: c.Reloader.RollOnDelete,
 		Warned: c.warned.of(w.Key()),
-		Rec:    rec, KeyID: c.keyID, CanKeyHash: len(c.HashKey) == 0 && len(c.DigestKey) > 0,
+		Rec:    rec, KeyID: c.keyID, CanOwnHash: len(c.HashKey) == 0 && (len(c.DigestKey) > 0 || c.keyID == confighash.MetaID),
 		CurrentHash: w.Template.Annotations[refs.ConfigHashAnnotation],
 		Progress:    w.Progress, Deadline: c.RolloutDeadline,
 		RestartBlocked: workload.RestartBlocked(w), RestartInPlace: workload.RestartsInPlace(w),
@@ -79,7 +79,13 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 
 	whole := func(r configref.Ref) (any, error) { return c.full.get(ctx, r) }
 	s.WaveHash = sync.OnceValues(func() (string, error) { return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, whole) })
-	s.KeyedWaveHash = sync.OnceValues(func() (string, error) { return confighash.KeyedWaveHash(c.Format, c.DigestKey, used.Wave, whole) })
+	inputs := s.Inputs.Value
+	s.OwnHash = sync.OnceValues(func() (string, error) {
+		if c.keyID == confighash.MetaID {
+			return confighash.HashOfInputs(inputs), nil // nothing of a Secret's value
+		}
+		return confighash.KeyedWaveHash(c.Format, c.DigestKey, used.Wave, whole)
+	})
 	s.EarlierWaveHash = func() (bool, error) {
 		for _, f := range confighash.AdoptableFormats {
 			if f == c.Format {
@@ -97,7 +103,10 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 	s.StakaterBehind = func() (bool, string, error) { return c.stakaterBehind(ctx, w, ns, used, sel, uses) }
 	s.StakaterCurrent = func(names []string) (bool, error) { return c.stakaterCurrent(ctx, w, ns, used, sel, uses, names) }
-	s.Unkeyed = func() (confighash.Inputs, error) { return c.unkeyedInputs(ctx, ns, uses) }
+	s.Unkeyed = func() (confighash.Inputs, error) { return c.inputsOfWhole(ctx, ns, uses, confighash.Digester{}) }
+	s.ByMetadata = func() (confighash.Inputs, error) {
+		return c.inputsOfWhole(ctx, ns, uses, confighash.Digester{SecretsByMetadata: true})
+	}
 	return s
 }
 
@@ -117,23 +126,29 @@ func (c *Controller) annotationProblems(w workload.Workload, sel selection) []st
 	return out
 }
 
-// unkeyedInputs is the inputs record as wave wrote it before digests were keyed, made from the
-// whole objects (read from the API once, and shared for a while by the workloads that use
-// them).
-func (c *Controller) unkeyedInputs(ctx context.Context, namespace string, uses refs.Uses) (confighash.Inputs, error) {
+// inputsOfWhole is the inputs record as dg makes it, from the whole objects (read from the API
+// once, and shared for a while by the workloads that use them): as wave wrote it before digests
+// were keyed (a Digester without a key), or without a key (Secrets by their metadata), to adopt
+// such a record. The whole objects wave keeps in memory carry no uid, so a Secret digested by
+// its metadata is read from the API, once a version.
+func (c *Controller) inputsOfWhole(ctx context.Context, namespace string, uses refs.Uses, dg confighash.Digester) (confighash.Inputs, error) {
 	var firstErr error
 	in := confighash.InputsOf(namespace, uses, func(r configref.Ref) (map[string]string, bool) {
 		if r.Kind == configref.SecretProviderClass {
 			return c.Informers.Digests(r) // versions, never keyed
 		}
-		obj, err := c.full.get(ctx, r)
+		get := c.full.get
+		if dg.SecretsByMetadata && r.Kind == configref.Secret {
+			get = c.full.getFromAPI
+		}
+		obj, err := get(ctx, r)
 		if err != nil || obj == nil {
 			if firstErr == nil {
 				firstErr = err
 			}
 			return nil, false
 		}
-		digested, err := confighash.Digester{}.Transform(obj)
+		digested, err := dg.Transform(obj)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err

@@ -40,10 +40,12 @@ type situation struct {
 	Rec       outcome.Record // the rollout record (zero when there is none)
 	Record    string         // the inputs record as it stands
 	HasRecord bool
-	KeyID     string // names the key the digests of Inputs are made under
-	// CanKeyHash: an install key is there to key the template hash of a workload that has no
-	// Wave hash to stay compatible with (not with --hash-key-file, which keys every hash).
-	CanKeyHash bool
+	KeyID     string // names the key the digests of Inputs are made under, or confighash.MetaID
+	// CanOwnHash: the template hash of a workload that has no Wave hash to stay compatible
+	// with can be wave's own, which tests no guess of a Secret value: keyed under the install
+	// key, or without one made from the inputs record (not with --hash-key-file, which keys
+	// every hash).
+	CanOwnHash bool
 	Inputs     confighash.Inputs // what the pods would see now
 	// Entries says, for each object in Inputs and each one just ignored, by its entry name in
 	// the record, whether a change of it rolls the workload. An entry of the old record that
@@ -71,14 +73,19 @@ type situation struct {
 	// is older than the config, naming the object. Unkeyed is the inputs record as wave wrote
 	// it before digests were keyed, made from the whole objects. EarlierWaveHash reports
 	// whether CurrentHash is another Wave release line's hash of the current config.
-	WaveHash        func() (string, error)
-	KeyedWaveHash   func() (string, error) // WaveHash, an HMAC under the install key
+	WaveHash func() (string, error)
+	// OwnHash is wave's own template hash: WaveHash as an HMAC under the install key, or,
+	// without a key, confighash.HashOfInputs of Inputs.
+	OwnHash         func() (string, error)
 	EarlierWaveHash func() (bool, error)
 	StakaterBehind  func() (bool, string, error)
 	// StakaterCurrent reports whether Reloader left a mark on the template for every named
 	// object (record entry names) and each is Reloader's hash of its current data.
 	StakaterCurrent func(names []string) (bool, error)
 	Unkeyed         func() (confighash.Inputs, error)
+	// ByMetadata is the inputs record as wave writes it without a key (confighash.MetaID),
+	// made from the objects read whole: to adopt such a record once a key is there.
+	ByMetadata func() (confighash.Inputs, error)
 }
 
 // entry is one object of the inputs record.
@@ -155,14 +162,14 @@ func plan(s situation) (decision, error) {
 	if s.SchedulingDisabled {
 		return warn.with(s.restoreScheduler()), nil
 	}
-	if s.HasRecord && r.id == s.KeyID && r.keyedHash == r.writeKeyed && r.inputs == s.Inputs.Value {
+	if s.HasRecord && r.id == s.KeyID && r.ownHash == r.writeOwn && r.inputs == s.Inputs.Value {
 		if r.present != s.Rec { // the config is back as it was: nothing to roll
 			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: r.present}), nil
 		}
 		return warn.with(decision{Result: ResultUnchanged}), nil
 	}
 
-	hash := &lazyWaveHash{s: s, keyed: r.writeKeyed}
+	hash := &lazyWaveHash{s: s, own: r.writeOwn}
 	what, current, log, err := s.stale(r, hash)
 	if err != nil {
 		return decision{}, err
@@ -191,20 +198,21 @@ func plan(s situation) (decision, error) {
 // records is what the inputs record says, and what this look would write in its place.
 type records struct {
 	id, inputs string // the record's key ID and inputs value
-	keyedHash  bool   // the record says the template's Wave hash is keyed
-	writeKeyed bool   // the Wave hash this look writes is keyed
+	ownHash    bool   // the record says the template's hash is wave's own, not Wave's formula
+	writeOwn   bool   // the hash this look writes is wave's own
 	value      string // the inputs record to write
 	present    outcome.Record
 }
 
 func (s situation) records() records {
 	var r records
-	r.id, r.keyedHash, r.inputs = confighash.SplitRecord(s.Record)
+	r.id, r.ownHash, r.inputs = confighash.SplitRecord(s.Record)
 	// Wave's hash of a Secret lets whoever reads the workload test guesses of its value. It is
-	// Wave's own only where Wave wrote one (switching rolls nothing); a workload that had none
-	// when first seen gets it keyed under the install key, and its record says so from then on.
-	r.writeKeyed = s.CanKeyHash && (r.keyedHash || !s.HasRecord && s.CurrentHash == "")
-	r.value = confighash.RecordValue(s.KeyID, r.writeKeyed, s.Inputs.Value)
+	// Wave's formula only where Wave wrote one (switching rolls nothing); a workload that had
+	// none when first seen gets wave's own (keyed under the install key, else made from the
+	// inputs record), and its record says so from then on, whichever mode made the record.
+	r.writeOwn = s.CanOwnHash && (r.ownHash || !s.HasRecord && s.CurrentHash == "")
+	r.value = confighash.RecordValue(s.KeyID, r.writeOwn, s.Inputs.Value)
 	r.present = s.Rec
 	r.present.Missing, r.present.MissingSince = "", time.Time{}
 	return r
@@ -214,7 +222,7 @@ func (s situation) records() records {
 // only where it is written or compared (it may cost reads of whole objects), and once.
 type lazyWaveHash struct {
 	s      situation
-	keyed  bool
+	own    bool
 	done   bool
 	hash   string
 	failed error
@@ -226,8 +234,8 @@ func (l *lazyWaveHash) get() (string, error) {
 	}
 	l.done = true
 	compute := l.s.WaveHash
-	if l.keyed {
-		compute = l.s.KeyedWaveHash
+	if l.own {
+		compute = l.s.OwnHash
 	}
 	h, err := compute()
 	var missing *refs.MissingError
@@ -309,12 +317,12 @@ func (s situation) adoptedStale(hash *lazyWaveHash) (what string, current bool, 
 }
 
 // markedCurrent reports whether a mark another tool leaves on the template says the pods run
-// the current config of every changed object: Wave's hash (of any release line, keyed or not)
+// the current config of every changed object: Wave's hash (of any release line, or wave's own)
 // of the current config, or Reloader's marks of each changed object, each current. No mark
 // says nothing: then the record decides.
 func (s situation) markedCurrent(changed []string) (bool, error) {
 	if s.Wave && s.CurrentHash != "" {
-		for _, compute := range []func() (string, error){s.WaveHash, s.KeyedWaveHash} {
+		for _, compute := range []func() (string, error){s.WaveHash, s.OwnHash} {
 			h, err := compute()
 			var missing *refs.MissingError
 			switch {
@@ -429,8 +437,10 @@ type podsRun struct {
 }
 
 // podsRun reads the inputs record. A record under the current key compares entry by entry.
-// One written before records named their key, or before digests were keyed, is compared in
-// its own terms. One under a key wave no longer has tells nothing: the pods are judged by
+// One written before records named their key, before digests were keyed, or without a key
+// (Secrets by their metadata) is compared in its own terms, from the objects read whole. One
+// under a key wave no longer has (another install key, or one kept in a ConfigMap or a Lease
+// by earlier builds, which wave no longer reads) tells nothing: the pods are judged by
 // Wave's hash and Reloader's marks, as for a workload without a record.
 func (s situation) podsRun(recID, recInputs string) (podsRun, error) {
 	switch {
@@ -440,8 +450,12 @@ func (s situation) podsRun(recID, recInputs string) (podsRun, error) {
 		return podsRun{byRecord: true, ran: confighash.ParseInputs(recInputs), now: s.Inputs.Objects}, nil
 	case recID == "" && recInputs == s.Inputs.Value:
 		return podsRun{current: true}, nil // written under this key before records named it (--hash-key-file)
-	case recID == "":
-		old, err := s.Unkeyed()
+	case recID == "" || recID == confighash.MetaID:
+		recompute := s.Unkeyed
+		if recID == confighash.MetaID {
+			recompute = s.ByMetadata
+		}
+		old, err := recompute()
 		if err != nil {
 			return podsRun{}, fmt.Errorf("read the config to adopt its inputs record: %w", err)
 		}

@@ -42,9 +42,13 @@ func TestPlan(t *testing.T) {
 		return situation{
 			WaveHash:        func() (string, error) { fail("Wave's hash"); return "", nil },
 			EarlierWaveHash: func() (bool, error) { fail("earlier Wave releases' hashes"); return false, nil },
-			KeyedWaveHash:   func() (string, error) { fail("the keyed hash"); return "", nil },
+			OwnHash:         func() (string, error) { fail("wave's own hash"); return "", nil },
 			StakaterBehind:  func() (bool, string, error) { fail("Reloader's marks"); return false, "", nil },
 			Unkeyed:         func() (confighash.Inputs, error) { fail("the unkeyed record"); return confighash.Inputs{}, nil },
+			ByMetadata: func() (confighash.Inputs, error) {
+				fail("the record made without a key")
+				return confighash.Inputs{}, nil
+			},
 		}
 	}
 	// wave: a workload opted in with Wave's annotation whose pods ran configmap/a=1.
@@ -193,7 +197,7 @@ func TestPlan(t *testing.T) {
 		}},
 		{"first sight without a Wave hash, with an install key: the record says the hash is keyed; nothing rolls", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
-			s.Record, s.HasRecord, s.CanKeyHash = "", false, true
+			s.Record, s.HasRecord, s.CanOwnHash = "", false, true
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
@@ -202,7 +206,7 @@ func TestPlan(t *testing.T) {
 		}},
 		{"first sight with a Wave hash, with an install key: Wave's own hash stays", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
-			s.Record, s.HasRecord, s.CanKeyHash, s.CurrentHash = "", false, true, "h2"
+			s.Record, s.HasRecord, s.CanOwnHash, s.CurrentHash = "", false, true, "h2"
 			s.WaveHash = hash("h2")
 			return s
 		}, func(t *testing.T, d decision, err error) {
@@ -212,8 +216,8 @@ func TestPlan(t *testing.T) {
 		}},
 		{"keyed hash on record, changed: the new hash is keyed too", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
-			s.Record, s.CanKeyHash = confighash.RecordValue(key, true, "configmap/a=1"), true
-			s.KeyedWaveHash = hash("keyed-h2")
+			s.Record, s.CanOwnHash = confighash.RecordValue(key, true, "configmap/a=1"), true
+			s.OwnHash = hash("keyed-h2")
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
@@ -223,7 +227,7 @@ func TestPlan(t *testing.T) {
 		}},
 		{"keyed hash on record, nothing changed: nothing at all", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=1"))
-			s.Record, s.CanKeyHash = confighash.RecordValue(key, true, "configmap/a=1"), true
+			s.Record, s.CanOwnHash = confighash.RecordValue(key, true, "configmap/a=1"), true
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
@@ -292,6 +296,73 @@ func TestPlan(t *testing.T) {
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
 			wantRollout(t, d, "configmap/a")
+		}},
+		{"no key (Secrets by metadata), first sight without a Wave hash: the record says the hash is made from it; nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2", "secret/s=m1"))
+			s.KeyID, s.Record, s.HasRecord, s.CanOwnHash = confighash.MetaID, "", false, true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, "secrets=meta,hash=inputs,configmap/a=2,secret/s=m1", *d.Inputs)
+		}},
+		{"no key, the Secret written (a new resourceVersion): roll, with the hash of the inputs, never Wave's formula", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1", "secret/s=m2"))
+			s.KeyID, s.CanOwnHash = confighash.MetaID, true
+			s.Record = confighash.RecordValue(confighash.MetaID, true, "configmap/a=1,secret/s=m1")
+			s.OwnHash = hash(confighash.HashOfInputs("configmap/a=1,secret/s=m2"))
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "secret/s")
+			assert.Equal(t, confighash.HashOfInputs("configmap/a=1,secret/s=m2"), d.Hash)
+			assert.Equal(t, "secrets=meta,hash=inputs,configmap/a=1,secret/s=m2", *d.Inputs)
+		}},
+		{"no key, a record under a key wave no longer reads (a ConfigMap's or a Lease's), marks current: nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.KeyID, s.CanOwnHash = confighash.MetaID, true
+			s.Record, s.CurrentHash = confighash.WithKeyID("deadbeef", "configmap/a=9"), "h2"
+			s.WaveHash = hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, "secrets=meta,configmap/a=2", *d.Inputs, "Wave's hash stays Wave's")
+		}},
+		{"no key, a record with a hash keyed under a key wave no longer reads: nothing proves the pods current: roll once, to wave's own hash", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.KeyID, s.CanOwnHash = confighash.MetaID, true
+			s.Record, s.CurrentHash = confighash.RecordValue("deadbeef", true, "configmap/a=9"), "hmac-under-the-old-key"
+			s.OwnHash = hash("of-inputs")
+			s.EarlierWaveHash = func() (bool, error) { return false, nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "config-hash annotation differs from the current config")
+			assert.Equal(t, "of-inputs", d.Hash)
+			assert.Equal(t, "secrets=meta,hash=inputs,configmap/a=2", *d.Inputs)
+		}},
+		{"a key now, a record made without one of the current config (the Secret created later): keyed, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2", "secret/s=k2"))
+			s.CanOwnHash = true
+			s.Record = confighash.RecordValue(confighash.MetaID, true, "configmap/a=2,secret/s=m2")
+			s.ByMetadata = func() (confighash.Inputs, error) { return inputs("configmap/a=2", "secret/s=m2"), nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, "key="+key+",hash=keyed,configmap/a=2,secret/s=k2", *d.Inputs, "wave's own hash stays wave's own")
+		}},
+		{"a key now, a record made without one, the Secret written since: roll once", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2", "secret/s=k3"))
+			s.Record = confighash.RecordValue(confighash.MetaID, false, "configmap/a=2,secret/s=m2")
+			s.ByMetadata = func() (confighash.Inputs, error) { return inputs("configmap/a=2", "secret/s=m3"), nil }
+			s.WaveHash = hash("h3")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "secret/s")
+			assert.Equal(t, "h3", d.Hash)
 		}},
 		{"an unkeyed record that cannot be compared: an error", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
@@ -418,7 +489,7 @@ func TestPlan(t *testing.T) {
 		{"the record is behind, and the template's Wave hash is the current config's (Wave rolled it while wave was stopped): recorded, nothing rolls", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
 			s.CurrentHash = "h2"
-			s.WaveHash, s.KeyedWaveHash = hash("h2"), hash("k2")
+			s.WaveHash, s.OwnHash = hash("h2"), hash("k2")
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
@@ -428,7 +499,7 @@ func TestPlan(t *testing.T) {
 		{"the record is behind, and the template's Wave hash is an older config's: roll", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))
 			s.CurrentHash = "h1"
-			s.WaveHash, s.KeyedWaveHash = hash("h2"), hash("k2")
+			s.WaveHash, s.OwnHash = hash("h2"), hash("k2")
 			s.EarlierWaveHash = func() (bool, error) { return false, nil }
 			return s
 		}, func(t *testing.T, d decision, err error) {

@@ -16,7 +16,7 @@ func Answer(client *fake.Clientset, allow func(access.Check) bool) {
 	client.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
 		at := r.Spec.ResourceAttributes
-		r.Status.Allowed = allow(access.Check{Verb: at.Verb, Group: at.Group, Resource: at.Resource, Namespace: at.Namespace})
+		r.Status.Allowed = allow(access.Check{Verb: at.Verb, Group: at.Group, Resource: at.Resource, Namespace: at.Namespace, Name: at.Name})
 		return true, r, nil
 	})
 }
