@@ -1,13 +1,17 @@
-// Command devcluster builds the local control plane and, unless --build-only, runs it until
-// Ctrl-C so a person can point kubectl or the binaries at it.
+// Command devcluster builds the local control plane and, unless asked only to build, runs it
+// until Ctrl-C so a person can point kubectl or the binaries at it.
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
+	"time"
 
 	flag "github.com/spf13/pflag"
 
@@ -22,31 +26,29 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var builds []build
+	if *buildOnly {
+		builds = append(builds, build{"control plane", func(ctx context.Context, out io.Writer) (string, error) {
+			bins, err := testcluster.EnsureBinaries(ctx, out)
+			return "Control-plane binaries in " + bins.Dir, err
+		}})
+	}
 	if *buildArgo {
-		argo, err := testcluster.EnsureArgoRollouts(ctx, os.Stdout)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "devcluster: %v\n", err)
-			os.Exit(1)
-		}
-		fmt.Printf("Argo Rollouts controller %s at %s\n", testcluster.ArgoRolloutsVersion, argo.Bin)
-		return
+		builds = append(builds, build{"Argo Rollouts", func(ctx context.Context, out io.Writer) (string, error) {
+			argo, err := testcluster.EnsureArgoRollouts(ctx, out)
+			return fmt.Sprintf("Argo Rollouts controller %s at %s", testcluster.ArgoRolloutsVersion, argo.Bin), err
+		}})
 	}
 	if *buildPromOperator {
-		bin, err := testcluster.PrometheusOperatorBin(ctx, os.Stdout)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "devcluster: %v\n", err)
-			os.Exit(1)
-		}
-		fmt.Printf("Prometheus Operator %s at %s\n", testcluster.PrometheusOperatorVersion, bin)
-		return
+		builds = append(builds, build{"Prometheus Operator", func(ctx context.Context, out io.Writer) (string, error) {
+			bin, err := testcluster.PrometheusOperatorBin(ctx, out)
+			return fmt.Sprintf("Prometheus Operator %s at %s", testcluster.PrometheusOperatorVersion, bin), err
+		}})
 	}
-	if *buildOnly {
-		bins, err := testcluster.EnsureBinaries(ctx, os.Stdout)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "devcluster: %v\n", err)
+	if len(builds) > 0 {
+		if !buildAll(ctx, builds) {
 			os.Exit(1)
 		}
-		fmt.Printf("Control-plane binaries in %s\n", bins.Dir)
 		return
 	}
 	c, err := testcluster.Start(ctx, testcluster.Options{Out: os.Stdout})
@@ -60,4 +62,59 @@ func main() {
 	c.Stop()
 	_ = c.Remove()
 	fmt.Println("Stopped; nothing is left running.")
+}
+
+// build is one program the tests run, built from the module proxy into the cache.
+type build struct {
+	name string
+	run  func(ctx context.Context, out io.Writer) (done string, err error)
+}
+
+// buildAll runs the builds at once: each spends part of its time fetching modules and linking
+// on one core, which the others fill. Each line of progress names its build.
+func buildAll(ctx context.Context, builds []build) bool {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := true
+	for _, b := range builds {
+		wg.Go(func() {
+			start := time.Now()
+			out := &prefixed{prefix: "[" + b.name + "] ", mu: &mu, w: os.Stdout}
+			done, err := b.run(ctx, out)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "devcluster: %s: %v\n", b.name, err)
+				ok = false
+				return
+			}
+			fmt.Printf("%s (%s)\n", done, time.Since(start).Round(time.Second))
+		})
+	}
+	wg.Wait()
+	return ok
+}
+
+// prefixed writes whole lines, each after a prefix, so that builds running at once stay readable.
+type prefixed struct {
+	prefix  string
+	mu      *sync.Mutex
+	w       io.Writer
+	pending []byte
+}
+
+func (p *prefixed) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = append(p.pending, b...)
+	for {
+		i := bytes.IndexByte(p.pending, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		if _, err := fmt.Fprintf(p.w, "%s%s", p.prefix, p.pending[:i+1]); err != nil {
+			return len(b), err
+		}
+		p.pending = p.pending[i+1:]
+	}
 }
