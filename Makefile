@@ -13,15 +13,15 @@ TEST_TIMEOUT ?= 20m
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can report a spurious
 # "context deadline exceeded" at the boundary (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 20000x
-FUZZ_TARGETS := FuzzValidatePath:./internal/unpack FuzzParseRef:./internal/source \
-	FuzzParseCodeSet:./internal/notify FuzzParseSignal:./internal/notify \
+FUZZ_TARGETS := FuzzValidatePath:./internal/reloader/unpack FuzzParseRef:./internal/reloader/source \
+	FuzzParseCodeSet:./internal/reloader/notify FuzzParseSignal:./internal/reloader/notify \
 	FuzzReloaderFlags:./cmd/reloader FuzzParseItem:./cmd/reloader FuzzParseHeader:./cmd/reloader \
-	FuzzWaveFlags:./cmd/wave FuzzLayoutFiles:./internal/reload \
-	FuzzParseExtra:./internal/refs FuzzParseInputs:./internal/confighash \
-	FuzzParseRecord:./internal/outcome FuzzParseStakater:./internal/refs \
-	FuzzExpand:./internal/render FuzzToldRecord:./internal/reload FuzzTransform:./internal/csi \
-	FuzzDecodeProtobuf:./internal/coreclient FuzzResourceVersion:./internal/digeststore \
-	FuzzParse:./internal/webconfig
+	FuzzWaveFlags:./cmd/wave FuzzLayoutFiles:./internal/reloader/reload \
+	FuzzParseExtra:./internal/wave/podrefs FuzzParseInputs:./internal/wave/confighash \
+	FuzzParseRecord:./internal/wave/rolloutrecord FuzzParseStakater:./internal/wave/podrefs \
+	FuzzExpand:./internal/reloader/configfile FuzzToldRecord:./internal/reloader/reload FuzzTransform:./internal/wave/csi \
+	FuzzDecodeProtobuf:./internal/reloader/coreclient FuzzResourceVersion:./internal/wave/digeststore \
+	FuzzParse:./internal/reloader/webconfig
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
@@ -130,7 +130,7 @@ bench: controlplane
 # bench/results.json (a test fails when either is stale).
 docs:
 	$(GO) test -short -run TestFlagsDocIsCurrent ./cmd/reloader ./cmd/wave -args -update
-	$(GO) test -run TestReadmeFiguresMatchResults ./internal/figures -args -update
+	$(GO) test -run TestReadmeFiguresMatchResults ./internal/build/figures -args -update
 
 clean:
 	rm -rf $(BIN)

@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // Coalescing is what --coalesce's default is chosen from: the gap, as a watch sees it, between
@@ -46,7 +46,7 @@ func waveCoalescing(e *env, r *report) error {
 		return err
 	}
 	d := testcluster.Deployment(ns, "app", 0)
-	d.Annotations = map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}
+	d.Annotations = map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true"}
 	d.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{
 		{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}},
 		{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}}}

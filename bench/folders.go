@@ -16,7 +16,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/configwave/configwave/internal/testvolume"
+	"github.com/configwave/configwave/internal/testenv/testvolume"
 )
 
 // Folders is the reloader on a mounted folder (configmap-reload's arguments), beside

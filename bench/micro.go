@@ -11,7 +11,7 @@ import (
 func micro(e *env, r *report, root string) error {
 	count := e.reps(3, 5)
 	cmd := exec.CommandContext(e.ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", fmt.Sprintf("-count=%d", count),
-		"./internal/confighash", "./internal/unpack")
+		"./internal/wave/confighash", "./internal/reloader/unpack")
 	cmd.Dir = root
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

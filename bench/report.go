@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/configwave/configwave/internal/figures"
+	"github.com/configwave/configwave/internal/build/figures"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -165,7 +165,7 @@ func (r *report) write(root string) error {
 }
 
 // writeReadmeFigures renders the README's figures from the results just written, as the test
-// of internal/figures checks them.
+// of internal/build/figures checks them.
 func writeReadmeFigures(root string) error {
 	results, err := figures.Load(filepath.Join(root, "bench", "results.json"))
 	if err != nil {
@@ -314,7 +314,7 @@ func (r *report) markdown() string {
 		b.WriteString("\n![wave RSS at scale](plots/wave-scale-rss.png)\n![wave start-up at scale](plots/wave-scale-ready.png)\n")
 	}
 	if r.Micro != "" {
-		b.WriteString("\n### Micro-benchmarks\n\n`go test -run '^$' -bench . -benchmem ./internal/confighash ./internal/unpack` (benchstat-compatible). `FloorWriteFilesInPlace` writes the same 100 files in place, with no atomicity: the floor of `Write100Files1MiB`.\n\n```text\n")
+		b.WriteString("\n### Micro-benchmarks\n\n`go test -run '^$' -bench . -benchmem ./internal/wave/confighash ./internal/reloader/unpack` (benchstat-compatible). `FloorWriteFilesInPlace` writes the same 100 files in place, with no atomicity: the floor of `Write100Files1MiB`.\n\n```text\n")
 		b.WriteString(r.Micro)
 		b.WriteString("```\n")
 	}

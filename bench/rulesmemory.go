@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/configwave/configwave/internal/testvolume"
+	"github.com/configwave/configwave/internal/testenv/testvolume"
 )
 
 // RuleFiles is the reloader as the Prometheus Operator runs it beside Prometheus

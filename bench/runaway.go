@@ -9,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/configwave/configwave/internal/confighash"
-	"github.com/configwave/configwave/internal/configref"
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // Runaway is issue 12's brake on a runaway writer (wave-k8s/wave#182: 6,000 ReplicaSets): a
@@ -96,14 +96,14 @@ func waveRunaway(e *env, r *report) error {
 	if err != nil {
 		return err
 	}
-	want, err := confighash.KeyedWaveHash(confighash.HashWave, nil, refs.Extract(ns, d.Annotations, &d.Spec.Template.Spec).Wave,
+	want, err := confighash.KeyedWaveHash(confighash.HashWave, nil, podrefs.Extract(ns, d.Annotations, &d.Spec.Template.Spec).Wave,
 		func(configref.Ref) (any, error) { return cm, nil })
 	if err != nil {
 		return err
 	}
 	err = waitFor(e.ctx, 2*floor+time.Minute, func() bool {
 		d, err := e.client.AppsV1().Deployments(ns).Get(e.ctx, "app-0", metav1.GetOptions{})
-		return err == nil && d.Spec.Template.Annotations[refs.ConfigHashAnnotation] == want
+		return err == nil && d.Spec.Template.Annotations[podrefs.ConfigHashAnnotation] == want
 	})
 	run.FinalRolled = err == nil
 	run.FinalAfterS = time.Since(last).Seconds()

@@ -17,8 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
 )
 
 // ScalePoint is wave started on a namespace holding Objects ConfigMaps and Secrets (half
@@ -90,7 +90,7 @@ func waveScale(e *env, r *report) error {
 	// Deployment i reads key "a" of ConfigMap cm-(i mod used) and mounts Secret s-(i mod used).
 	if err := parallelN(16, workloads, func(i int) error {
 		d := testcluster.Deployment(ns, fmt.Sprintf("app-%d", i), 0)
-		d.Annotations = map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}
+		d.Annotations = map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true"}
 		pod := &d.Spec.Template.Spec
 		pod.Containers[0].Env = []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{
 			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: fmt.Sprintf("cm-%d", i%used)}, Key: "a"}}}}

@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // deployments creates n opted-in Deployments with 0 replicas (the measure is wave's, not the
@@ -32,7 +32,7 @@ import (
 func (e *env) deployments(ns string, n int, cm func(i int) string) error {
 	return parallel(n, func(i int) error {
 		d := testcluster.Deployment(ns, fmt.Sprintf("app-%d", i), 0)
-		d.Annotations = map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}
+		d.Annotations = map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true"}
 		d.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{
 			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: cm(i)}, Key: "a"}}}}
 		_, err := e.client.AppsV1().Deployments(ns).Create(e.ctx, d, metav1.CreateOptions{})

@@ -18,12 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/configwave/configwave/internal/configref"
-	"github.com/configwave/configwave/internal/notify"
-	"github.com/configwave/configwave/internal/reload"
-	"github.com/configwave/configwave/internal/source"
-	"github.com/configwave/configwave/internal/unpack"
-	"github.com/configwave/configwave/internal/webconfig"
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/kube/kubeclient"
+	"github.com/configwave/configwave/internal/reloader/notify"
+	"github.com/configwave/configwave/internal/reloader/reload"
+	"github.com/configwave/configwave/internal/reloader/source"
+	"github.com/configwave/configwave/internal/reloader/unpack"
+	"github.com/configwave/configwave/internal/reloader/webconfig"
 )
 
 // config is a checked command line: what the reloader runs.
@@ -85,7 +86,7 @@ func (o *options) namespaceList() ([]string, error) {
 		namespaces = append(namespaces, n)
 	}
 	if len(namespaces) == 0 {
-		namespaces = []string{source.DefaultNamespace()}
+		namespaces = []string{kubeclient.DefaultNamespace()}
 	}
 	return namespaces, nil
 }

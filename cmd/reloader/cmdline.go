@@ -7,7 +7,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/configwave/configwave/internal/logflags"
+	"github.com/configwave/configwave/internal/process/logflags"
 )
 
 // commandLine is every flag the reloader takes: its own, parsed into options, and each peer's,

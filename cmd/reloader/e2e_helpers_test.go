@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/testcluster"
-	"github.com/configwave/configwave/internal/testpod"
+	"github.com/configwave/configwave/internal/testenv/testpod"
 )
 
 var (

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/testcluster"
-	"github.com/configwave/configwave/internal/testdisk"
+	"github.com/configwave/configwave/internal/testenv/testdisk"
 )
 
 // podEvent waits for a Warning Event with reason on the reloader's pod (POD_NAME, a Pod)

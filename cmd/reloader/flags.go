@@ -6,7 +6,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/configwave/configwave/internal/notify"
+	"github.com/configwave/configwave/internal/reloader/notify"
 )
 
 // options are the reloader's own flags as given, once a peer's command line, if any, was

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/configref"
+	"github.com/configwave/configwave/internal/kube/configref"
 )
 
 func parse(t *testing.T, args ...string) (*config, error) {

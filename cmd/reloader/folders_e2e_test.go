@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/configwave/configwave/internal/testcluster"
-	"github.com/configwave/configwave/internal/testvolume"
+	"github.com/configwave/configwave/internal/testenv/testvolume"
 )
 
 // noAPI is the environment of a reloader that must never talk to an API server: a kubeconfig

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/testcerts"
 	"github.com/configwave/configwave/internal/testcluster"
-	"github.com/configwave/configwave/internal/testvolume"
+	"github.com/configwave/configwave/internal/testenv/testcerts"
+	"github.com/configwave/configwave/internal/testenv/testvolume"
 )
 
 // Prometheus with its config and its rules in two mounted volumes, told as configmap-reload

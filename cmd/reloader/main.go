@@ -20,20 +20,20 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/configwave/configwave/internal/cli"
-	"github.com/configwave/configwave/internal/compat"
-	"github.com/configwave/configwave/internal/configref"
-	"github.com/configwave/configwave/internal/coreclient"
-	"github.com/configwave/configwave/internal/kubeclient"
-	"github.com/configwave/configwave/internal/memlimit"
-	"github.com/configwave/configwave/internal/notify"
-	"github.com/configwave/configwave/internal/podevents"
-	"github.com/configwave/configwave/internal/reload"
-	"github.com/configwave/configwave/internal/serve"
-	"github.com/configwave/configwave/internal/source"
-	"github.com/configwave/configwave/internal/supervise"
-	"github.com/configwave/configwave/internal/unpack"
-	"github.com/configwave/configwave/internal/webconfig"
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/kube/kubeclient"
+	"github.com/configwave/configwave/internal/process/cli"
+	"github.com/configwave/configwave/internal/process/memlimit"
+	"github.com/configwave/configwave/internal/process/serve"
+	"github.com/configwave/configwave/internal/reloader/coreclient"
+	"github.com/configwave/configwave/internal/reloader/notify"
+	"github.com/configwave/configwave/internal/reloader/peermetrics"
+	"github.com/configwave/configwave/internal/reloader/podevents"
+	"github.com/configwave/configwave/internal/reloader/reload"
+	"github.com/configwave/configwave/internal/reloader/source"
+	"github.com/configwave/configwave/internal/reloader/supervise"
+	"github.com/configwave/configwave/internal/reloader/unpack"
+	"github.com/configwave/configwave/internal/reloader/webconfig"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -167,15 +167,15 @@ func run1(cfg *config) error {
 
 // peerSeries are the peers' series exported beside ours, when the command line was a peer's.
 type peerSeries struct {
-	cmr *compat.ConfigmapReload
-	pcr *compat.PrometheusConfigReloader
+	cmr *peermetrics.ConfigmapReload
+	pcr *peermetrics.PrometheusConfigReloader
 }
 
 func exportPeerSeries(cfg *config, reg *prometheus.Registry, r *reload.Reloader) peerSeries {
 	var p peerSeries
 	switch cfg.peer.name {
 	case peerConfigmapReload:
-		p.cmr = compat.NewConfigmapReload(reg)
+		p.cmr = peermetrics.NewConfigmapReload(reg)
 		for _, h := range cfg.httpURLs {
 			h.OnTry, h.OnDone = p.cmr.Try, p.cmr.Done
 		}
@@ -184,7 +184,7 @@ func exportPeerSeries(cfg *config, reg *prometheus.Registry, r *reload.Reloader)
 		if cfg.process != nil {
 			method = "signal"
 		}
-		p.pcr = compat.NewPrometheusConfigReloader(reg, method)
+		p.pcr = peermetrics.NewPrometheusConfigReloader(reg, method)
 		r.Observer = p.pcr
 	}
 	return p
@@ -416,5 +416,5 @@ func podEvents(client rest.Interface) *podevents.Recorder {
 	if name == "" {
 		return nil
 	}
-	return podevents.New(client, podevents.Pod{Namespace: source.DefaultNamespace(), Name: name, UID: types.UID(os.Getenv("POD_UID"))})
+	return podevents.New(client, podevents.Pod{Namespace: kubeclient.DefaultNamespace(), Name: name, UID: types.UID(os.Getenv("POD_UID"))})
 }

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/configwave/configwave/internal/notify"
+	"github.com/configwave/configwave/internal/reloader/notify"
 )
 
 // k8s-sidecar (kiwigrid/k8s-sidecar, the Grafana chart's dashboard sidecar) is configured by its

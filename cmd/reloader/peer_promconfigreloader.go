@@ -11,7 +11,7 @@ import (
 	flag "github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
-	"github.com/configwave/configwave/internal/netaddr"
+	"github.com/configwave/configwave/internal/process/netaddr"
 )
 
 // The peers whose series the reloader exports beside its own.

@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/configwave/configwave/internal/peers"
+	"github.com/configwave/configwave/internal/testenv/dropin"
 )
 
-// Each peer's container, exactly as its chart renders it (internal/peers/testdata), goes
+// Each peer's container, exactly as its chart renders it (internal/testenv/dropin/testdata), goes
 // through that peer's translator into the reloader's own options: the table is the peers' own
 // manifests, not arguments written here.
 func TestPeersManifestsTranslate(t *testing.T) {
@@ -57,11 +57,11 @@ func TestPeersManifestsTranslate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file+"/"+tt.container, func(t *testing.T) {
-			objs, err := peers.Load(filepath.Join("..", "..", "internal", "peers", "testdata", tt.file))
+			objs, err := dropin.Load(filepath.Join("..", "..", "internal", "testenv", "dropin", "testdata", tt.file))
 			require.NoError(t, err)
-			spec, err := peers.PodSpec(objs, tt.kind, tt.workload)
+			spec, err := dropin.PodSpec(objs, tt.kind, tt.workload)
 			require.NoError(t, err)
-			c, err := peers.Container(spec, tt.container)
+			c, err := dropin.Container(spec, tt.container)
 			require.NoError(t, err)
 			argv0, args := "/reloader", c.Args // the image's entrypoint, unless the spec names a command
 			if len(c.Command) > 0 {

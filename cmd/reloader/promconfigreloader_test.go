@@ -18,9 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/configwave/configwave/internal/testcerts"
 	"github.com/configwave/configwave/internal/testcluster"
-	"github.com/configwave/configwave/internal/testvolume"
+	"github.com/configwave/configwave/internal/testenv/testcerts"
+	"github.com/configwave/configwave/internal/testenv/testvolume"
 )
 
 func gzipped(t *testing.T, s string) string {

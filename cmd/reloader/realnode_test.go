@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configwave/configwave/internal/testcluster"
-	"github.com/configwave/configwave/internal/testpod"
+	"github.com/configwave/configwave/internal/testenv/testpod"
 )
 
 // On a real node, from our image: API mode with the service-account token kubelet mounts, the

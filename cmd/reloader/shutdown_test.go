@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configwave/configwave/internal/testcluster"
-	"github.com/configwave/configwave/internal/testdisk"
+	"github.com/configwave/configwave/internal/testenv/testdisk"
 )
 
 // SIGTERM while a slow --validate-command runs: the command and its children are killed, the

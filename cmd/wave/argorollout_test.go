@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 var rolloutsResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
@@ -31,9 +31,9 @@ func TestArgoRollouts(t *testing.T) {
 	rollouts := dyn.Resource(rolloutsResource).Namespace(ns)
 	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
 	for name, annotations := range map[string]map[string]string{
-		"wave":     {refs.UpdateOnConfigChangeAnnotation: "true"},
-		"stakater": {refs.StakaterAuto: "true"},
-		"restart":  {refs.StakaterAuto: "true", refs.StakaterRolloutStrategy: "restart"},
+		"wave":     {podrefs.UpdateOnConfigChangeAnnotation: "true"},
+		"stakater": {podrefs.StakaterAuto: "true"},
+		"restart":  {podrefs.StakaterAuto: "true", podrefs.StakaterRolloutStrategy: "restart"},
 		"neither":  nil,
 	} {
 		_, err := rollouts.Create(ctx(t), argoRollout(ns, name, annotations), metav1.CreateOptions{})

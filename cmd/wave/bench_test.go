@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // BenchmarkChangeToAnnotation measures, per iteration, the time from a ConfigMap patch

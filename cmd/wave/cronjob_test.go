@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // A CronJob that opts in (Reloader's or Wave's annotation) gets one Job at once per config
@@ -32,9 +32,9 @@ func TestCronJobStartsOneJobPerChange(t *testing.T) {
 		require.NoError(t, err)
 		return created
 	}
-	reloaderStyle := cronJob("nightly", map[string]string{refs.StakaterAuto: "true"})
-	cronJob("hourly", map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"})
-	cronJob("paused", map[string]string{refs.StakaterAuto: "true"})
+	reloaderStyle := cronJob("nightly", map[string]string{podrefs.StakaterAuto: "true"})
+	cronJob("hourly", map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true"})
+	cronJob("paused", map[string]string{podrefs.StakaterAuto: "true"})
 	_, err := client.BatchV1().CronJobs(ns).Patch(ctx(t), "paused", types.MergePatchType, []byte(`{"spec":{"suspend":true}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	earlier, err := client.BatchV1().Jobs(ns).Create(ctx(t), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly-earlier",

@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/configwave/configwave/internal/csi"
-	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/csi"
+	"github.com/configwave/configwave/internal/wave/podrefs"
 )
 
 func withSecretProviderClass(class string) func(*corev1.PodSpec) {
@@ -112,13 +112,13 @@ func TestSecretProviderClasses(t *testing.T) {
 			s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "STAKATER_VAULT_SECRETPROVIDERCLASS", Value: csi.Hash("vault", list)})
 		}
 	}
-	auto := map[string]string{refs.StakaterAuto: "true"}
+	auto := map[string]string{podrefs.StakaterAuto: "true"}
 	deployments := map[string]*appsv1.Deployment{
 		"auto":         reloaderDeployment(ns, "auto", auto, withSecretProviderClass("vault")),
-		"class-auto":   reloaderDeployment(ns, "class-auto", map[string]string{refs.StakaterSecretProviderClassAuto: "true"}, withSecretProviderClass("vault")),
-		"named":        reloaderDeployment(ns, "named", map[string]string{refs.StakaterSecretProviderClassReload: "vault"}),
+		"class-auto":   reloaderDeployment(ns, "class-auto", map[string]string{podrefs.StakaterSecretProviderClassAuto: "true"}, withSecretProviderClass("vault")),
+		"named":        reloaderDeployment(ns, "named", map[string]string{podrefs.StakaterSecretProviderClassReload: "vault"}),
 		"other-class":  reloaderDeployment(ns, "other-class", auto, withSecretProviderClass("other")),
-		"excluded":     reloaderDeployment(ns, "excluded", map[string]string{refs.StakaterAuto: "true", refs.StakaterSecretProviderClassesExclude: "vault"}, withSecretProviderClass("vault")),
+		"excluded":     reloaderDeployment(ns, "excluded", map[string]string{podrefs.StakaterAuto: "true", podrefs.StakaterSecretProviderClassesExclude: "vault"}, withSecretProviderClass("vault")),
 		"wave":         optIn(reloaderDeployment(ns, "wave", nil, withSecretProviderClass("vault"))),
 		"mark-current": reloaderDeployment(ns, "mark-current", auto, withSecretProviderClass("vault"), mark(v1)),
 		"mark-behind":  reloaderDeployment(ns, "mark-behind", auto, withSecretProviderClass("vault"), mark(map[string]string{"secret/db": "0", "secret/tls": "4"})),

@@ -8,9 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
-	"github.com/configwave/configwave/internal/confighash"
-	"github.com/configwave/configwave/internal/installkey"
-	"github.com/configwave/configwave/internal/waveclient"
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/installkey"
+	"github.com/configwave/configwave/internal/wave/waveclient"
 )
 
 // modeHashKeyFile: --hash-key-file's key keys the records (and every template hash).

@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/configwave/configwave/internal/access"
-	"github.com/configwave/configwave/internal/access/accesstest"
-	"github.com/configwave/configwave/internal/installkey"
-	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
+	"github.com/configwave/configwave/internal/wave/access"
+	"github.com/configwave/configwave/internal/wave/access/accesstest"
+	"github.com/configwave/configwave/internal/wave/installkey"
+	"github.com/configwave/configwave/internal/wave/waveclient/waveclienttest"
 )
 
 // How wave makes its records' digests, by what RBAC allows and what exists. Where the install

@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 var (
@@ -101,7 +101,7 @@ func optIn(d *appsv1.Deployment) *appsv1.Deployment {
 	if d.Annotations == nil {
 		d.Annotations = map[string]string{}
 	}
-	d.Annotations[refs.UpdateOnConfigChangeAnnotation] = "true"
+	d.Annotations[podrefs.UpdateOnConfigChangeAnnotation] = "true"
 	return d
 }
 

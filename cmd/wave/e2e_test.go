@@ -19,9 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // These tests run the wave binary against the real control plane, whose Deployment,
@@ -90,13 +90,13 @@ func TestEachReferenceTypeRollsOnceItChanges(t *testing.T) {
 			createDeployment(t, client, deployment(ns, "app", tt.mod))
 			d := waitRecorded(t, client, ns, "app")
 			require.Len(t, replicaSets(t, client, ns, "app"), 1, "creating an opted-in Deployment gives exactly one ReplicaSet")
-			assert.Empty(t, d.Spec.Template.Annotations[refs.ConfigHashAnnotation], "nothing written to the template on create")
+			assert.Empty(t, d.Spec.Template.Annotations[podrefs.ConfigHashAnnotation], "nothing written to the template on create")
 
 			const getSeries = `configwave_wave_api_requests_total{client="workloads",method="GET"}`
 			gets := p.Metric(getSeries)
 			tt.change(t, ns)
 			d = waitTemplateHashChange(t, client, ns, "app", inputsHash(d))
-			assert.Regexp(t, "^[0-9a-f]{64}$", d.Spec.Template.Annotations[refs.ConfigHashAnnotation])
+			assert.Regexp(t, "^[0-9a-f]{64}$", d.Spec.Template.Annotations[podrefs.ConfigHashAnnotation])
 			assert.Equal(t, gets, p.Metric(getSeries), "no read from the API on the hot path: wave keeps the data of the config a workload uses")
 			settle(t, p)
 			assert.Len(t, replicaSets(t, client, ns, "app"), 2, "one change gives exactly one more ReplicaSet")
@@ -116,7 +116,7 @@ func TestStatefulSetAndDaemonSetRoll(t *testing.T) {
 	p := startWave(t, ns)
 	d := deployment(ns, "x", withEnvKey("cm", "a"))
 	podSpec := d.Spec.Template
-	annotations := map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}
+	annotations := map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true"}
 
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Annotations: annotations},
 		Spec: appsv1.StatefulSetSpec{Replicas: d.Spec.Replicas, ServiceName: "db", Selector: d.Spec.Selector, Template: podSpec}}
@@ -235,7 +235,7 @@ func TestExtraConfigMapsAndOptionalReferences(t *testing.T) {
 	d := deployment(ns, "app", func(s *corev1.PodSpec) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("optional"), Optional: ptr(true)}}}
 	})
-	d.Annotations[refs.ExtraConfigMapsAnnotation] = "extra"
+	d.Annotations[podrefs.ExtraConfigMapsAnnotation] = "extra"
 	createDeployment(t, client, d)
 	before := waitRecorded(t, client, ns, "app")
 
@@ -262,13 +262,13 @@ func TestAdoptsWaveHashWithoutRollout(t *testing.T) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}, {SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("app-secret")}}}
 	}
 	current := deployment(ns, "current", mod)
-	current.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"}
+	current.Spec.Template.Annotations = map[string]string{podrefs.ConfigHashAnnotation: "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"}
 	stale := deployment(ns, "stale", mod)
-	stale.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: strings.Repeat("0", 64)}
+	stale.Spec.Template.Annotations = map[string]string{podrefs.ConfigHashAnnotation: strings.Repeat("0", 64)}
 	// Wave 0.6 hashed ConfigMap values as strings (Wave's own code at v0.6.0 gives this for
 	// the same config): adopted too, with the default --hash-format.
 	fromWave06 := deployment(ns, "from-wave-06", mod)
-	fromWave06.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: "0c38a0016d34e0c9d2a63eb128968d437eeb8891a0305dcae1b0f782407b5b5d"}
+	fromWave06.Spec.Template.Annotations = map[string]string{podrefs.ConfigHashAnnotation: "0c38a0016d34e0c9d2a63eb128968d437eeb8891a0305dcae1b0f782407b5b5d"}
 	createDeployment(t, client, current)
 	createDeployment(t, client, stale)
 	createDeployment(t, client, fromWave06)
@@ -279,7 +279,7 @@ func TestAdoptsWaveHashWithoutRollout(t *testing.T) {
 	p := startWave(t, ns)
 	adopted := waitRecorded(t, client, ns, "current")
 	require.Eventually(t, func() bool {
-		return getDeployment(t, client, ns, "stale").Spec.Template.Annotations[refs.ConfigHashAnnotation] == "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"
+		return getDeployment(t, client, ns, "stale").Spec.Template.Annotations[podrefs.ConfigHashAnnotation] == "509f50320b71c3be0073e8a3287f839fedcb86af881fa801d7c2622bea259201"
 	}, eventually, tick, "a stale Wave hash is brought up to date")
 	settle(t, p)
 	assert.Equal(t, current.Spec.Template.Annotations, adopted.Spec.Template.Annotations, "adoption does not touch the template")
@@ -315,11 +315,11 @@ func TestOptInLaterRollsNothingUntilConfigChanges(t *testing.T) {
 	settle(t, p)
 
 	_, err := client.AppsV1().Deployments(ns).Patch(ctx(t), "app", types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"`+refs.UpdateOnConfigChangeAnnotation+`":"true"}}}`), metav1.PatchOptions{})
+		[]byte(`{"metadata":{"annotations":{"`+podrefs.UpdateOnConfigChangeAnnotation+`":"true"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	d := waitRecorded(t, client, ns, "app")
 	settle(t, p)
-	assert.Empty(t, d.Spec.Template.Annotations[refs.ConfigHashAnnotation], "opting in writes nothing to the template")
+	assert.Empty(t, d.Spec.Template.Annotations[podrefs.ConfigHashAnnotation], "opting in writes nothing to the template")
 	assert.Len(t, replicaSets(t, client, ns, "app"), 1, "opting in rolls nothing")
 
 	patchCM(t, client, ns, "cm", `{"data":{"a":"2"}}`)
@@ -353,14 +353,14 @@ func TestSwitchingBackFromWaveRollsNothing(t *testing.T) {
 	patchCM(t, client, ns, "app-config", `{"data":{"key":"v2"}}`)
 	w := startWave(t, ns, "--label-selector=twin=yes") // Wave's hash of v2, as wave-k8s writes it
 	require.Eventually(t, func() bool {
-		return getDeployment(t, client, ns, "twin").Spec.Template.Annotations[refs.ConfigHashAnnotation] != ""
+		return getDeployment(t, client, ns, "twin").Spec.Template.Annotations[podrefs.ConfigHashAnnotation] != ""
 	}, eventually, tick)
 	settle(t, w)
 	w.Stop(10 * time.Second)
-	waveHash := getDeployment(t, client, ns, "twin").Spec.Template.Annotations[refs.ConfigHashAnnotation]
+	waveHash := getDeployment(t, client, ns, "twin").Spec.Template.Annotations[podrefs.ConfigHashAnnotation]
 	d := getDeployment(t, client, ns, "app")
 	recorded := d.Annotations[rollout.InputsAnnotation]
-	d.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: waveHash} // Wave rolls app
+	d.Spec.Template.Annotations = map[string]string{podrefs.ConfigHashAnnotation: waveHash} // Wave rolls app
 	_, err := client.AppsV1().Deployments(ns).Update(ctx(t), d, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.Len(t, replicaSets(t, client, ns, "app"), 2, "Wave rolled it")
@@ -372,7 +372,7 @@ func TestSwitchingBackFromWaveRollsNothing(t *testing.T) {
 		"the current inputs adopted into the record: %s", p2.Log())
 	settle(t, p2)
 	assert.Len(t, replicaSets(t, client, ns, "app"), 2, "nothing rolled again")
-	assert.Equal(t, waveHash, getDeployment(t, client, ns, "app").Spec.Template.Annotations[refs.ConfigHashAnnotation])
+	assert.Equal(t, waveHash, getDeployment(t, client, ns, "app").Spec.Template.Annotations[podrefs.ConfigHashAnnotation])
 	assert.NotContains(t, p2.Log(), "config changed; rolling out")
 	assert.Contains(t, p2.Log(), "the pods already run the current config")
 }
@@ -386,7 +386,7 @@ func TestHashFormatV05AdoptsWave05Hash(t *testing.T) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}, {SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("app-secret")}}}
 	})
 	// sha256 of {"configMaps":{"app-config":{"key":"value"}},"secrets":{"app-secret":{"password":"czNjcjN0"}}}
-	d.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: "0c38a0016d34e0c9d2a63eb128968d437eeb8891a0305dcae1b0f782407b5b5d"}
+	d.Spec.Template.Annotations = map[string]string{podrefs.ConfigHashAnnotation: "0c38a0016d34e0c9d2a63eb128968d437eeb8891a0305dcae1b0f782407b5b5d"}
 	createDeployment(t, client, d)
 	p := startWave(t, ns, "--hash-format=wave-v05")
 	waitRecorded(t, client, ns, "app")
@@ -451,7 +451,7 @@ func TestMigrateFromWaveV05(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	d := deployment(ns, "app", withEnvKey("cm", "a"))
-	d.Finalizers = []string{refs.WaveFinalizer, "example.com/keep"}
+	d.Finalizers = []string{podrefs.WaveFinalizer, "example.com/keep"}
 	createDeployment(t, client, d)
 	d = getDeployment(t, client, ns, "app")
 	waveRef := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "app", UID: d.UID, BlockOwnerDeletion: ptr(true), Controller: ptr(false)} // as Wave wrote it
@@ -613,14 +613,14 @@ func TestKeyedHash(t *testing.T) {
 	d := deployment(ns, "app", func(s *corev1.PodSpec) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}, {SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("app-secret")}}}
 	})
-	d.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: strings.Repeat("0", 64)} // stale: rolls at once
+	d.Spec.Template.Annotations = map[string]string{podrefs.ConfigHashAnnotation: strings.Repeat("0", 64)} // stale: rolls at once
 	createDeployment(t, client, d)
 	keyFile := filepath.Join(t.TempDir(), "key")
 	require.NoError(t, os.WriteFile(keyFile, []byte("configwave-test-key\n"), 0o600))
 	p := startWave(t, ns, "--hash-key-file="+keyFile, "--crash-loop-detection=false")
 	require.Eventually(t, func() bool {
 		// HMAC-SHA256 under "configwave-test-key", computed with Python (see TestKeyedWaveHashGolden).
-		return getDeployment(t, client, ns, "app").Spec.Template.Annotations[refs.ConfigHashAnnotation] == "8bb1e5dd39ee4baf505511d7b11322b25b0aca6fa1b7e2d4c2f1bb0b1de0695a"
+		return getDeployment(t, client, ns, "app").Spec.Template.Annotations[podrefs.ConfigHashAnnotation] == "8bb1e5dd39ee4baf505511d7b11322b25b0aca6fa1b7e2d4c2f1bb0b1de0695a"
 	}, eventually, tick)
 	// --crash-loop-detection=false: the rollout is followed from the Deployment's status alone;
 	// wave never lists a pod.
@@ -686,7 +686,7 @@ func TestSeveralNamespaces(t *testing.T) {
 	settle(t, p)
 	d := getDeployment(t, client, other, "app")
 	assert.NotContains(t, d.Annotations, rollout.InputsAnnotation, "a namespace outside --namespaces is never written to")
-	assert.Empty(t, d.Spec.Template.Annotations[refs.ConfigHashAnnotation])
+	assert.Empty(t, d.Spec.Template.Annotations[podrefs.ConfigHashAnnotation])
 
 	// An extra-configmaps entry in a namespace wave does not watch would always read as absent.
 	_, err := client.AppsV1().Deployments(a).Patch(ctx(t), "app", types.MergePatchType,
@@ -711,14 +711,14 @@ func TestCrossNamespaceRefsRefused(t *testing.T) {
 	createCM(t, client, a, "cm", map[string]string{"a": "1"})
 	createSecret(t, client, b, "creds", map[string]string{"token": "other tenant's"})
 	d := deployment(a, "app", withEnvKey("cm", "a"))
-	d.Annotations[refs.ExtraSecretsAnnotation] = b + "/creds"
+	d.Annotations[podrefs.ExtraSecretsAnnotation] = b + "/creds"
 	createDeployment(t, client, d)
 	p := startWave(t, a+","+b)
 	recorded := waitRecorded(t, client, a, "app")
 	assert.NotContains(t, recorded.Annotations[rollout.InputsAnnotation], b+"/creds", "the other namespace's Secret is not an input")
 	require.Eventually(t, func() bool {
 		for _, e := range events(t, client, a, "app", "InvalidAnnotation") {
-			if strings.Contains(e.Message, "annotation "+refs.ExtraSecretsAnnotation+" names secret "+b+"/creds in another namespace") &&
+			if strings.Contains(e.Message, "annotation "+podrefs.ExtraSecretsAnnotation+" names secret "+b+"/creds in another namespace") &&
 				strings.Contains(e.Message, "--allow-cross-namespace-refs") {
 				return true
 			}

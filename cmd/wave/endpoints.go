@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
-	"github.com/configwave/configwave/internal/rollout"
-	"github.com/configwave/configwave/internal/serve"
+	"github.com/configwave/configwave/internal/process/serve"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // endpoints serve /healthz, /readyz, /metrics and /status (and the /live of Stakater Reloader's

@@ -17,14 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/configwave/configwave/internal/confighash"
-	"github.com/configwave/configwave/internal/configref"
-	"github.com/configwave/configwave/internal/installkey"
-	"github.com/configwave/configwave/internal/outcome"
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
-	"github.com/configwave/configwave/internal/source"
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/kube/kubeclient"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/installkey"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 )
 
 // wave SIGKILLed at random points across 60 changes: afterwards every workload carries the
@@ -289,7 +289,7 @@ func lastChange(order []int, i int) int {
 // ConfigMap as it is now, and (unless want is empty) the ConfigMap's key "a" holds want.
 func configValueRolled(t *testing.T, client kubernetes.Interface, ns, name, want string) bool {
 	d := getDeployment(t, client, ns, name)
-	used := refs.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
+	used := podrefs.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
 	var value string
 	hashes := waveHashesOf(t, client, used.Wave, func(r configref.Ref) (any, error) {
 		cm, err := client.CoreV1().ConfigMaps(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
@@ -298,17 +298,17 @@ func configValueRolled(t *testing.T, client kubernetes.Interface, ns, name, want
 		}
 		return cm, err
 	})
-	return (want == "" || value == want) && slices.Contains(hashes, d.Spec.Template.Annotations[refs.ConfigHashAnnotation])
+	return (want == "" || value == want) && slices.Contains(hashes, d.Spec.Template.Annotations[podrefs.ConfigHashAnnotation])
 }
 
 // waveHashesOf is Wave's own hash of what uses names, and the same keyed under the install
 // key wave made in its namespace: the hash of a workload that had none when wave first saw it.
-func waveHashesOf(t *testing.T, client kubernetes.Interface, uses refs.Uses, get confighash.GetFunc) []string {
+func waveHashesOf(t *testing.T, client kubernetes.Interface, uses podrefs.Uses, get confighash.GetFunc) []string {
 	t.Helper()
 	plain, err := confighash.WaveHash(confighash.HashWave, uses, get)
 	require.NoError(t, err)
 	out := []string{plain}
-	if s, err := client.CoreV1().Secrets(source.DefaultNamespace()).Get(ctx(t), "configwave-install-key", metav1.GetOptions{}); err == nil {
+	if s, err := client.CoreV1().Secrets(kubeclient.DefaultNamespace()).Get(ctx(t), "configwave-install-key", metav1.GetOptions{}); err == nil {
 		keyed, err := confighash.KeyedWaveHash(confighash.HashWave, s.Data[installkey.DataKey], uses, get)
 		require.NoError(t, err)
 		out = append(out, keyed)
@@ -331,7 +331,7 @@ func TestConfigMapDeletedWhileInUse(t *testing.T) {
 	settle(t, p)
 	// The rollout record notes what is missing (a metadata write); the pod template stays.
 	assert.Equal(t, before.Spec.Template, getDeployment(t, client, ns, "app").Spec.Template, "no rollout while the ConfigMap is gone")
-	rec, err := outcome.ParseRecord(getDeployment(t, client, ns, "app").Annotations[outcome.Annotation])
+	rec, err := rolloutrecord.ParseRecord(getDeployment(t, client, ns, "app").Annotations[rolloutrecord.Annotation])
 	require.NoError(t, err)
 	assert.Equal(t, "configmap/cm", rec.Missing)
 
@@ -341,7 +341,7 @@ func TestConfigMapDeletedWhileInUse(t *testing.T) {
 	settle(t, p)
 	assert.Equal(t, before.Spec.Template, getDeployment(t, client, ns, "app").Spec.Template, "the same data back: the pods already run it")
 	require.Eventually(t, func() bool {
-		return getDeployment(t, client, ns, "app").Annotations[outcome.Annotation] == ""
+		return getDeployment(t, client, ns, "app").Annotations[rolloutrecord.Annotation] == ""
 	}, eventually, tick, "nothing missing any more, nothing rolled: the record goes")
 	assert.Len(t, replicaSets(t, client, ns, "app"), 1)
 

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/confighash"
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 func TestFlags(t *testing.T) {
@@ -55,7 +55,7 @@ func TestFlags(t *testing.T) {
 		{name: "no dialect", args: []string{"--annotations="}, wantErr: `--annotations="": name at least one dialect`},
 		{name: "Stakater Reloader's flags that mean something here", args: []string{"--namespaces-to-ignore=kube-system, monitoring", "--resources-to-ignore=secrets",
 			"--ignored-workload-types=jobs,cronjobs", "--reload-on-create", "--reload-on-delete=false"}, check: func(t *testing.T, c *config) {
-			assert.Equal(t, rollout.ReloaderOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true, IgnoreCronJobs: true, Dialect: refs.StakaterDialect{Names: refs.DefaultStakaterNames}}, c.reloaderOpts)
+			assert.Equal(t, rollout.ReloaderOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true, IgnoreCronJobs: true, Dialect: podrefs.StakaterDialect{Names: podrefs.DefaultStakaterNames}}, c.reloaderOpts)
 		}},
 		{name: "Stakater Reloader's profiles flags", args: []string{"--enable-pprof", "--pprof-addr=127.0.0.1:6061"}, check: func(t *testing.T, c *config) {
 			assert.True(t, c.reloader.enablePprof)
@@ -128,7 +128,7 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, "example.com/configmaps", n.ConfigMapReload)
 				assert.Equal(t, "example.com/auto", n.Auto)
 				assert.Equal(t, "example.com/pause", n.PausePeriod)
-				assert.Equal(t, refs.StakaterSecretReload, n.SecretReload, "the others keep Reloader's defaults")
+				assert.Equal(t, podrefs.StakaterSecretReload, n.SecretReload, "the others keep Reloader's defaults")
 				assert.False(t, c.reloaderOpts.Dialect.AutoReloadAll)
 				assert.Equal(t, "example.com/paused-at", n.PausedAt)
 				assert.Len(t, c.reloader.notes(), 2, "one line each for the flags that change nothing")

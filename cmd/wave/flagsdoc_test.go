@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/cli"
+	"github.com/configwave/configwave/internal/process/cli"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/wave-flags.md from the flags (make docs)")

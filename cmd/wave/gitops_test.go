@@ -11,10 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/configwave/configwave/internal/outcome"
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 )
 
 // A GitOps controller (Argo CD with server-side apply, Flux) applies the Git version of a
@@ -46,10 +46,10 @@ func TestGitOpsReapplyKeepsWavesFields(t *testing.T) {
 
 	again := apply() // the next sync of the unchanged Git version
 	assert.Equal(t, rolled.Generation, again.Generation, "the re-apply changed nothing in the spec")
-	for _, k := range []string{refs.ConfigHashAnnotation, rollout.InputsHashAnnotation} {
+	for _, k := range []string{podrefs.ConfigHashAnnotation, rollout.InputsHashAnnotation} {
 		assert.Equal(t, rolled.Spec.Template.Annotations[k], again.Spec.Template.Annotations[k], "%s survives the re-apply", k)
 	}
-	for _, k := range []string{rollout.InputsAnnotation, outcome.Annotation} {
+	for _, k := range []string{rollout.InputsAnnotation, rolloutrecord.Annotation} {
 		assert.NotEmpty(t, again.Annotations[k], k)
 		assert.Equal(t, rolled.Annotations[k], again.Annotations[k], "%s survives the re-apply", k)
 	}
@@ -59,7 +59,7 @@ func TestGitOpsReapplyKeepsWavesFields(t *testing.T) {
 
 	var owners []string
 	for _, mf := range again.ManagedFields {
-		if mf.FieldsV1 != nil && strings.Contains(mf.FieldsV1.GetRawString(), refs.ConfigHashAnnotation) {
+		if mf.FieldsV1 != nil && strings.Contains(mf.FieldsV1.GetRawString(), podrefs.ConfigHashAnnotation) {
 			owners = append(owners, mf.Manager)
 		}
 	}

@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // configwave.io/ignore, and Reloader's ignore, on a ConfigMap or Secret take it out of every
@@ -22,13 +22,13 @@ func TestIgnoredConfigRollsNothing(t *testing.T) {
 	createCM(t, client, ns, "app", map[string]string{"a": "1"})
 	createCM(t, client, ns, "noisy", map[string]string{"n": "1"})
 	createSecret(t, client, ns, "tok", map[string]string{"t": "1"})
-	patchCM(t, client, ns, "noisy", `{"metadata":{"annotations":{"`+refs.IgnoreAnnotation+`":"true"}}}`)
-	patchSecret(t, client, ns, "tok", `{"metadata":{"annotations":{"`+refs.StakaterIgnore+`":"true"}}}`)
+	patchCM(t, client, ns, "noisy", `{"metadata":{"annotations":{"`+podrefs.IgnoreAnnotation+`":"true"}}}`)
+	patchSecret(t, client, ns, "tok", `{"metadata":{"annotations":{"`+podrefs.StakaterIgnore+`":"true"}}}`)
 	uses := []func(*corev1.PodSpec){withEnvFrom("app"), withEnvFrom("noisy"), func(s *corev1.PodSpec) {
 		s.Containers[0].EnvFrom = append(s.Containers[0].EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("tok")}})
 	}}
 	createDeployment(t, client, deployment(ns, "wave", uses...))
-	createDeployment(t, client, reloaderDeployment(ns, "stakater", map[string]string{refs.StakaterAuto: "true"}, uses...))
+	createDeployment(t, client, reloaderDeployment(ns, "stakater", map[string]string{podrefs.StakaterAuto: "true"}, uses...))
 	p := startWave(t, ns, "--coalesce=0")
 	names := []string{"wave", "stakater"}
 	records := map[string]string{}
@@ -50,7 +50,7 @@ func TestIgnoredConfigRollsNothing(t *testing.T) {
 	}
 
 	// Ignoring an object that was followed rolls nothing: it only leaves the record.
-	patchCM(t, client, ns, "app", `{"metadata":{"annotations":{"`+refs.IgnoreAnnotation+`":"true"}}}`)
+	patchCM(t, client, ns, "app", `{"metadata":{"annotations":{"`+podrefs.IgnoreAnnotation+`":"true"}}}`)
 	for _, name := range names {
 		require.Eventually(t, func() bool {
 			return !strings.Contains(getDeployment(t, client, ns, name).Annotations[rollout.InputsAnnotation], "configmap/app")

@@ -16,12 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/configwave/configwave/internal/confighash"
-	"github.com/configwave/configwave/internal/configref"
-	"github.com/configwave/configwave/internal/installkey"
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/installkey"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // Upgrading to the install key: records written with unkeyed digests are adopted without a
@@ -42,7 +42,7 @@ func TestInstallKeyAdoptsUnkeyedRecordsWithoutRollout(t *testing.T) {
 	old := startWave(t, ns, "--install-key-secret=")
 	unkeyed := waitRecorded(t, client, ns, "app").Annotations[rollout.InputsAnnotation]
 	require.NotContains(t, unkeyed, "key=")
-	guessed := confighash.InputsOf(ns, refs.Uses{{Kind: configref.Secret, Namespace: ns, Name: "sec"}: {AllKeys: true}},
+	guessed := confighash.InputsOf(ns, podrefs.Uses{{Kind: configref.Secret, Namespace: ns, Name: "sec"}: {AllKeys: true}},
 		func(configref.Ref) (map[string]string, bool) {
 			dg, _ := confighash.Digest(&corev1.Secret{Data: map[string][]byte{"p": []byte(guess)}})
 			return confighash.KeyDigests(dg), true
@@ -69,7 +69,7 @@ func TestInstallKeyAdoptsUnkeyedRecordsWithoutRollout(t *testing.T) {
 	patchCM(t, client, ns, "cm", `{"data":{"a":"2"}}`)
 	require.Eventually(t, func() bool {
 		cur := getDeployment(t, client, ns, "app")
-		used := refs.Extract(ns, cur.Annotations, &cur.Spec.Template.Spec)
+		used := podrefs.Extract(ns, cur.Annotations, &cur.Spec.Template.Spec)
 		want, err := confighash.WaveHash(confighash.HashWave, used.Wave, func(r configref.Ref) (any, error) {
 			if r.Kind == configref.Secret {
 				return client.CoreV1().Secrets(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
@@ -77,7 +77,7 @@ func TestInstallKeyAdoptsUnkeyedRecordsWithoutRollout(t *testing.T) {
 			return client.CoreV1().ConfigMaps(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
 		})
 		require.NoError(t, err)
-		return cur.Spec.Template.Annotations[refs.ConfigHashAnnotation] == want && want != ""
+		return cur.Spec.Template.Annotations[podrefs.ConfigHashAnnotation] == want && want != ""
 	}, eventually, tick, "the template carries Wave's own (unkeyed) hash of the new config")
 	settle(t, p)
 	assert.Len(t, replicaSets(t, client, ns, "app"), 2, "the next change rolls once")
@@ -128,13 +128,13 @@ func TestNewWorkloadGetsAKeyedHash(t *testing.T) {
 	fromWave := deployment(ns, "from-wave", mod)
 	sec, err := client.CoreV1().Secrets(ns).Get(ctx(t), "sec", metav1.GetOptions{})
 	require.NoError(t, err)
-	uses := refs.Extract(ns, fresh.Annotations, &fresh.Spec.Template.Spec).Wave
+	uses := podrefs.Extract(ns, fresh.Annotations, &fresh.Spec.Template.Spec).Wave
 	wavesOwn := func(s *corev1.Secret) string {
 		h, err := confighash.WaveHash(confighash.HashWave, uses, func(configref.Ref) (any, error) { return s, nil })
 		require.NoError(t, err)
 		return h
 	}
-	fromWave.Spec.Template.Annotations = map[string]string{refs.ConfigHashAnnotation: wavesOwn(sec)}
+	fromWave.Spec.Template.Annotations = map[string]string{podrefs.ConfigHashAnnotation: wavesOwn(sec)}
 	createDeployment(t, client, fromWave)
 
 	p := startWave(t, ns, "--install-key-secret="+ns+"/configwave-install-key")
@@ -153,8 +153,8 @@ func TestNewWorkloadGetsAKeyedHash(t *testing.T) {
 	keyed, err := confighash.KeyedWaveHash(confighash.HashWave, key.Data[installkey.DataKey], uses, func(configref.Ref) (any, error) { return sec, nil })
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		return getDeployment(t, client, ns, "fresh").Spec.Template.Annotations[refs.ConfigHashAnnotation] == keyed &&
-			getDeployment(t, client, ns, "from-wave").Spec.Template.Annotations[refs.ConfigHashAnnotation] == wavesOwn(sec)
+		return getDeployment(t, client, ns, "fresh").Spec.Template.Annotations[podrefs.ConfigHashAnnotation] == keyed &&
+			getDeployment(t, client, ns, "from-wave").Spec.Template.Annotations[podrefs.ConfigHashAnnotation] == wavesOwn(sec)
 	}, eventually, tick, "the new workload's hash is keyed; the adopted one's is Wave's own")
 	assert.NotEqual(t, wavesOwn(sec), keyed, "a guess's plain hash does not match the new workload's")
 	settle(t, p)
@@ -206,7 +206,7 @@ func TestInstallKeyAbsentRecordsSecretsByMetadata(t *testing.T) {
 	assert.Equal(t, 1.0, p.Metric(`configwave_wave_records_info{mode="secrets-by-metadata"}`))
 	record := waitRecorded(t, client, ns, "app").Annotations[rollout.InputsAnnotation]
 	require.True(t, strings.HasPrefix(record, "secrets=meta,hash=inputs,"), record)
-	guessed := confighash.InputsOf(ns, refs.Uses{{Kind: configref.Secret, Namespace: ns, Name: "sec"}: {AllKeys: true}},
+	guessed := confighash.InputsOf(ns, podrefs.Uses{{Kind: configref.Secret, Namespace: ns, Name: "sec"}: {AllKeys: true}},
 		func(configref.Ref) (map[string]string, bool) {
 			dg, _ := confighash.Digest(&corev1.Secret{Data: map[string][]byte{"p": []byte(guess)}})
 			return confighash.KeyDigests(dg), true
@@ -235,8 +235,8 @@ func TestInstallKeyAbsentRecordsSecretsByMetadata(t *testing.T) {
 	d := getDeployment(t, client, ns, "app")
 	_, own, inputs := confighash.SplitRecord(d.Annotations[rollout.InputsAnnotation])
 	require.True(t, own)
-	assert.Equal(t, confighash.HashOfInputs(inputs), d.Spec.Template.Annotations[refs.ConfigHashAnnotation], "the template's hash is made from the record")
-	used := refs.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
+	assert.Equal(t, confighash.HashOfInputs(inputs), d.Spec.Template.Annotations[podrefs.ConfigHashAnnotation], "the template's hash is made from the record")
+	used := podrefs.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
 	wavesFormula, err := confighash.WaveHash(confighash.HashWave, used.Wave, func(r configref.Ref) (any, error) {
 		if r.Kind == configref.Secret {
 			return client.CoreV1().Secrets(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
@@ -244,7 +244,7 @@ func TestInstallKeyAbsentRecordsSecretsByMetadata(t *testing.T) {
 		return client.CoreV1().ConfigMaps(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
 	})
 	require.NoError(t, err)
-	assert.NotEqual(t, wavesFormula, d.Spec.Template.Annotations[refs.ConfigHashAnnotation], "not Wave's formula of the data: no oracle")
+	assert.NotEqual(t, wavesFormula, d.Spec.Template.Annotations[podrefs.ConfigHashAnnotation], "not Wave's formula of the data: no oracle")
 	p.Stop(15 * time.Second)
 
 	// The admin makes the key: the next start keys every record, and nothing rolls.
@@ -265,7 +265,7 @@ func TestInstallKeyAbsentRecordsSecretsByMetadata(t *testing.T) {
 	patchSecret(t, client, ns, "sec", `{"stringData":{"p":"`+guess+`-2"}}`)
 	require.Eventually(t, func() bool {
 		d := getDeployment(t, client, ns, "app")
-		used := refs.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
+		used := podrefs.Extract(ns, d.Annotations, &d.Spec.Template.Spec)
 		want, err := confighash.KeyedWaveHash(confighash.HashWave, key, used.Wave, func(r configref.Ref) (any, error) {
 			if r.Kind == configref.Secret {
 				return client.CoreV1().Secrets(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
@@ -273,7 +273,7 @@ func TestInstallKeyAbsentRecordsSecretsByMetadata(t *testing.T) {
 			return client.CoreV1().ConfigMaps(r.Namespace).Get(ctx(t), r.Name, metav1.GetOptions{})
 		})
 		require.NoError(t, err)
-		return d.Spec.Template.Annotations[refs.ConfigHashAnnotation] == want
+		return d.Spec.Template.Annotations[podrefs.ConfigHashAnnotation] == want
 	}, eventually, tick, "the next change rolls to the keyed hash")
 	settle(t, keyed)
 	assert.Len(t, replicaSets(t, client, ns, "app"), 3, "once")

@@ -10,10 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/configwave/configwave/internal/access"
-	"github.com/configwave/configwave/internal/rollout"
-	"github.com/configwave/configwave/internal/waveclient"
-	"github.com/configwave/configwave/internal/workload"
+	"github.com/configwave/configwave/internal/wave/access"
+	"github.com/configwave/configwave/internal/wave/rollout"
+	"github.com/configwave/configwave/internal/wave/waveclient"
+	"github.com/configwave/configwave/internal/wave/workload"
 )
 
 // kindAccess is how wave follows each workload kind in each namespace it watches, decided at

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/configwave/configwave/internal/workload"
+	"github.com/configwave/configwave/internal/wave/workload"
 )
 
 // What wave says at start, and what /readyz adds, under a peer's RBAC: one line per kind and

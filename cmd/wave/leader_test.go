@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/wave/rollout"
 
-	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
+	"github.com/configwave/configwave/internal/wave/waveclient/waveclienttest"
 )
 
 // The leader election's part of "two replicas never write at once": the work learns why it

@@ -27,24 +27,24 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
-	"github.com/configwave/configwave/internal/access"
-	"github.com/configwave/configwave/internal/alert"
-	"github.com/configwave/configwave/internal/cli"
-	"github.com/configwave/configwave/internal/compat"
-	"github.com/configwave/configwave/internal/confighash"
-	"github.com/configwave/configwave/internal/credfile"
-	"github.com/configwave/configwave/internal/csi"
-	"github.com/configwave/configwave/internal/kubeclient"
-	"github.com/configwave/configwave/internal/leader"
-	"github.com/configwave/configwave/internal/logflags"
-	"github.com/configwave/configwave/internal/memlimit"
-	"github.com/configwave/configwave/internal/migrate"
-	"github.com/configwave/configwave/internal/outcome"
-	"github.com/configwave/configwave/internal/profiles"
-	"github.com/configwave/configwave/internal/rollout"
-	"github.com/configwave/configwave/internal/serve"
-	"github.com/configwave/configwave/internal/waveclient"
-	"github.com/configwave/configwave/internal/workload"
+	"github.com/configwave/configwave/internal/kube/kubeclient"
+	"github.com/configwave/configwave/internal/process/cli"
+	"github.com/configwave/configwave/internal/process/credfile"
+	"github.com/configwave/configwave/internal/process/logflags"
+	"github.com/configwave/configwave/internal/process/memlimit"
+	"github.com/configwave/configwave/internal/process/serve"
+	"github.com/configwave/configwave/internal/wave/access"
+	"github.com/configwave/configwave/internal/wave/alert"
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/csi"
+	"github.com/configwave/configwave/internal/wave/leader"
+	"github.com/configwave/configwave/internal/wave/migrate"
+	"github.com/configwave/configwave/internal/wave/profiling"
+	"github.com/configwave/configwave/internal/wave/rollout"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/stakatermetrics"
+	"github.com/configwave/configwave/internal/wave/waveclient"
+	"github.com/configwave/configwave/internal/wave/workload"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -224,7 +224,7 @@ func runWave(cfg *config) error {
 	defer stopEvents() // after the controller stopped: nothing emits any more
 	// Stakater Reloader's series are there from the first scrape, as in Reloader: the
 	// endpoints serve from the start.
-	stakater := compat.NewStakaterReloader(reg, cfg.countByNamespace)
+	stakater := stakatermetrics.NewStakaterReloader(reg, cfg.countByNamespace)
 	ep, err := startEndpoints(cfg, reg)
 	if err != nil {
 		return err
@@ -374,10 +374,10 @@ type work struct {
 	leading func() bool
 }
 
-func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.EventRecorder, reg *prometheus.Registry, digestKey []byte, stakater *compat.StakaterReloader) (*work, error) {
+func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.EventRecorder, reg *prometheus.Registry, digestKey []byte, stakater *stakatermetrics.StakaterReloader) (*work, error) {
 	w := &work{}
 	metrics := rollout.NewMetrics(reg, func() float64 { return w.ctrl.QueueDepth() }, func() float64 { return w.ctrl.Tracked() },
-		func(s outcome.State) float64 { return w.ctrl.Workloads(s) })
+		func(s rolloutrecord.State) float64 { return w.ctrl.Workloads(s) })
 	metrics.OnRolloutWrite = func(rw rollout.RolloutWrite) {
 		stakater.Rollout(rw.Namespace, rw.OK)
 		if rw.OK && cfg.reloadAlerts != nil {
@@ -448,7 +448,7 @@ func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Info
 		}
 	}
 	if cfg.reloader.enablePprof {
-		prof, err := profiles.Listen(cfg.reloader.pprofAddr)
+		prof, err := profiling.Listen(cfg.reloader.pprofAddr)
 		if err != nil {
 			return nil, err
 		}

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
 )
 
 // A workload already being deleted waits only for Wave's finalizer. The migration removes its
@@ -26,7 +26,7 @@ func TestMigrationNeverLetsTheCollectorTakeConfig(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	app := deployment(ns, "app", withEnvKey("cm", "a"))
-	app.Finalizers = []string{refs.WaveFinalizer}
+	app.Finalizers = []string{podrefs.WaveFinalizer}
 	createDeployment(t, client, app)
 	createDeployment(t, client, testcluster.Deployment(ns, "plain", 1))
 	app, plain := getDeployment(t, client, ns, "app"), getDeployment(t, client, ns, "plain")

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 
-	"github.com/configwave/configwave/internal/access"
-	"github.com/configwave/configwave/internal/waveclient"
+	"github.com/configwave/configwave/internal/wave/access"
+	"github.com/configwave/configwave/internal/wave/waveclient"
 )
 
 // checkNamespaceAccess: --namespace-selector reads every namespace's labels, which takes list

@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/configwave/configwave/internal/access"
-	"github.com/configwave/configwave/internal/access/accesstest"
+	"github.com/configwave/configwave/internal/wave/access"
+	"github.com/configwave/configwave/internal/wave/access/accesstest"
 
-	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
+	"github.com/configwave/configwave/internal/wave/waveclient/waveclienttest"
 )
 
 // A namespaced install with --namespace-selector refuses to start, saying what to grant,

@@ -22,9 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/configwave/configwave/internal/outcome"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/rollout"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 )
 
 // chatHook is a chat service's incoming webhook on loopback.
@@ -142,15 +142,15 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	for _, r := range rows {
 		byName[r.Name] = r
 	}
-	assert.Equal(t, outcome.Failed, byName["bad"].State)
+	assert.Equal(t, rolloutrecord.Failed, byName["bad"].State)
 	assert.Contains(t, byName["bad"].Reason, "timed out progressing")
 	assert.Equal(t, []string{"configmap/cm", "secret/db"}, byName["bad"].Config)
-	assert.Equal(t, outcome.Failed, byName["crashing"].State, "the controller noted it in the rollout record")
+	assert.Equal(t, rolloutrecord.Failed, byName["crashing"].State, "the controller noted it in the rollout record")
 	assert.Contains(t, byName["crashing"].Reason, "CrashLoopBackOff")
-	assert.Equal(t, outcome.UpToDate, byName["good"].State)
+	assert.Equal(t, rolloutrecord.UpToDate, byName["good"].State)
 	assert.Equal(t, "configmap/cm", byName["good"].Change)
 	assert.False(t, byName["good"].Since.IsZero())
-	assert.Equal(t, outcome.Waiting, byName["later"].State)
+	assert.Equal(t, rolloutrecord.Waiting, byName["later"].State)
 	assert.Equal(t, "configmap/later-cm missing", byName["later"].Reason)
 
 	// The team fixes the app; its pods now start, and wave says the config is out.
@@ -163,7 +163,7 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &status))
 	require.Len(t, status.Failed, 1, "listed until the workload is up to date")
 	assert.Equal(t, "deployment "+ns+"/crashing", status.Failed[0].Workload)
-	rec, err := outcome.ParseRecord(getDeployment(t, client, ns, "bad").Annotations[outcome.Annotation])
+	rec, err := rolloutrecord.ParseRecord(getDeployment(t, client, ns, "bad").Annotations[rolloutrecord.Annotation])
 	require.NoError(t, err)
 	assert.Equal(t, "configmap/cm", rec.Change)
 
@@ -249,9 +249,9 @@ func TestWaveStatusNotRecordedAndFilteredOut(t *testing.T) {
 		return rows
 	}
 	row := run()[0]
-	assert.Equal(t, outcome.NotRecorded, row.State)
+	assert.Equal(t, rolloutrecord.NotRecorded, row.State)
 	assert.Contains(t, row.Reason, "check that wave runs and watches namespace "+ns)
 	row = run("--label-selector=team=payments")[0]
-	assert.Equal(t, outcome.FilteredOut, row.State)
+	assert.Equal(t, rolloutrecord.FilteredOut, row.State)
 	assert.Equal(t, "its labels do not match --label-selector=team=payments", row.Reason)
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/configwave/configwave/internal/outcome"
-	"github.com/configwave/configwave/internal/pacing"
-	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/pacing"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 )
 
 // A ConfigMap and a Secret patched 50 ms apart (one kubectl apply) roll the workload once
@@ -61,7 +61,7 @@ func TestFloorBetweenRollouts(t *testing.T) {
 	own := deployment(ns, "own", withEnvKey("cm", "a"))
 	own.Annotations[pacing.MinRolloutIntervalAnnotation] = "4s"
 	createDeployment(t, client, own)
-	createDeployment(t, client, reloaderDeployment(ns, "paused", map[string]string{refs.StakaterAuto: "true", pacing.StakaterPausePeriod: "4s"}, withEnvFrom("cm")))
+	createDeployment(t, client, reloaderDeployment(ns, "paused", map[string]string{podrefs.StakaterAuto: "true", pacing.StakaterPausePeriod: "4s"}, withEnvFrom("cm")))
 	p := startWave(t, ns, "--coalesce=0")
 	names := []string{"own", "paused"}
 	before := map[string]string{}
@@ -140,7 +140,7 @@ func TestUpdateRateSpacesRolloutsAcrossTheCluster(t *testing.T) {
 	var started []time.Time
 	for _, name := range names {
 		d := waitTemplateHashChange(t, client, ns, name, before[name])
-		rec, err := outcome.ParseRecord(d.Annotations[outcome.Annotation])
+		rec, err := rolloutrecord.ParseRecord(d.Annotations[rolloutrecord.Annotation])
 		require.NoError(t, err)
 		started = append(started, rec.Started)
 	}

@@ -7,11 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/peers"
+	"github.com/configwave/configwave/internal/testenv/dropin"
 )
 
 // Stakater Reloader's and Wave's containers, exactly as their charts render them
-// (internal/peers/testdata), become wave's own config: the table is the peers' own manifests.
+// (internal/testenv/dropin/testdata), become wave's own config: the table is the peers' own manifests.
 func TestPeersManifestsTranslate(t *testing.T) {
 	tests := []struct {
 		file, workload, container string
@@ -41,11 +41,11 @@ func TestPeersManifestsTranslate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			objs, err := peers.Load(filepath.Join("..", "..", "internal", "peers", "testdata", tt.file))
+			objs, err := dropin.Load(filepath.Join("..", "..", "internal", "testenv", "dropin", "testdata", tt.file))
 			require.NoError(t, err)
-			spec, err := peers.PodSpec(objs, "Deployment", tt.workload)
+			spec, err := dropin.PodSpec(objs, "Deployment", tt.workload)
 			require.NoError(t, err)
-			ctr, err := peers.Container(spec, tt.container)
+			ctr, err := dropin.Container(spec, tt.container)
 			require.NoError(t, err)
 			require.Empty(t, ctr.Command, "the chart runs the image's entrypoint")
 			env := map[string]string{}

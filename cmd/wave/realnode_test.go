@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
 )
 
 // On a real node: a ConfigMap change makes wave roll a Deployment, a StatefulSet and a
@@ -43,7 +43,7 @@ func TestRealPodsReplacedOnARealNode(t *testing.T) {
 		testcluster.OnRealNode(&tmpl.Spec)
 		return tmpl
 	}
-	optedIn := map[string]string{refs.UpdateOnConfigChangeAnnotation: "true"}
+	optedIn := map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true"}
 	one := int32(1)
 	selector := func(app string) *metav1.LabelSelector {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}

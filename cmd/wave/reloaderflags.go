@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // Stakater Reloader's flags. Those that mean something here are accepted under Reloader's
@@ -30,7 +30,7 @@ type reloaderFlags struct {
 	// isArgoRollouts is accepted and needs no value: wave finds Argo Rollouts by discovery.
 	isArgoRollouts string
 	enablePprof    bool
-	names          refs.StakaterNames
+	names          podrefs.StakaterNames
 	autoReloadAll  string
 	// enableHA is --enable-ha: wave's leader election, on Reloader's own Lease unless
 	// --leader-election-id names another.
@@ -57,18 +57,18 @@ var booleanReloaderFlags = map[string]bool{"sync-after-restart": true}
 // stakaterNameFlags are Reloader's flags that rename its annotations, with the field each sets.
 var stakaterNameFlags = []struct {
 	flag  string
-	field func(*refs.StakaterNames) *string
+	field func(*podrefs.StakaterNames) *string
 }{
-	{"auto-annotation", func(n *refs.StakaterNames) *string { return &n.Auto }},
-	{"configmap-auto-annotation", func(n *refs.StakaterNames) *string { return &n.ConfigMapAuto }},
-	{"secret-auto-annotation", func(n *refs.StakaterNames) *string { return &n.SecretAuto }},
-	{"configmap-annotation", func(n *refs.StakaterNames) *string { return &n.ConfigMapReload }},
-	{"secret-annotation", func(n *refs.StakaterNames) *string { return &n.SecretReload }},
-	{"auto-search-annotation", func(n *refs.StakaterNames) *string { return &n.Search }},
-	{"search-match-annotation", func(n *refs.StakaterNames) *string { return &n.Match }},
-	{"ignore-annotation", func(n *refs.StakaterNames) *string { return &n.Ignore }},
-	{"pause-deployment-annotation", func(n *refs.StakaterNames) *string { return &n.PausePeriod }},
-	{"pause-deployment-time-annotation", func(n *refs.StakaterNames) *string { return &n.PausedAt }},
+	{"auto-annotation", func(n *podrefs.StakaterNames) *string { return &n.Auto }},
+	{"configmap-auto-annotation", func(n *podrefs.StakaterNames) *string { return &n.ConfigMapAuto }},
+	{"secret-auto-annotation", func(n *podrefs.StakaterNames) *string { return &n.SecretAuto }},
+	{"configmap-annotation", func(n *podrefs.StakaterNames) *string { return &n.ConfigMapReload }},
+	{"secret-annotation", func(n *podrefs.StakaterNames) *string { return &n.SecretReload }},
+	{"auto-search-annotation", func(n *podrefs.StakaterNames) *string { return &n.Search }},
+	{"search-match-annotation", func(n *podrefs.StakaterNames) *string { return &n.Match }},
+	{"ignore-annotation", func(n *podrefs.StakaterNames) *string { return &n.Ignore }},
+	{"pause-deployment-annotation", func(n *podrefs.StakaterNames) *string { return &n.PausePeriod }},
+	{"pause-deployment-time-annotation", func(n *podrefs.StakaterNames) *string { return &n.PausedAt }},
 }
 
 // notedReloaderFlags are Reloader flags wave takes and does not need: each given one is said in
@@ -110,7 +110,7 @@ func (r *reloaderFlags) add(fs *flag.FlagSet) {
 	fs.Lookup("is-Argo-Rollouts").NoOptDefVal = "true"
 	fs.Lookup("reload-on-create").NoOptDefVal = "true"
 	fs.Lookup("reload-on-delete").NoOptDefVal = "true"
-	r.names = refs.DefaultStakaterNames
+	r.names = podrefs.DefaultStakaterNames
 	for _, f := range stakaterNameFlags {
 		p := f.field(&r.names)
 		fs.StringVar(p, f.flag, *p, "Stakater Reloader's: read this annotation under this name instead.")
@@ -170,7 +170,7 @@ func (r *reloaderFlags) check(c *rollout.ReloaderOptions) error {
 	if err != nil {
 		return fmt.Errorf("--auto-reload-all=%q: use true or false", r.autoReloadAll)
 	}
-	c.Dialect = refs.StakaterDialect{Names: r.names, AutoReloadAll: autoAll}
+	c.Dialect = podrefs.StakaterDialect{Names: r.names, AutoReloadAll: autoAll}
 	c.Namespaces = map[string]bool{}
 	for _, ns := range r.namespacesToIgnore {
 		if ns = strings.TrimSpace(ns); ns == "" {

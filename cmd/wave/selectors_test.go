@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // Stakater Reloader's --namespace-selector and --resource-label-selector, in its syntax: only
@@ -29,7 +29,7 @@ func TestReloaderSelectors(t *testing.T) {
 			Data: map[string]string{"a": "1"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		createCM(t, client, ns, "other", map[string]string{"a": "1"})
-		createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{refs.StakaterAuto: "true"}, withEnvFrom("selected"), withEnvFrom("other")))
+		createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("selected"), withEnvFrom("other")))
 	}
 	p := startWave(t, in+","+out, "--namespace-selector=team:a", "--resource-label-selector=reloader:enabled")
 	before := inputsHash(waitRecorded(t, client, in, "app"))

@@ -18,10 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/configwave/configwave/internal/confighash"
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // reloaderDeployment is a Deployment as written for Stakater Reloader: its annotations, none
@@ -50,19 +50,19 @@ func TestStakaterReloaderManifests(t *testing.T) {
 	for _, name := range []string{"app-config", "unused", "excluded"} {
 		createCM(t, client, ns, name, map[string]string{"a": "1"})
 	}
-	for name, ann := range map[string]map[string]string{"shared": {refs.StakaterMatch: "true"}, "ignored": {refs.StakaterIgnore: "true"}} {
+	for name, ann := range map[string]map[string]string{"shared": {podrefs.StakaterMatch: "true"}, "ignored": {podrefs.StakaterIgnore: "true"}} {
 		_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}, Data: map[string]string{"a": "1"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	auto := map[string]string{refs.StakaterAuto: "true"}
-	both := map[string]string{refs.StakaterAuto: "true", refs.UpdateOnConfigChangeAnnotation: "true"}
+	auto := map[string]string{podrefs.StakaterAuto: "true"}
+	both := map[string]string{podrefs.StakaterAuto: "true", podrefs.UpdateOnConfigChangeAnnotation: "true"}
 	onTemplate := reloaderDeployment(ns, "on-template", nil, withEnvFrom("app-config"))
 	onTemplate.Spec.Template.Annotations = auto
 	for _, d := range []*appsv1.Deployment{
 		reloaderDeployment(ns, "auto", auto, withEnvFrom("app-config"), withEnvFrom("ignored")),
-		reloaderDeployment(ns, "named", map[string]string{refs.StakaterConfigMapReload: "unused"}, withEnvFrom("app-config")),
-		reloaderDeployment(ns, "search", map[string]string{refs.StakaterSearch: "true"}, withEnvFrom("app-config"), withEnvFrom("shared")),
-		reloaderDeployment(ns, "excluding", map[string]string{refs.StakaterAuto: "true", refs.StakaterConfigMapsExclude: "app-config, excluded"}, withEnvFrom("app-config")),
+		reloaderDeployment(ns, "named", map[string]string{podrefs.StakaterConfigMapReload: "unused"}, withEnvFrom("app-config")),
+		reloaderDeployment(ns, "search", map[string]string{podrefs.StakaterSearch: "true"}, withEnvFrom("app-config"), withEnvFrom("shared")),
+		reloaderDeployment(ns, "excluding", map[string]string{podrefs.StakaterAuto: "true", podrefs.StakaterConfigMapsExclude: "app-config, excluded"}, withEnvFrom("app-config")),
 		reloaderDeployment(ns, "both", both, withEnvFrom("app-config")),
 		onTemplate,
 		reloaderDeployment(ns, "not-opted-in", nil, withEnvFrom("app-config")),
@@ -97,8 +97,8 @@ func TestStakaterReloaderManifests(t *testing.T) {
 	settle(t, p)
 	assert.Equal(t, map[string]int{"auto": 1, "named": 0, "search": 0, "excluding": 0, "both": 1, "on-template": 1, "not-opted-in": 0}, rolls(),
 		"auto and both roll once; a reload list, a search, an exclusion do not follow app-config")
-	assert.NotEmpty(t, getDeployment(t, client, ns, "both").Spec.Template.Annotations[refs.ConfigHashAnnotation], "Wave's hash where Wave's annotation is")
-	assert.Empty(t, getDeployment(t, client, ns, "auto").Spec.Template.Annotations[refs.ConfigHashAnnotation], "and only there")
+	assert.NotEmpty(t, getDeployment(t, client, ns, "both").Spec.Template.Annotations[podrefs.ConfigHashAnnotation], "Wave's hash where Wave's annotation is")
+	assert.Empty(t, getDeployment(t, client, ns, "auto").Spec.Template.Annotations[podrefs.ConfigHashAnnotation], "and only there")
 
 	patchCM(t, client, ns, "unused", `{"data":{"a":"2"}}`)   // named in a reload list, used by no pod
 	patchCM(t, client, ns, "shared", `{"data":{"a":"2"}}`)   // matched by search
@@ -123,14 +123,14 @@ func TestSwitchingFromStakaterReloaderRollsNothing(t *testing.T) {
 	require.NoError(t, err)
 	currentHash := confighash.StakaterHash(cur)
 	olderHash := confighash.StakaterHash(&corev1.ConfigMap{Data: map[string]string{"a": "1"}})
-	auto := map[string]string{refs.StakaterAuto: "true"}
+	auto := map[string]string{podrefs.StakaterAuto: "true"}
 	withMark := func(v string) func(*corev1.PodSpec) {
 		return func(s *corev1.PodSpec) {
 			s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "STAKATER_CFG_CONFIGMAP", Value: v})
 		}
 	}
 	annotated := reloaderDeployment(ns, "annotated", auto, withEnvFrom("cfg"))
-	annotated.Spec.Template.Annotations = map[string]string{refs.StakaterLastReloadedFrom: `{"type":"CONFIGMAP","name":"cfg","namespace":"` + ns + `","hash":"` + currentHash + `","containerRefs":["app"],"observedAt":1763884800}`}
+	annotated.Spec.Template.Annotations = map[string]string{podrefs.StakaterLastReloadedFrom: `{"type":"CONFIGMAP","name":"cfg","namespace":"` + ns + `","hash":"` + currentHash + `","containerRefs":["app"],"observedAt":1763884800}`}
 	for _, d := range []*appsv1.Deployment{
 		reloaderDeployment(ns, "current", auto, withEnvFrom("cfg"), withMark(currentHash)),
 		reloaderDeployment(ns, "behind", auto, withEnvFrom("cfg"), withMark(olderHash)),
@@ -176,7 +176,7 @@ func TestReloaderChartArguments(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
-	createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{refs.StakaterAuto: "true"}, withEnvFrom("app-config")))
+	createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("app-config")))
 	// A Reloader replica leads, renewing its Lease every 200 ms until it stops.
 	reloader, now := "reloader-5c8b-old", metav1.NewMicroTime(time.Now())
 	_, err := client.CoordinationV1().Leases(ns).Create(ctx(t), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "stakater-reloader-lock"},
@@ -301,13 +301,13 @@ func TestReloaderPausedDeploymentIsResumed(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
-	auto := map[string]string{refs.StakaterAuto: "true", refs.StakaterPausePeriod: "1h"}
+	auto := map[string]string{podrefs.StakaterAuto: "true", podrefs.StakaterPausePeriod: "1h"}
 	createDeployment(t, client, reloaderDeployment(ns, "stranded", auto, withEnvFrom("app-config")))
-	createDeployment(t, client, reloaderDeployment(ns, "users-own", map[string]string{refs.StakaterAuto: "true"}, withEnvFrom("app-config")))
+	createDeployment(t, client, reloaderDeployment(ns, "users-own", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("app-config")))
 	require.Len(t, replicaSets(t, client, ns, "stranded"), 1)
 	pausedAt := time.Now().UTC().Format(time.RFC3339)
 	for name, patch := range map[string]string{
-		"stranded":  `{"spec":{"paused":true},"metadata":{"annotations":{"` + refs.StakaterPausedAt + `":"` + pausedAt + `"}}}`,
+		"stranded":  `{"spec":{"paused":true},"metadata":{"annotations":{"` + podrefs.StakaterPausedAt + `":"` + pausedAt + `"}}}`,
 		"users-own": `{"spec":{"paused":true}}`,
 	} {
 		_, err := client.AppsV1().Deployments(ns).Patch(ctx(t), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
@@ -332,11 +332,11 @@ func TestReloaderPausedDeploymentIsResumed(t *testing.T) {
 	// The hour goes by (the paused-at time moved back, as the clock would have).
 	hourAgo := time.Now().Add(-time.Hour - time.Second).UTC().Format(time.RFC3339)
 	_, err = client.AppsV1().Deployments(ns).Patch(ctx(t), "stranded", types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"`+refs.StakaterPausedAt+`":"`+hourAgo+`"}}}`), metav1.PatchOptions{})
+		[]byte(`{"metadata":{"annotations":{"`+podrefs.StakaterPausedAt+`":"`+hourAgo+`"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return !getDeployment(t, client, ns, "stranded").Spec.Paused }, eventually, tick, "resumed once the period is over: %s", p.Log())
 	d := getDeployment(t, client, ns, "stranded")
-	assert.NotContains(t, d.Annotations, refs.StakaterPausedAt, "Reloader's mark is removed, as its own resume does")
+	assert.NotContains(t, d.Annotations, podrefs.StakaterPausedAt, "Reloader's mark is removed, as its own resume does")
 	require.Eventually(t, func() bool { return len(replicaSets(t, client, ns, "stranded")) == 2 }, eventually, tick,
 		"the change held while paused rolls at once, not after a period of its own: %s", p.Log())
 	assert.NotEmpty(t, events(t, client, ns, "stranded", "Resumed"))

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/configwave/configwave/internal/rollout"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // startGCPercent is Go's GC target while the informers list and the first pass runs. Their

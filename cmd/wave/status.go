@@ -17,12 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
 
-	"github.com/configwave/configwave/internal/cli"
-	"github.com/configwave/configwave/internal/kubeclient"
-	"github.com/configwave/configwave/internal/outcome"
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
-	"github.com/configwave/configwave/internal/workload"
+	"github.com/configwave/configwave/internal/kube/kubeclient"
+	"github.com/configwave/configwave/internal/process/cli"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/workload"
 )
 
 // statusOptions are the flags of `wave status`.
@@ -71,7 +71,7 @@ type WorkloadStatus struct {
 	Kind      workload.Kind `json:"kind"`
 	Name      string        `json:"name"`
 	Config    []string      `json:"config"` // "configmap/NAME", "secret/NAME", "configmap/NS/NAME"
-	outcome.Verdict
+	rolloutrecord.Verdict
 }
 
 func runStatus(args []string, stdout io.Writer) int {
@@ -175,7 +175,7 @@ func collectStatus(ctx context.Context, clients workload.Clients, kinds []worklo
 type statusFilter struct {
 	labels   labels.Selector // nil: every workload
 	dialects rollout.Dialects
-	stakater refs.StakaterDialect // with wave's names, --auto-reload-all and CSI
+	stakater podrefs.StakaterDialect // with wave's names, --auto-reload-all and CSI
 	ignoreNS map[string]bool
 }
 
@@ -231,26 +231,26 @@ func dialectNames(d rollout.Dialects) string {
 
 func statusOf(w workload.Workload, now time.Time, deadline time.Duration, filter statusFilter) WorkloadStatus {
 	row := WorkloadStatus{Namespace: w.Meta.Namespace, Kind: w.Kind, Name: w.Meta.Name, Config: []string{}}
-	used := refs.Extract(w.Meta.Namespace, w.Meta.Annotations, &w.Template.Spec)
+	used := podrefs.Extract(w.Meta.Namespace, w.Meta.Annotations, &w.Template.Spec)
 	for _, r := range used.All() {
 		row.Config = append(row.Config, r.Short(w.Meta.Namespace))
 	}
 	slices.Sort(row.Config)
 	if why := filter.filteredOut(w); why != "" {
-		row.Verdict = outcome.Verdict{State: outcome.FilteredOut, Reason: why}
+		row.Verdict = rolloutrecord.Verdict{State: rolloutrecord.FilteredOut, Reason: why}
 		return row
 	}
 	if _, recorded := w.Meta.Annotations[rollout.InputsAnnotation]; !recorded {
-		row.Verdict = outcome.Verdict{State: outcome.NotRecorded,
+		row.Verdict = rolloutrecord.Verdict{State: rolloutrecord.NotRecorded,
 			Reason: "wave has not looked at it: check that wave runs and watches namespace " + w.Meta.Namespace + " (its --namespaces, --namespace-selector)"}
 		return row
 	}
-	rec, err := outcome.ParseRecord(w.Meta.Annotations[outcome.Annotation])
+	rec, err := rolloutrecord.ParseRecord(w.Meta.Annotations[rolloutrecord.Annotation])
 	if err != nil {
-		row.Verdict = outcome.Verdict{State: "unknown", Reason: err.Error()}
+		row.Verdict = rolloutrecord.Verdict{State: "unknown", Reason: err.Error()}
 		return row
 	}
-	row.Verdict = outcome.Evaluate(rec, w.Progress, now, deadline)
+	row.Verdict = rolloutrecord.Evaluate(rec, w.Progress, now, deadline)
 	return row
 }
 

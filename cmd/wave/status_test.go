@@ -13,12 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/configwave/configwave/internal/outcome"
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
-	"github.com/configwave/configwave/internal/workload"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/workload"
 
-	"github.com/configwave/configwave/internal/waveclient/waveclienttest"
+	"github.com/configwave/configwave/internal/wave/waveclient/waveclienttest"
 )
 
 func TestStatusTable(t *testing.T) {
@@ -36,20 +36,20 @@ func TestStatusTable(t *testing.T) {
 		return d
 	}
 	optedIn := func(extra map[string]string) map[string]string {
-		m := map[string]string{refs.UpdateOnConfigChangeAnnotation: "true", refs.ExtraSecretsAnnotation: "db", rollout.InputsAnnotation: "key=k1,configmap/cm=abc"}
+		m := map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", podrefs.ExtraSecretsAnnotation: "db", rollout.InputsAnnotation: "key=k1,configmap/cm=abc"}
 		for k, v := range extra {
 			m[k] = v
 		}
 		return m
 	}
-	rolled := outcome.Record{Change: "configmap/cm", Started: now.Add(-90 * time.Second)}.String()
+	rolled := rolloutrecord.Record{Change: "configmap/cm", Started: now.Add(-90 * time.Second)}.String()
 	client := fake.NewSimpleClientset(
-		dep("rolling", optedIn(map[string]string{outcome.Annotation: rolled}), false),
-		dep("done", optedIn(map[string]string{outcome.Annotation: rolled}), true),
+		dep("rolling", optedIn(map[string]string{rolloutrecord.Annotation: rolled}), false),
+		dep("done", optedIn(map[string]string{rolloutrecord.Annotation: rolled}), true),
 		dep("fresh", optedIn(nil), true),
-		dep("broken-record", optedIn(map[string]string{outcome.Annotation: "{"}), true),
+		dep("broken-record", optedIn(map[string]string{rolloutrecord.Annotation: "{"}), true),
 		dep("not-opted-in", nil, true),
-		dep("never-seen", map[string]string{refs.StakaterAuto: "true"}, true),
+		dep("never-seen", map[string]string{podrefs.StakaterAuto: "true"}, true),
 	)
 	rows, err := collectStatus(t.Context(), workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), nil, now, 10*time.Minute, statusFilter{dialects: rollout.Dialects{Wave: true, Stakater: true}})
 	require.NoError(t, err)
@@ -82,7 +82,7 @@ func TestStatusTable(t *testing.T) {
 		require.NoError(t, err)
 		for _, r := range rows {
 			if r.Name == "done" {
-				assert.Equal(t, outcome.FilteredOut, r.State, "%v", tc.args)
+				assert.Equal(t, rolloutrecord.FilteredOut, r.State, "%v", tc.args)
 				assert.Equal(t, tc.want, r.Reason)
 			}
 		}
@@ -107,8 +107,8 @@ func TestStatusReadsWavesOwnFlags(t *testing.T) {
 	client := fake.NewSimpleClientset(
 		d("ns", "custom", map[string]string{"example.com/auto": "true"}),
 		d("ns", "plain", nil),
-		d("skip", "ignored-ns", map[string]string{refs.StakaterAuto: "true"}),
-		d("ns", "csi", map[string]string{refs.StakaterSecretProviderClassReload: "vault-db"}),
+		d("skip", "ignored-ns", map[string]string{podrefs.StakaterAuto: "true"}),
+		d("ns", "csi", map[string]string{podrefs.StakaterSecretProviderClassReload: "vault-db"}),
 	)
 	names := func(args ...string) []string {
 		var o statusOptions
@@ -124,11 +124,11 @@ func TestStatusReadsWavesOwnFlags(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, []string{"ignored-ns:" + string(outcome.NotRecorded)}, names(), "Reloader's default names: the custom annotation is not Reloader's")
-	assert.Equal(t, []string{"custom:" + string(outcome.NotRecorded)}, names("--auto-annotation=example.com/auto"),
+	assert.Equal(t, []string{"ignored-ns:" + string(rolloutrecord.NotRecorded)}, names(), "Reloader's default names: the custom annotation is not Reloader's")
+	assert.Equal(t, []string{"custom:" + string(rolloutrecord.NotRecorded)}, names("--auto-annotation=example.com/auto"),
 		"read under the name given, and only under it")
-	assert.Equal(t, []string{"ignored-ns:" + string(outcome.FilteredOut)}, names("--namespaces-to-ignore=skip"))
+	assert.Equal(t, []string{"ignored-ns:" + string(rolloutrecord.FilteredOut)}, names("--namespaces-to-ignore=skip"))
 	assert.Len(t, names("--auto-reload-all"), 4, "every workload follows its config with --auto-reload-all")
-	assert.Equal(t, []string{"csi:" + string(outcome.NotRecorded), "ignored-ns:" + string(outcome.NotRecorded)}, names("--enable-csi-integration=true"),
+	assert.Equal(t, []string{"csi:" + string(rolloutrecord.NotRecorded), "ignored-ns:" + string(rolloutrecord.NotRecorded)}, names("--enable-csi-integration=true"),
 		"Reloader's SecretProviderClass annotation counts only with --enable-csi-integration, as wave runs it")
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/refs"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
 )
 
 // Switching from Wave 0.7 or later while Wave had disabled a workload's scheduling (its config
@@ -19,7 +19,7 @@ func TestSchedulingDisabledByWaveIsRestored(t *testing.T) {
 	createCM(t, client, ns, "cm", map[string]string{"a": "1"})
 	disabled := func(name, cm string) {
 		d := deployment(ns, name, withEnvKey(cm, "a"))
-		d.Annotations[refs.SchedulingDisabledAnnotation] = "" // the default scheduler, as Wave records it
+		d.Annotations[podrefs.SchedulingDisabledAnnotation] = "" // the default scheduler, as Wave records it
 		d.Spec.Template.Spec.SchedulerName = "invalid"
 		createDeployment(t, client, d)
 	}
@@ -28,7 +28,7 @@ func TestSchedulingDisabledByWaveIsRestored(t *testing.T) {
 	p := startWave(t, ns)
 	require.Eventually(t, func() bool {
 		d := getDeployment(t, client, ns, "app")
-		_, still := d.Annotations[refs.SchedulingDisabledAnnotation]
+		_, still := d.Annotations[podrefs.SchedulingDisabledAnnotation]
 		return !still && d.Spec.Template.Spec.SchedulerName == "default-scheduler"
 	}, eventually, tick, "the scheduler Wave disabled is restored")
 	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "app", eventually), "and its pods run")
@@ -36,7 +36,7 @@ func TestSchedulingDisabledByWaveIsRestored(t *testing.T) {
 	settle(t, p)
 	w := getDeployment(t, client, ns, "waiting")
 	assert.Equal(t, "invalid", w.Spec.Template.Spec.SchedulerName, "config still missing: left as Wave left it")
-	assert.Contains(t, w.Annotations, refs.SchedulingDisabledAnnotation)
+	assert.Contains(t, w.Annotations, podrefs.SchedulingDisabledAnnotation)
 
 	createCM(t, client, ns, "not-yet", map[string]string{"a": "1"})
 	require.Eventually(t, func() bool {

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/refs"
-	"github.com/configwave/configwave/internal/rollout"
 	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
 // Stakater Reloader's --webhook-url mode: every change of a ConfigMap's data is told to the
@@ -23,8 +23,8 @@ func TestReloaderWebhookURLMode(t *testing.T) {
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
 	createCM(t, client, ns, "annotated", map[string]string{"a": "1"})
-	patchCM(t, client, ns, "annotated", `{"metadata":{"annotations":{"`+refs.StakaterIgnore+`":"true"}}}`)
-	createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{refs.StakaterAuto: "true"}, withEnvFrom("app-config")))
+	patchCM(t, client, ns, "annotated", `{"metadata":{"annotations":{"`+podrefs.StakaterIgnore+`":"true"}}}`)
+	createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("app-config")))
 	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "app", eventually))
 	bodies := make(chan string, 10)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/configwave/configwave/internal/testcluster"
-	"github.com/configwave/configwave/internal/testpod"
+	"github.com/configwave/configwave/internal/testenv/testpod"
 )
 
 // The images the node runs, imported without a registry.

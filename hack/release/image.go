@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
-	"github.com/configwave/configwave/internal/gobuild"
-	"github.com/configwave/configwave/internal/ociimage"
+	"github.com/configwave/configwave/internal/build/gobuild"
+	"github.com/configwave/configwave/internal/build/ociimage"
 )
 
 // imageBuild is the image build of the binaries in platforms, dated and labelled by the commit.

@@ -19,8 +19,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/configwave/configwave/internal/gobuild"
-	"github.com/configwave/configwave/internal/ociimage"
+	"github.com/configwave/configwave/internal/build/gobuild"
+	"github.com/configwave/configwave/internal/build/ociimage"
 )
 
 var binaries = ociimage.Binaries

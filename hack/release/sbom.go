@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/configwave/configwave/internal/gobuild"
+	"github.com/configwave/configwave/internal/build/gobuild"
 )
 
 // An SPDX 2.3 document (the JSON serialisation), with the fields a release's SBOM needs.

@@ -1,6 +1,0 @@
-// Package doclinks checks the repository itself. Its Markdown: every relative link reaches a
-// file of the repository, and every #anchor a heading of its page, so that moving a section
-// between the README and docs/ cannot leave a reader at a dead end. Its tree: no built program
-// is tracked, and every program built in the top folder is ignored by git and by the Docker
-// build context. The checks are its tests.
-package doclinks

@@ -1,0 +1,45 @@
+// Package source finds the config an app reads and hands out complete, consistent snapshots of
+// it. Each kind of source is one file: api.go reads named or label-selected ConfigMaps and
+// Secrets from the Kubernetes API; a new kind of source is a new file whose type has the same
+// four methods (Run, WaitForSync, Changed, Snapshot).
+//
+//	w := source.NewAPI(coreV1Client, []configref.Ref{{Kind: configref.ConfigMap, Namespace: "web", Name: "nginx"}}, nil, source.APIOptions{})
+//	go w.Run(ctx)
+//	<-w.Changed(); snap := w.Snapshot()
+//
+// A consumer that takes a Snapshot after every Changed signal never misses the latest state,
+// whatever events were merged or replayed on the way: a signal only says "look again".
+package source
+
+import (
+	"github.com/configwave/configwave/internal/kube/configref"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Selector selects every object of the given kinds whose labels match, in the namespaces
+// listed or, when none is, in all of them.
+type Selector struct {
+	Kinds      []configref.Kind
+	Namespaces []string
+	Labels     labels.Selector
+}
+
+// Object is one ConfigMap or Secret as the app sees it: every key of data and binaryData
+// (ConfigMap) or data (Secret), byte-exact. The API server rejects a ConfigMap whose data and
+// binaryData share a key, so merging them loses nothing.
+type Object struct {
+	configref.Ref
+	Data map[string][]byte
+	// Annotations are those of APIOptions.Annotations the object carries; nil without any.
+	Annotations map[string]string
+	// Version, for a folder that kubelet's atomic writer swaps, is the ..data target its files
+	// were read through (Swap), when the names in the folder were those of that set; ""
+	// otherwise (a plain folder, or kubelet between the swap and its names).
+	Version string
+}
+
+// Snapshot is the current state of every source.
+type Snapshot struct {
+	Objects []Object        // sorted by kind, namespace, name
+	Missing []configref.Ref // named objects that do not exist (yet)
+}

@@ -1,0 +1,155 @@
+// Package crashloop finds the new pods of a config rollout that crash-loop, from the pods'
+// own status, so that a config the app cannot start with fails the rollout in seconds.
+//
+//	f := crashloop.New(podClient, lookup, rollout.InputsHashAnnotation, wake)
+//	go f.Run(ctx); f.Ask(key, time.Now()); found, ok := f.Of(key, template)
+package crashloop
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/wave/waveclient"
+	"github.com/configwave/configwave/internal/wave/workload"
+)
+
+// Finder finds the new pods of a config rollout that crash-loop, so that a config the app
+// cannot start with fails the rollout in seconds, not when the Deployment's progress deadline
+// passes (10 minutes by default) or never (StatefulSets, DaemonSets). It lists pods only of
+// workloads under a config rollout, on a client with a rate limit of its own, and off the
+// workers, so that it never slows a rollout; with a thousand rollouts at once, each workload's
+// pods are simply looked at less often.
+type Finder struct {
+	client     waveclient.Interface
+	lookup     Lookup
+	annotation string           // the template annotation that tells one rollout's pods from another's
+	wake       func(key string) // the controller looks at the workload again
+	queue      workqueue.TypedInterface[string]
+
+	mu    sync.Mutex
+	found map[string]Found     // workload key -> the crash loop, on the template it was seen on
+	asked map[string]time.Time // workload key -> when its pods were last asked for
+}
+
+// Lookup returns a workload from the controller's cache, by its work queue key.
+type Lookup func(key string) (workload.Workload, bool)
+
+// Found is a crash loop among the pods of one rollout.
+type Found struct {
+	template string // the template's annotation: which rollout's pods
+	Reason   string // names the pod, the container and the restarts: never a message
+	At       time.Time
+}
+
+// CheckEvery is how often the pods of a workload under a config rollout are looked at;
+// kubelet reports CrashLoopBackOff after the second failed start (about 10 s).
+const CheckEvery = 10 * time.Second
+
+// New finds crash loops with client (a rate limit of its own); annotation is the template
+// annotation that changes with each rollout and that the pods carry; wake is called when one
+// is found.
+func New(client waveclient.Interface, lookup Lookup, annotation string, wake func(string)) *Finder {
+	return &Finder{client: client, lookup: lookup, annotation: annotation, wake: wake, queue: workqueue.NewTyped[string](),
+		found: map[string]Found{}, asked: map[string]time.Time{}}
+}
+
+// Ask queues a look at the pods of the workload key, unless one was asked for recently.
+func (c *Finder) Ask(key string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Sub(c.asked[key]) < CheckEvery {
+		return
+	}
+	c.asked[key] = now
+	c.queue.Add(key)
+}
+
+// Of returns the crash loop found among the pods of template, if any.
+func (c *Finder) Of(key, template string) (Found, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl, ok := c.found[key]
+	return cl, ok && cl.template == template
+}
+
+// Forget drops what is known of the workload key.
+func (c *Finder) Forget(key string) {
+	c.mu.Lock()
+	delete(c.found, key)
+	delete(c.asked, key)
+	c.mu.Unlock()
+}
+
+// Run looks at pods until ctx ends.
+func (c *Finder) Run(ctx context.Context) {
+	go func() { <-ctx.Done(); c.queue.ShutDown() }()
+	for {
+		key, shutdown := c.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := c.check(ctx, key); err != nil && ctx.Err() == nil {
+			klog.V(2).InfoS("could not look at the pods of a rollout; looking again later", "workload", key, "err", err)
+		}
+		c.queue.Done(key)
+	}
+}
+
+func (c *Finder) check(ctx context.Context, key string) error {
+	w, ok := c.lookup(key)
+	if !ok || w.Selector == nil {
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(w.Selector)
+	if err != nil || sel.Empty() {
+		return nil // an empty selector would list every pod of the namespace
+	}
+	template := w.Template.Annotations[c.annotation]
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// ResourceVersion "0": served from the API server's watch cache, not etcd.
+	pods, err := c.client.CoreV1().Pods(w.Meta.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: "0"})
+	if err != nil {
+		return fmt.Errorf("list the pods of %s: %w", w, err)
+	}
+	reason := crashLooping(pods.Items, c.annotation, template)
+	if reason == "" {
+		return nil
+	}
+	c.mu.Lock()
+	prev, had := c.found[key]
+	if !had || prev.template != template {
+		c.found[key] = Found{template: template, Reason: reason, At: time.Now()}
+	}
+	c.mu.Unlock()
+	if !had || prev.template != template {
+		c.wake(key)
+	}
+	return nil
+}
+
+// crashLooping names the first pod of the rollout's template (by wave's own template
+// annotation) with a container in CrashLoopBackOff, or "". Only names and counts: a
+// container's last message may be the app's own output, and that may hold config.
+func crashLooping(pods []corev1.Pod, annotation, template string) string {
+	for _, p := range pods {
+		if template == "" || p.Annotations[annotation] != template || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+			for _, cs := range statuses {
+				if cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+					return fmt.Sprintf("pod %s of the new config: container %q is in CrashLoopBackOff (%d restarts)", p.Name, cs.Name, cs.RestartCount)
+				}
+			}
+		}
+	}
+	return ""
+}

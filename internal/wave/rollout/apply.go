@@ -1,0 +1,192 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/workload"
+)
+
+// finishWithin bounds the writes of one look, which run to the end when wave is stopping.
+const finishWithin = 30 * time.Second
+
+// errFinishTimeout is the cause of a look's writes cut at finishWithin; made once, as every
+// look sets it up.
+var errFinishTimeout = fmt.Errorf("the writes of one look took longer than %s", finishWithin)
+
+// ErrLeaseLost is the cause with which the leader election cancels Run's context when this
+// replica no longer holds the Lease: another replica may lead already, so every write stops at
+// once, a look under way included.
+var ErrLeaseLost = errors.New("lost the leader Lease")
+
+// finishing gives the writes of one look their context. A look under way when wave is asked to
+// stop finishes its writes (bounded): a Job started and no record of it, or the reverse, would
+// be a change run twice or never. A lost Lease stops them at once, since then two replicas
+// writing would be the same harm.
+func finishing(ctx context.Context) (context.Context, context.CancelFunc) {
+	detached, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
+	wctx, cancel := context.WithTimeoutCause(detached, finishWithin, errFinishTimeout)
+	stop := context.AfterFunc(ctx, func() {
+		if err := context.Cause(ctx); errors.Is(err, ErrLeaseLost) {
+			abandon(err)
+		}
+	})
+	return wctx, func() { stop(); cancel(); abandon(nil) }
+}
+
+// apply performs a decision: the warnings, then the write, then what the write means (Events,
+// the log line, a CronJob's Job, following the rollout). A rollout waits here for its turn
+// under the cluster-wide --update-rate, which is shared by every workload.
+func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision) (string, error) {
+	key := w.Key()
+	if d.Result == ResultIgnored {
+		c.forget(key) // never written to
+		return d.Result, nil
+	}
+	for _, msg := range d.Warn {
+		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", msg)
+	}
+	c.warned.set(key, d.Warned)
+	if d.Write == "rollout" {
+		if wait := c.pace.Turn(key, time.Now()); wait > 0 {
+			d = decision{Result: ResultHeld, HoldFor: wait, Wanted: d.Wanted,
+				Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"for", wait.Round(time.Millisecond), "why", fmt.Sprintf("waiting for its turn under --update-rate=%g", c.UpdateRate)}}}
+		}
+	}
+	ctx, cancel := finishing(ctx)
+	defer cancel()
+	var restartErr error
+	if d.Restart {
+		// Before the write: once the record says rolled, no later look would start the Job. A
+		// repeated try finds the Job made (RestartID); one that cannot be made is said in an
+		// Event, and the change is recorded all the same: its next scheduled run uses it.
+		restartErr = retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.clients(), w, d.RestartID) })
+	}
+	var err error
+	switch d.Write {
+	case "scheduler":
+		err = c.restoreScheduling(ctx, w, d.Scheduler)
+	case "":
+	default:
+		err = c.patch(ctx, w, d.Write, d.Inputs, d.Record, d.Hash, d.InputsHash, d.RestartAt)
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, e := range d.Events {
+		c.Recorder.Event(w.Object, e.Type, e.Reason, e.Message)
+	}
+	if l := d.Log; l != nil {
+		// Checked first: with the level off, building the arguments (the workload's name among
+		// them) would be all the line costs.
+		if v := klog.V(klog.Level(l.V)); v.Enabled() {
+			v.InfoS(l.Msg, append([]any{"workload", w.String()}, l.KV...)...)
+		}
+	}
+	if restartErr != nil {
+		c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "RestartFailed", "%v; its next scheduled run uses the new config", restartErr)
+	}
+	if d.Follow {
+		c.follow.Started(key, d.Record)
+	}
+	if d.HoldFor > 0 {
+		c.pace.Want(key, d.Wanted)
+		c.queue.AddAfter(key, d.HoldFor)
+	} else if d.Write == "rollout" {
+		c.pace.Rolled(key)
+	} else {
+		c.pace.Abandon(key, time.Now()) // nothing to roll any more
+	}
+	if d.Result != ResultRolled {
+		if err := c.followUp(ctx, w); err != nil {
+			return "", err
+		}
+	}
+	return d.Result, nil
+}
+
+// patch writes the inputs record (unless inputs is nil), the rollout record and, for a rollout,
+// the template annotations, in one merge patch carrying the resourceVersion the decision was
+// made on: if the workload changed in between, the API server answers 409 and the workload is
+// reconciled again.
+func (c *Controller) patch(ctx context.Context, w workload.Workload, what string, inputs *string, rec rolloutrecord.Record, hash, inHash string, restartAt time.Time) error {
+	type meta struct {
+		Annotations     map[string]any `json:"annotations"`
+		ResourceVersion string         `json:"resourceVersion,omitempty"`
+	}
+	annotations := map[string]any{}
+	if inputs != nil {
+		annotations[InputsAnnotation] = *inputs
+	}
+	switch {
+	case rec != (rolloutrecord.Record{}):
+		annotations[rolloutrecord.Annotation] = rec.String()
+	case w.Meta.Annotations[rolloutrecord.Annotation] != "":
+		annotations[rolloutrecord.Annotation] = nil // nothing left to say: a merge patch's null deletes it
+	}
+	body := map[string]any{"metadata": meta{Annotations: annotations, ResourceVersion: w.Meta.ResourceVersion}}
+	if !restartAt.IsZero() {
+		maps.Copy(body, workload.RestartAtPatch(w.Kind, restartAt))
+	}
+	if inHash != "" {
+		tmpl := map[string]string{InputsHashAnnotation: inHash}
+		if hash != "" {
+			tmpl[podrefs.ConfigHashAnnotation] = hash
+		}
+		maps.Copy(body, workload.TemplatePatch(w.Kind, map[string]any{"metadata": map[string]any{"annotations": tmpl}}))
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	if c.DryRun {
+		return nil
+	}
+	err = workload.Patch(ctx, c.clients(), w.Kind, w.Meta.Namespace, w.Meta.Name, b)
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile; the delete event cleans the index
+	}
+	if what == "rollout" && c.Metrics.OnRolloutWrite != nil && !apierrors.IsConflict(err) {
+		c.Metrics.OnRolloutWrite(RolloutWrite{Kind: string(w.Kind), Namespace: w.Meta.Namespace, Name: w.Meta.Name, Changed: rec.Change, OK: err == nil})
+	}
+	if err != nil {
+		return fmt.Errorf("%s: patch (%s): %w", w, what, err)
+	}
+	c.Metrics.Patches.WithLabelValues(string(w.Kind), what).Inc()
+	return nil
+}
+
+// restoreScheduling puts back the scheduler Wave 0.7 and later set aside while the workload's
+// config was missing (see podrefs.SchedulingDisabledAnnotation): the original scheduler back, the
+// annotation gone, in one patch conditional on the version read. The pods waiting for a
+// scheduler that does not exist are replaced.
+func (c *Controller) restoreScheduling(ctx context.Context, w workload.Workload, original string) error {
+	var scheduler any // null: the API server's default scheduler
+	if original != "" {
+		scheduler = original
+	}
+	patch := workload.TemplatePatch(w.Kind, map[string]any{"spec": map[string]any{"schedulerName": scheduler}})
+	patch["metadata"] = map[string]any{"annotations": map[string]any{podrefs.SchedulingDisabledAnnotation: nil}, "resourceVersion": w.Meta.ResourceVersion}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	if c.DryRun {
+		return nil
+	}
+	if err := workload.Patch(ctx, c.clients(), w.Kind, w.Meta.Namespace, w.Meta.Name, body); err != nil {
+		return fmt.Errorf("%s: restore the scheduler Wave disabled: %w", w, err)
+	}
+	return nil
+}

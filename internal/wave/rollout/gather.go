@@ -1,0 +1,188 @@
+package rollout
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/pacing"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/workload"
+)
+
+// gather reads, from the caches, the situation plan decides from.
+func (c *Controller) gather(ctx context.Context, w workload.Workload) situation {
+	ns := w.Meta.Namespace
+	sel := c.selectionOf(w)
+	if !sel.optedIn() {
+		return situation{}
+	}
+	rec, _ := rolloutrecord.ParseRecord(w.Meta.Annotations[rolloutrecord.Annotation]) // followUp reports a bad one
+	used := podrefs.Extract(ns, w.Meta.Annotations, &w.Template.Spec)
+	c.addSecretProviderClasses(used, ns, &w.Template.Spec, sel)
+	s := situation{
+		Now: time.Now(), DryRun: c.DryRun, OptedIn: true,
+		Wave: sel.wave, Stakater: sel.stakater != nil,
+		RollOnCreate: c.Reloader.RollOnCreate, RollOnDelete: c.Reloader.RollOnDelete,
+		Warned: c.warned.of(w.Key()),
+		Rec:    rec, KeyID: c.keyID, CanOwnHash: len(c.HashKey) == 0 && (len(c.DigestKey) > 0 || c.keyID == confighash.MetaID),
+		CurrentHash: w.Template.Annotations[podrefs.ConfigHashAnnotation],
+		Progress:    w.Progress, Deadline: c.RolloutDeadline,
+		RestartBlocked: workload.RestartBlocked(w), RestartInPlace: workload.RestartsInPlace(w),
+		SchedulerNow: w.Template.Spec.SchedulerName,
+	}
+	s.Record, s.HasRecord = w.Meta.Annotations[InputsAnnotation]
+	s.Scheduler, s.SchedulingDisabled = w.Meta.Annotations[podrefs.SchedulingDisabledAnnotation]
+	s.Pace.Coalesce, s.Pace.FirstWanted = c.pace.Coalesce(), c.pace.WantedSince(w.Key())
+	s.Pace.Floor, s.Pace.FloorSource = c.pace.FloorOf(w.Meta.Annotations)
+	s.Pace.PauseFirst = s.Pace.FloorSource == c.pace.PausePeriod()
+	if s.Pace.PauseFirst && w.Progress.Paused {
+		s.Pace.PausedSince, _ = time.Parse(time.RFC3339, w.Meta.Annotations[c.Reloader.Dialect.PausedAt()])
+	}
+
+	s.Warnings = c.annotationProblems(w, sel)
+	if !c.AllowCrossNamespaceRefs {
+		for r, where := range used.DropOtherNamespaces(ns) {
+			s.Warnings = append(s.Warnings, where+" names "+r.String()+" in another namespace; wave reads only the workload's own namespace, so the entry is skipped: move the object here, or start wave with --allow-cross-namespace-refs")
+		}
+	}
+	ignored := used.DropIgnored(c.ignored)
+	for _, p := range used.Problems {
+		s.Warnings = append(s.Warnings, p+"; the entry is skipped")
+	}
+	for _, r := range used.All() {
+		if !c.Informers.Watches(r.Namespace) { // only an extra-* entry can name another namespace
+			s.Warnings = append(s.Warnings, r.String()+
+				" is in a namespace wave does not watch, so it always counts as absent: add "+r.Namespace+" to wave's --namespaces, or drop the entry")
+		}
+	}
+
+	uses := c.recorded(ns, used, sel)
+	for r := range uses { // a Reloader reload list may name an ignored object too
+		if c.ignored(r) {
+			ignored.Insert(r)
+			delete(uses, r)
+		}
+	}
+	s.Inputs = confighash.InputsOf(ns, uses, c.Informers.Digests)
+	s.Entries = make(map[string]entry, len(uses)+len(ignored))
+	for r := range uses {
+		// A class is there while pods report on it: their coming and going rolls nothing.
+		s.Entries[r.Short(ns)] = entry{Follows: c.follows(ns, used, sel, r), Transient: r.Kind == configref.SecretProviderClass}
+	}
+	for r := range ignored {
+		s.Entries[r.Short(ns)] = entry{Ignored: true}
+	}
+
+	whole := func(r configref.Ref) (any, error) { return c.full.get(ctx, r) }
+	s.WaveHash = sync.OnceValues(func() (string, error) { return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, whole) })
+	inputs := s.Inputs.Value
+	s.OwnHash = sync.OnceValues(func() (string, error) {
+		if c.keyID == confighash.MetaID {
+			return confighash.HashOfInputs(inputs), nil // nothing of a Secret's value
+		}
+		return confighash.KeyedWaveHash(c.Format, c.DigestKey, used.Wave, whole)
+	})
+	s.EarlierWaveHash = func() (bool, error) {
+		for _, f := range confighash.AdoptableFormats {
+			if f == c.Format {
+				continue
+			}
+			h, err := confighash.KeyedWaveHash(f, c.HashKey, used.Wave, whole)
+			if err != nil {
+				return false, err
+			}
+			if h == s.CurrentHash {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	s.StakaterBehind = func() (bool, string, error) { return c.stakaterBehind(ctx, w, ns, used, sel, uses) }
+	s.StakaterCurrent = func(names []string) (bool, error) { return c.stakaterCurrent(ctx, w, ns, used, sel, uses, names) }
+	s.Unkeyed = func() (confighash.Inputs, error) { return c.inputsOfWhole(ctx, ns, uses, confighash.Digester{}) }
+	s.ByMetadata = func() (confighash.Inputs, error) {
+		return c.inputsOfWhole(ctx, ns, uses, confighash.Digester{SecretsByMetadata: true})
+	}
+	return s
+}
+
+// annotationProblems are the entries of the workload's annotations that wave cannot apply.
+func (c *Controller) annotationProblems(w workload.Workload, sel selection) []string {
+	var out []string
+	if sel.stakater != nil {
+		for _, p := range sel.stakater.Problems {
+			out = append(out, p+"; the entry is skipped")
+		}
+	}
+	for _, a := range []string{pacing.MinRolloutIntervalAnnotation, c.pace.PausePeriod()} {
+		if _, err := pacing.ParseInterval(w.Meta.Annotations[a]); err != nil {
+			out = append(out, "annotation "+a+": "+err.Error()+"; it is not applied: use a duration such as 30s or 5m")
+		}
+	}
+	return out
+}
+
+// inputsOfWhole is the inputs record as dg makes it, from the whole objects (read from the API
+// once, and shared for a while by the workloads that use them): as wave wrote it before digests
+// were keyed (a Digester without a key), or without a key (Secrets by their metadata), to adopt
+// such a record. The whole objects wave keeps in memory carry no uid, so a Secret digested by
+// its metadata is read from the API, once a version.
+func (c *Controller) inputsOfWhole(ctx context.Context, namespace string, uses podrefs.Uses, dg confighash.Digester) (confighash.Inputs, error) {
+	var firstErr error
+	in := confighash.InputsOf(namespace, uses, func(r configref.Ref) (map[string]string, bool) {
+		if r.Kind == configref.SecretProviderClass {
+			return c.Informers.Digests(r) // versions, never keyed
+		}
+		get := c.full.get
+		if dg.SecretsByMetadata && r.Kind == configref.Secret {
+			get = c.full.getFromAPI
+		}
+		obj, err := get(ctx, r)
+		if err != nil || obj == nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return nil, false
+		}
+		digested, err := dg.Transform(obj)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return nil, false
+		}
+		return confighash.KeyDigests(digested), true
+	})
+	return in, firstErr
+}
+
+// warnedOf remembers, per workload, the fingerprint of the InvalidAnnotation warnings last
+// sent, so that they are sent when they change rather than on every look. A replica that
+// becomes the leader sends them once more.
+type warnedOf struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (n *warnedOf) of(key string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.m[key]
+}
+
+func (n *warnedOf) set(key, fingerprint string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if fingerprint == "" {
+		delete(n.m, key)
+		return
+	}
+	if n.m == nil {
+		n.m = map[string]string{}
+	}
+	n.m[key] = fingerprint
+}

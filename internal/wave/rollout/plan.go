@@ -1,0 +1,516 @@
+package rollout
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/pacing"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/workload"
+)
+
+// situation is everything plan decides from for one opted-in workload; gather fills it from
+// the caches. Three facts cost reads of whole objects from the API server. They are
+// functions, called only on the paths that need them, so that a resync of ten thousand
+// unchanged workloads reads nothing.
+type situation struct {
+	Now    time.Time
+	DryRun bool
+
+	OptedIn bool // in either dialect read, and not excluded by Reloader's flags
+
+	Wave     bool // Wave's opt-in: every object the pods use rolls them; Wave's hash is written
+	Stakater bool // Reloader's annotations are there
+	// Reloader's --reload-on-create and --reload-on-delete, for workloads that speak only
+	// Reloader's dialect.
+	RollOnCreate, RollOnDelete bool
+
+	Warnings []string // what is wrong with the workload's annotations, worded for an Event
+	Warned   string   // the fingerprint of the warnings last sent for the workload; "" none
+
+	Rec       rolloutrecord.Record // the rollout record (zero when there is none)
+	Record    string               // the inputs record as it stands
+	HasRecord bool
+	KeyID     string // names the key the digests of Inputs are made under, or confighash.MetaID
+	// CanOwnHash: the template hash of a workload that has no Wave hash to stay compatible
+	// with can be wave's own, which tests no guess of a Secret value: keyed under the install
+	// key, or without one made from the inputs record (not with --hash-key-file, which keys
+	// every hash).
+	CanOwnHash bool
+	Inputs     confighash.Inputs // what the pods would see now
+	// Entries says, for each object in Inputs and each one just ignored, by its entry name in
+	// the record, whether a change of it rolls the workload. An entry of the old record that
+	// is in neither (a reference taken out of the template) rolls Wave's workloads only.
+	Entries map[string]entry
+
+	// Wave 0.7 and later disable scheduling while config is missing (SchedulingDisabled);
+	// Scheduler is the scheduler it put aside, SchedulerNow what the template has instead.
+	SchedulingDisabled      bool
+	Scheduler, SchedulerNow string
+
+	CurrentHash string            // the Wave hash on the pod template
+	Progress    workload.Progress // the workload's own controller's view of its rollout
+	// RestartBlocked is why the workload's kind may not do now what a template write does not
+	// (a CronJob suspended, or Forbid with a Job running); "" when it may.
+	RestartBlocked string
+	// RestartInPlace: the workload asks for its pods to be restarted without a template
+	// write (an Argo Rollout with Reloader's rollout-strategy: restart).
+	RestartInPlace bool
+	Deadline       time.Duration // --rollout-deadline
+	Pace           pacing.Hold
+
+	// WaveHash is Wave's hash of the current config (a *podrefs.MissingError when Wave's view
+	// misses an object). StakaterBehind reports whether a mark Reloader left on the template
+	// is older than the config, naming the object. Unkeyed is the inputs record as wave wrote
+	// it before digests were keyed, made from the whole objects. EarlierWaveHash reports
+	// whether CurrentHash is another Wave release line's hash of the current config.
+	WaveHash func() (string, error)
+	// OwnHash is wave's own template hash: WaveHash as an HMAC under the install key, or,
+	// without a key, confighash.HashOfInputs of Inputs.
+	OwnHash         func() (string, error)
+	EarlierWaveHash func() (bool, error)
+	StakaterBehind  func() (bool, string, error)
+	// StakaterCurrent reports whether Reloader left a mark on the template for every named
+	// object (record entry names) and each is Reloader's hash of its current data.
+	StakaterCurrent func(names []string) (bool, error)
+	Unkeyed         func() (confighash.Inputs, error)
+	// ByMetadata is the inputs record as wave writes it without a key (confighash.MetaID),
+	// made from the objects read whole: to adopt such a record once a key is there.
+	ByMetadata func() (confighash.Inputs, error)
+}
+
+// entry is one object of the inputs record.
+type entry struct {
+	Ignored bool // configwave.io/ignore or Reloader's ignore: it leaves the record and rolls nothing
+	Follows bool // a change of it rolls the workload, in the dialects it speaks
+	// Transient: it is there while the pods are (a SecretProviderClass, through their
+	// statuses), so only a change of it rolls, never its coming or going.
+	Transient bool
+}
+
+// decision is what plan returns: what to write, what to tell, what to follow. apply performs
+// it; the Events and logs of a write come after the write succeeds.
+type decision struct {
+	Result string
+	// Write names the write, as the patches metric counts it: "" none, "baseline" and
+	// "missing" (records only, which rolls nothing), "rollout" (records and pod template),
+	// "scheduler" (restore the scheduler Wave disabled).
+	Write      string
+	Inputs     *string              // the inputs record to write; nil leaves it as it is
+	Record     rolloutrecord.Record // the rollout record to write; zero removes it
+	Hash       string               // Wave's hash for the template ("" leaves it: Reloader-only workloads)
+	Scheduler  string               // "scheduler": the scheduler to put back ("" the default)
+	InputsHash string               // our inputs hash for the template
+
+	Warn   []string // InvalidAnnotation warnings to send now: the workload's warnings changed
+	Warned string   // the fingerprint to remember
+	Events []event  // after the write
+	Log    *logLine // after the write
+
+	HoldFor time.Duration // look again then
+	Wanted  time.Time     // when the held rollout was first wanted
+	Follow  bool          // follow the rollout written
+	Restart bool          // what the template write does not do by itself (a CronJob's Job)
+	// RestartID names this change to Restart: the same decision made again (a retry, a
+	// restart of wave before the write landed) gives the same ID, so no second Job.
+	RestartID string
+	// RestartAt, when set, restarts the pods in place at that time instead of writing the
+	// template (RestartInPlace).
+	RestartAt time.Time
+}
+
+type event struct{ Type, Reason, Message string }
+
+type logLine struct {
+	V   int // 0: always
+	Msg string
+	KV  []any
+}
+
+// plan decides for one workload from its situation alone, in the order of docs/wave.md's rule:
+//
+//   - not opted in: forget it; never write to it.
+//   - required config missing: an Event names it (once); no rollout, since new pods could not
+//     start; a workload seen for the first time gets its inputs recorded, absent parts
+//     included, so that the config's creation rolls it.
+//   - a scheduler Wave 0.7+ disabled while config was missing: put it back.
+//   - inputs equal to the recorded ones (resync, restart, metadata-only change): nothing.
+//   - no usable record (a new workload, one adopted from Wave or Reloader): when the
+//     template's Wave hash and Reloader's marks are absent or those of the current data, the
+//     pods run the current config: record the inputs, which rolls nothing. Otherwise roll.
+//   - inputs differ from the recorded ones in what the workload follows: the pods run old
+//     config: roll (once pacing allows), with one patch that writes Wave's hash and our
+//     inputs hash into the template and the inputs into metadata.
+func plan(s situation) (decision, error) {
+	if !s.OptedIn {
+		return decision{Result: ResultIgnored}, nil
+	}
+	warn := s.warn()
+	r := s.records()
+	if len(s.Inputs.Missing) > 0 {
+		return warn.with(s.missing(r.value)), nil
+	}
+	if s.SchedulingDisabled {
+		return warn.with(s.restoreScheduler()), nil
+	}
+	if s.HasRecord && r.id == s.KeyID && r.ownHash == r.writeOwn && r.inputs == s.Inputs.Value {
+		if r.present != s.Rec { // the config is back as it was: nothing to roll
+			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: r.present}), nil
+		}
+		return warn.with(decision{Result: ResultUnchanged}), nil
+	}
+
+	hash := &lazyWaveHash{s: s, own: r.writeOwn}
+	what, current, log, err := s.stale(r, hash)
+	if err != nil {
+		return decision{}, err
+	}
+	if current { // the pods run the current config: record it, roll nothing
+		return warn.with(decision{Result: ResultBaseline, Write: "baseline", Inputs: &r.value, Record: r.present, Log: log}), nil
+	}
+
+	first := s.Pace.FirstWanted
+	if first.IsZero() {
+		first = s.Now
+	}
+	if d, why := pacing.HoldFor(s.Now, first, s.Rec.Started, s.Pace); d > 0 {
+		return warn.with(decision{Result: ResultHeld, HoldFor: d, Wanted: first,
+			Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"changed", what, "for", d.Round(time.Millisecond), "why", why}}}), nil
+	}
+	h, err := hash.get()
+	if err != nil {
+		return decision{}, err
+	}
+	rollout := s.rollout(what, r.value, h)
+	rollout.Wanted = first // held by apply if the cluster-wide limit says wait
+	return warn.with(rollout), nil
+}
+
+// records is what the inputs record says, and what this look would write in its place.
+type records struct {
+	id, inputs string // the record's key ID and inputs value
+	ownHash    bool   // the record says the template's hash is wave's own, not Wave's formula
+	writeOwn   bool   // the hash this look writes is wave's own
+	value      string // the inputs record to write
+	present    rolloutrecord.Record
+}
+
+func (s situation) records() records {
+	var r records
+	r.id, r.ownHash, r.inputs = confighash.SplitRecord(s.Record)
+	// Wave's hash of a Secret lets whoever reads the workload test guesses of its value. It is
+	// Wave's formula only where Wave wrote one (switching rolls nothing); a workload that had
+	// none when first seen gets wave's own (keyed under the install key, else made from the
+	// inputs record), and its record says so from then on, whichever mode made the record.
+	r.writeOwn = s.CanOwnHash && (r.ownHash || !s.HasRecord && s.CurrentHash == "")
+	r.value = confighash.RecordValue(s.KeyID, r.writeOwn, s.Inputs.Value)
+	r.present = s.Rec
+	r.present.Missing, r.present.MissingSince = "", time.Time{}
+	return r
+}
+
+// lazyWaveHash is Wave's hash of the current config, for a workload in Wave's dialect: computed
+// only where it is written or compared (it may cost reads of whole objects), and once.
+type lazyWaveHash struct {
+	s      situation
+	own    bool
+	done   bool
+	hash   string
+	failed error
+}
+
+func (l *lazyWaveHash) get() (string, error) {
+	if l.done || !l.s.Wave {
+		return l.hash, l.failed
+	}
+	l.done = true
+	compute := l.s.WaveHash
+	if l.own {
+		compute = l.s.OwnHash
+	}
+	h, err := compute()
+	var missing *podrefs.MissingError
+	switch {
+	case errors.As(err, &missing):
+		h = l.s.CurrentHash // Wave leaves its hash as it is when its view misses something
+	case err != nil:
+		l.failed = fmt.Errorf("compute the config hash: %w", err)
+	}
+	l.hash = h
+	return l.hash, l.failed
+}
+
+// stale decides whether the pods run old config: if not (current), the line to log when the
+// record is written; if so, what changed, for the log and the Event.
+func (s situation) stale(r records, hash *lazyWaveHash) (what string, current bool, log *logLine, err error) {
+	pods, err := s.podsRun(r.id, r.inputs)
+	if err != nil {
+		return "", false, nil, err
+	}
+	if pods.current {
+		return "", true, nil, nil
+	}
+	if !pods.byRecord {
+		return s.adoptedStale(hash)
+	}
+	rolling := s.rolling(pods.ran, pods.now)
+	if len(rolling) == 0 {
+		return "", true, &logLine{V: 2, Msg: "config the workload does not follow changed; recorded, nothing to roll"}, nil
+	}
+	// The record is behind, but another tool may have rolled the pods meanwhile (Wave or
+	// Reloader, run while wave was stopped): its mark on the template says which config the
+	// pods run. When it is the current one, they run it: adopt, whatever the record held.
+	marked, err := s.markedCurrent(rolling)
+	if err != nil {
+		return "", false, nil, err
+	}
+	if marked {
+		return "", true, &logLine{Msg: "the pods already run the current config, by the template's Wave hash or Reloader's mark (another tool rolled them); recorded, nothing to roll",
+			KV: []any{"changed", confighash.DescribeChanged(rolling)}}, nil
+	}
+	return confighash.DescribeChanged(rolling), false, nil, nil
+}
+
+// adoptedStale decides for a workload with no usable record (new, or adopted from Wave or
+// Reloader): from Wave, its hash must be Wave's of the current data; from Reloader, its marks
+// must be Reloader's hashes of the current data. Then the pods run the current config.
+func (s situation) adoptedStale(hash *lazyWaveHash) (what string, current bool, log *logLine, err error) {
+	waveBehind := false
+	if s.Wave && s.CurrentHash != "" {
+		h, err := hash.get()
+		if err != nil {
+			return "", false, nil, err
+		}
+		waveBehind = s.CurrentHash != h
+	}
+	if waveBehind {
+		// Written by another Wave release (0.6 hashed values as strings, 0.8 an empty Secret
+		// as null): if it is that release's hash of the current config, the pods run it.
+		earlier, err := s.EarlierWaveHash()
+		if err != nil {
+			return "", false, nil, fmt.Errorf("compute the config hash as earlier Wave releases did: %w", err)
+		}
+		waveBehind = !earlier
+	}
+	stBehind, why := false, ""
+	if s.Stakater {
+		if stBehind, why, err = s.StakaterBehind(); err != nil {
+			return "", false, nil, fmt.Errorf("read the config to compare Reloader's marks: %w", err)
+		}
+	}
+	switch {
+	case waveBehind:
+		return "config-hash annotation differs from the current config", false, nil, nil
+	case stBehind:
+		return why, false, nil, nil
+	}
+	return "", true, &logLine{V: 2, Msg: "recorded the config the pods run; nothing to roll"}, nil
+}
+
+// markedCurrent reports whether a mark another tool leaves on the template says the pods run
+// the current config of every changed object: Wave's hash (of any release line, or wave's own)
+// of the current config, or Reloader's marks of each changed object, each current. No mark
+// says nothing: then the record decides.
+func (s situation) markedCurrent(changed []string) (bool, error) {
+	if s.Wave && s.CurrentHash != "" {
+		for _, compute := range []func() (string, error){s.WaveHash, s.OwnHash} {
+			h, err := compute()
+			var missing *podrefs.MissingError
+			switch {
+			case errors.As(err, &missing):
+				return false, nil // Wave's view misses an object: its hash proves nothing
+			case err != nil:
+				return false, fmt.Errorf("compute the config hash: %w", err)
+			}
+			if h == s.CurrentHash {
+				return true, nil
+			}
+		}
+		if earlier, err := s.EarlierWaveHash(); err != nil || earlier {
+			return earlier, err
+		}
+	}
+	if s.Stakater && s.StakaterCurrent != nil {
+		return s.StakaterCurrent(changed)
+	}
+	return false, nil
+}
+
+// missing waits for required config: no rollout (new pods could not start). The rollout
+// record names what is missing; a workload seen for the first time gets its inputs recorded,
+// absent parts included, so that the config's creation rolls it. The warning goes when what is
+// missing changes, not on every look.
+func (s situation) missing(value string) decision {
+	waiting := s.Rec
+	names := missingNames(s.Inputs.Missing)
+	if s.Rec.Missing != names {
+		waiting.Missing, waiting.MissingSince = names, s.Now.UTC().Truncate(time.Second)
+	}
+	d := decision{Result: ResultMissing, Record: waiting}
+	switch {
+	case !s.HasRecord:
+		d.Write, d.Inputs = "baseline", &value
+	case waiting != s.Rec:
+		d.Write = "missing"
+	}
+	if s.Rec.Missing != names {
+		msg := missingMessage(s.Inputs.Missing)
+		d.Events = []event{{corev1.EventTypeWarning, "ConfigMissing", msg}}
+		d.Log = &logLine{V: 2, Msg: "required config missing; waiting for it", KV: []any{"missing", msg}}
+	}
+	return d
+}
+
+// restoreScheduler undoes what Wave 0.7 and later did to a workload whose config was missing,
+// now that the config exists; the next look decides as usual.
+func (s situation) restoreScheduler() decision {
+	msg := fmt.Sprintf("Wave had disabled scheduling (schedulerName %q) while config was missing; the config exists: scheduler restored", s.SchedulerNow)
+	d := decision{Result: ResultRolled, Write: "scheduler", Scheduler: s.Scheduler}
+	if s.DryRun {
+		d.Events = []event{{corev1.EventTypeNormal, "SchedulingRestored", "dry run: would do: " + msg}}
+		return d
+	}
+	d.Events = []event{{corev1.EventTypeNormal, "SchedulingRestored", msg}}
+	d.Log = &logLine{Msg: "restored the scheduler Wave had disabled", KV: []any{"scheduler", s.Scheduler}}
+	return d
+}
+
+// rollout writes the records and the template, which rolls the pods.
+func (s situation) rollout(what, value, hash string) decision {
+	// No part of a hash is shown: Wave's hash of a Secret lets anyone who sees it test guesses
+	// of the Secret's value, and Events are readable by everyone in the namespace.
+	msg := what + " changed; rolling out"
+	if s.DryRun {
+		msg = "dry run: would roll: " + msg
+	}
+	next := rolloutrecord.Record{Change: what, Started: s.Now.UTC().Truncate(time.Millisecond)}
+	if v := rolloutrecord.Evaluate(s.Rec, s.Progress, s.Now, s.Deadline); v.State == rolloutrecord.Rolling && s.Rec.Change != what {
+		next.Change = s.Rec.Change + "; " + what // the pods that come up carry the earlier change too
+	}
+	d := decision{
+		Result: ResultRolled, Write: "rollout", Inputs: &value, Record: next, Hash: hash, InputsHash: inputsHash(value),
+		Events:  []event{{corev1.EventTypeNormal, "ConfigChanged", msg}},
+		Log:     &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what}},
+		Follow:  !s.Progress.Untracked,
+		Restart: true,
+	}
+	if s.RestartInPlace {
+		// Stakater Reloader's rollout-strategy: restart. The template stays as it is; the
+		// records say what the restarted pods run.
+		// Argo restarts the pods created before restartAt, which is whole seconds: the next
+		// whole second after the change, so that a pod started a moment before it is restarted
+		// too (the second it falls in would spare it).
+		d.RestartAt, d.Hash, d.InputsHash = s.Now.UTC().Truncate(time.Second).Add(time.Second), "", ""
+		d.Events[0].Message += " (restarting its pods through spec.restartAt: rollout-strategy restart)"
+	}
+	switch {
+	case s.DryRun:
+		// Nothing is written, so nothing rolls: following it would report a rollout, and count
+		// a success, that never happened.
+		d.Log.Msg, d.Follow, d.Restart = "config changed; would roll out (dry run)", false, false
+	case s.RestartBlocked != "":
+		d.Restart = false
+		d.Events = append(d.Events, event{corev1.EventTypeNormal, "JobNotStarted", "no Job started for the " + what + " change: " + s.RestartBlocked})
+	default:
+		// The records as they stand and the new inputs: a look tried again (a conflict, a
+		// restart of wave) gives the same ID, since the records change only when the write
+		// lands; after that, the same config coming back is another change, with another ID.
+		d.RestartID = s.Record + "\n" + s.Rec.String() + "\n" + value
+	}
+	return d
+}
+
+// podsRun is what plan knows of the config the pods run.
+type podsRun struct {
+	current  bool              // they run the current config: record it, roll nothing
+	byRecord bool              // ran holds what they run, entry by entry
+	ran, now map[string]string // entry name -> digest: what they run, and what they would see
+}
+
+// podsRun reads the inputs record. A record under the current key compares entry by entry.
+// One written before records named their key, before digests were keyed, or without a key
+// (Secrets by their metadata) is compared in its own terms, from the objects read whole. One
+// under a key wave no longer has (another install key, or one kept in a ConfigMap or a Lease
+// by earlier builds, which wave no longer reads) tells nothing: the pods are judged by
+// Wave's hash and Reloader's marks, as for a workload without a record.
+func (s situation) podsRun(recID, recInputs string) (podsRun, error) {
+	switch {
+	case !s.HasRecord:
+		return podsRun{}, nil
+	case recID == s.KeyID:
+		return podsRun{byRecord: true, ran: confighash.ParseInputs(recInputs), now: s.Inputs.Objects}, nil
+	case recID == "" && recInputs == s.Inputs.Value:
+		return podsRun{current: true}, nil // written under this key before records named it (--hash-key-file)
+	case recID == "" || recID == confighash.MetaID:
+		recompute := s.Unkeyed
+		if recID == confighash.MetaID {
+			recompute = s.ByMetadata
+		}
+		old, err := recompute()
+		if err != nil {
+			return podsRun{}, fmt.Errorf("read the config to adopt its inputs record: %w", err)
+		}
+		if old.Value == recInputs {
+			return podsRun{current: true}, nil
+		}
+		return podsRun{byRecord: true, ran: confighash.ParseInputs(recInputs), now: old.Objects}, nil
+	}
+	return podsRun{}, nil
+}
+
+// rolling lists the changed entries that roll the workload. The record covers every object
+// the pods use, but a Reloader workload follows only what its annotations name, and rolls on
+// an object's creation or deletion only when told to (--reload-on-create, --reload-on-delete).
+func (s situation) rolling(ran, now map[string]string) []string {
+	var out []string
+	for _, name := range confighash.Changed(ran, now) {
+		before, was := ran[name]
+		if !was && now[name] == "absent" {
+			continue // newly named, and not there: nothing the pods see changed
+		}
+		created, deleted := !was || before == "absent", now[name] == "absent"
+		e, known := s.Entries[name]
+		if !s.Wave && (created && !s.RollOnCreate || deleted && !s.RollOnDelete) || e.Transient && (created || deleted) {
+			continue
+		}
+		if known && !e.Ignored && e.Follows || !known && s.Wave {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// warnings is the InvalidAnnotation part of a decision.
+type warnings struct {
+	send        []string
+	fingerprint string
+}
+
+// warn sends the workload's warnings when they differ from those last sent.
+func (s situation) warn() warnings {
+	fp := ""
+	if len(s.Warnings) > 0 {
+		sorted := slices.Sorted(slices.Values(s.Warnings))
+		sum := sha256.Sum256([]byte(strings.Join(sorted, "\n")))
+		fp = hex.EncodeToString(sum[:8])
+	}
+	w := warnings{fingerprint: fp}
+	if fp != s.Warned {
+		w.send = s.Warnings
+	}
+	return w
+}
+
+func (w warnings) with(d decision) decision {
+	d.Warn, d.Warned = w.send, w.fingerprint
+	return d
+}

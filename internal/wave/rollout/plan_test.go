@@ -1,0 +1,698 @@
+package rollout
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/pacing"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/workload"
+)
+
+// plan's every branch, from situations written by hand: no cache, no API server. The three
+// facts that cost API reads fail the test when a branch that must not need them calls them.
+func TestPlan(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	const key = "k1"
+	inputs := func(digests ...string) confighash.Inputs { // "configmap/a=1", ...
+		in := confighash.Inputs{Objects: map[string]string{}}
+		for i, d := range digests {
+			name, digest, _ := strings.Cut(d, "=")
+			in.Objects[name] = digest
+			if i > 0 {
+				in.Value += ","
+			}
+			in.Value += d
+		}
+		return in
+	}
+	keyed := func(v string) string { return confighash.WithKeyID(key, v) }
+	never := func(t *testing.T) situation {
+		fail := func(what string) { t.Helper(); t.Errorf("%s read, on a path that needs no API read", what) }
+		return situation{
+			WaveHash:        func() (string, error) { fail("Wave's hash"); return "", nil },
+			EarlierWaveHash: func() (bool, error) { fail("earlier Wave releases' hashes"); return false, nil },
+			OwnHash:         func() (string, error) { fail("wave's own hash"); return "", nil },
+			StakaterBehind:  func() (bool, string, error) { fail("Reloader's marks"); return false, "", nil },
+			Unkeyed:         func() (confighash.Inputs, error) { fail("the unkeyed record"); return confighash.Inputs{}, nil },
+			ByMetadata: func() (confighash.Inputs, error) {
+				fail("the record made without a key")
+				return confighash.Inputs{}, nil
+			},
+		}
+	}
+	// wave: a workload opted in with Wave's annotation whose pods ran configmap/a=1.
+	wave := func(t *testing.T, now confighash.Inputs) situation {
+		s := never(t)
+		s.Now, s.OptedIn, s.Wave, s.KeyID = t0, true, true, key
+		s.Record, s.HasRecord = keyed("configmap/a=1"), true
+		s.Inputs = now
+		s.Entries = map[string]entry{}
+		for name := range now.Objects {
+			s.Entries[name] = entry{Follows: true}
+		}
+		return s
+	}
+	hash := func(h string) func() (string, error) { return func() (string, error) { return h, nil } }
+	// csi: a Reloader workload that follows SecretProviderClass vault (a transient entry), whose
+	// pods ran entry ran and now run entry now, with --reload-on-create and --reload-on-delete.
+	csi := func(t *testing.T, ran, now string) situation {
+		s := wave(t, inputs("configmap/a=1", now))
+		s.Record = keyed("configmap/a=1," + ran)
+		s.Wave, s.Stakater, s.RollOnCreate, s.RollOnDelete = false, true, true, true
+		s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
+		return s
+	}
+	missing := &podrefs.MissingError{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "a"}, Where: "container app envFrom"}
+	wantRecordOnly := func(t *testing.T, d decision, result string) {
+		t.Helper()
+		assert.Equal(t, result, d.Result)
+		assert.Equal(t, "baseline", d.Write)
+		assert.Empty(t, d.InputsHash, "a record-only write leaves the template")
+		assert.Empty(t, d.Events)
+	}
+	wantRollout := func(t *testing.T, d decision, change string) {
+		t.Helper()
+		assert.Equal(t, ResultRolled, d.Result)
+		assert.Equal(t, "rollout", d.Write)
+		assert.NotEmpty(t, d.InputsHash)
+		assert.Equal(t, change, d.Record.Change)
+		assert.Equal(t, t0, d.Record.Started)
+		require.Len(t, d.Events, 1)
+		assert.Equal(t, "ConfigChanged", d.Events[0].Reason)
+		assert.Contains(t, d.Events[0].Message, change+" changed; rolling out")
+	}
+
+	tests := []struct {
+		name  string
+		s     func(t *testing.T) situation
+		check func(t *testing.T, d decision, err error)
+	}{
+		{"not opted in: ignored, nothing written", func(t *testing.T) situation { return never(t) }, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, decision{Result: ResultIgnored}, d)
+		}},
+		{"missing config, first sight: the record with the object absent, one warning", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=absent"))
+			s.Inputs.Missing = []*podrefs.MissingError{missing}
+			s.Record, s.HasRecord = "", false
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultMissing, d.Result)
+			assert.Equal(t, "baseline", d.Write)
+			assert.Equal(t, keyed("configmap/a=absent"), *d.Inputs)
+			assert.Equal(t, "configmap/a", d.Record.Missing)
+			assert.Equal(t, t0, d.Record.MissingSince)
+			require.Len(t, d.Events, 1)
+			assert.Equal(t, "ConfigMissing", d.Events[0].Reason)
+			assert.Contains(t, d.Events[0].Message, "the workload rolls once it exists")
+		}},
+		{"missing config, recorded: the rollout record says so, once", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=absent"))
+			s.Inputs.Missing = []*podrefs.MissingError{missing}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, "missing", d.Write)
+			assert.Nil(t, d.Inputs, "the inputs record keeps what the pods run")
+			assert.Len(t, d.Events, 1)
+		}},
+		{"missing config, already on record: nothing, and no warning again", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=absent"))
+			s.Inputs.Missing = []*podrefs.MissingError{missing}
+			s.Rec = rolloutrecord.Record{Missing: "configmap/a", MissingSince: t0.Add(-time.Hour)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, decision{Result: ResultMissing, Record: rolloutrecord.Record{Missing: "configmap/a", MissingSince: t0.Add(-time.Hour)}}, d)
+		}},
+		{"scheduling Wave disabled: restored, the Event after the write", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.SchedulingDisabled, s.Scheduler, s.SchedulerNow = true, "custom", "waveSchedulingDisabled"
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, "scheduler", d.Write)
+			assert.Equal(t, "custom", d.Scheduler)
+			require.Len(t, d.Events, 1)
+			assert.Equal(t, "SchedulingRestored", d.Events[0].Reason)
+			assert.NotContains(t, d.Events[0].Message, "dry run")
+		}},
+		{"record equal to the inputs: nothing at all", func(t *testing.T) situation { return wave(t, inputs("configmap/a=1")) }, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, decision{Result: ResultUnchanged}, d)
+		}},
+		{"back as it was after missing: the note goes, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1"))
+			s.Rec = rolloutrecord.Record{Change: "configmap/a", Started: t0.Add(-time.Hour), Missing: "configmap/a", MissingSince: t0.Add(-time.Minute)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultUnchanged, d.Result)
+			assert.Equal(t, "missing", d.Write)
+			assert.Equal(t, rolloutrecord.Record{Change: "configmap/a", Started: t0.Add(-time.Hour)}, d.Record)
+		}},
+		{"first sight, no Wave hash: recorded, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.HasRecord = "", false
+			s.WaveHash = hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, keyed("configmap/a=2"), *d.Inputs)
+		}},
+		{"first sight, Wave's hash of the current data (adopted from Wave): recorded, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.HasRecord, s.CurrentHash = "", false, "h2"
+			s.WaveHash = hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"first sight, Wave's hash is behind: roll once", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.HasRecord, s.CurrentHash = "", false, "h1"
+			s.WaveHash = hash("h2")
+			s.EarlierWaveHash = func() (bool, error) { return false, nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "config-hash annotation differs from the current config")
+			assert.Equal(t, "h2", d.Hash)
+			assert.True(t, d.Follow)
+			assert.True(t, d.Restart)
+		}},
+		{"first sight without a Wave hash, with an install key: the record says the hash is keyed; nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.HasRecord, s.CanOwnHash = "", false, true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, "key="+key+",hash=keyed,configmap/a=2", *d.Inputs)
+		}},
+		{"first sight with a Wave hash, with an install key: Wave's own hash stays", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.HasRecord, s.CanOwnHash, s.CurrentHash = "", false, true, "h2"
+			s.WaveHash = hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, keyed("configmap/a=2"), *d.Inputs)
+		}},
+		{"keyed hash on record, changed: the new hash is keyed too", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.CanOwnHash = confighash.RecordValue(key, true, "configmap/a=1"), true
+			s.OwnHash = hash("keyed-h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+			assert.Equal(t, "keyed-h2", d.Hash)
+			assert.Equal(t, "key="+key+",hash=keyed,configmap/a=2", *d.Inputs)
+		}},
+		{"keyed hash on record, nothing changed: nothing at all", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1"))
+			s.Record, s.CanOwnHash = confighash.RecordValue(key, true, "configmap/a=1"), true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, decision{Result: ResultUnchanged}, d)
+		}},
+		{"first sight, another Wave release's hash of the current data (0.6's strings): recorded, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.HasRecord, s.CurrentHash = "", false, "h2-as-wave-0.6"
+			s.WaveHash = hash("h2")
+			s.EarlierWaveHash = func() (bool, error) { return true, nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"Wave's view misses an object: its hash stays as it is", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.CurrentHash = "h1"
+			s.WaveHash = func() (string, error) { return "", missing }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+			assert.Equal(t, "h1", d.Hash)
+		}},
+		{"Wave's hash cannot be computed: an error, nothing written", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash = func() (string, error) { return "", errors.New("forbidden") }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			assert.ErrorContains(t, err, "compute the config hash: forbidden")
+		}},
+		{"a record under a key wave no longer has: judged by the marks, which are current", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record, s.CurrentHash = confighash.WithKeyID("deadbeef", "configmap/a=9"), "h2"
+			s.WaveHash = hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"a record written before records named their key: named, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record = "configmap/a=2"
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"an unkeyed record of the current config: keyed, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record = "configmap/a=u2"
+			s.Unkeyed = func() (confighash.Inputs, error) { return inputs("configmap/a=u2"), nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, keyed("configmap/a=2"), *d.Inputs)
+		}},
+		{"an unkeyed record of older config: roll once", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record = "configmap/a=u1"
+			s.Unkeyed = func() (confighash.Inputs, error) { return inputs("configmap/a=u2"), nil }
+			s.WaveHash = hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+		}},
+		{"no key (Secrets by metadata), first sight without a Wave hash: the record says the hash is made from it; nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2", "secret/s=m1"))
+			s.KeyID, s.Record, s.HasRecord, s.CanOwnHash = confighash.MetaID, "", false, true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, "secrets=meta,hash=inputs,configmap/a=2,secret/s=m1", *d.Inputs)
+		}},
+		{"no key, the Secret written (a new resourceVersion): roll, with the hash of the inputs, never Wave's formula", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1", "secret/s=m2"))
+			s.KeyID, s.CanOwnHash = confighash.MetaID, true
+			s.Record = confighash.RecordValue(confighash.MetaID, true, "configmap/a=1,secret/s=m1")
+			s.OwnHash = hash(confighash.HashOfInputs("configmap/a=1,secret/s=m2"))
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "secret/s")
+			assert.Equal(t, confighash.HashOfInputs("configmap/a=1,secret/s=m2"), d.Hash)
+			assert.Equal(t, "secrets=meta,hash=inputs,configmap/a=1,secret/s=m2", *d.Inputs)
+		}},
+		{"no key, a record under a key wave no longer reads (a ConfigMap's or a Lease's), marks current: nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.KeyID, s.CanOwnHash = confighash.MetaID, true
+			s.Record, s.CurrentHash = confighash.WithKeyID("deadbeef", "configmap/a=9"), "h2"
+			s.WaveHash = hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, "secrets=meta,configmap/a=2", *d.Inputs, "Wave's hash stays Wave's")
+		}},
+		{"no key, a record with a hash keyed under a key wave no longer reads: nothing proves the pods current: roll once, to wave's own hash", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.KeyID, s.CanOwnHash = confighash.MetaID, true
+			s.Record, s.CurrentHash = confighash.RecordValue("deadbeef", true, "configmap/a=9"), "hmac-under-the-old-key"
+			s.OwnHash = hash("of-inputs")
+			s.EarlierWaveHash = func() (bool, error) { return false, nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "config-hash annotation differs from the current config")
+			assert.Equal(t, "of-inputs", d.Hash)
+			assert.Equal(t, "secrets=meta,hash=inputs,configmap/a=2", *d.Inputs)
+		}},
+		{"a key now, a record made without one of the current config (the Secret created later): keyed, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2", "secret/s=k2"))
+			s.CanOwnHash = true
+			s.Record = confighash.RecordValue(confighash.MetaID, true, "configmap/a=2,secret/s=m2")
+			s.ByMetadata = func() (confighash.Inputs, error) { return inputs("configmap/a=2", "secret/s=m2"), nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, "key="+key+",hash=keyed,configmap/a=2,secret/s=k2", *d.Inputs, "wave's own hash stays wave's own")
+		}},
+		{"a key now, a record made without one, the Secret written since: roll once", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2", "secret/s=k3"))
+			s.Record = confighash.RecordValue(confighash.MetaID, false, "configmap/a=2,secret/s=m2")
+			s.ByMetadata = func() (confighash.Inputs, error) { return inputs("configmap/a=2", "secret/s=m3"), nil }
+			s.WaveHash = hash("h3")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "secret/s")
+			assert.Equal(t, "h3", d.Hash)
+		}},
+		{"an unkeyed record that cannot be compared: an error", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Record = "configmap/a=u1"
+			s.Unkeyed = func() (confighash.Inputs, error) { return confighash.Inputs{}, errors.New("timeout") }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			assert.ErrorContains(t, err, "read the config to adopt its inputs record: timeout")
+		}},
+		{"changed: roll, with Wave's hash and ours in the template", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash = hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+			assert.Equal(t, "h2", d.Hash)
+			assert.Equal(t, keyed("configmap/a=2"), *d.Inputs)
+			assert.Equal(t, inputsHash(keyed("configmap/a=2")), d.InputsHash)
+			assert.Equal(t, t0, d.Wanted)
+		}},
+		{"changed while the last rollout still rolls: the record names both changes", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash = hash("h2")
+			s.Rec = rolloutrecord.Record{Change: "secret/b", Started: t0.Add(-time.Second)}
+			s.Progress = workload.Progress{Observed: true}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, "secret/b; configmap/a", d.Record.Change)
+		}},
+		{"changed, but not followed (Reloader's list names another): recorded, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Wave, s.Stakater = false, true
+			s.Entries["configmap/a"] = entry{}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"just ignored: it leaves the record, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs())
+			s.Entries["configmap/a"] = entry{Ignored: true}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, keyed(""), *d.Inputs)
+		}},
+		{"a reference taken out of the template rolls a Wave workload", func(t *testing.T) situation {
+			s := wave(t, inputs())
+			s.WaveHash = hash("h0")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+		}},
+		{"... and not a Reloader one", func(t *testing.T) situation {
+			s := wave(t, inputs())
+			s.Wave, s.Stakater = false, true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"Reloader: an object created later rolls nothing without --reload-on-create", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1", "configmap/b=2"))
+			s.Wave, s.Stakater = false, true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"... and rolls with it", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1", "configmap/b=2"))
+			s.Wave, s.Stakater, s.RollOnCreate = false, true, true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/b")
+			assert.Empty(t, d.Hash, "no Wave hash on a workload that speaks only Reloader's dialect")
+		}},
+		{"Reloader: an object deleted rolls nothing without --reload-on-delete", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=absent"))
+			s.Wave, s.Stakater = false, true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"CSI: a SecretProviderClass whose versions changed rolls", func(t *testing.T) situation {
+			return csi(t, "secretproviderclass/vault=1", "secretproviderclass/vault=2")
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "secretproviderclass/vault")
+		}},
+		{"CSI: its first pod's status comes: nothing rolls, even with --reload-on-create", func(t *testing.T) situation {
+			return csi(t, "secretproviderclass/vault=absent", "secretproviderclass/vault=2")
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"CSI: its last pod's status goes: nothing rolls, even with --reload-on-delete", func(t *testing.T) situation {
+			return csi(t, "secretproviderclass/vault=2", "secretproviderclass/vault=absent")
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"CSI: a workload in both dialects that starts following a class: nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1", "secretproviderclass/vault=2"))
+			s.Stakater = true
+			s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"a newly named object that does not exist: nothing the pods see changed", func(t *testing.T) situation {
+			return wave(t, inputs("configmap/a=1", "configmap/b=absent"))
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"the record is behind, and the template's Wave hash is the current config's (Wave rolled it while wave was stopped): recorded, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.CurrentHash = "h2"
+			s.WaveHash, s.OwnHash = hash("h2"), hash("k2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+			assert.Equal(t, keyed("configmap/a=2"), *d.Inputs, "the current inputs adopted into the record")
+		}},
+		{"the record is behind, and the template's Wave hash is an older config's: roll", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.CurrentHash = "h1"
+			s.WaveHash, s.OwnHash = hash("h2"), hash("k2")
+			s.EarlierWaveHash = func() (bool, error) { return false, nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+		}},
+		{"the record is behind, and Reloader's marks are the current data's (Reloader rolled it): recorded, nothing rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Wave, s.Stakater = false, true
+			s.StakaterCurrent = func(names []string) (bool, error) {
+				assert.Equal(t, []string{"configmap/a"}, names)
+				return true, nil
+			}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"the record is behind, and Reloader left no current mark: roll", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Wave, s.Stakater = false, true
+			s.StakaterCurrent = func([]string) (bool, error) { return false, nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+		}},
+		{"first sight from Reloader: its mark is older: roll once, saying so", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Wave, s.Stakater, s.Record, s.HasRecord = false, true, "", false
+			s.StakaterBehind = func() (bool, string, error) { return true, "configmap/a (Reloader's mark is older)", nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a (Reloader's mark is older)")
+		}},
+		{"first sight from Reloader: its marks are current: recorded", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Wave, s.Stakater, s.Record, s.HasRecord = false, true, "", false
+			s.StakaterBehind = func() (bool, string, error) { return false, "", nil }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRecordOnly(t, d, ResultBaseline)
+		}},
+		{"first sight from Reloader: the marks cannot be compared: an error", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Wave, s.Stakater, s.Record, s.HasRecord = false, true, "", false
+			s.StakaterBehind = func() (bool, string, error) { return false, "", errors.New("timeout") }
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			assert.ErrorContains(t, err, "compare Reloader's marks: timeout")
+		}},
+		{"held for --coalesce: nothing written, looked at again", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash = hash("h2")
+			s.Pace = pacing.Hold{Coalesce: time.Second, FirstWanted: t0.Add(-300 * time.Millisecond)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultHeld, d.Result)
+			assert.Empty(t, d.Write)
+			assert.Empty(t, d.Events)
+			assert.Equal(t, 700*time.Millisecond, d.HoldFor)
+			assert.Equal(t, t0.Add(-300*time.Millisecond), d.Wanted)
+		}},
+		{"held by the floor since the last rollout", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash = hash("h2")
+			s.Rec = rolloutrecord.Record{Change: "configmap/a", Started: t0.Add(-10 * time.Second)}
+			s.Pace = pacing.Hold{Floor: time.Minute, FloorSource: pacing.MinRolloutIntervalAnnotation}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultHeld, d.Result)
+			assert.Equal(t, 50*time.Second, d.HoldFor)
+			assert.Equal(t, t0, d.Wanted, "first wanted now")
+		}},
+		{"dry run: the Event says what it would do; no Job, nothing followed", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash, s.DryRun = hash("h2"), true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Contains(t, d.Events[0].Message, "dry run: would roll: ")
+			assert.False(t, d.Restart)
+			assert.False(t, d.Follow, "no rollout was written: there is nothing to follow, report or count")
+			assert.Equal(t, "config changed; would roll out (dry run)", d.Log.Msg)
+		}},
+		{"a CronJob that may not start a Job now: recorded, and the Event says why", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash, s.Progress.Untracked = hash("h2"), true
+			s.RestartBlocked = "the CronJob is suspended"
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, "rollout", d.Write, "the template carries the change: the next run uses it")
+			assert.False(t, d.Restart)
+			require.Len(t, d.Events, 2)
+			assert.Equal(t, event{corev1.EventTypeNormal, "JobNotStarted", "no Job started for the configmap/a change: the CronJob is suspended"}, d.Events[1])
+		}},
+		{"the Job's ID: the same decision again gives the same one, whatever else changed on the CronJob", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash, s.Progress.Untracked = hash("h2"), true
+			s.Rec = rolloutrecord.Record{Change: "configmap/a", Started: t0.Add(-time.Hour)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash, s.Progress.Untracked = hash("h2"), true
+			s.Rec = rolloutrecord.Record{Change: "configmap/a", Started: t0.Add(-time.Hour)}
+			s.Now = t0.Add(time.Minute) // tried again later (a conflict, a restart of wave)
+			again, _ := plan(s)
+			assert.Equal(t, d.RestartID, again.RestartID)
+			s.Rec.Started = t0.Add(-time.Minute) // a rollout landed since: the same config back later is another change
+			later, _ := plan(s)
+			assert.NotEqual(t, d.RestartID, later.RestartID)
+			s.Rec.Started, s.Inputs = t0.Add(-time.Hour), inputs("configmap/a=3")
+			other, _ := plan(s)
+			assert.NotEqual(t, d.RestartID, other.RestartID)
+		}},
+		{"an Argo Rollout with Reloader's rollout-strategy restart: spec.restartAt, the template left alone", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash, s.RestartInPlace = hash("h2"), true
+			s.Now = t0.Add(1500 * time.Millisecond)
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, "rollout", d.Write)
+			assert.Equal(t, t0.Add(2*time.Second), d.RestartAt, "RFC 3339 seconds, the next whole second after the change: a pod started at t0+1.2s is restarted too")
+			assert.Empty(t, d.Hash, "no template write")
+			assert.Empty(t, d.InputsHash, "no template write")
+			assert.Equal(t, keyed("configmap/a=2"), *d.Inputs, "the record says what the restarted pods run")
+			assert.Contains(t, d.Events[0].Message, "spec.restartAt")
+			assert.True(t, d.Follow)
+		}},
+		{"a workload of a kind with nothing to follow (CronJob): not followed", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash = hash("h2")
+			s.Progress.Untracked = true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.False(t, d.Follow)
+			assert.True(t, d.Restart)
+		}},
+		{"warnings: sent when first seen", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1"))
+			s.Warnings = []string{"b", "a"}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, []string{"b", "a"}, d.Warn)
+			assert.NotEmpty(t, d.Warned)
+		}},
+		{"warnings: not sent again while they stay the same", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1"))
+			s.Warnings = []string{"a", "b"}
+			s.Warned = situation{Warnings: []string{"b", "a"}}.warn().fingerprint
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Empty(t, d.Warn)
+			assert.NotEmpty(t, d.Warned)
+		}},
+		{"warnings: fixed, forgotten", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1"))
+			s.Warned = situation{Warnings: []string{"a"}}.warn().fingerprint
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Empty(t, d.Warn)
+			assert.Empty(t, d.Warned)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.s(t)
+			d, err := plan(s)
+			tt.check(t, d, err)
+			// Wave's hash of a Secret is an oracle for guesses of its value: no part of any hash
+			// goes to an Event, which any reader of the namespace sees, or to a log line.
+			for _, h := range []string{d.Hash, d.InputsHash, s.CurrentHash} {
+				if h == "" {
+					continue
+				}
+				for _, e := range d.Events {
+					assert.NotContains(t, e.Message, h[:min(8, len(h))], "Event %s", e.Reason)
+				}
+				if d.Log != nil {
+					assert.NotContains(t, fmt.Sprint(d.Log.KV...), h[:min(8, len(h))], "log line %q", d.Log.Msg)
+				}
+			}
+		})
+	}
+}
