@@ -1,7 +1,9 @@
 // Command demo is `make demo`: a local control plane, wave and a reloader sidecar against it,
 // one ConfigMap change, and everything that follows from it printed as it happens. As root
 // with Debian's containerd, runc and CNI plugins the pods really run on a real node (nginx with
-// our sidecar from our image); elsewhere kwok's pods stand in and the sidecar runs here.
+// our sidecar from our image), which changes the host until it stops (the demo says how before
+// it starts it; -kwok keeps the host as it is); elsewhere kwok's pods stand in and the sidecar
+// runs here.
 package main
 
 import (
@@ -29,7 +31,7 @@ import (
 
 func main() {
 	exit := flag.Bool("exit", false, "stop after the story instead of keeping the control plane up until Ctrl-C")
-	kwok := flag.Bool("kwok", false, "kwok's pods and the sidecar on this machine, even where a real node could run")
+	kwok := flag.Bool("kwok", false, "kwok's pods and the sidecar on this machine, even where a real node could run: the host is left as it is")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -183,6 +185,9 @@ func (d *demo) pickStory(ctx context.Context, kwokOnly bool) story {
 		d.say("no nginx for the real node's app (%v): kwok's pods stand in, and the sidecar runs on this machine", err)
 		return &kwokStory{}
 	}
+	// Say it before the host changes: the demo runs as root, and -kwok leaves the host alone.
+	d.say("starting a real node on this machine (root, with containerd, runc and the CNI plugins): while it runs it changes %s; all of it is put back when the demo stops, or at the next start after a killed run. go run ./hack/demo -kwok runs the demo without touching the host",
+		testcluster.NodeHostChanges())
 	started := time.Now()
 	node, err := d.c.Node(ctx)
 	if err != nil {

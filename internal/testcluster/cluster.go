@@ -249,6 +249,8 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(c.apiPort),
 		"--tls-cert-file", c.pki.ServingCert, "--tls-private-key-file", c.pki.ServingKey,
 		"--client-ca-file", c.pki.CAFile,
+		// The real node's kubelet lets in only this certificate.
+		"--kubelet-client-certificate", c.pki.KubeletClientCert, "--kubelet-client-key", c.pki.KubeletClientKey,
 		"--token-auth-file", filepath.Join(c.dir, "tokens.csv"),
 		"--authorization-mode", "RBAC",
 		"--service-account-issuer", "https://kubernetes.default.svc",

@@ -25,14 +25,15 @@ import (
 // volumes, probes them and signals them. One runs per host at a time (kubelet and containerd
 // use fixed host paths); a cluster starts it on demand and stops it first when it stops.
 type Node struct {
-	Name   string
-	dir    string
-	sock   string
-	host   *hostState
-	opts   NodeOptions
-	relay  *apiRelay
-	unlock func() // releases the host-wide node lock
-	procs  []*process
+	Name        string
+	dir         string
+	sock        string
+	host        *hostState
+	opts        NodeOptions
+	relay       *apiRelay
+	kubeletPort int
+	unlock      func() // releases the host-wide node lock
+	procs       []*process
 }
 
 // RealNodeTaint is the key of the real node's label and NoSchedule taint.
@@ -84,6 +85,19 @@ func CanRunNode() error {
 		}
 	}
 	return nil
+}
+
+// NodeHostChanges says what a real node changes on the host while it runs, for a program to
+// tell its user before it starts one. All of it is put back when the node stops, or at the next
+// start after a killed run.
+func NodeHostChanges() string {
+	var dirs []string
+	for _, d := range nodeHostDirs {
+		dirs = append(dirs, d.path)
+	}
+	return "the kernel settings kubelet sets at its start (written back once it is ready), mounts and cgroups of its own, " +
+		"the folders kubelet, containerd and the CNI plugins use whatever they are told (" + strings.Join(dirs, ", ") + ", made if missing; " +
+		"only the node's entries are removed from them), and network interfaces of its own (the pods' bridge, the kubernetes Service's address)"
 }
 
 // NodeOptions change how the real node runs.
@@ -153,7 +167,13 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (_ *Node, err er
 			n.shutdown(context.Background(), nil)
 		}
 	}()
-	if err := n.writeConfig(); err != nil {
+	if err := n.host.makeHostDirs(); err != nil {
+		return nil, err
+	}
+	if err := n.makeBridge(); err != nil {
+		return nil, err
+	}
+	if err := n.writeConfig(c.pki.CAFile); err != nil {
 		return nil, err
 	}
 	if err := n.relayAPI(fmt.Sprintf("127.0.0.1:%d", c.apiPort)); err != nil {
@@ -175,19 +195,26 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (_ *Node, err er
 	if err := n.waitReady(ctx, client); err != nil {
 		return nil, err
 	}
+	if err := n.host.putBackKubeletSysctls(); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(c.out, "Real node %s ready in %s (kubelet, containerd, runc; logs in %s)\n", n.Name, time.Since(start).Round(time.Millisecond), c.logDir)
 	return n, nil
 }
 
-func (n *Node) writeConfig() error {
+// writeConfig writes the node's configuration files; kubelet lets in only clients with a
+// certificate of clientCA.
+func (n *Node) writeConfig(clientCA string) error {
 	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
+	n.kubeletPort = ports[0]
 	files := map[string]string{
 		"containerd/config.toml":           containerdConfig(n.dir, filepath.Join(n.dir, "cni", "net.d")),
-		"cni/net.d/10-configwave.conflist": cniConfig(n.dir, n.host.Bridge, "10.244.77.0/24"),
-		"kubelet/config.yaml":              kubeletConfig(n.dir, ports[0], ports[1], n.opts.DefaultSyncPeriod),
+		"cni/net.d/10-configwave.conflist": cniConfig(n.dir, n.host.Bridge),
+		"kubelet/config.yaml":              kubeletConfig(n.dir, clientCA, ports[0], ports[1], n.opts.DefaultSyncPeriod),
+		"kubelet/resolv.conf":              resolvConf,
 	}
 	for name, content := range files {
 		path := filepath.Join(n.dir, name)
@@ -329,6 +356,34 @@ func (n *Node) dummyIP() (string, error) {
 	return ip, nil
 }
 
+// makeBridge makes the pods' bridge, with the gateway address that makes it the host as the
+// pods see it, before any pod's network: the bridge plugin only plugs pods into it (see
+// cniConfig). Nothing that reaches the host through it is forwarded, whatever the host's
+// net.ipv4.ip_forward says, and it carries no IPv6: the pods have IPv4 addresses only.
+func (n *Node) makeBridge() error {
+	name := n.host.Bridge // recorded with the host's state, before this
+	_, subnet, err := net.ParseCIDR(podCIDR)
+	if err != nil {
+		return err
+	}
+	ones, _ := subnet.Mask.Size()
+	for _, args := range [][]string{{"link", "add", name, "type", "bridge"}, {"addr", "add", fmt.Sprintf("%s/%d", podGateway, ones), "dev", name}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("the pods' bridge: ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+name+"/forwarding", []byte("0"), 0o644); err != nil {
+		return fmt.Errorf("keep the pods' bridge %s from forwarding: %w", name, err)
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("turn IPv6 off on the pods' bridge %s: %w", name, err)
+	}
+	if out, err := exec.Command("ip", "link", "set", name, "up").CombinedOutput(); err != nil {
+		return fmt.Errorf("the pods' bridge: ip link set %s up: %v: %s", name, err, out)
+	}
+	return nil
+}
+
 // shutdown deletes the node's pods, stops kubelet and containerd, and puts the host back.
 func (n *Node) shutdown(ctx context.Context, client kubernetes.Interface) error {
 	var errs []error
@@ -341,7 +396,7 @@ func (n *Node) shutdown(ctx context.Context, client kubernetes.Interface) error 
 	if n.relay != nil {
 		errs = append(errs, n.relay.stop())
 	}
-	errs = append(errs, restoreHost(n.host))
+	errs = append(errs, putBackHost(n.host))
 	if client != nil && n.Name != "" {
 		_ = client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
 	}

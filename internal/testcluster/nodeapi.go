@@ -23,8 +23,8 @@ const (
 // The API server listens on loopback only and no kube-proxy runs here, so the Service's
 // ClusterIP is an address of an interface of the node's own, and this relay passes every
 // connection to it on to the API server: TLS end to end, the serving certificate names the
-// ClusterIP. Pods on the node's bridge reach it through their default route, hostNetwork pods
-// directly; nothing leaves the host.
+// ClusterIP. Pods on the node's bridge reach it through their route to the Service range (via
+// the bridge's address, the host's), hostNetwork pods directly; nothing leaves the host.
 type apiRelay struct {
 	ln    net.Listener
 	wg    sync.WaitGroup
