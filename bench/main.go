@@ -25,7 +25,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/testenv/testcluster"
 )
 
 // env is what every scenario gets.

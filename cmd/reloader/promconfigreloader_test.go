@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/configwave/configwave/internal/testcluster"
 	"github.com/configwave/configwave/internal/testenv/testcerts"
+	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/testenv/testvolume"
 )
 

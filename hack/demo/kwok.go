@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/testenv/testcluster"
 )
 
 // kwokStory runs where no real node can: the app's pods are kwok's, and the sidecar is our

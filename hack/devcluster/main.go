@@ -15,7 +15,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/testenv/testcluster"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/configwave/configwave/internal/build/gobuild"
 	"github.com/configwave/configwave/internal/build/ociimage"
-	"github.com/configwave/configwave/internal/testcluster"
+	"github.com/configwave/configwave/internal/testenv/testcluster"
 )
 
 // Version is the version the test images' binaries say.
