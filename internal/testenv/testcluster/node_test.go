@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,7 +37,9 @@ import (
 // node once claimed.
 func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 	needNodeHost(t)
-	otherLink := anotherProgramsLogLink(t)
+	other := &anotherProgram{}
+	t.Cleanup(other.done) // after a failure; at the end of a pass it has run already
+	otherLink := other.logLink(t)
 	c := ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -57,7 +60,7 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 		p, err := client.CoreV1().Pods(ns).Get(ctx, "sleeper", metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning
 	}, time.Minute, 100*time.Millisecond, "the pod never ran")
-	others := anotherProgramMakes(t, n.host)
+	others := other.makes(t, n.host)
 	require.NotEmpty(t, logLinksInto(n.dir), "kubelet linked the pod's log into /var/log/containers")
 
 	// The run dies: kubelet and containerd are killed; the lock and the API relay's socket go
@@ -82,6 +85,16 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 	assert.NoDirExists(t, n.dir)
 	assert.Empty(t, logLinksInto(n.dir), "the killed node's links to its logs are gone")
 
+	// The stop keeps the host's node lock until this test, as the other program, has removed
+	// what it made: another test binary's node waiting for the lock would otherwise begin to
+	// use the same folders first.
+	c.nodeMu.Lock()
+	var once sync.Once
+	hold := n2.unlock
+	release := func() { once.Do(hold) }
+	n2.unlock = nil
+	c.nodeMu.Unlock()
+	t.Cleanup(func() { other.done(); release() }) // after a failure: in this order too
 	c.stopNode()
 	for _, link := range []string{n2.host.Bridge, n2.host.Service} {
 		_, err := net.InterfaceByName(link)
@@ -111,6 +124,8 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 		_, err := os.Lstat(p)
 		assert.True(t, os.IsNotExist(err), "%s, made by the nodes, is removed", p)
 	}
+	other.done()
+	release()
 }
 
 // The real node's pods reach nothing off the host: no route leads there and they have no
@@ -366,40 +381,55 @@ func logLinksInto(dir string) []string {
 	return out
 }
 
-// anotherProgramsLogLink makes sure /var/log/containers is there before the node starts, with a
-// link of another program's in it, and removes what it made when the test ends.
-func anotherProgramsLogLink(t *testing.T) string {
+// anotherProgram stands for a program other than the node that uses the node's host folders.
+// done removes what it made, once.
+type anotherProgram struct {
+	once sync.Once
+	undo []func()
+}
+
+func (o *anotherProgram) done() {
+	o.once.Do(func() {
+		for i := len(o.undo) - 1; i >= 0; i-- {
+			o.undo[i]()
+		}
+	})
+}
+
+// logLink makes sure /var/log/containers is there before the node starts, with a link of the
+// other program's in it.
+func (o *anotherProgram) logLink(t *testing.T) string {
 	t.Helper()
 	const dir = "/var/log/containers"
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		require.NoError(t, os.Mkdir(dir, 0o755))
-		t.Cleanup(func() { _ = syscall.Rmdir(dir) }) // if empty: a node may have begun to use it since
+		o.undo = append(o.undo, func() { _ = syscall.Rmdir(dir) }) // only if empty: a node may use it by now
 	}
 	link := filepath.Join(dir, fmt.Sprintf("configwave-test-%d.log", os.Getpid()))
 	require.NoError(t, os.Symlink("/dev/null", link))
-	t.Cleanup(func() { _ = os.Remove(link) })
+	o.undo = append(o.undo, func() { _ = os.Remove(link) })
 	return link
 }
 
-// anotherProgramMakes makes, while the node runs, what another program could: a file in a
-// folder the node uses (and may have made) and, if missing, a folder an earlier version of
-// the node claimed. It returns their paths and removes them when the test ends, and with them
-// the folder the node made but had to leave for the file.
-func anotherProgramMakes(t *testing.T, node *hostState) []string {
+// makes makes, while the node runs, what another program could: a file in a folder the node
+// uses (and may have made) and, if missing, a folder an earlier version of the node claimed.
+// It returns their paths; done removes them, and with them the folder the node made but had to
+// leave for the file.
+func (o *anotherProgram) makes(t *testing.T, node *hostState) []string {
 	t.Helper()
 	file := filepath.Join("/run/containerd", fmt.Sprintf("configwave-test-%d", os.Getpid()))
 	require.NoError(t, os.WriteFile(file, nil, 0o600))
 	nodeMade := node.made("/run/containerd")
-	t.Cleanup(func() {
+	o.undo = append(o.undo, func() {
 		_ = os.Remove(file)
 		if nodeMade {
-			_ = syscall.Rmdir("/run/containerd") // only if empty: another node may run by now
+			_ = syscall.Rmdir("/run/containerd") // only if empty: a node may use it by now
 		}
 	})
 	made := []string{file}
 	if _, err := os.Lstat("/var/log/pods"); errors.Is(err, os.ErrNotExist) {
 		require.NoError(t, os.Mkdir("/var/log/pods", 0o755))
-		t.Cleanup(func() { _ = syscall.Rmdir("/var/log/pods") })
+		o.undo = append(o.undo, func() { _ = syscall.Rmdir("/var/log/pods") })
 		made = append(made, "/var/log/pods")
 	}
 	return made
