@@ -167,16 +167,7 @@ func rolledBy(t *testing.T, client kubernetes.Interface, ns string, waveLog func
 	require.NoError(t, err, "wave never took the Deployment in; its log:\n%s", waveLog())
 	_, err = client.CoreV1().ConfigMaps(ns).Patch(ctx(t), "app-config", "application/merge-patch+json", []byte(`{"data":{"LEVEL":"debug"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
-	var sets []appsv1.ReplicaSet
-	err = wait.PollUntilContextTimeout(ctx(t), 100*time.Millisecond, eventually, true, func(c context.Context) (bool, error) {
-		d, err := client.AppsV1().Deployments(ns).Get(c, "app", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		sets, err = testcluster.ReplicaSets(c, client, d)
-		return err == nil && len(sets) == 2, nil
-	})
-	require.NoError(t, err, "the Deployment was not rolled after its ConfigMap changed; wave's log:\n%s", waveLog())
+	sets := waitReplicaSets(t, client, ns, 2, "the Deployment was not rolled after its ConfigMap changed", waveLog)
 	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "app", time.Minute))
 	pods, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{LabelSelector: "app=app"})
 	require.NoError(t, err)
@@ -214,4 +205,20 @@ func waitHTTP(t *testing.T, get func(addr, path string) (int, string), addr, pat
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// waitReplicaSets waits until Deployment ns/app has n ReplicaSets, and returns them.
+func waitReplicaSets(t *testing.T, client kubernetes.Interface, ns string, n int, failure string, waveLog func() string) []appsv1.ReplicaSet {
+	t.Helper()
+	var sets []appsv1.ReplicaSet
+	err := wait.PollUntilContextTimeout(ctx(t), 100*time.Millisecond, eventually, true, func(c context.Context) (bool, error) {
+		d, err := client.AppsV1().Deployments(ns).Get(c, "app", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		sets, err = testcluster.ReplicaSets(c, client, d)
+		return err == nil && len(sets) == n, nil
+	})
+	require.NoError(t, err, "%s; wave's log:\n%s", failure, waveLog())
+	return sets
 }

@@ -1,18 +1,15 @@
 package dropin
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
@@ -116,15 +113,6 @@ func rolledOnSecret(t *testing.T, client kubernetes.Interface, ns string, waveLo
 	t.Helper()
 	_, err := client.CoreV1().Secrets(ns).Patch(ctx(t), "app-secret", "application/merge-patch+json", []byte(`{"stringData":{"PASSWORD":"changed"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
-	var sets []appsv1.ReplicaSet
-	err = wait.PollUntilContextTimeout(ctx(t), 100*time.Millisecond, eventually, true, func(c context.Context) (bool, error) {
-		d, err := client.AppsV1().Deployments(ns).Get(c, "app", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		sets, err = testcluster.ReplicaSets(c, client, d)
-		return err == nil && len(sets) == 3, nil
-	})
-	require.NoError(t, err, "the Deployment was not rolled after its Secret changed; wave's log:\n%s", waveLog())
+	waitReplicaSets(t, client, ns, 3, "the Deployment was not rolled after its Secret changed", waveLog)
 	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "app", time.Minute))
 }
