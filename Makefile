@@ -29,6 +29,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/reloader ./cmd/wave
+	CGO_ENABLED=0 $(GO) build -trimpath -tags configwave_fileonly -ldflags "-X main.version=$(VERSION)" -o $(BIN)/reloader-fileonly ./cmd/reloader
 
 # What a release publishes, under dist/ (emptied first): static binaries for each platform,
 # the images as one oci-archive, the chart package, an SPDX SBOM and SHA256SUMS. `make test`
@@ -59,6 +60,8 @@ $(HELM):
 lint: format $(STATICCHECK)
 	$(GO) vet ./...
 	GOFLAGS=-race $(STATICCHECK) ./...
+	$(GO) vet -tags configwave_fileonly ./cmd/reloader
+	GOFLAGS=-race $(STATICCHECK) -tags configwave_fileonly ./cmd/reloader
 	cd bench && $(GO) vet ./... && $(STATICCHECK) ./...
 
 format:
@@ -102,6 +105,7 @@ test:
 
 staticcheck: $(STATICCHECK)
 	GOFLAGS=-race $(STATICCHECK) ./...
+	GOFLAGS=-race $(STATICCHECK) -tags configwave_fileonly ./cmd/reloader
 
 # The control plane, the Argo Rollouts controller and the Prometheus Operator, built at once into
 # the cache (each is reused while its version stands).

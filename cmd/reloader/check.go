@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configwave/configwave/internal/kube/configref"
-	"github.com/configwave/configwave/internal/kube/kubeclient"
 	"github.com/configwave/configwave/internal/reloader/notify"
 	"github.com/configwave/configwave/internal/reloader/reload"
 	"github.com/configwave/configwave/internal/reloader/source"
@@ -66,7 +65,7 @@ func (o *options) check(app []string) (*config, error) {
 		debounce: o.debounce, retry: o.retryInterval, unhealthy: o.unhealthyAfter, once: o.once, subreaper: o.subreaper,
 		grace: o.shutdownGrace, startupGrace: o.startupGrace, listen: o.listenAddress, kubeconfig: o.kubeconfig,
 		metricsPath: o.metricsPath, watchIdle: o.watchIdleTimeout, peer: o.peer, tellOnStart: o.peer.tellOnStart}
-	for _, step := range []func(*config) error{o.checkFolders, o.checkSources, o.checkLayout, o.checkTelling, o.checkTiming, o.checkServer} {
+	for _, step := range []func(*config) error{o.checkBuild, o.checkFolders, o.checkSources, o.checkLayout, o.checkTelling, o.checkTiming, o.checkServer} {
 		if err := step(c); err != nil {
 			return nil, err
 		}
@@ -86,9 +85,43 @@ func (o *options) namespaceList() ([]string, error) {
 		namespaces = append(namespaces, n)
 	}
 	if len(namespaces) == 0 {
-		namespaces = []string{kubeclient.DefaultNamespace()}
+		namespaces = []string{configref.DefaultNamespace()}
 	}
 	return namespaces, nil
+}
+
+// fullBuildPath is where the image holds the reloader's full build, the one that reads the API
+// (internal/build/ociimage).
+const fullBuildPath = "/reloader"
+
+// fileOnlyBuildName is the file-only build's name, beside the full build in the image
+// (internal/build/gobuild's FileOnlyReloader).
+const fileOnlyBuildName = "reloader-fileonly"
+
+// apiFlags are the flags that only the API source reads.
+var apiFlags = []string{"configmap", "secret", "selector", "selector-kind", "namespace", "all-namespaces", "kubeconfig", "watch-idle-timeout"}
+
+// checkBuild stops the file-only build (the image's /reloader-fileonly, where its
+// /configmap-reload and /bin/prometheus-config-reloader lead) at a launch that needs the API,
+// naming the program that has it.
+func (o *options) checkBuild(*config) error {
+	if what, needs := o.needsAPI(); fileOnly && needs {
+		return fmt.Errorf("%s needs the Kubernetes API, which this file-only build of the reloader leaves out: run %s, the full build in the same image, or watch a mounted folder with --volume-dir", what, fullBuildPath)
+	}
+	return nil
+}
+
+// needsAPI says whether the launch reads the API, and the first flag that makes it do so.
+func (o *options) needsAPI() (string, bool) {
+	for _, f := range apiFlags {
+		if o.changed(f) {
+			return "--" + f, true
+		}
+	}
+	if len(o.folders) == 0 {
+		return "reading ConfigMaps and Secrets", true
+	}
+	return "", false
 }
 
 // checkFolders checks the folder source (--volume-dir and its peers' names).

@@ -9,26 +9,20 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
 
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/configref"
-	"github.com/configwave/configwave/internal/kube/kubeclient"
 	"github.com/configwave/configwave/internal/process/cli"
 	"github.com/configwave/configwave/internal/process/memlimit"
 	"github.com/configwave/configwave/internal/process/serve"
-	"github.com/configwave/configwave/internal/reloader/coreclient"
 	"github.com/configwave/configwave/internal/reloader/notify"
 	"github.com/configwave/configwave/internal/reloader/peermetrics"
-	"github.com/configwave/configwave/internal/reloader/podevents"
 	"github.com/configwave/configwave/internal/reloader/reload"
 	"github.com/configwave/configwave/internal/reloader/source"
 	"github.com/configwave/configwave/internal/reloader/supervise"
@@ -50,6 +44,7 @@ func runMain(argv0 string, args []string, getenv func(string) string) int {
 	if stop {
 		return code
 	}
+	handOverToFileOnlyBuild(cfg, argv0, args)
 	applyPromProcessSettings(cfg)
 	// One core, unless GOMAXPROCS says otherwise. The reloader does one thing at a time, and with
 	// more Ps every change woke threads that looked for work and found none: measured on a
@@ -133,7 +128,7 @@ func run1(cfg *config) error {
 	}
 	peers := exportPeerSeries(cfg, reg, r)
 	var src runningSource
-	var events *podevents.Recorder
+	var events eventRecorder
 	var err error
 	if len(cfg.folders) > 0 {
 		src, err = readFolders(cfg, r, metrics, peers)
@@ -236,49 +231,6 @@ func readFolders(cfg *config, r *reload.Reloader, metrics *reload.Metrics, peers
 	return folders, nil
 }
 
-// readAPI makes the API the source: the named and selected objects, unpacked under
-// --configroot, and Events on the reloader's own pod when it runs in one.
-func readAPI(cfg *config, r *reload.Reloader, metrics *reload.Metrics) (runningSource, *podevents.Recorder, error) {
-	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+cli.Version(version), 0, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	kubeclient.Uncompressed(restCfg)
-	if cfg.peer.insecureAPI {
-		restCfg.TLSClientConfig.Insecure = true
-		restCfg.TLSClientConfig.CAFile, restCfg.TLSClientConfig.CAData = "", nil
-	}
-	client, err := coreclient.New(restCfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	var keep []string
-	if cfg.layout.FolderAnnotation != "" {
-		keep = []string{cfg.layout.FolderAnnotation}
-	}
-	src := source.NewAPI(client, cfg.refs, cfg.selector, source.APIOptions{
-		OnWatchRestart:   func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
-		OnWatch:          func(src string) { metrics.WatchRestarts.WithLabelValues(src) }, // at 0 until the first restart
-		Annotations:      keep,
-		WatchIdleTimeout: cfg.watchIdle,
-		OnWatchIdle: func(src string) {
-			klog.InfoS("watch silent: no event and no bookmark; opening it again", "source", src, "for", cfg.watchIdle)
-		},
-	})
-	layout := cfg.layout
-	// Objects anyone may add by labelling one: one that cannot be laid out is left out,
-	// and never freezes the others. Named objects are the app's own: all or nothing.
-	layout.Isolate = cfg.selector != nil
-	r.Layout = layout
-	r.Writer = unpack.New(cfg.root)
-	r.Told = &reload.ToldRecord{Path: filepath.Join(cfg.root, reload.ToldRecordName)}
-	events := podEvents(client)
-	if events != nil {
-		r.Events = events
-	}
-	return src, events, nil
-}
-
 // tellApp sets how the app is told: HTTP, or a signal to a named process (confirmed through
 // Prometheus' runtime info when a peer asks). A child after -- is told once it runs (actors).
 func tellApp(cfg *config, r *reload.Reloader) {
@@ -294,7 +246,7 @@ func tellApp(cfg *config, r *reload.Reloader) {
 }
 
 // actors is what runs, each part with what stops it.
-func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSource, reg *prometheus.Registry, events *podevents.Recorder) (*run.Group, error) {
+func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSource, reg *prometheus.Registry, events eventRecorder) (*run.Group, error) {
 	g := &run.Group{}
 
 	// The actors that start processes (the loop with --validate-command, the supervisor) wait
@@ -376,6 +328,12 @@ func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSou
 	return g, nil
 }
 
+// eventRecorder records Events on the reloader's own pod (podevents, in the API build) until
+// its context ends.
+type eventRecorder interface {
+	Run(context.Context)
+}
+
 // runningSource is a source that runs until its context ends.
 type runningSource interface {
 	reload.Source
@@ -407,14 +365,4 @@ func hasSecrets(cfg *config) bool {
 		}
 	}
 	return false
-}
-
-// podEvents records Events on the reloader's own pod when it runs in one ($POD_NAME and the
-// namespace from the downward API), and nowhere otherwise.
-func podEvents(client rest.Interface) *podevents.Recorder {
-	name := os.Getenv("POD_NAME")
-	if name == "" {
-		return nil
-	}
-	return podevents.New(client, podevents.Pod{Namespace: kubeclient.DefaultNamespace(), Name: name, UID: types.UID(os.Getenv("POD_UID"))})
 }

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/configwave/configwave/internal/kube/kubeclient"
+	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/alert"
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/leader"
@@ -135,7 +135,7 @@ func checkHash(c *config) error {
 		}
 	}
 	if c.installKey != "" && c.hashKeyFile == "" {
-		c.installKeyNS, c.installKeyName = kubeclient.DefaultNamespace(), c.installKey
+		c.installKeyNS, c.installKeyName = configref.DefaultNamespace(), c.installKey
 		if ns, name, ok := strings.Cut(c.installKey, "/"); ok {
 			c.installKeyNS, c.installKeyName = ns, name
 		}
@@ -197,7 +197,7 @@ func checkLeaderElection(c *config) error {
 			return fmt.Errorf("--leader-election-id=%q is not a valid Lease name", c.leaderID)
 		}
 		if c.leaderNamespace == "" {
-			c.leaderNamespace = kubeclient.DefaultNamespace()
+			c.leaderNamespace = configref.DefaultNamespace()
 		}
 	}
 	return nil

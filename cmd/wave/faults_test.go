@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/kube/configref"
-	"github.com/configwave/configwave/internal/kube/kubeclient"
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/installkey"
@@ -308,7 +307,7 @@ func waveHashesOf(t *testing.T, client kubernetes.Interface, uses podrefs.Uses, 
 	plain, err := confighash.WaveHash(confighash.HashWave, uses, get)
 	require.NoError(t, err)
 	out := []string{plain}
-	if s, err := client.CoreV1().Secrets(kubeclient.DefaultNamespace()).Get(ctx(t), "configwave-install-key", metav1.GetOptions{}); err == nil {
+	if s, err := client.CoreV1().Secrets(configref.DefaultNamespace()).Get(ctx(t), "configwave-install-key", metav1.GetOptions{}); err == nil {
 		keyed, err := confighash.KeyedWaveHash(confighash.HashWave, s.Data[installkey.DataKey], uses, get)
 		require.NoError(t, err)
 		out = append(out, keyed)

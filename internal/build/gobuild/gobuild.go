@@ -22,11 +22,23 @@ type Target struct {
 	Version  string // stamped into main.version
 }
 
-// Binary builds ./cmd/NAME into dest.
+// FileOnlyTag is the build tag that leaves the API source out of cmd/reloader: the file-only
+// build, for the launches that read mounted folders.
+const FileOnlyTag = "configwave_fileonly"
+
+// FileOnlyReloader is the name of the reloader's file-only build.
+const FileOnlyReloader = "reloader-fileonly"
+
+// Binary builds the program NAME into dest: ./cmd/NAME, or for FileOnlyReloader ./cmd/reloader
+// with FileOnlyTag.
 func Binary(ctx context.Context, t Target, name, dest string) error {
+	pkg, tags := "./cmd/"+name, ""
+	if name == FileOnlyReloader {
+		pkg, tags = "./cmd/reloader", FileOnlyTag
+	}
 	// -buildvcs=auto: from a git checkout the commit goes into the binary, and from there into
 	// the SBOM, whatever GOFLAGS says; from an archive without .git, nothing does.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=auto", "-ldflags", "-s -w -X main.version="+t.Version, "-o", dest, "./cmd/"+name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=auto", "-tags", tags, "-ldflags", "-s -w -X main.version="+t.Version, "-o", dest, pkg)
 	cmd.Dir = t.Root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+t.OS, "GOARCH="+t.Arch)
 	if out, err := cmd.CombinedOutput(); err != nil {

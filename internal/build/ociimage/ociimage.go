@@ -10,7 +10,8 @@
 // entrypoint /reloader: the sidecar, and the peers' reloaders whose charts give arguments only)
 // and "wave" (entrypoint /wave). Both hold both binaries and the same layers; the program names
 // the peers' pod specs run by path (/bin/prometheus-config-reloader, /configmap-reload) lead to
-// the reloader, which reads its command line as that peer's.
+// the reloader's file-only build (/reloader-fileonly: no API client, so no more memory than
+// the peers it replaces), which reads its command line as that peer's.
 package ociimage
 
 import (
@@ -52,16 +53,17 @@ var Images = []Image{
 	{Tag: "wave", Entrypoint: []string{"/wave"}},
 }
 
-// Binaries are the programs in every image, at the root.
-var Binaries = []string{"reloader", "wave"}
+// Binaries are the programs in every image, at the root: the reloader, its file-only build
+// and wave.
+var Binaries = []string{"reloader", "reloader-fileonly", "wave"}
 
 // Links are the other program names in every image: the paths the peers' own pod specs run,
 // each leading to one of Binaries.
 var Links = map[string]string{
-	"/bin/prometheus-config-reloader": "/reloader", // the Prometheus Operator's command
-	"/configmap-reload":               "/reloader", // configmap-reload's entrypoint
-	"/manager":                        "/wave",     // Stakater Reloader's entrypoint
-	"/bin/wave":                       "/wave",     // Wave's entrypoint
+	"/bin/prometheus-config-reloader": "/reloader-fileonly", // the Prometheus Operator's command
+	"/configmap-reload":               "/reloader-fileonly", // configmap-reload's entrypoint
+	"/manager":                        "/wave",              // Stakater Reloader's entrypoint
+	"/bin/wave":                       "/wave",              // Wave's entrypoint
 }
 
 // Env is every image's environment.

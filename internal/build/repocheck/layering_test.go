@@ -53,6 +53,10 @@ func TestLayering(t *testing.T) {
 		assert.False(t, strings.HasPrefix(dep, module+"internal/wave/"), "cmd/reloader links %s, wave's", dep)
 	}
 	require.Contains(t, reloader, module+"internal/reloader/unpack", "the walk sees the reloader's own packages")
+	for _, dep := range linked(t, module+"cmd/reloader", "-tags", "configwave_fileonly") {
+		assert.False(t, strings.HasPrefix(dep, "k8s.io/client-go/") || dep == module+"internal/reloader/apisource",
+			"the reloader's file-only build links %s, the API client's", dep)
+	}
 }
 
 // goListDeps maps each package of the pattern (tests excluded) to the module's packages it
@@ -73,9 +77,9 @@ func goListDeps(t *testing.T, pattern string) map[string][]string {
 	return deps
 }
 
-// linked is every package a binary links.
-func linked(t *testing.T, pkg string) []string {
-	out, err := exec.Command("go", "list", "-deps", pkg).Output()
+// linked is every package a binary links, built with flags.
+func linked(t *testing.T, pkg string, flags ...string) []string {
+	out, err := exec.Command("go", append(append([]string{"list", "-deps"}, flags...), pkg)...).Output()
 	require.NoError(t, err, "go list -deps %s", pkg)
 	return strings.Fields(string(out))
 }

@@ -1,6 +1,7 @@
 // Package configref names one ConfigMap or Secret. Both binaries use this one model: the
 // reloader for what it watches (with Folder, a source of its own, as a third kind), wave for
-// what a pod template uses and what a record covers.
+// what a pod template uses and what a record covers. DefaultNamespace is the namespace a
+// reference without one means: the pod's own.
 //
 //	r := configref.Ref{Kind: configref.Secret, Namespace: "web", Name: "tls"}
 //	r.String()     // "secret web/tls"

@@ -5,9 +5,7 @@ package kubeclient
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"path"
-	"strings"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -76,20 +74,3 @@ func CountWatchRestarts(cfg *rest.Config, watched func(resource string, again bo
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// serviceAccountNamespace is where a pod finds its own namespace.
-const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-// DefaultNamespace is the pod's own namespace: $POD_NAMESPACE (set through the downward API),
-// else the service account's namespace file, else "default".
-func DefaultNamespace() string {
-	if ns := strings.TrimSpace(os.Getenv("POD_NAMESPACE")); ns != "" {
-		return ns
-	}
-	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
-		if ns := strings.TrimSpace(string(b)); ns != "" {
-			return ns
-		}
-	}
-	return "default"
-}

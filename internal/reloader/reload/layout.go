@@ -35,7 +35,7 @@ type Layout struct {
 	Isolate bool
 	// FolderAnnotation names an annotation whose value is the folder an object's files go
 	// to (k8s-sidecar's FOLDER_ANNOTATION): relative to the root, or absolute under Root.
-	// The source must keep it (source.APIOptions.Annotations).
+	// The source must keep it (apisource.Options.Annotations).
 	FolderAnnotation string
 	// Root is the config root as the app sees it, for absolute folder annotations.
 	Root string

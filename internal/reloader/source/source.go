@@ -1,11 +1,9 @@
-// Package source finds the config an app reads and hands out complete, consistent snapshots of
-// it. Each kind of source is one file: api.go reads named or label-selected ConfigMaps and
-// Secrets from the Kubernetes API; a new kind of source is a new file whose type has the same
-// four methods (Run, WaitForSync, Changed, Snapshot).
-//
-//	w := source.NewAPI(coreV1Client, []configref.Ref{{Kind: configref.ConfigMap, Namespace: "web", Name: "nginx"}}, nil, source.APIOptions{})
-//	go w.Run(ctx)
-//	<-w.Changed(); snap := w.Snapshot()
+// Package source holds what every source of config hands out, complete and consistent
+// snapshots of the objects an app reads (Object, Snapshot), the references and selectors that
+// name them, and the folder source: the folders kubelet, a CSI driver or cert-manager mounts,
+// watched with fsnotify and read with no API access. The API source is apisource, a package of
+// its own so that the file-only build of the reloader links no API client. A source has four
+// methods: Run, WaitForSync, Changed and Snapshot.
 //
 // A consumer that takes a Snapshot after every Changed signal never misses the latest state,
 // whatever events were merged or replayed on the way: a signal only says "look again".
@@ -30,7 +28,7 @@ type Selector struct {
 type Object struct {
 	configref.Ref
 	Data map[string][]byte
-	// Annotations are those of APIOptions.Annotations the object carries; nil without any.
+	// Annotations are those of apisource.Options.Annotations the object carries; nil without any.
 	Annotations map[string]string
 	// Version, for a folder that kubelet's atomic writer swaps, is the ..data target its files
 	// were read through (Swap), when the names in the folder were those of that set; ""

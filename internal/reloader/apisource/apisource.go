@@ -1,4 +1,15 @@
-package source
+// Package apisource is the reloader's API source: named or label-selected ConfigMaps and Secrets
+// read from the Kubernetes API, handed out as complete snapshots (source.Snapshot). It is the
+// only part of the reloader's pipeline that links the API client, so that the file-only build
+// (cmd/reloader with the configwave_fileonly tag) leaves it out.
+//
+//	w := apisource.New(coreV1Client, []configref.Ref{{Kind: configref.ConfigMap, Namespace: "web", Name: "nginx"}}, nil, apisource.Options{})
+//	go w.Run(ctx)
+//	<-w.Changed(); snap := w.Snapshot()
+//
+// A consumer that takes a Snapshot after every Changed signal never misses the latest state,
+// whatever events were merged or replayed on the way: a signal only says "look again".
+package apisource
 
 // The API source. Each named object has its own informer whose list and watch carry the field
 // selector metadata.name=NAME, so the RBAC it needs can be limited with resourceNames. The
@@ -21,10 +32,11 @@ import (
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/reloader/coreclient"
+	"github.com/configwave/configwave/internal/reloader/source"
 )
 
-// APIOptions tunes an API source.
-type APIOptions struct {
+// Options tunes an API source.
+type Options struct {
 	// OnWatchRestart is called whenever a source's watch is opened again after the first one:
 	// after a dropped connection, a 410 Gone relist, an API server restart, or the server's
 	// routine watch timeout. OnWatch is called when a source's first watch is opened, so that
@@ -39,22 +51,22 @@ type APIOptions struct {
 	OnWatchIdle      func(source string)
 }
 
-// API is the source of ConfigMaps and Secrets read from the Kubernetes API: one informer per
+// Source is the source of ConfigMaps and Secrets read from the Kubernetes API: one informer per
 // named object and per selected kind.
-type API struct {
+type Source struct {
 	refs      []configref.Ref
 	informers []*informer
 	selected  []*informer // subset of informers fed by a Selector
 	named     map[configref.Ref]*informer
 	changed   chan struct{}
-	opts      APIOptions
+	opts      Options
 }
 
-// NewAPI prepares informers for the named objects and the selector (which may be nil). client is
+// New prepares informers for the named objects and the selector (which may be nil). client is
 // a REST client for core/v1 (coreclient.New, or a clientset's CoreV1().RESTClient()). Nothing
 // talks to the API server before Run.
-func NewAPI(client cache.Getter, refs []configref.Ref, sel *Selector, opts APIOptions) *API {
-	w := &API{
+func New(client cache.Getter, refs []configref.Ref, sel *source.Selector, opts Options) *Source {
+	w := &Source{
 		refs:    refs,
 		named:   map[configref.Ref]*informer{},
 		changed: make(chan struct{}, 1),
@@ -96,7 +108,7 @@ func NewAPI(client cache.Getter, refs []configref.Ref, sel *Selector, opts APIOp
 
 // counted reports every watch of lw after the first to OnWatchRestart, and ends a watch that
 // stays silent for WatchIdleTimeout.
-func (w *API) counted(lw *cache.ListWatch, desc string) *cache.ListWatch {
+func (w *Source) counted(lw *cache.ListWatch, desc string) *cache.ListWatch {
 	if w.opts.OnWatchRestart == nil && w.opts.OnWatch == nil && w.opts.WatchIdleTimeout <= 0 {
 		return lw
 	}
@@ -138,7 +150,7 @@ type informer struct {
 	ctrl  cache.Controller
 }
 
-func (w *API) newInformer(lw cache.ListerWatcher, k configref.Kind) *informer {
+func (w *Source) newInformer(lw cache.ListerWatcher, k configref.Kind) *informer {
 	var example runtime.Object = &coreclient.ConfigMap{}
 	if k == configref.Secret {
 		example = &coreclient.Secret{}
@@ -158,7 +170,7 @@ func (w *API) newInformer(lw cache.ListerWatcher, k configref.Kind) *informer {
 	return inf
 }
 
-func (w *API) notify() {
+func (w *Source) notify() {
 	select {
 	case w.changed <- struct{}{}:
 	default: // a signal is already pending; the consumer will read the newest state anyway
@@ -167,10 +179,10 @@ func (w *API) notify() {
 
 // Changed receives a value after any source changed. Signals are merged: one value may stand
 // for many changes.
-func (w *API) Changed() <-chan struct{} { return w.changed }
+func (w *Source) Changed() <-chan struct{} { return w.changed }
 
 // Run runs the informers until ctx ends.
-func (w *API) Run(ctx context.Context) {
+func (w *Source) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, inf := range w.informers {
 		wg.Add(1)
@@ -183,7 +195,7 @@ func (w *API) Run(ctx context.Context) {
 }
 
 // WaitForSync blocks until every informer has listed once, or ctx ends (then it returns false).
-func (w *API) WaitForSync(ctx context.Context) bool {
+func (w *Source) WaitForSync(ctx context.Context) bool {
 	synced := make([]cache.InformerSynced, 0, len(w.informers))
 	for _, inf := range w.informers {
 		synced = append(synced, inf.ctrl.HasSynced)
@@ -192,8 +204,8 @@ func (w *API) WaitForSync(ctx context.Context) bool {
 }
 
 // Snapshot returns the current content of every source from the informers' caches.
-func (w *API) Snapshot() Snapshot {
-	var s Snapshot
+func (w *Source) Snapshot() source.Snapshot {
+	var s source.Snapshot
 	seen := map[configref.Ref]bool{}
 	add := func(obj any) {
 		o, ok := toObject(obj, w.opts.Annotations)
@@ -219,11 +231,11 @@ func (w *API) Snapshot() Snapshot {
 			add(obj)
 		}
 	}
-	slices.SortFunc(s.Objects, func(a, b Object) int { return configref.Compare(a.Ref, b.Ref) })
+	slices.SortFunc(s.Objects, func(a, b source.Object) int { return configref.Compare(a.Ref, b.Ref) })
 	return s
 }
 
-func toObject(obj any, annotations []string) (Object, bool) {
+func toObject(obj any, annotations []string) (source.Object, bool) {
 	switch o := obj.(type) {
 	case *coreclient.ConfigMap:
 		data := make(map[string][]byte, len(o.Data)+len(o.BinaryData))
@@ -231,13 +243,13 @@ func toObject(obj any, annotations []string) (Object, bool) {
 			data[k] = []byte(v)
 		}
 		maps.Copy(data, o.BinaryData)
-		return Object{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: o.Namespace, Name: o.Name}, Data: data, Annotations: kept(o.Annotations, annotations)}, true
+		return source.Object{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: o.Namespace, Name: o.Name}, Data: data, Annotations: kept(o.Annotations, annotations)}, true
 	case *coreclient.Secret:
 		data := make(map[string][]byte, len(o.Data))
 		maps.Copy(data, o.Data)
-		return Object{Ref: configref.Ref{Kind: configref.Secret, Namespace: o.Namespace, Name: o.Name}, Data: data, Annotations: kept(o.Annotations, annotations)}, true
+		return source.Object{Ref: configref.Ref{Kind: configref.Secret, Namespace: o.Namespace, Name: o.Name}, Data: data, Annotations: kept(o.Annotations, annotations)}, true
 	}
-	return Object{}, false
+	return source.Object{}, false
 }
 
 func kept(all map[string]string, names []string) map[string]string {

@@ -1,0 +1,114 @@
+//go:build !configwave_fileonly
+
+package main
+
+// The API source, in the full build only: the file-only build (fileonly.go) links no API
+// client, so that the launches that read mounted folders cost no more memory than the peers
+// they replace.
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/kube/kubeclient"
+	"github.com/configwave/configwave/internal/process/cli"
+	"github.com/configwave/configwave/internal/reloader/apisource"
+	"github.com/configwave/configwave/internal/reloader/coreclient"
+	"github.com/configwave/configwave/internal/reloader/podevents"
+	"github.com/configwave/configwave/internal/reloader/reload"
+	"github.com/configwave/configwave/internal/reloader/unpack"
+)
+
+// fileOnly is false: this build reads the API too.
+const fileOnly = false
+
+// handOverToFileOnlyBuild replaces this process with the file-only build when the launch reads
+// mounted folders only and the build is beside this one (as in the image): a configmap-reload
+// chart gives args only, so its sidecar starts at the image's entrypoint, the full build, and
+// would idle with the API client's pages for nothing. The command line and environment go over
+// unchanged, before anything has started; where the exec fails, this build runs on.
+func handOverToFileOnlyBuild(cfg *config, argv0 string, args []string) {
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	path, ok := fileOnlyBuildFor(cfg, exe, os.Stat)
+	if !ok {
+		return
+	}
+	err = syscall.Exec(path, append([]string{argv0}, args...), os.Environ())
+	klog.InfoS("could not start the file-only build; running on in the full one", "path", path, "err", err)
+}
+
+// fileOnlyBuildFor is the file-only build to hand a launch over to: one that reads folders
+// only, from a full build that has the file-only build beside it.
+func fileOnlyBuildFor(cfg *config, executable string, stat func(string) (os.FileInfo, error)) (string, bool) {
+	if len(cfg.folders) == 0 {
+		return "", false
+	}
+	path := filepath.Join(filepath.Dir(executable), fileOnlyBuildName)
+	if st, err := stat(path); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return "", false
+	}
+	return path, true
+}
+
+// readAPI makes the API the source: the named and selected objects, unpacked under
+// --configroot, and Events on the reloader's own pod when it runs in one.
+func readAPI(cfg *config, r *reload.Reloader, metrics *reload.Metrics) (runningSource, eventRecorder, error) {
+	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+cli.Version(version), 0, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	kubeclient.Uncompressed(restCfg)
+	if cfg.peer.insecureAPI {
+		restCfg.TLSClientConfig.Insecure = true
+		restCfg.TLSClientConfig.CAFile, restCfg.TLSClientConfig.CAData = "", nil
+	}
+	client, err := coreclient.New(restCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	var keep []string
+	if cfg.layout.FolderAnnotation != "" {
+		keep = []string{cfg.layout.FolderAnnotation}
+	}
+	src := apisource.New(client, cfg.refs, cfg.selector, apisource.Options{
+		OnWatchRestart:   func(src string) { metrics.WatchRestarts.WithLabelValues(src).Inc() },
+		OnWatch:          func(src string) { metrics.WatchRestarts.WithLabelValues(src) }, // at 0 until the first restart
+		Annotations:      keep,
+		WatchIdleTimeout: cfg.watchIdle,
+		OnWatchIdle: func(src string) {
+			klog.InfoS("watch silent: no event and no bookmark; opening it again", "source", src, "for", cfg.watchIdle)
+		},
+	})
+	layout := cfg.layout
+	// Objects anyone may add by labelling one: one that cannot be laid out is left out,
+	// and never freezes the others. Named objects are the app's own: all or nothing.
+	layout.Isolate = cfg.selector != nil
+	r.Layout = layout
+	r.Writer = unpack.New(cfg.root)
+	r.Told = &reload.ToldRecord{Path: filepath.Join(cfg.root, reload.ToldRecordName)}
+	events := podEvents(client)
+	if events == nil {
+		return src, nil, nil // a nil *Recorder in the interface would not be nil
+	}
+	r.Events = events
+	return src, events, nil
+}
+
+// podEvents records Events on the reloader's own pod when it runs in one ($POD_NAME and the
+// namespace from the downward API), and nowhere otherwise.
+func podEvents(client rest.Interface) *podevents.Recorder {
+	name := os.Getenv("POD_NAME")
+	if name == "" {
+		return nil
+	}
+	return podevents.New(client, podevents.Pod{Namespace: configref.DefaultNamespace(), Name: name, UID: types.UID(os.Getenv("POD_UID"))})
+}
