@@ -31,7 +31,7 @@ type RuleFiles struct {
 }
 
 // The Prometheus Operator's limit for its config-reloader sidecar, and the Go memory limit our
-// binary sets itself from it in the container (memlimit.DefaultRatio); outside a container
+// binary sets itself from it in the container (startup.DefaultMemoryLimitRatio); outside a container
 // namespace it would read the host's cgroup, so it is given here.
 const (
 	operatorLimit   = 50 << 20

@@ -17,7 +17,7 @@ import (
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/kube/kubeclient"
-	"github.com/configwave/configwave/internal/process/cli"
+	"github.com/configwave/configwave/internal/process/startup"
 	"github.com/configwave/configwave/internal/reloader/apisource"
 	"github.com/configwave/configwave/internal/reloader/coreclient"
 	"github.com/configwave/configwave/internal/reloader/podevents"
@@ -62,7 +62,7 @@ func fileOnlyBuildFor(cfg *config, executable string, stat func(string) (os.File
 // readAPI makes the API the source: the named and selected objects, unpacked under
 // --configroot, and Events on the reloader's own pod when it runs in one.
 func readAPI(cfg *config, r *reload.Reloader, metrics *reload.Metrics) (runningSource, eventRecorder, error) {
-	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+cli.Version(version), 0, 0)
+	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+startup.Version(version), 0, 0)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,7 +7,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/configwave/configwave/internal/process/logflags"
+	"github.com/configwave/configwave/internal/process/startup"
 )
 
 // commandLine is every flag the reloader takes: its own, parsed into options, and each peer's,
@@ -37,7 +37,7 @@ Flags:
 	addOwnFlags(fs, &c.own)
 	c.cmr.add(fs)
 	c.prom.add(fs)
-	logflags.Add(fs, "log verbosity: 2 logs each change and request, 4 each watch event.")
+	startup.AddLogFlags(fs, "log verbosity: 2 logs each change and request, 4 each watch event.")
 	c.own.changed = fs.Changed
 	c.fs = fs
 	return c

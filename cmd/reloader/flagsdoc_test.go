@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/process/cli"
+	"github.com/configwave/configwave/internal/process/startup"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/reloader-flags.md from the flags (make docs)")
@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite docs/reloader-flags.md from the
 // The flags reference is generated from the binary's own --help, so it cannot go stale:
 // this test fails when they differ; `make docs` rewrites it.
 func TestFlagsDocIsCurrent(t *testing.T) {
-	want := cli.FlagsDoc("reloader", newCommandLine().fs)
+	want := startup.FlagsDoc("reloader", newCommandLine().fs)
 	path := filepath.Join("..", "..", "docs", "reloader-flags.md")
 	if *update {
 		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))

@@ -18,9 +18,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/configref"
-	"github.com/configwave/configwave/internal/process/cli"
-	"github.com/configwave/configwave/internal/process/memlimit"
 	"github.com/configwave/configwave/internal/process/serve"
+	"github.com/configwave/configwave/internal/process/startup"
 	"github.com/configwave/configwave/internal/reloader/notify"
 	"github.com/configwave/configwave/internal/reloader/peermetrics"
 	"github.com/configwave/configwave/internal/reloader/reload"
@@ -54,11 +53,11 @@ func runMain(argv0 string, args []string, getenv func(string) string) int {
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		runtime.GOMAXPROCS(1)
 	}
-	ratio := memlimit.DefaultRatio
+	ratio := startup.DefaultMemoryLimitRatio
 	if cfg.peer.memlimitRatio > 0 { // prometheus-config-reloader's --auto-gomemlimit-ratio
 		ratio = cfg.peer.memlimitRatio
 	}
-	if soft := memlimit.Apply(ratio, os.LookupEnv, os.DirFS("/sys/fs/cgroup")); soft > 0 {
+	if soft := startup.ApplyMemoryLimit(ratio, os.LookupEnv, os.DirFS("/sys/fs/cgroup")); soft > 0 {
 		klog.V(2).InfoS("Go's memory limit set from the container's", "bytes", soft, "ratio", ratio)
 	}
 	defer klog.Flush()
@@ -94,7 +93,7 @@ func parseCommandLine(argv0 string, args []string, getenv func(string) string) (
 		args = sidecar
 	}
 	cl := newCommandLine()
-	if code, stop := cli.Parse("reloader", cl.fs, cl.args(args), &cl.own.version, version); stop {
+	if code, stop := startup.Parse("reloader", cl.fs, cl.args(args), &cl.own.version, version); stop {
 		return nil, code, true
 	}
 	app, err := cl.appArgs()
@@ -117,7 +116,7 @@ func parseCommandLine(argv0 string, args []string, getenv func(string) string) (
 
 // run1 wires the parts and runs them until one of them stops.
 func run1(cfg *config) error {
-	reg := serve.NewRegistry("reloader", cli.Version(version))
+	reg := serve.NewRegistry("reloader", startup.Version(version))
 	metrics := reload.NewMetrics(reg)
 	r := &reload.Reloader{
 		Debounce:       cfg.debounce,
@@ -152,7 +151,7 @@ func run1(cfg *config) error {
 	if err != nil {
 		return err
 	}
-	klog.InfoS("reloader started", "version", cli.Version(version), "sources", len(cfg.refs), "selector", cfg.selector != nil, "folders", cfg.folders,
+	klog.InfoS("reloader started", "version", startup.Version(version), "sources", len(cfg.refs), "selector", cfg.selector != nil, "folders", cfg.folders,
 		"configroot", cfg.root, "subprocess", len(cfg.app) > 0, "reloadHTTP", cfg.http != nil, "reloadProcess", cfg.process != nil)
 	for _, n := range cfg.peer.notes {
 		klog.InfoS(n)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configwave/configwave/internal/process/cli"
+	"github.com/configwave/configwave/internal/process/startup"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/wave-flags.md from the flags (make docs)")
@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite docs/wave-flags.md from the fla
 func TestFlagsDocIsCurrent(t *testing.T) {
 	var o options
 	var so statusOptions
-	want := cli.FlagsDoc("wave", newFlagSet(&o)) + "\n" + strings.Replace(cli.FlagsDoc("wave status", newStatusFlagSet(&so)),
+	want := startup.FlagsDoc("wave", newFlagSet(&o)) + "\n" + strings.Replace(startup.FlagsDoc("wave status", newStatusFlagSet(&so)),
 		"# `wave status` flags\n\nGenerated from `wave status --help` by `make docs`; a test fails when it is stale.\n", "## `wave status`\n", 1)
 	path := filepath.Join("..", "..", "docs", "wave-flags.md")
 	if *update {

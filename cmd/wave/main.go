@@ -28,11 +28,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/kubeclient"
-	"github.com/configwave/configwave/internal/process/cli"
 	"github.com/configwave/configwave/internal/process/credfile"
-	"github.com/configwave/configwave/internal/process/logflags"
-	"github.com/configwave/configwave/internal/process/memlimit"
 	"github.com/configwave/configwave/internal/process/serve"
+	"github.com/configwave/configwave/internal/process/startup"
 	"github.com/configwave/configwave/internal/wave/access"
 	"github.com/configwave/configwave/internal/wave/alert"
 	"github.com/configwave/configwave/internal/wave/confighash"
@@ -63,7 +61,7 @@ func runMain(args []string) int {
 	}
 	var o options
 	fs := newFlagSet(&o)
-	if code, stop := cli.Parse("wave", fs, args, &o.version, version); stop {
+	if code, stop := startup.Parse("wave", fs, args, &o.version, version); stop {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -76,7 +74,7 @@ func runMain(args []string) int {
 		return 2
 	}
 	defer klog.Flush()
-	if soft := memlimit.Apply(memlimit.DefaultRatio, os.LookupEnv, os.DirFS("/sys/fs/cgroup")); soft > 0 {
+	if soft := startup.ApplyMemoryLimit(startup.DefaultMemoryLimitRatio, os.LookupEnv, os.DirFS("/sys/fs/cgroup")); soft > 0 {
 		klog.V(2).InfoS("Go's memory limit set from the container's", "bytes", soft)
 	}
 	for _, note := range o.reloader.notes() {
@@ -175,7 +173,7 @@ Flags:
 	o.waveOnly.add(fs)
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "Wave's name of --listen-address (deprecated).")
 	_ = fs.MarkHidden("metrics-addr")
-	logflags.Add(fs, "log verbosity: 2 logs every decision, 4 every event.")
+	startup.AddLogFlags(fs, "log verbosity: 2 logs every decision, 4 every event.")
 	addReloaderEnvFlags(fs, o)
 	o.changed = fs.Changed
 	o.getenv = os.Getenv
@@ -208,7 +206,7 @@ func readKey(name string) ([]byte, error) { return credfile.Read(name, maxKeySiz
 // serve the endpoints, load the digest key, fill the caches, make the controller, then run
 // every part.
 func runWave(cfg *config) error {
-	reg := serve.NewRegistry("wave", cli.Version(version))
+	reg := serve.NewRegistry("wave", startup.Version(version))
 	cl, err := newClients(cfg, reg)
 	if err != nil {
 		return err
@@ -284,7 +282,7 @@ type clients struct {
 }
 
 func newClients(cfg *config, reg *prometheus.Registry) (*clients, error) {
-	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-wave/"+cli.Version(version), cfg.qps, cfg.burst)
+	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-wave/"+startup.Version(version), cfg.qps, cfg.burst)
 	if err != nil {
 		return nil, err
 	}
@@ -495,7 +493,7 @@ func logStart(cfg *config, cl *clients, dg digests) {
 	if cfg.metricsAddr != "" {
 		klog.InfoS("--metrics-addr is deprecated: use --listen-address, which serves /metrics beside /healthz, /readyz and /status", "address", cfg.listenAddress)
 	}
-	klog.InfoS("wave started", "version", cli.Version(version), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(), "annotations", cfg.annotations,
+	klog.InfoS("wave started", "version", startup.Version(version), "namespaces", cfg.namespaceList, "labelSelector", cfg.selector.String(), "annotations", cfg.annotations,
 		"hashFormat", cfg.format, "keyedHash", len(cfg.hashKey) > 0, "keyedInputs", len(dg.key) > 0, "records", dg.mode, "dryRun", cfg.dryRun, "leaderElection", cfg.leaderElection)
 }
 

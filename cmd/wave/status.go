@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/configwave/configwave/internal/kube/kubeclient"
-	"github.com/configwave/configwave/internal/process/cli"
+	"github.com/configwave/configwave/internal/process/startup"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/rollout"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
@@ -77,7 +77,7 @@ type WorkloadStatus struct {
 func runStatus(args []string, stdout io.Writer) int {
 	var o statusOptions
 	fs := newStatusFlagSet(&o)
-	if code, stop := cli.Parse("wave status", fs, args, &o.version, version); stop {
+	if code, stop := startup.Parse("wave status", fs, args, &o.version, version); stop {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -98,7 +98,7 @@ func runStatus(args []string, stdout io.Writer) int {
 		fmt.Fprintf(os.Stderr, "wave status: %v\n", err)
 		return 2
 	}
-	restCfg, err := kubeclient.Config(o.kubeconfig, "configwave-wave-status/"+cli.Version(version), 50, 100)
+	restCfg, err := kubeclient.Config(o.kubeconfig, "configwave-wave-status/"+startup.Version(version), 50, 100)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "wave status: %v\n", err)
 		return 1

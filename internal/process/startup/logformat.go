@@ -1,4 +1,4 @@
-package logflags
+package startup
 
 import (
 	"fmt"
@@ -11,16 +11,16 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Format is --log-format: text (klog's own lines) or json (one JSON object per line, the
+// LogFormat is --log-format: text (klog's own lines) or json (one JSON object per line, the
 // format log pipelines parse without a regex). Each peer's name for text is accepted:
 // prometheus-config-reloader's logfmt and Stakater Reloader's empty string.
-type Format string
+type LogFormat string
 
-func (f *Format) String() string { return string(*f) }
-func (f *Format) Type() string   { return "string" }
+func (f *LogFormat) String() string { return string(*f) }
+func (f *LogFormat) Type() string   { return "string" }
 
 // Set implements pflag.Value.
-func (f *Format) Set(s string) error {
+func (f *LogFormat) Set(s string) error {
 	switch strings.ToLower(s) {
 	case "", "text", "logfmt":
 		*f = "text"
@@ -32,40 +32,40 @@ func (f *Format) Set(s string) error {
 	return nil
 }
 
-// Level is --log-level, the peers' way to set the verbosity: prometheus-config-reloader's
+// LogLevel is --log-level, the peers' way to set the verbosity: prometheus-config-reloader's
 // debug, info, warn and error, Stakater Reloader's trace, debug, info, warning, error, fatal
 // and panic. klog has no threshold above info, so the levels above info log as info does.
-type Level string
+type LogLevel string
 
-func (l *Level) String() string { return string(*l) }
-func (l *Level) Type() string   { return "string" }
+func (l *LogLevel) String() string { return string(*l) }
+func (l *LogLevel) Type() string   { return "string" }
 
 // Set implements pflag.Value.
-func (l *Level) Set(s string) error {
-	if _, ok := levels[strings.ToLower(s)]; !ok {
+func (l *LogLevel) Set(s string) error {
+	if _, ok := logLevels[strings.ToLower(s)]; !ok {
 		return fmt.Errorf("use trace, debug, info, warn or error")
 	}
-	*l = Level(strings.ToLower(s))
+	*l = LogLevel(strings.ToLower(s))
 	return nil
 }
 
 // levels maps each peer's level to a klog verbosity.
-var levels = map[string]int{"trace": MaxVerbosity, "debug": 4, "info": 0, "warn": 0, "warning": 0, "error": 0, "fatal": 0, "panic": 0}
+var logLevels = map[string]int{"trace": MaxVerbosity, "debug": 4, "info": 0, "warn": 0, "warning": 0, "error": 0, "fatal": 0, "panic": 0}
 
-// addFormat registers --log-format and --log-level on fs.
-func addFormat(fs *flag.FlagSet) {
-	format := Format("text")
+// addLogFormat registers --log-format and --log-level on fs.
+func addLogFormat(fs *flag.FlagSet) {
+	format := LogFormat("text")
 	fs.Var(&format, "log-format", "text, or json for one JSON object per line; logfmt (prometheus-config-reloader's) is text.")
-	var level Level
+	var level LogLevel
 	fs.Var(&level, "log-level", "the peers' log level: trace (--v=5), debug (--v=4), info, warn or error (--v=0: klog logs info and above alike). --v wins when both are given.")
 }
 
-// Apply sets the verbosity from --log-level unless --v was given, and makes klog write JSON for
+// ApplyLogFormat sets the verbosity from --log-level unless --v was given, and makes klog write JSON for
 // --log-format=json. Call it once, after parsing and before anything is logged.
-func Apply(fs *flag.FlagSet) {
+func ApplyLogFormat(fs *flag.FlagSet) {
 	if f := fs.Lookup("log-level"); f != nil && f.Value.String() != "" && !fs.Changed("v") {
 		if v := fs.Lookup("v"); v != nil {
-			_ = v.Value.Set(strconv.Itoa(levels[f.Value.String()]))
+			_ = v.Value.Set(strconv.Itoa(logLevels[f.Value.String()]))
 		}
 	}
 	if f := fs.Lookup("log-format"); f != nil && f.Value.String() == "json" {

@@ -1,4 +1,4 @@
-package logflags
+package startup
 
 import (
 	"testing"
@@ -31,13 +31,13 @@ func TestCapVModule(t *testing.T) {
 // The whole path a command line takes: parse, then Cap, leaves klog at most at MaxVerbosity.
 func TestCapLowersVAndVModule(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	Add(fs, "verbosity.")
+	AddLogFlags(fs, "verbosity.")
 	require.NoError(t, fs.Parse([]string{"--v=10", "--vmodule=*=10"}))
-	Cap(fs)
+	CapLogVerbosity(fs)
 	assert.Equal(t, "5", fs.Lookup("v").Value.String())
 	assert.Equal(t, "*=5", fs.Lookup("vmodule").Value.String())
 	require.NoError(t, fs.Parse([]string{"--v=0", "--vmodule="}))
-	Cap(fs)
+	CapLogVerbosity(fs)
 }
 
 func TestLogFormatAndLevel(t *testing.T) {
@@ -61,7 +61,7 @@ func TestLogFormatAndLevel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("x", flag.ContinueOnError)
-			Add(fs, "")
+			AddLogFlags(fs, "")
 			err := fs.Parse(tt.args)
 			if tt.wantErr != "" {
 				require.Error(t, err)
@@ -73,7 +73,7 @@ func TestLogFormatAndLevel(t *testing.T) {
 			// the end-to-end tests check in the binaries.
 			format := fs.Lookup("log-format").Value.String()
 			require.NoError(t, fs.Lookup("log-format").Value.Set("text"))
-			Apply(fs)
+			ApplyLogFormat(fs)
 			assert.Equal(t, tt.wantV, fs.Lookup("v").Value.String())
 			assert.Equal(t, tt.wantJSON, format == "json")
 			require.NoError(t, fs.Lookup("v").Value.Set("0")) // klog's verbosity is global

@@ -1,10 +1,8 @@
-// Package memlimit sets Go's soft memory limit from the container's, so that a sidecar under a
-// tight limit (the Prometheus Operator gives its reloader 50Mi) collects garbage before the
-// kernel kills it, rather than after.
-//
-//	limit, ok := memlimit.FromCgroup(os.DirFS("/sys/fs/cgroup"))
-//	memlimit.Apply(0.9, os.LookupEnv, os.DirFS("/sys/fs/cgroup"))
-package memlimit
+package startup
+
+// Go's soft memory limit from the container's, so that a sidecar under a tight limit (the
+// Prometheus Operator gives its reloader 50Mi) collects garbage before the kernel kills it,
+// rather than after.
 
 import (
 	"io/fs"
@@ -14,13 +12,13 @@ import (
 	"strings"
 )
 
-// DefaultRatio is the share of the container's limit Go aims at when nothing else is said: room
+// DefaultMemoryLimitRatio is the share of the container's limit Go aims at when nothing else is said: room
 // for what Go does not count (the binary's pages, the stacks of other threads).
-const DefaultRatio = 0.9
+const DefaultMemoryLimitRatio = 0.9
 
-// FromCgroup reads the container's memory limit: cgroup v2's memory.max, else cgroup v1's
+// MemoryLimitFromCgroup reads the container's memory limit: cgroup v2's memory.max, else cgroup v1's
 // memory/memory.limit_in_bytes; false when there is none (max, or v1's "no limit" value).
-func FromCgroup(cgroup fs.FS) (int64, bool) {
+func MemoryLimitFromCgroup(cgroup fs.FS) (int64, bool) {
 	for _, f := range []string{"memory.max", "memory/memory.limit_in_bytes"} {
 		b, err := fs.ReadFile(cgroup, f)
 		if err != nil {
@@ -40,13 +38,13 @@ func FromCgroup(cgroup fs.FS) (int64, bool) {
 	return 0, false
 }
 
-// Apply sets Go's memory limit to ratio of the container's, unless GOMEMLIMIT is set (Go reads
+// ApplyMemoryLimit sets Go's memory limit to ratio of the container's, unless GOMEMLIMIT is set (Go reads
 // it itself) or there is no container limit; it returns the limit set, 0 for none.
-func Apply(ratio float64, lookupEnv func(string) (string, bool), cgroup fs.FS) int64 {
+func ApplyMemoryLimit(ratio float64, lookupEnv func(string) (string, bool), cgroup fs.FS) int64 {
 	if _, set := lookupEnv("GOMEMLIMIT"); set || ratio <= 0 || ratio > 1 {
 		return 0
 	}
-	limit, ok := FromCgroup(cgroup)
+	limit, ok := MemoryLimitFromCgroup(cgroup)
 	if !ok {
 		return 0
 	}

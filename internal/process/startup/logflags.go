@@ -1,7 +1,8 @@
-// Package logflags gives both binaries klog's --v and --vmodule, the peers' --log-format (text
-// or JSON) and --log-level, and keeps the verbosity below the level where client-go logs API
-// response bodies, which carry Secret values.
-package logflags
+package startup
+
+// The log flags: klog's --v and --vmodule, the peers' --log-format (text or JSON) and
+// --log-level, with the verbosity kept below the level where client-go logs API response
+// bodies, which carry Secret values.
 
 import (
 	goflag "flag"
@@ -16,9 +17,9 @@ import (
 // headers at 7 and response bodies (whole Secrets) from 8.
 const MaxVerbosity = 5
 
-// Add registers --v, --vmodule, --log-format and --log-level on fs; usage describes what each
+// AddLogFlags registers --v, --vmodule, --log-format and --log-level on fs; usage describes what each
 // level of --v logs.
-func Add(fs *flag.FlagSet, usage string) {
+func AddLogFlags(fs *flag.FlagSet, usage string) {
 	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	for _, name := range []string{"v", "vmodule"} {
@@ -31,12 +32,12 @@ func Add(fs *flag.FlagSet, usage string) {
 		}
 		fs.AddFlag(f)
 	}
-	addFormat(fs)
+	addLogFormat(fs)
 }
 
-// Cap lowers the verbosity to MaxVerbosity after parsing, --v and every --vmodule entry
+// CapLogVerbosity lowers the verbosity to MaxVerbosity after parsing, --v and every --vmodule entry
 // alike (--vmodule=*=10 would otherwise reach client-go's body logging), and says so.
-func Cap(fs *flag.FlagSet) {
+func CapLogVerbosity(fs *flag.FlagSet) {
 	if f := fs.Lookup("v"); f != nil {
 		if v, err := strconv.Atoi(f.Value.String()); err == nil && v > MaxVerbosity {
 			_ = f.Value.Set(strconv.Itoa(MaxVerbosity))

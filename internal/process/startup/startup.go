@@ -1,6 +1,14 @@
-// Package cli is what both binaries do before their own work: parse flags alike, answer
-// --help and --version, cap the log verbosity, and exit 2 with one line on bad flags.
-package cli
+// Package startup is what both binaries do before their own work: parse flags alike, answer
+// --help and --version, exit 2 with one line on bad flags, give klog's --v and --vmodule and the
+// peers' --log-format and --log-level with the verbosity capped below the level where client-go
+// logs API response bodies (which carry Secret values), and set Go's soft memory limit from the
+// container's.
+//
+//	if code, stop := startup.Parse("wave", fs, os.Args[1:], &showVersion, version); stop {
+//		os.Exit(code)
+//	}
+//	startup.ApplyMemoryLimit(startup.DefaultMemoryLimitRatio, os.LookupEnv, os.DirFS("/sys/fs/cgroup"))
+package startup
 
 import (
 	"bytes"
@@ -10,8 +18,6 @@ import (
 	"runtime/debug"
 
 	flag "github.com/spf13/pflag"
-
-	"github.com/configwave/configwave/internal/process/logflags"
 )
 
 // Version is the version stamped at build time (-ldflags "-X main.version=..."), else the
@@ -36,8 +42,8 @@ func Parse(name string, fs *flag.FlagSet, args []string, showVersion *bool, stam
 		fmt.Fprintf(os.Stderr, "%s: %v (see %s --help)\n", name, err, name)
 		return 2, true
 	}
-	logflags.Apply(fs) // first: the verbosity --log-level sets is capped too, and JSON from the first line
-	logflags.Cap(fs)
+	ApplyLogFormat(fs) // first: the verbosity --log-level sets is capped too, and JSON from the first line
+	CapLogVerbosity(fs)
 	if *showVersion {
 		fmt.Println(name, Version(stamped))
 		return 0, true

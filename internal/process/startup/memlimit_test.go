@@ -1,4 +1,4 @@
-package memlimit
+package startup
 
 import (
 	"math"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestFromCgroup(t *testing.T) {
+func TestMemoryLimitFromCgroup(t *testing.T) {
 	for name, tt := range map[string]struct {
 		files map[string]string
 		want  int64
@@ -27,19 +27,19 @@ func TestFromCgroup(t *testing.T) {
 			for f, c := range tt.files {
 				fsys[f] = &fstest.MapFile{Data: []byte(c)}
 			}
-			got, ok := FromCgroup(fsys)
+			got, ok := MemoryLimitFromCgroup(fsys)
 			assert.Equal(t, tt.ok, ok)
 			assert.Equal(t, tt.want, got)
 		})
 	}
 }
 
-func TestApply(t *testing.T) {
+func TestApplyMemoryLimit(t *testing.T) {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
 	limited := fstest.MapFS{"memory.max": &fstest.MapFile{Data: []byte("52428800")}}
 	noEnv := func(string) (string, bool) { return "", false }
-	assert.EqualValues(t, 47185920, Apply(DefaultRatio, noEnv, limited), "90% of 50Mi")
+	assert.EqualValues(t, 47185920, ApplyMemoryLimit(DefaultMemoryLimitRatio, noEnv, limited), "90% of 50Mi")
 	assert.EqualValues(t, 47185920, debug.SetMemoryLimit(-1))
-	assert.Zero(t, Apply(DefaultRatio, func(k string) (string, bool) { return "100MiB", k == "GOMEMLIMIT" }, limited), "GOMEMLIMIT wins")
-	assert.Zero(t, Apply(DefaultRatio, noEnv, fstest.MapFS{}), "no container limit: left as it is")
+	assert.Zero(t, ApplyMemoryLimit(DefaultMemoryLimitRatio, func(k string) (string, bool) { return "100MiB", k == "GOMEMLIMIT" }, limited), "GOMEMLIMIT wins")
+	assert.Zero(t, ApplyMemoryLimit(DefaultMemoryLimitRatio, noEnv, fstest.MapFS{}), "no container limit: left as it is")
 }
