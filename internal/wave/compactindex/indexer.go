@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/configwave/configwave/internal/wave/packstr"
+	"github.com/configwave/configwave/internal/wave/slimcache"
 )
 
 // fewest is how many keys one index value keeps in a slice; a set beyond that. A key is
@@ -462,7 +462,7 @@ func (s *Indexer) Repack(pack func(objs []any)) {
 	defer s.mu.Unlock()
 	keys := make([]string, 0, len(s.items))
 	objs := make([]any, 0, len(s.items))
-	var b packstr.Builder
+	var b slimcache.StringPacker
 	for key, obj := range s.items {
 		keys = append(keys, key)
 		objs = append(objs, obj)
@@ -487,7 +487,7 @@ func (s *Indexer) Repack(pack func(objs []any)) {
 // repack is ix rebuilt with the keys copyOf gives for the old ones.
 func (ix index) repack(copyOf map[string]string) index {
 	values := make([]string, 0, len(ix))
-	var b packstr.Builder
+	var b slimcache.StringPacker
 	n := 0
 	for v, k := range ix {
 		values = append(values, v)

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configwave/configwave/internal/wave/packstr"
+	"github.com/configwave/configwave/internal/wave/slimcache"
 )
 
 // packAll is packObject for every object kept, once the initial lists are in, with nothing
@@ -21,7 +21,7 @@ import (
 // Both walks read each map in the order of its sorted keys, so the second finds every string
 // where the first put it.
 func packAll(objs []metav1.Object) []metav1.Object {
-	var b packstr.Builder
+	var b slimcache.StringPacker
 	nCM, nSecret, byteValues := 0, 0, 0
 	for _, o := range objs {
 		b.Add(o.GetNamespace())

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configwave/configwave/internal/kube/configref"
-	"github.com/configwave/configwave/internal/wave/cacheentry"
 	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/slimcache"
 )
 
 // Digester reduces ConfigMaps and Secrets to per-key digests. With a Key, the digests are
@@ -127,7 +127,7 @@ func (dg Digester) TransformMeta(obj any) (any, error) {
 }
 
 func (dg Digester) slim(m metav1.ObjectMeta, keys int) *Digested {
-	out := &Digested{Identity: cacheentry.Identity{Name: m.Name, Namespace: intern(m.Namespace), ResourceVersion: m.ResourceVersion}, Keys: make([]KeyDigest, 0, keys)}
+	out := &Digested{Identity: slimcache.Identity{Name: m.Name, Namespace: intern(m.Namespace), ResourceVersion: m.ResourceVersion}, Keys: make([]KeyDigest, 0, keys)}
 	if dg.KeepLabels && m.Labels != nil {
 		out.SetLabels(m.Labels)
 	}

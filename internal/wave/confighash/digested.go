@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/configwave/configwave/internal/wave/cacheentry"
+	"github.com/configwave/configwave/internal/wave/slimcache"
 )
 
 // Digested is what wave's informers keep of a ConfigMap or Secret: who it is, its
@@ -21,7 +21,7 @@ import (
 // map of one key about 300, where this is about 130 bytes in all for an object of one key.
 // The namespace, and key names seen before, are shared between objects.
 type Digested struct {
-	cacheentry.Identity
+	slimcache.Identity
 	Keys []KeyDigest // sorted by Key
 	// meta is nil for most objects: at 100,000 objects two map fields cost 1.6 MB more.
 	meta *digestedMeta

@@ -1,6 +1,6 @@
 package confighash
 
-// Digested is a metav1.Object through its cacheentry.Identity; of the rest of the metadata it
+// Digested is a metav1.Object through its slimcache.Identity; of the rest of the metadata it
 // keeps the labels and the kept annotations, behind meta.
 
 func (d *Digested) GetLabels() map[string]string {

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/configwave/configwave/internal/kube/configref"
-	"github.com/configwave/configwave/internal/wave/cacheentry"
+	"github.com/configwave/configwave/internal/wave/slimcache"
 
 	"github.com/configwave/configwave/internal/wave/waveclient"
 )
@@ -44,7 +44,7 @@ const (
 // Status is what wave keeps of one SecretProviderClassPodStatus: whose it is, and Reloader's
 // hash of the versions the pod mounted.
 type Status struct {
-	cacheentry.Identity
+	slimcache.Identity
 	Class string
 	Hash  string
 }
@@ -99,7 +99,7 @@ func Transform(obj any) (any, error) {
 		objects = append(objects, Object{ID: id, Version: version})
 	}
 	return &Status{
-		Identity: cacheentry.Identity{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()},
+		Identity: slimcache.Identity{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()},
 		Class:    class,
 		Hash:     Hash(class, objects),
 	}, nil

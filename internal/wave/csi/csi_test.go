@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/configwave/configwave/internal/kube/configref"
-	"github.com/configwave/configwave/internal/wave/cacheentry"
+	"github.com/configwave/configwave/internal/wave/slimcache"
 )
 
 func TestHashIsReloaders(t *testing.T) {
@@ -132,7 +132,7 @@ func TestTrackerMovesOnlyOnAnUpdate(t *testing.T) {
 	assert.Len(t, changed, 10, "each add, each change of versions and each delete is looked at; the update without a change is not")
 }
 
-func identity(name string) (i cacheentry.Identity) {
+func identity(name string) (i slimcache.Identity) {
 	i.Namespace, i.Name = "web", name+"-web-vault"
 	return i
 }

@@ -20,8 +20,8 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/configwave/configwave/internal/wave/cacheentry"
 	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/slimcache"
 )
 
 // record is what the store keeps of one object, beside its namespace and name (the maps'
@@ -63,7 +63,7 @@ func pack(d *confighash.Digested) record {
 
 // unpack builds the object anew: what a caller changes of it never reaches the store.
 func (r *record) unpack(namespace, name string) *confighash.Digested {
-	d := &confighash.Digested{Identity: cacheentry.Identity{Namespace: namespace, Name: name}}
+	d := &confighash.Digested{Identity: slimcache.Identity{Namespace: namespace, Name: name}}
 	if r.rest == nil || r.rest.keys == nil {
 		d.Keys = []confighash.KeyDigest{r.first}
 	} else {

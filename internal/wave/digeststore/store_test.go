@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/configwave/configwave/internal/wave/cacheentry"
 	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/slimcache"
 )
 
 func digest(t testing.TB, obj any) *confighash.Digested {
@@ -73,7 +73,7 @@ func TestStoreIsAnIndexerOfDigestedObjects(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, a2, got)
-	got, ok, err = s.Get(&confighash.Digested{Identity: cacheentry.Identity{Namespace: "ns1", Name: "b"}})
+	got, ok, err = s.Get(&confighash.Digested{Identity: slimcache.Identity{Namespace: "ns1", Name: "b"}})
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Equal(t, b1, got)
@@ -199,7 +199,7 @@ func FuzzResourceVersion(f *testing.F) {
 		f.Add(rv)
 	}
 	f.Fuzz(func(t *testing.T, rv string) {
-		want := &confighash.Digested{Identity: cacheentry.Identity{Namespace: "ns", Name: "n", ResourceVersion: rv}, Keys: []confighash.KeyDigest{{Key: "a"}}}
+		want := &confighash.Digested{Identity: slimcache.Identity{Namespace: "ns", Name: "n", ResourceVersion: rv}, Keys: []confighash.KeyDigest{{Key: "a"}}}
 		r := pack(want)
 		assert.Equal(t, want, r.unpack("ns", "n"))
 	})

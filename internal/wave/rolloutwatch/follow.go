@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/configwave/configwave/internal/wave/packstr"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/slimcache"
 )
 
 // Tracker turns changes of a workload's rolloutrecord.Verdict into Events, the rollouts metric and
@@ -122,7 +122,7 @@ func (f *Tracker) Compact() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	keys := make([]string, 0, len(f.seen))
-	var b packstr.Builder
+	var b slimcache.StringPacker
 	for key := range f.seen {
 		keys = append(keys, key)
 		b.Add(key)

@@ -6,8 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/configwave/configwave/internal/wave/cacheentry"
-	"github.com/configwave/configwave/internal/wave/packstr"
+	"github.com/configwave/configwave/internal/wave/slimcache"
 )
 
 // Cached is what the informers keep of a Deployment, StatefulSet or DaemonSet: who it is, its
@@ -23,7 +22,7 @@ import (
 // 10 µs.
 type Cached struct {
 	// Identity is all of metav1.Object that reads as set here; Of gives the whole metadata.
-	cacheentry.Identity
+	slimcache.Identity
 	Kind     Kind
 	Progress Progress
 	encoded  []byte
@@ -65,7 +64,7 @@ func encode(kind Kind, reduced runtime.Object, namespace, name, resourceVersion 
 	if err != nil {
 		return nil, fmt.Errorf("encode %s %s/%s for the cache: %w", kind, namespace, name, err)
 	}
-	return &Cached{Identity: cacheentry.Identity{Namespace: namespace, Name: name, ResourceVersion: resourceVersion}, Kind: kind, Progress: p, encoded: b}, nil
+	return &Cached{Identity: slimcache.Identity{Namespace: namespace, Name: name, ResourceVersion: resourceVersion}, Kind: kind, Progress: p, encoded: b}, nil
 }
 
 // decodeInto decodes the cached object into empty, an object of its kind.
@@ -95,7 +94,7 @@ func (c *Cached) DeepCopyObject() runtime.Object {
 // list was decoded, each entry holds pages of the heap the list left behind.
 func Pack(objs []any) {
 	n, size := 0, 0
-	var b packstr.Builder
+	var b slimcache.StringPacker
 	for _, obj := range objs {
 		if c, ok := obj.(*Cached); ok {
 			n++

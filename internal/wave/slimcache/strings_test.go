@@ -1,4 +1,4 @@
-package packstr
+package slimcache
 
 import (
 	"strings"
@@ -20,7 +20,7 @@ func TestStringsAreCopiesInOneBlock(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var b Builder
+			var b StringPacker
 			for _, s := range tt.in {
 				b.Add(s)
 			}
@@ -56,7 +56,7 @@ func TestStringsAreCopiesInOneBlock(t *testing.T) {
 }
 
 func TestEqualStringsShareOneCopy(t *testing.T) {
-	var b Builder
+	var b StringPacker
 	b.Add(strings.Repeat("x", 3))
 	b.Add("xxx")
 	out := b.Strings()

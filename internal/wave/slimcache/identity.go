@@ -1,6 +1,7 @@
-// Package cacheentry holds what wave's own informer cache types have in common: they keep who
-// an object is and its resourceVersion outside whatever else they reduce it to.
-package cacheentry
+package slimcache
+
+// What wave's own informer cache types have in common: they keep who an object is and its
+// resourceVersion outside whatever else they reduce it to.
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

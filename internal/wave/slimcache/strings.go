@@ -1,17 +1,18 @@
-// Package packstr copies many short strings into one allocation, for caches that keep them
-// for the life of the process. Strings decoded from an informer's initial list lie among that
-// list's garbage, each holding a span of the heap; their copies, made once the list is in,
-// lie together.
+// Package slimcache keeps what wave's informer caches hold for the life of the process small:
+// the Identity its cache types embed in place of a whole ObjectMeta, and StringPacker, which
+// copies many short strings into one allocation. Strings decoded from an informer's initial
+// list lie among that list's garbage, each holding a span of the heap; their copies, made once
+// the list is in, lie together.
 //
-//	var b packstr.Builder
+//	var b slimcache.StringPacker
 //	for _, s := range names { b.Add(s) }
 //	copies := b.Strings() // copies[i] == names[i], all substrings of one string
-package packstr
+package slimcache
 
 import "strings"
 
-// Builder gathers the strings to copy. Equal strings share one copy. The zero value is ready.
-type Builder struct {
+// StringPacker gathers the strings to copy. Equal strings share one copy. The zero value is ready.
+type StringPacker struct {
 	order []int          // for each Add, its string's place in unique
 	seen  map[string]int // string -> place in unique
 	// unique are the distinct strings, in their first Add's order.
@@ -20,7 +21,7 @@ type Builder struct {
 }
 
 // Add notes s; Strings returns its copy at the place of this call (0 for the first).
-func (b *Builder) Add(s string) {
+func (b *StringPacker) Add(s string) {
 	if b.seen == nil {
 		b.seen = map[string]int{}
 	}
@@ -36,7 +37,7 @@ func (b *Builder) Add(s string) {
 
 // Strings returns a copy of every string added, in the order of the calls to Add, each a
 // substring of one new string.
-func (b *Builder) Strings() []string {
+func (b *StringPacker) Strings() []string {
 	var sb strings.Builder
 	sb.Grow(b.size)
 	for _, s := range b.unique {
