@@ -134,7 +134,7 @@ bench: controlplane
 # bench/results.json (a test fails when either is stale).
 docs:
 	$(GO) test -short -run TestFlagsDocIsCurrent ./cmd/reloader ./cmd/wave -args -update
-	$(GO) test -run TestReadmeFiguresMatchResults ./internal/build/figures -args -update
+	$(GO) test -run TestReadmeFiguresMatchResults ./internal/build/repocheck -args -update
 
 clean:
 	rm -rf $(BIN)

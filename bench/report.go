@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/configwave/configwave/internal/build/figures"
+	"github.com/configwave/configwave/internal/build/repocheck"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -165,9 +165,9 @@ func (r *report) write(root string) error {
 }
 
 // writeReadmeFigures renders the README's figures from the results just written, as the test
-// of internal/build/figures checks them.
+// of internal/build/repocheck checks them.
 func writeReadmeFigures(root string) error {
-	results, err := figures.Load(filepath.Join(root, "bench", "results.json"))
+	results, err := repocheck.LoadFigures(filepath.Join(root, "bench", "results.json"))
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func writeReadmeFigures(root string) error {
 	if err != nil {
 		return err
 	}
-	out, err := figures.Rewrite(doc, figures.Markdown(results))
+	out, err := repocheck.RewriteFigures(doc, repocheck.FiguresMarkdown(results))
 	if err != nil {
 		return fmt.Errorf("%s: %w", readme, err)
 	}

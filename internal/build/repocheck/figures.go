@@ -1,7 +1,8 @@
-// Package figures renders the measured figures the README quotes from bench/results.json, the
-// file `make bench` writes, so that the landing page never says more or less than the last
-// run measured. `make bench` rewrites the README's block; a test fails when it differs.
-package figures
+package repocheck
+
+// The measured figures the README quotes, rendered from bench/results.json, the file `make
+// bench` writes, so that the landing page never says more or less than the last run measured.
+// `make bench` rewrites the README's block; a test fails when it differs.
 
 import (
 	"encoding/json"
@@ -143,8 +144,8 @@ type ScaleRun struct {
 	PeakMiB   float64 `json:"peak_rss_mib"`
 }
 
-// Load reads a results file.
-func Load(path string) (Results, error) {
+// LoadFigures reads a results file.
+func LoadFigures(path string) (Results, error) {
 	var r Results
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -165,7 +166,7 @@ func times(a, b float64) string {
 	return fmt.Sprintf("%.2f×", a/b)
 }
 
-// Markdown is the README's block: one row per figure, each beside the floor or the peer it was
+// FiguresMarkdown is the README's block: one row per figure, each beside the floor or the peer it was
 // measured against in the same run.
 // spread is the range of a ratio over one run's changes, where the run measured it.
 func spread(lo, hi float64) string {
@@ -175,7 +176,7 @@ func spread(lo, hi float64) string {
 	return fmt.Sprintf(" (each change: %.2f–%.2f×)", lo, hi)
 }
 
-func Markdown(r Results) string {
+func FiguresMarkdown(r Results) string {
 	var b strings.Builder
 	row := func(what, measured, against string) {
 		if against == "" {
@@ -252,8 +253,8 @@ func Markdown(r Results) string {
 	return b.String()
 }
 
-// Rewrite puts block between the markers of doc.
-func Rewrite(doc []byte, block string) ([]byte, error) {
+// RewriteFigures puts block between the markers of doc.
+func RewriteFigures(doc []byte, block string) ([]byte, error) {
 	s := string(doc)
 	i, j := strings.Index(s, Begin), strings.Index(s, End)
 	if i < 0 || j < i {
@@ -262,8 +263,8 @@ func Rewrite(doc []byte, block string) ([]byte, error) {
 	return []byte(s[:i+len(Begin)] + "\n" + block + s[j:]), nil
 }
 
-// Current returns the block now between the markers of doc.
-func Current(doc []byte) (string, error) {
+// CurrentFigures returns the block now between the markers of doc.
+func CurrentFigures(doc []byte) (string, error) {
 	s := string(doc)
 	i, j := strings.Index(s, Begin), strings.Index(s, End)
 	if i < 0 || j < i {
