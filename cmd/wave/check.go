@@ -22,7 +22,7 @@ type config struct {
 	namespaceList    []string
 	selector         labels.Selector
 	dialects         rollout.Dialects
-	reloaderOpts     rollout.ReloaderOptions
+	stakaterOpts     rollout.StakaterOptions
 	format           confighash.HashFormat
 	hashKey          []byte
 	webhook          *alert.Webhook
@@ -37,7 +37,7 @@ type config struct {
 // translate turns what the peers' flags and environment ask into wave's own options: Stakater
 // Reloader's --enable-ha and its chart's environment, Wave's --metrics-addr. It returns a new
 // options; o is not changed.
-func (o options) translate(env reloaderEnv) (options, error) {
+func (o options) translate(env stakaterEnv) (options, error) {
 	t := o
 	ha, err := o.reloader.highAvailability()
 	if err != nil {
@@ -53,8 +53,8 @@ func (o options) translate(env reloaderEnv) (options, error) {
 		t.namespaces = env.namespace
 	}
 	byChart := env.chart || o.changed != nil && o.changed("log-level") // Reloader's chart before 2.2 sets no env of its own
-	if !byChart || o.reloaderListen == o.listenAddress {
-		t.reloaderListen = ""
+	if !byChart || o.stakaterListen == o.listenAddress {
+		t.stakaterListen = ""
 	}
 	if o.metricsAddr != "" {
 		if o.listenAddress != defaultListenAddress && o.listenAddress != o.metricsAddr {
@@ -72,7 +72,7 @@ func (o *options) check() (*config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	env := readReloaderEnv(getenv)
+	env := readStakaterEnv(getenv)
 	t, err := o.translate(env)
 	if err != nil {
 		return nil, err
@@ -109,13 +109,13 @@ func checkDialects(c *config) error {
 	if c.dialects, err = rollout.ParseDialects(c.annotations); err != nil {
 		return err
 	}
-	if err := c.reloader.check(&c.reloaderOpts); err != nil {
+	if err := c.reloader.check(&c.stakaterOpts); err != nil {
 		return err
 	}
 	if c.csi, err = c.reloader.csiIntegration(); err != nil {
 		return err
 	}
-	c.reloaderOpts.Dialect.SecretProviderClasses = c.csi
+	c.stakaterOpts.Dialect.SecretProviderClasses = c.csi
 	return nil
 }
 
@@ -183,7 +183,7 @@ func checkWebhooks(c *config) error {
 		}
 	}
 	if c.reloader.webhookURL != "" {
-		if c.changeWebhook, err = alert.NewWith(c.reloader.webhookURL, alert.Options{Format: alert.ReloaderWebhook, Setting: "--webhook-url", AllowHTTP: c.allowHTTPWebhooks}); err != nil {
+		if c.changeWebhook, err = alert.NewWith(c.reloader.webhookURL, alert.Options{Format: alert.StakaterWebhook, Setting: "--webhook-url", AllowHTTP: c.allowHTTPWebhooks}); err != nil {
 			return fmt.Errorf("--webhook-url: %w", err)
 		}
 	}

@@ -98,7 +98,7 @@ func recordEvents(ctx context.Context, client waveclient.Interface) (recorder re
 // Reloader's flags add (namespaces, the CSI driver's pod statuses).
 func newInformers(ctx context.Context, cfg *config, cl *clients, dg digests, kinds kindAccess) (*rollout.Informers, error) {
 	inf := rollout.NewInformersWithAccess(cl.all, cl.kinds, cfg.namespaceList, cfg.selector, cfg.syncPeriod, dg.digester(cfg), kinds.Func())
-	if cfg.reloaderOpts.NamespaceSelector != nil {
+	if cfg.stakaterOpts.NamespaceSelector != nil {
 		if err := checkNamespaceAccess(ctx, cl.kube); err != nil {
 			return nil, err
 		}

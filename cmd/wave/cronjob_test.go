@@ -32,14 +32,14 @@ func TestCronJobStartsOneJobPerChange(t *testing.T) {
 		require.NoError(t, err)
 		return created
 	}
-	reloaderStyle := cronJob("nightly", map[string]string{podrefs.StakaterAuto: "true"})
+	stakaterStyle := cronJob("nightly", map[string]string{podrefs.StakaterAuto: "true"})
 	cronJob("hourly", map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true"})
 	cronJob("paused", map[string]string{podrefs.StakaterAuto: "true"})
 	_, err := client.BatchV1().CronJobs(ns).Patch(ctx(t), "paused", types.MergePatchType, []byte(`{"spec":{"suspend":true}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	earlier, err := client.BatchV1().Jobs(ns).Create(ctx(t), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly-earlier",
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(reloaderStyle, batchv1.SchemeGroupVersion.WithKind("CronJob"))}},
-		Spec: reloaderStyle.Spec.JobTemplate.Spec}, metav1.CreateOptions{})
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(stakaterStyle, batchv1.SchemeGroupVersion.WithKind("CronJob"))}},
+		Spec: stakaterStyle.Spec.JobTemplate.Spec}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	p := startWave(t, ns)

@@ -114,14 +114,14 @@ func TestSecretProviderClasses(t *testing.T) {
 	}
 	auto := map[string]string{podrefs.StakaterAuto: "true"}
 	deployments := map[string]*appsv1.Deployment{
-		"auto":         reloaderDeployment(ns, "auto", auto, withSecretProviderClass("vault")),
-		"class-auto":   reloaderDeployment(ns, "class-auto", map[string]string{podrefs.StakaterSecretProviderClassAuto: "true"}, withSecretProviderClass("vault")),
-		"named":        reloaderDeployment(ns, "named", map[string]string{podrefs.StakaterSecretProviderClassReload: "vault"}),
-		"other-class":  reloaderDeployment(ns, "other-class", auto, withSecretProviderClass("other")),
-		"excluded":     reloaderDeployment(ns, "excluded", map[string]string{podrefs.StakaterAuto: "true", podrefs.StakaterSecretProviderClassesExclude: "vault"}, withSecretProviderClass("vault")),
-		"wave":         optIn(reloaderDeployment(ns, "wave", nil, withSecretProviderClass("vault"))),
-		"mark-current": reloaderDeployment(ns, "mark-current", auto, withSecretProviderClass("vault"), mark(v1)),
-		"mark-behind":  reloaderDeployment(ns, "mark-behind", auto, withSecretProviderClass("vault"), mark(map[string]string{"secret/db": "0", "secret/tls": "4"})),
+		"auto":         stakaterDeployment(ns, "auto", auto, withSecretProviderClass("vault")),
+		"class-auto":   stakaterDeployment(ns, "class-auto", map[string]string{podrefs.StakaterSecretProviderClassAuto: "true"}, withSecretProviderClass("vault")),
+		"named":        stakaterDeployment(ns, "named", map[string]string{podrefs.StakaterSecretProviderClassReload: "vault"}),
+		"other-class":  stakaterDeployment(ns, "other-class", auto, withSecretProviderClass("other")),
+		"excluded":     stakaterDeployment(ns, "excluded", map[string]string{podrefs.StakaterAuto: "true", podrefs.StakaterSecretProviderClassesExclude: "vault"}, withSecretProviderClass("vault")),
+		"wave":         optIn(stakaterDeployment(ns, "wave", nil, withSecretProviderClass("vault"))),
+		"mark-current": stakaterDeployment(ns, "mark-current", auto, withSecretProviderClass("vault"), mark(v1)),
+		"mark-behind":  stakaterDeployment(ns, "mark-behind", auto, withSecretProviderClass("vault"), mark(map[string]string{"secret/db": "0", "secret/tls": "4"})),
 	}
 	for _, d := range deployments {
 		createDeployment(t, client, d)

@@ -27,8 +27,8 @@ type digests struct {
 // the values: a metadata-only write of a Secret then tells the webhook nothing, as in Reloader.
 func (d digests) digester(cfg *config) confighash.Digester {
 	return confighash.Digester{Key: d.key, SecretsByMetadata: d.mode == installkey.ModeSecretsByMetadata && cfg.changeWebhook == nil,
-		KeepLabels:      cfg.reloaderOpts.ResourceSelector != nil,
-		KeepAnnotations: []string{cfg.reloaderOpts.Dialect.Names.Match, cfg.reloaderOpts.Dialect.Names.Ignore}}
+		KeepLabels:      cfg.stakaterOpts.ResourceSelector != nil,
+		KeepAnnotations: []string{cfg.stakaterOpts.Dialect.Names.Match, cfg.stakaterOpts.Dialect.Names.Ignore}}
 }
 
 // loadDigestKey returns how wave makes the digests of its inputs records: under --hash-key-file's

@@ -63,8 +63,8 @@ func startEndpoints(cfg *config, reg *prometheus.Registry) (*endpoints, error) {
 		klog.InfoS("serving /healthz, /readyz, /metrics and /status", "address", srv.Addr())
 		e.serve(srv)
 	}
-	if cfg.reloaderListen != "" {
-		srv, err := serve.Listen(cfg.reloaderListen, reg, checks(serve.Checks{HealthPaths: []string{"/live"}, Flag: "--reloader-listen-address"}))
+	if cfg.stakaterListen != "" {
+		srv, err := serve.Listen(cfg.stakaterListen, reg, checks(serve.Checks{HealthPaths: []string{"/live"}, Flag: "--reloader-listen-address"}))
 		if err != nil {
 			e.stop()
 			return nil, err

@@ -55,7 +55,7 @@ func TestFlags(t *testing.T) {
 		{name: "no dialect", args: []string{"--annotations="}, wantErr: `--annotations="": name at least one dialect`},
 		{name: "Stakater Reloader's flags that mean something here", args: []string{"--namespaces-to-ignore=kube-system, monitoring", "--resources-to-ignore=secrets",
 			"--ignored-workload-types=jobs,cronjobs", "--reload-on-create", "--reload-on-delete=false"}, check: func(t *testing.T, c *config) {
-			assert.Equal(t, rollout.ReloaderOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true, IgnoreCronJobs: true, Dialect: podrefs.StakaterDialect{Names: podrefs.DefaultStakaterNames}}, c.reloaderOpts)
+			assert.Equal(t, rollout.StakaterOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true, IgnoreCronJobs: true, Dialect: podrefs.StakaterDialect{Names: podrefs.DefaultStakaterNames}}, c.stakaterOpts)
 		}},
 		{name: "Stakater Reloader's profiles flags", args: []string{"--enable-pprof", "--pprof-addr=127.0.0.1:6061"}, check: func(t *testing.T, c *config) {
 			assert.True(t, c.reloader.enablePprof)
@@ -93,8 +93,8 @@ func TestFlags(t *testing.T) {
 		{name: "--metrics-addr against --listen-address", args: []string{"--metrics-addr=:9090", "--listen-address=:9091"}, wantErr: `--metrics-addr=":9090" and --listen-address=":9091": give only --listen-address`},
 		{name: "Reloader's selectors, in its syntax", args: []string{"--namespace-selector=team:a,env:*", "--resource-label-selector=reloader=enabled"},
 			check: func(t *testing.T, c *config) {
-				assert.Equal(t, "env,team=a", c.reloaderOpts.NamespaceSelector.String())
-				assert.Equal(t, "reloader=enabled", c.reloaderOpts.ResourceSelector.String())
+				assert.Equal(t, "env,team=a", c.stakaterOpts.NamespaceSelector.String())
+				assert.Equal(t, "reloader=enabled", c.stakaterOpts.ResourceSelector.String())
 			}},
 		{name: "a bad selector", args: []string{"--namespace-selector=team:a b"}, wantErr: `--namespace-selector="team:a b"`},
 		{name: "Reloader's --enable-ha elects on Reloader's Lease", args: []string{"--enable-ha=true"},
@@ -119,17 +119,17 @@ func TestFlags(t *testing.T) {
 			args:  []string{"--log-level=info"},
 			check: func(t *testing.T, c *config) { assert.False(t, c.leaderElection) }},
 		{name: "Reloader's --auto-reload-all", args: []string{"--auto-reload-all"},
-			check: func(t *testing.T, c *config) { assert.True(t, c.reloaderOpts.Dialect.AutoReloadAll) }},
+			check: func(t *testing.T, c *config) { assert.True(t, c.stakaterOpts.Dialect.AutoReloadAll) }},
 		{name: "Reloader's annotation names, as its chart renders them (flag, then value)",
 			args: []string{"--configmap-annotation", "example.com/configmaps", "--auto-annotation", "example.com/auto", "--pause-deployment-annotation", "example.com/pause",
 				"--pause-deployment-time-annotation", "example.com/paused-at", "--reload-strategy=annotations", "--sync-after-restart"},
 			check: func(t *testing.T, c *config) {
-				n := c.reloaderOpts.Dialect.Names
+				n := c.stakaterOpts.Dialect.Names
 				assert.Equal(t, "example.com/configmaps", n.ConfigMapReload)
 				assert.Equal(t, "example.com/auto", n.Auto)
 				assert.Equal(t, "example.com/pause", n.PausePeriod)
 				assert.Equal(t, podrefs.StakaterSecretReload, n.SecretReload, "the others keep Reloader's defaults")
-				assert.False(t, c.reloaderOpts.Dialect.AutoReloadAll)
+				assert.False(t, c.stakaterOpts.Dialect.AutoReloadAll)
 				assert.Equal(t, "example.com/paused-at", n.PausedAt)
 				assert.Len(t, c.reloader.notes(), 2, "one line each for the flags that change nothing")
 			}},
@@ -230,7 +230,7 @@ func FuzzWaveFlags(f *testing.F) {
 }
 
 // Stakater Reloader's chart sets its container's environment; wave reads it as Reloader does.
-func TestReloaderChartEnv(t *testing.T) {
+func TestStakaterChartEnv(t *testing.T) {
 	tests := []struct {
 		name           string
 		env            map[string]string
@@ -259,14 +259,14 @@ func TestReloaderChartEnv(t *testing.T) {
 			c, err := o.check()
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantNamespaces, c.namespaceList)
-			assert.Equal(t, tt.wantListen, c.reloaderListen)
+			assert.Equal(t, tt.wantListen, c.stakaterListen)
 			assert.Equal(t, tt.wantByNS, c.countByNamespace)
 		})
 	}
 }
 
 // ALERT_ON_RELOAD=true with no ALERT_WEBHOOK_URL stops the start with one line naming both.
-func TestReloaderAlertEnvWithoutURL(t *testing.T) {
+func TestStakaterAlertEnvWithoutURL(t *testing.T) {
 	var o options
 	fs := newFlagSet(&o)
 	o.getenv = func(k string) string { return map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_SINK": "slack"}[k] }

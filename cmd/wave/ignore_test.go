@@ -28,7 +28,7 @@ func TestIgnoredConfigRollsNothing(t *testing.T) {
 		s.Containers[0].EnvFrom = append(s.Containers[0].EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("tok")}})
 	}}
 	createDeployment(t, client, deployment(ns, "wave", uses...))
-	createDeployment(t, client, reloaderDeployment(ns, "stakater", map[string]string{podrefs.StakaterAuto: "true"}, uses...))
+	createDeployment(t, client, stakaterDeployment(ns, "stakater", map[string]string{podrefs.StakaterAuto: "true"}, uses...))
 	p := startWave(t, ns, "--coalesce=0")
 	names := []string{"wave", "stakater"}
 	records := map[string]string{}

@@ -51,7 +51,7 @@ func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.E
 	}
 	rc := rollout.Config{Client: cl.kube, Dynamic: cl.all.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: cl.pods,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
-		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.reloaderOpts,
+		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.stakaterOpts,
 		Passive: cfg.changeWebhook != nil}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
@@ -63,7 +63,7 @@ func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.E
 	w.run = func(ctx context.Context) error { return w.ctrl.Run(ctx, cfg.workers) }
 	w.leading = w.ctrl.Leading
 	if cfg.changeWebhook != nil {
-		w.hook = &rollout.ChangeHook{Informers: inf, Reloader: cfg.reloaderOpts, Send: cfg.changeWebhook.Send}
+		w.hook = &rollout.ChangeHook{Informers: inf, Reloader: cfg.stakaterOpts, Send: cfg.changeWebhook.Send}
 		if err := w.hook.Register(); err != nil {
 			return nil, err
 		}

@@ -102,11 +102,11 @@ type options struct {
 	listenAddress      string
 	kubeconfig         string
 	version            bool
-	reloader           reloaderFlags
+	reloader           stakaterFlags
 	waveOnly           waveFlags
 	metricsAddr        string                 // Wave's --metrics-addr: --listen-address
 	changed            func(name string) bool // whether a flag was given
-	reloaderListen     string                 // --reloader-listen-address
+	stakaterListen     string                 // --reloader-listen-address
 	getenv             func(string) string    // os.Getenv; tests give their own
 }
 
@@ -158,7 +158,7 @@ Flags:
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "Wave's name of --listen-address (deprecated).")
 	_ = fs.MarkHidden("metrics-addr")
 	startup.AddLogFlags(fs, "log verbosity: 2 logs every decision, 4 every event.")
-	addReloaderEnvFlags(fs, o)
+	addStakaterEnvFlags(fs, o)
 	o.changed = fs.Changed
 	o.getenv = os.Getenv
 	return fs

@@ -116,7 +116,7 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	exported := p.MetricNames()
 	for _, name := range documented {
 		if name == "reloader_reload_executed_total_by_namespace" {
-			continue // only with METRICS_COUNT_BY_NAMESPACE=enabled, as in Reloader (TestReloaderChartArguments)
+			continue // only with METRICS_COUNT_BY_NAMESPACE=enabled, as in Reloader (TestStakaterChartArguments)
 		}
 		assert.True(t, exported[name], "docs/metrics.md lists %s, which wave does not export", name)
 	}

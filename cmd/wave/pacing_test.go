@@ -61,7 +61,7 @@ func TestFloorBetweenRollouts(t *testing.T) {
 	own := deployment(ns, "own", withEnvKey("cm", "a"))
 	own.Annotations[pacing.MinRolloutIntervalAnnotation] = "4s"
 	createDeployment(t, client, own)
-	createDeployment(t, client, reloaderDeployment(ns, "paused", map[string]string{podrefs.StakaterAuto: "true", pacing.StakaterPausePeriod: "4s"}, withEnvFrom("cm")))
+	createDeployment(t, client, stakaterDeployment(ns, "paused", map[string]string{podrefs.StakaterAuto: "true", pacing.StakaterPausePeriod: "4s"}, withEnvFrom("cm")))
 	p := startWave(t, ns, "--coalesce=0")
 	names := []string{"own", "paused"}
 	before := map[string]string{}

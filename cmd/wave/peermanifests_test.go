@@ -18,7 +18,7 @@ func TestPeersManifestsTranslate(t *testing.T) {
 		check                     func(t *testing.T, c *config)
 	}{
 		{"stakater-reloader-chart.yaml", "reloader-reloader", "reloader-reloader", func(t *testing.T, c *config) {
-			assert.Equal(t, ":9090", c.reloaderListen, "the chart's probes' port")
+			assert.Equal(t, ":9090", c.stakaterListen, "the chart's probes' port")
 			assert.Empty(t, c.namespaceList, "watchGlobally")
 			assert.False(t, c.leaderElection)
 		}},
@@ -26,17 +26,17 @@ func TestPeersManifestsTranslate(t *testing.T) {
 			assert.Equal(t, []string{"reloader"}, c.namespaceList, "KUBERNETES_NAMESPACE: its own namespace only")
 		}},
 		{"stakater-reloader-chart-2.1.yaml", "reloader-reloader", "reloader-reloader", func(t *testing.T, c *config) {
-			assert.Equal(t, ":9090", c.reloaderListen, "the chart's probes' port, though this line sets no RELOADER_DEPLOYMENT_NAME")
+			assert.Equal(t, ":9090", c.stakaterListen, "the chart's probes' port, though this line sets no RELOADER_DEPLOYMENT_NAME")
 			assert.Empty(t, c.namespaceList, "watchGlobally")
 		}},
 		{"stakater-reloader-chart-2.1-namespaced.yaml", "reloader-reloader", "reloader-reloader", func(t *testing.T, c *config) {
-			assert.Equal(t, ":9090", c.reloaderListen)
+			assert.Equal(t, ":9090", c.stakaterListen)
 			assert.Equal(t, []string{"reloader"}, c.namespaceList, "KUBERNETES_NAMESPACE: its own namespace only")
 		}},
 		{"wave-chart.yaml", "wave-wave", "wave-wave", func(t *testing.T, c *config) {
 			assert.EqualValues(t, 1, c.updateRate)
 			assert.Equal(t, 100, c.updateBurst)
-			assert.Empty(t, c.reloaderListen)
+			assert.Empty(t, c.stakaterListen)
 		}},
 	}
 	for _, tt := range tests {

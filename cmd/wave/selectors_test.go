@@ -19,7 +19,7 @@ import (
 // Stakater Reloader's --namespace-selector and --resource-label-selector, in its syntax: only
 // workloads in a namespace with matching labels roll, and only on a change of a ConfigMap
 // with matching labels; labelling a namespace later brings its workloads in.
-func TestReloaderSelectors(t *testing.T) {
+func TestStakaterSelectors(t *testing.T) {
 	client := adminClient(t)
 	in, out := testcluster.Namespace(t, client), testcluster.Namespace(t, client)
 	_, err := client.CoreV1().Namespaces().Patch(ctx(t), in, types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}}}`), metav1.PatchOptions{})
@@ -29,7 +29,7 @@ func TestReloaderSelectors(t *testing.T) {
 			Data: map[string]string{"a": "1"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		createCM(t, client, ns, "other", map[string]string{"a": "1"})
-		createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("selected"), withEnvFrom("other")))
+		createDeployment(t, client, stakaterDeployment(ns, "app", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("selected"), withEnvFrom("other")))
 	}
 	p := startWave(t, in+","+out, "--namespace-selector=team:a", "--resource-label-selector=reloader:enabled")
 	before := inputsHash(waitRecorded(t, client, in, "app"))

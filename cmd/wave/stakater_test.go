@@ -24,9 +24,9 @@ import (
 	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
-// reloaderDeployment is a Deployment as written for Stakater Reloader: its annotations, none
+// stakaterDeployment is a Deployment as written for Stakater Reloader: its annotations, none
 // of Wave's.
-func reloaderDeployment(ns, name string, annotations map[string]string, mods ...func(*corev1.PodSpec)) *appsv1.Deployment {
+func stakaterDeployment(ns, name string, annotations map[string]string, mods ...func(*corev1.PodSpec)) *appsv1.Deployment {
 	d := testcluster.Deployment(ns, name, 1)
 	d.Annotations = annotations
 	for _, m := range mods {
@@ -56,16 +56,16 @@ func TestStakaterReloaderManifests(t *testing.T) {
 	}
 	auto := map[string]string{podrefs.StakaterAuto: "true"}
 	both := map[string]string{podrefs.StakaterAuto: "true", podrefs.UpdateOnConfigChangeAnnotation: "true"}
-	onTemplate := reloaderDeployment(ns, "on-template", nil, withEnvFrom("app-config"))
+	onTemplate := stakaterDeployment(ns, "on-template", nil, withEnvFrom("app-config"))
 	onTemplate.Spec.Template.Annotations = auto
 	for _, d := range []*appsv1.Deployment{
-		reloaderDeployment(ns, "auto", auto, withEnvFrom("app-config"), withEnvFrom("ignored")),
-		reloaderDeployment(ns, "named", map[string]string{podrefs.StakaterConfigMapReload: "unused"}, withEnvFrom("app-config")),
-		reloaderDeployment(ns, "search", map[string]string{podrefs.StakaterSearch: "true"}, withEnvFrom("app-config"), withEnvFrom("shared")),
-		reloaderDeployment(ns, "excluding", map[string]string{podrefs.StakaterAuto: "true", podrefs.StakaterConfigMapsExclude: "app-config, excluded"}, withEnvFrom("app-config")),
-		reloaderDeployment(ns, "both", both, withEnvFrom("app-config")),
+		stakaterDeployment(ns, "auto", auto, withEnvFrom("app-config"), withEnvFrom("ignored")),
+		stakaterDeployment(ns, "named", map[string]string{podrefs.StakaterConfigMapReload: "unused"}, withEnvFrom("app-config")),
+		stakaterDeployment(ns, "search", map[string]string{podrefs.StakaterSearch: "true"}, withEnvFrom("app-config"), withEnvFrom("shared")),
+		stakaterDeployment(ns, "excluding", map[string]string{podrefs.StakaterAuto: "true", podrefs.StakaterConfigMapsExclude: "app-config, excluded"}, withEnvFrom("app-config")),
+		stakaterDeployment(ns, "both", both, withEnvFrom("app-config")),
 		onTemplate,
-		reloaderDeployment(ns, "not-opted-in", nil, withEnvFrom("app-config")),
+		stakaterDeployment(ns, "not-opted-in", nil, withEnvFrom("app-config")),
 	} {
 		createDeployment(t, client, d)
 	}
@@ -129,13 +129,13 @@ func TestSwitchingFromStakaterReloaderRollsNothing(t *testing.T) {
 			s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "STAKATER_CFG_CONFIGMAP", Value: v})
 		}
 	}
-	annotated := reloaderDeployment(ns, "annotated", auto, withEnvFrom("cfg"))
+	annotated := stakaterDeployment(ns, "annotated", auto, withEnvFrom("cfg"))
 	annotated.Spec.Template.Annotations = map[string]string{podrefs.StakaterLastReloadedFrom: `{"type":"CONFIGMAP","name":"cfg","namespace":"` + ns + `","hash":"` + currentHash + `","containerRefs":["app"],"observedAt":1763884800}`}
 	for _, d := range []*appsv1.Deployment{
-		reloaderDeployment(ns, "current", auto, withEnvFrom("cfg"), withMark(currentHash)),
-		reloaderDeployment(ns, "behind", auto, withEnvFrom("cfg"), withMark(olderHash)),
+		stakaterDeployment(ns, "current", auto, withEnvFrom("cfg"), withMark(currentHash)),
+		stakaterDeployment(ns, "behind", auto, withEnvFrom("cfg"), withMark(olderHash)),
 		annotated,
-		reloaderDeployment(ns, "never-reloaded", auto, withEnvFrom("cfg")),
+		stakaterDeployment(ns, "never-reloaded", auto, withEnvFrom("cfg")),
 	} {
 		createDeployment(t, client, d)
 	}
@@ -172,11 +172,11 @@ func TestSwitchingFromStakaterReloaderRollsNothing(t *testing.T) {
 // writes nothing, and takes over once Reloader stops renewing it. It logs one JSON object per
 // line, says in one line that --sync-after-restart changes nothing, and rolls a Deployment
 // written for Reloader.
-func TestReloaderChartArguments(t *testing.T) {
+func TestStakaterChartArguments(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
-	createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("app-config")))
+	createDeployment(t, client, stakaterDeployment(ns, "app", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("app-config")))
 	// A Reloader replica leads, renewing its Lease every 200 ms until it stops.
 	reloader, now := "reloader-5c8b-old", metav1.NewMicroTime(time.Now())
 	_, err := client.CoordinationV1().Leases(ns).Create(ctx(t), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "stakater-reloader-lock"},
@@ -271,14 +271,14 @@ func TestReloaderChartArguments(t *testing.T) {
 // "--auto-annotation" "NAME", flag then value) and --auto-reload-all: wave reads the renamed
 // names, a workload with no auto annotation follows the config its pods use, one whose renamed
 // auto annotation says "false" does not, and a renamed reload list still names what it names.
-func TestReloaderCustomAnnotationsAndAutoReloadAll(t *testing.T) {
+func TestStakaterCustomAnnotationsAndAutoReloadAll(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
 	createCM(t, client, ns, "other", map[string]string{"a": "1"})
-	createDeployment(t, client, reloaderDeployment(ns, "plain", nil, withEnvFrom("app-config")))
-	createDeployment(t, client, reloaderDeployment(ns, "opted-out", map[string]string{"example.com/auto": "false"}, withEnvFrom("app-config")))
-	createDeployment(t, client, reloaderDeployment(ns, "named", map[string]string{"example.com/auto": "false", "example.com/configmaps": "other"}, withEnvFrom("app-config")))
+	createDeployment(t, client, stakaterDeployment(ns, "plain", nil, withEnvFrom("app-config")))
+	createDeployment(t, client, stakaterDeployment(ns, "opted-out", map[string]string{"example.com/auto": "false"}, withEnvFrom("app-config")))
+	createDeployment(t, client, stakaterDeployment(ns, "named", map[string]string{"example.com/auto": "false", "example.com/configmaps": "other"}, withEnvFrom("app-config")))
 	p := startWave(t, ns, "--auto-reload-all=true", "--auto-annotation", "example.com/auto", "--configmap-annotation", "example.com/configmaps")
 
 	plain, named := inputsHash(waitRecorded(t, client, ns, "plain")), inputsHash(waitRecorded(t, client, ns, "named"))
@@ -297,13 +297,13 @@ func TestReloaderCustomAnnotationsAndAutoReloadAll(t *testing.T) {
 // so wave holds the change made meanwhile until the period that began at paused-at is over,
 // then resumes the Deployment and the change rolls at once: a second ReplicaSet from
 // kube-controller-manager. A Deployment the user paused is left paused.
-func TestReloaderPausedDeploymentIsResumed(t *testing.T) {
+func TestStakaterPausedDeploymentIsResumed(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
 	auto := map[string]string{podrefs.StakaterAuto: "true", podrefs.StakaterPausePeriod: "1h"}
-	createDeployment(t, client, reloaderDeployment(ns, "stranded", auto, withEnvFrom("app-config")))
-	createDeployment(t, client, reloaderDeployment(ns, "users-own", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("app-config")))
+	createDeployment(t, client, stakaterDeployment(ns, "stranded", auto, withEnvFrom("app-config")))
+	createDeployment(t, client, stakaterDeployment(ns, "users-own", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("app-config")))
 	require.Len(t, replicaSets(t, client, ns, "stranded"), 1)
 	pausedAt := time.Now().UTC().Format(time.RFC3339)
 	for name, patch := range map[string]string{

@@ -30,7 +30,7 @@ type statusOptions struct {
 	namespaces      string
 	labelSelector   string
 	annotations     string
-	reloader        reloaderFlags // Stakater Reloader's flags, as wave takes them: names, --auto-reload-all, CSI
+	reloader        stakaterFlags // Stakater Reloader's flags, as wave takes them: names, --auto-reload-all, CSI
 	output          string
 	rolloutDeadline time.Duration
 	kubeconfig      string
@@ -193,7 +193,7 @@ func (o *statusOptions) filter() (statusFilter, error) {
 		return f, err
 	}
 	f.dialects = d
-	var ro rollout.ReloaderOptions
+	var ro rollout.StakaterOptions
 	if err := o.reloader.check(&ro); err != nil {
 		return f, err
 	}

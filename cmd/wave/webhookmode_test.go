@@ -18,13 +18,13 @@ import (
 // Stakater Reloader's --webhook-url mode: every change of a ConfigMap's data is told to the
 // webhook with Reloader's body, even one carrying the ignore annotation (Reloader's webhook
 // mode never reads it), a change of metadata alone is not, and no workload is written or rolled.
-func TestReloaderWebhookURLMode(t *testing.T) {
+func TestStakaterWebhookURLMode(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"a": "1"})
 	createCM(t, client, ns, "annotated", map[string]string{"a": "1"})
 	patchCM(t, client, ns, "annotated", `{"metadata":{"annotations":{"`+podrefs.StakaterIgnore+`":"true"}}}`)
-	createDeployment(t, client, reloaderDeployment(ns, "app", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("app-config")))
+	createDeployment(t, client, stakaterDeployment(ns, "app", map[string]string{podrefs.StakaterAuto: "true"}, withEnvFrom("app-config")))
 	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "app", eventually))
 	bodies := make(chan string, 10)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -61,11 +61,11 @@ type Options struct {
 }
 
 // Formats Options.Format takes.
-var Formats = []string{"", "slack", "teams", "gchat", "raw", ReloaderWebhook}
+var Formats = []string{"", "slack", "teams", "gchat", "raw", StakaterWebhook}
 
-// ReloaderWebhook is the Format of Stakater Reloader's --webhook-url: its body, whatever the
+// StakaterWebhook is the Format of Stakater Reloader's --webhook-url: its body, whatever the
 // text (which only the log shows).
-const ReloaderWebhook = "reloader-webhook"
+const StakaterWebhook = "reloader-webhook"
 
 const (
 	queueSize   = 100
@@ -222,7 +222,7 @@ func (w *Webhook) body(text string) ([]byte, string) {
 		v = map[string]any{"attachments": []map[string]string{{"text": text, "color": "good", "author_name": "configwave"}}}
 	case "raw":
 		return []byte(strings.ReplaceAll(text, "*", "")), "text/plain"
-	case ReloaderWebhook:
+	case StakaterWebhook:
 		return []byte(`{"webhook":"update successful"}`), "application/json"
 	default: // "", teams, gchat: each takes {"text": ...}
 		v = map[string]string{"text": text}

@@ -11,12 +11,12 @@ import (
 // WaveTrue is how Wave reads wave.pusher.com/update-on-config-change: exactly "true".
 func WaveTrue(v string) bool { return v == "true" }
 
-// reloaderTrue is how Stakater Reloader reads search, match and ignore: exactly "true".
-func reloaderTrue(v string) bool { return v == "true" }
+// stakaterTrue is how Stakater Reloader reads search, match and ignore: exactly "true".
+func stakaterTrue(v string) bool { return v == "true" }
 
-// reloaderParseBool is how Reloader reads auto and the typed autos: Go's strconv.ParseBool, as
+// stakaterParseBool is how Reloader reads auto and the typed autos: Go's strconv.ParseBool, as
 // written ("true", "True", "1", "t"; " true " is not).
-func reloaderParseBool(v string) bool {
+func stakaterParseBool(v string) bool {
 	b, err := strconv.ParseBool(v)
 	return err == nil && b
 }

@@ -12,7 +12,7 @@ import (
 func TestBooleansPerDialect(t *testing.T) {
 	for _, tt := range []struct {
 		v                                string
-		wave, reloaderExact, autos, ours bool
+		wave, stakaterExact, autos, ours bool
 	}{
 		{"true", true, true, true, true},
 		{"True", false, false, true, true},
@@ -25,8 +25,8 @@ func TestBooleansPerDialect(t *testing.T) {
 	} {
 		t.Run(tt.v, func(t *testing.T) {
 			assert.Equal(t, tt.wave, WaveTrue(tt.v), "Wave")
-			assert.Equal(t, tt.reloaderExact, reloaderTrue(tt.v), "Reloader's search, match, ignore")
-			assert.Equal(t, tt.autos, reloaderParseBool(tt.v), "Reloader's autos")
+			assert.Equal(t, tt.stakaterExact, stakaterTrue(tt.v), "Reloader's search, match, ignore")
+			assert.Equal(t, tt.autos, stakaterParseBool(tt.v), "Reloader's autos")
 			assert.Equal(t, tt.ours, isTrue(tt.v), "configwave.io/*")
 		})
 	}

@@ -92,7 +92,7 @@ func (d StakaterDialect) PausedAt() string { return d.names().PausedAt }
 // Ignored reports whether an object's annotations say Reloader's ignore (under d's name):
 // exactly "true", as Reloader compares it.
 func (d StakaterDialect) Ignored(annotations map[string]string) bool {
-	return reloaderTrue(annotations[d.names().Ignore])
+	return stakaterTrue(annotations[d.names().Ignore])
 }
 
 // StakaterRules is what Stakater Reloader's annotations on one workload ask for, per kind of
@@ -151,8 +151,8 @@ func (d StakaterDialect) Parse(workload, template map[string]string) *StakaterRu
 		// --auto-reload-all: the kind follows its config unless an auto annotation for it is
 		// given at all (Reloader's rule: "false", or any other value, opts out).
 		all := d.AutoReloadAll && a[n.Auto] == "" && a[k.typedAuto] == ""
-		*k.auto = reloaderParseBool(a[n.Auto]) || reloaderParseBool(a[k.typedAuto]) || all
-		*k.search = reloaderTrue(a[n.Search])
+		*k.auto = stakaterParseBool(a[n.Auto]) || stakaterParseBool(a[k.typedAuto]) || all
+		*k.search = stakaterTrue(a[n.Search])
 		*k.names = r.patterns(k.reload, a[k.reload])
 	}
 	if !r.AutoConfigMaps && !r.AutoSecrets && !r.AutoSecretProviderClasses && !r.SearchConfigMaps && !r.SearchSecrets && !r.SearchSecretProviderClasses &&
@@ -262,12 +262,12 @@ func (r *StakaterRules) Follows(kind configref.Kind, name string, used bool, ann
 		excluded, auto, search = r.ExcludedSecretProviderClasses.Has(name), r.AutoSecretProviderClasses, r.SearchSecretProviderClasses
 	}
 	switch {
-	case reloaderTrue(annotations[r.names.Ignore]) || excluded: // Reloader checks these first
+	case stakaterTrue(annotations[r.names.Ignore]) || excluded: // Reloader checks these first
 		return false
 	case r.Named(kind, name):
 		return true
 	}
-	return used && (auto || search && reloaderTrue(annotations[r.names.Match]))
+	return used && (auto || search && stakaterTrue(annotations[r.names.Match]))
 }
 
 // StakaterEnvName is the env var Reloader's env-vars strategy writes for an object:

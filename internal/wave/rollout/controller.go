@@ -83,7 +83,7 @@ type Config struct {
 	// Dialects are the annotation dialects read (--annotations); zero: Wave's and Reloader's.
 	Dialects Dialects
 	// Reloader holds Stakater Reloader's flags that narrow what rolls.
-	Reloader ReloaderOptions
+	Reloader StakaterOptions
 	// Coalesce holds a rollout this long after the first change of a quiet workload, so
 	// that changes arriving together roll once (--coalesce); 0 rolls at once.
 	Coalesce time.Duration
@@ -460,7 +460,7 @@ func (c *Controller) sync(ctx context.Context, key string) (string, error) {
 		c.forget(key)
 		return ResultIgnored, nil
 	}
-	if resumed, err := c.finishReloaderPause(ctx, w); resumed || err != nil {
+	if resumed, err := c.finishStakaterPause(ctx, w); resumed || err != nil {
 		return ResultResumed, err
 	}
 	d, err := plan(c.gather(ctx, w))

@@ -49,9 +49,9 @@ func ParseDialects(s string) (Dialects, error) {
 	return d, nil
 }
 
-// ReloaderOptions are Stakater Reloader's flags that narrow what rolls, accepted under its
+// StakaterOptions are Stakater Reloader's flags that narrow what rolls, accepted under its
 // names.
-type ReloaderOptions struct {
+type StakaterOptions struct {
 	Namespaces          map[string]bool // --namespaces-to-ignore: workloads there are left alone
 	ConfigMaps, Secrets bool            // --resources-to-ignore: changes of that kind roll nothing
 	// --reload-on-create, --reload-on-delete: for what Reloader's annotations follow, an
@@ -70,7 +70,7 @@ type ReloaderOptions struct {
 	Dialect podrefs.StakaterDialect
 }
 
-func (o ReloaderOptions) ignores(kind configref.Kind) bool {
+func (o StakaterOptions) ignores(kind configref.Kind) bool {
 	return kind == configref.ConfigMap && o.ConfigMaps || kind == configref.Secret && o.Secrets
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/waveclient/waveclienttest"
 )
 
-func TestSelectionHonoursDialectsAndReloaderOptions(t *testing.T) {
+func TestSelectionHonoursDialectsAndStakaterOptions(t *testing.T) {
 	meta := func(ns string, a map[string]string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: ns, Name: "x", Annotations: a}
 	}
@@ -30,17 +30,17 @@ func TestSelectionHonoursDialectsAndReloaderOptions(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		dialects Dialects
-		opts     ReloaderOptions
+		opts     StakaterOptions
 		w        workload.Workload
 		want     bool
 	}{
-		{"Wave's annotation", Dialects{}, ReloaderOptions{}, of(&appsv1.Deployment{ObjectMeta: meta("a", wave)}), true},
-		{"Reloader's annotation", Dialects{}, ReloaderOptions{}, of(&appsv1.Deployment{ObjectMeta: meta("a", stakater)}), true},
-		{"Reloader's annotation, --annotations=wave", Dialects{Wave: true}, ReloaderOptions{}, of(&appsv1.Deployment{ObjectMeta: meta("a", stakater)}), false},
-		{"Wave's annotation, --annotations=stakater", Dialects{Stakater: true}, ReloaderOptions{}, of(&appsv1.Deployment{ObjectMeta: meta("a", wave)}), false},
-		{"--namespaces-to-ignore", Dialects{}, ReloaderOptions{Namespaces: map[string]bool{"a": true}}, of(&appsv1.Deployment{ObjectMeta: meta("a", wave)}), false},
-		{"a CronJob", Dialects{}, ReloaderOptions{}, of(&batchv1.CronJob{ObjectMeta: meta("a", stakater)}), true},
-		{"a CronJob, --ignored-workload-types=cronjobs", Dialects{}, ReloaderOptions{IgnoreCronJobs: true}, of(&batchv1.CronJob{ObjectMeta: meta("a", stakater)}), false},
+		{"Wave's annotation", Dialects{}, StakaterOptions{}, of(&appsv1.Deployment{ObjectMeta: meta("a", wave)}), true},
+		{"Reloader's annotation", Dialects{}, StakaterOptions{}, of(&appsv1.Deployment{ObjectMeta: meta("a", stakater)}), true},
+		{"Reloader's annotation, --annotations=wave", Dialects{Wave: true}, StakaterOptions{}, of(&appsv1.Deployment{ObjectMeta: meta("a", stakater)}), false},
+		{"Wave's annotation, --annotations=stakater", Dialects{Stakater: true}, StakaterOptions{}, of(&appsv1.Deployment{ObjectMeta: meta("a", wave)}), false},
+		{"--namespaces-to-ignore", Dialects{}, StakaterOptions{Namespaces: map[string]bool{"a": true}}, of(&appsv1.Deployment{ObjectMeta: meta("a", wave)}), false},
+		{"a CronJob", Dialects{}, StakaterOptions{}, of(&batchv1.CronJob{ObjectMeta: meta("a", stakater)}), true},
+		{"a CronJob, --ignored-workload-types=cronjobs", Dialects{}, StakaterOptions{IgnoreCronJobs: true}, of(&batchv1.CronJob{ObjectMeta: meta("a", stakater)}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewSimpleClientset()

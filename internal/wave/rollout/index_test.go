@@ -123,7 +123,7 @@ func TestIndexDoesNotDependOnNamespaceLabels(t *testing.T) {
 	require.NoError(t, err)
 	c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: inf, Recorder: record.NewFakeRecorder(10),
 		Metrics:  testMetrics(),
-		Reloader: ReloaderOptions{NamespaceSelector: sel}})
+		Reloader: StakaterOptions{NamespaceSelector: sel}})
 	require.NoError(t, err)
 	defer c.queue.ShutDown()
 	nsStore := inf.namespaces.GetIndexer()

@@ -20,13 +20,13 @@ import (
 // instead of pausing, so nothing else would resume it. wave finishes Reloader's job: once the
 // period has passed, it resumes the Deployment, and the change held meanwhile rolls.
 
-// reloaderResume decides for a workload whether it is a Deployment Reloader paused (paused,
+// stakaterResume decides for a workload whether it is a Deployment Reloader paused (paused,
 // with Reloader's paused-at annotation) and, if so, how long until its pause-period ends: 0
 // resumes now. A user's own spec.paused (no paused-at) is never Reloader's. As in Reloader, a
 // paused-at that is not RFC 3339 resumes at once; so does one in the future (Reloader writes
 // the time it pauses; the annotation is anyone's to edit) and a pause-period that is gone or
 // not a duration, since no timer could ever end them.
-func reloaderResume(paused bool, annotations map[string]string, st podrefs.StakaterDialect, now time.Time) (wait time.Duration, reloaders bool) {
+func stakaterResume(paused bool, annotations map[string]string, st podrefs.StakaterDialect, now time.Time) (wait time.Duration, reloaders bool) {
 	at, ok := annotations[st.PausedAt()]
 	if !paused || !ok || at == "" {
 		return 0, false
@@ -45,16 +45,16 @@ func reloaderResume(paused bool, annotations map[string]string, st podrefs.Staka
 	return 0, true
 }
 
-// finishReloaderPause resumes a Deployment Reloader paused once its pause-period is over,
+// finishStakaterPause resumes a Deployment Reloader paused once its pause-period is over,
 // whether or not it still opts in, in the namespaces Reloader's flags select, and reports
 // whether it did; before then, it looks again when the period ends.
-func (c *Controller) finishReloaderPause(ctx context.Context, w workload.Workload) (bool, error) {
+func (c *Controller) finishStakaterPause(ctx context.Context, w workload.Workload) (bool, error) {
 	// Only where Reloader would have acted: not in an ignored namespace, nor in one its
 	// --namespace-selector leaves out.
 	if w.Kind != workload.Deployment || !c.Dialects.orDefault().Stakater || c.Reloader.Namespaces[w.Meta.Namespace] || !c.namespaceSelected(w.Meta.Namespace) {
 		return false, nil
 	}
-	wait, reloaders := reloaderResume(w.Progress.Paused, w.Meta.Annotations, c.Reloader.Dialect, time.Now())
+	wait, reloaders := stakaterResume(w.Progress.Paused, w.Meta.Annotations, c.Reloader.Dialect, time.Now())
 	switch {
 	case !reloaders:
 		return false, nil
@@ -62,13 +62,13 @@ func (c *Controller) finishReloaderPause(ctx context.Context, w workload.Workloa
 		c.queue.AddAfter(w.Key(), wait)
 		return false, nil
 	}
-	return true, c.resumeReloaderPause(ctx, w)
+	return true, c.resumeStakaterPause(ctx, w)
 }
 
-// resumeReloaderPause unpauses a Deployment Reloader paused and removes its paused-at mark, as
+// resumeStakaterPause unpauses a Deployment Reloader paused and removes its paused-at mark, as
 // Reloader's own resume does, at the resourceVersion it was decided on. The workload is
 // looked at again at once: the change held meanwhile then rolls as any other.
-func (c *Controller) resumeReloaderPause(ctx context.Context, w workload.Workload) error {
+func (c *Controller) resumeStakaterPause(ctx context.Context, w workload.Workload) error {
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"annotations": map[string]any{c.Reloader.Dialect.PausedAt(): nil}, "resourceVersion": w.Meta.ResourceVersion},
 		"spec":     map[string]any{"paused": false},

@@ -24,7 +24,7 @@ import (
 // A Deployment Reloader left paused is resumed once its pause-period is over, only in a
 // namespace Reloader's flags select: one --namespace-selector leaves out is left as it is, as
 // Reloader would never have paused (or resumed) it.
-func TestReloaderPauseResumedOnlyWhereSelected(t *testing.T) {
+func TestStakaterPauseResumedOnlyWhereSelected(t *testing.T) {
 	paused := func(ns string) workload.Workload {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app", ResourceVersion: "7",
 			Annotations: map[string]string{podrefs.DefaultStakaterNames.PausedAt: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339),
@@ -51,10 +51,10 @@ func TestReloaderPauseResumedOnlyWhereSelected(t *testing.T) {
 			sel, err := labels.Parse("team=a")
 			require.NoError(t, err)
 			c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: inf, Recorder: record.NewFakeRecorder(10), Metrics: testMetrics(),
-				Reloader: ReloaderOptions{NamespaceSelector: sel}})
+				Reloader: StakaterOptions{NamespaceSelector: sel}})
 			require.NoError(t, err)
 			client.ClearActions()
-			done, err := c.finishReloaderPause(context.Background(), paused(tt.ns))
+			done, err := c.finishStakaterPause(context.Background(), paused(tt.ns))
 			require.NoError(t, err)
 			assert.Equal(t, tt.resumed, done)
 			patches := 0

@@ -67,7 +67,7 @@ func TestSyncDecisionTable(t *testing.T) {
 	}
 	key := []byte("0123456789abcdef0123456789abcdef")
 	// A workload written for Stakater Reloader: its annotations, not Wave's.
-	reloaderDeploy := func(annotations map[string]string, env ...corev1.EnvVar) *appsv1.Deployment {
+	stakaterDeploy := func(annotations map[string]string, env ...corev1.EnvVar) *appsv1.Deployment {
 		d := deploy(false, annotations, nil)
 		delete(d.Annotations, podrefs.UpdateOnConfigChangeAnnotation)
 		d.Spec.Template.Spec.Containers[0].Env = env
@@ -80,7 +80,7 @@ func TestSyncDecisionTable(t *testing.T) {
 		config     *corev1.ConfigMap // nil: it does not exist
 		hashKey    []byte
 		digestKey  []byte // the install key
-		reloader   ReloaderOptions
+		reloader   StakaterOptions
 		dryRun     bool
 		want       string
 		wantPatch  bool   // one PATCH sent
@@ -147,38 +147,38 @@ func TestSyncDecisionTable(t *testing.T) {
 			workload: deploy(false, map[string]string{InputsAnnotation: bareInputsOf(key, cm("1"))}, nil), config: cm("1"), hashKey: key,
 			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(key, cm("1"))},
 		{name: "Reloader's auto: a change rolls, with our inputs hash and no Wave hash",
-			workload: reloaderDeploy(map[string]string{podrefs.StakaterAuto: "true", InputsAnnotation: inputsOf(nil, cm("0"))}), config: cm("1"),
+			workload: stakaterDeploy(map[string]string{podrefs.StakaterAuto: "true", InputsAnnotation: inputsOf(nil, cm("0"))}), config: cm("1"),
 			want: ResultRolled, wantPatch: true, wantRoll: true, wantHash: "", wantInputs: inputsOf(nil, cm("1"))},
 		{name: "Reloader's reload list names another ConfigMap: a change of this one is recorded, nothing rolls",
-			workload: reloaderDeploy(map[string]string{podrefs.StakaterConfigMapReload: "other", InputsAnnotation: inputsOf(nil, cm("0"))}), config: cm("1"),
+			workload: stakaterDeploy(map[string]string{podrefs.StakaterConfigMapReload: "other", InputsAnnotation: inputsOf(nil, cm("0"))}), config: cm("1"),
 			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1")) + ",configmap/other=absent"},
 		{name: "Reloader's reload list: the named ConfigMap created later: recorded, nothing rolls (as Reloader without --reload-on-create)",
-			workload: reloaderDeploy(map[string]string{podrefs.StakaterConfigMapReload: "cm", InputsAnnotation: "configmap/cm=absent"}, corev1.EnvVar{Name: "X", Value: "y"}), config: cm("1"),
+			workload: stakaterDeploy(map[string]string{podrefs.StakaterConfigMapReload: "cm", InputsAnnotation: "configmap/cm=absent"}, corev1.EnvVar{Name: "X", Value: "y"}), config: cm("1"),
 			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
 		{name: "... and with --reload-on-create: rolls",
-			workload: reloaderDeploy(map[string]string{podrefs.StakaterConfigMapReload: "cm", InputsAnnotation: "configmap/cm=absent"}, corev1.EnvVar{Name: "X", Value: "y"}), config: cm("1"),
-			reloader: ReloaderOptions{RollOnCreate: true}, want: ResultRolled, wantPatch: true, wantRoll: true, wantInputs: inputsOf(nil, cm("1"))},
+			workload: stakaterDeploy(map[string]string{podrefs.StakaterConfigMapReload: "cm", InputsAnnotation: "configmap/cm=absent"}, corev1.EnvVar{Name: "X", Value: "y"}), config: cm("1"),
+			reloader: StakaterOptions{RollOnCreate: true}, want: ResultRolled, wantPatch: true, wantRoll: true, wantInputs: inputsOf(nil, cm("1"))},
 		{name: "--resources-to-ignore=configmaps: a ConfigMap change is recorded, nothing rolls, whatever the dialect",
 			workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("0"))}, nil), config: cm("1"),
-			reloader: ReloaderOptions{ConfigMaps: true}, want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
+			reloader: StakaterOptions{ConfigMaps: true}, want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
 		{name: "--namespaces-to-ignore: left alone",
 			workload: deploy(false, map[string]string{InputsAnnotation: inputsOf(nil, cm("0"))}, nil), config: cm("1"),
-			reloader: ReloaderOptions{Namespaces: map[string]bool{"ns": true}}, want: ResultIgnored},
+			reloader: StakaterOptions{Namespaces: map[string]bool{"ns": true}}, want: ResultIgnored},
 		{name: "Reloader's auto with the ConfigMap excluded: recorded, nothing rolls",
-			workload: reloaderDeploy(map[string]string{podrefs.StakaterAuto: "true", podrefs.StakaterConfigMapsExclude: "cm", InputsAnnotation: inputsOf(nil, cm("0"))}), config: cm("1"),
+			workload: stakaterDeploy(map[string]string{podrefs.StakaterAuto: "true", podrefs.StakaterConfigMapsExclude: "cm", InputsAnnotation: inputsOf(nil, cm("0"))}), config: cm("1"),
 			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
 		{name: "adopted from Reloader: its env var holds Reloader's hash of the current data: nothing rolls",
-			workload: reloaderDeploy(auto, corev1.EnvVar{Name: "STAKATER_CM_CONFIGMAP", Value: confighash.StakaterHash(cm("1"))}), config: cm("1"),
+			workload: stakaterDeploy(auto, corev1.EnvVar{Name: "STAKATER_CM_CONFIGMAP", Value: confighash.StakaterHash(cm("1"))}), config: cm("1"),
 			want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},
 		{name: "adopted from Reloader: its env var holds an older hash (Reloader was behind): roll once",
-			workload: reloaderDeploy(auto, corev1.EnvVar{Name: "STAKATER_CM_CONFIGMAP", Value: confighash.StakaterHash(cm("0"))}), config: cm("1"),
+			workload: stakaterDeploy(auto, corev1.EnvVar{Name: "STAKATER_CM_CONFIGMAP", Value: confighash.StakaterHash(cm("0"))}), config: cm("1"),
 			want: ResultRolled, wantPatch: true, wantRoll: true, wantInputs: inputsOf(nil, cm("1")),
 			wantRecord: func(t *testing.T, r rolloutrecord.Record) {
 				assert.Equal(t, "configmap/cm (Reloader's mark is older)", r.Change)
 			}},
 		{name: "adopted from Reloader's annotations strategy: last-reloaded-from of the current data: nothing rolls",
 			workload: func() *appsv1.Deployment {
-				d := reloaderDeploy(auto)
+				d := stakaterDeploy(auto)
 				d.Spec.Template.Annotations = map[string]string{podrefs.StakaterLastReloadedFrom: `{"type":"CONFIGMAP","name":"cm","namespace":"ns","hash":"` + confighash.StakaterHash(cm("1")) + `","containerRefs":["app"],"observedAt":1}`}
 				return d
 			}(), config: cm("1"), want: ResultBaseline, wantPatch: true, wantInputs: inputsOf(nil, cm("1"))},

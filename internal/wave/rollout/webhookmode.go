@@ -23,9 +23,9 @@ import (
 // updated) is told too, as Reloader tells it. Only the leader tells.
 type ChangeHook struct {
 	Informers *Informers
-	Reloader  ReloaderOptions
+	Reloader  StakaterOptions
 	// Send is told one line naming the object; the webhook's body is Reloader's, whatever
-	// the line (alert.ReloaderWebhook).
+	// the line (alert.StakaterWebhook).
 	Send    func(text string)
 	leading atomic.Bool
 }
@@ -86,7 +86,7 @@ func (h *ChangeHook) Leading() bool { return h.leading.Load() }
 // hookChange decides whether a notification about a config object is a change the webhook is
 // told of, as Reloader decides: which object, and "update", "create" or "delete"; "" for
 // none.
-func hookChange(kind configref.Kind, event string, old, obj any, o ReloaderOptions, nsLabels func(string) map[string]string) (configref.Ref, string) {
+func hookChange(kind configref.Kind, event string, old, obj any, o StakaterOptions, nsLabels func(string) map[string]string) (configref.Ref, string) {
 	m, ok := metaOf(obj)
 	if !ok {
 		return configref.Ref{}, ""
@@ -122,7 +122,7 @@ func hookChange(kind configref.Kind, event string, old, obj any, o ReloaderOptio
 // statusChange decides whether an update of a SecretProviderClassPodStatus is told, as Reloader
 // tells it: when the versions its pod mounted changed (Reloader's hash of them), in a namespace
 // its filters keep. A status's coming and going is never told.
-func statusChange(old, obj any, o ReloaderOptions, nsLabels func(string) map[string]string) (configref.Ref, string) {
+func statusChange(old, obj any, o StakaterOptions, nsLabels func(string) map[string]string) (configref.Ref, string) {
 	before, ok1 := old.(*csi.Status)
 	after, ok2 := obj.(*csi.Status)
 	if !ok1 || !ok2 || after.Class == "" || before.Hash == after.Hash && before.Class == after.Class {

@@ -33,23 +33,23 @@ func TestHookChange(t *testing.T) {
 		event  string
 		old    any
 		obj    any
-		opts   ReloaderOptions
+		opts   StakaterOptions
 		wanted string
 	}{
-		{"data changed", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), ReloaderOptions{}, "update"},
-		{"metadata only", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "1", map[string]string{"x": "y"}, nil), ReloaderOptions{}, ""},
-		{"created, without --reload-on-create", configref.ConfigMap, "create", nil, cm("a", "1", nil, nil), ReloaderOptions{}, ""},
-		{"created, with it", configref.ConfigMap, "create", nil, cm("a", "1", nil, nil), ReloaderOptions{RollOnCreate: true}, "create"},
-		{"deleted, with --reload-on-delete", configref.ConfigMap, "delete", nil, cm("a", "1", nil, nil), ReloaderOptions{RollOnDelete: true}, "delete"},
-		{"deleted, without", configref.ConfigMap, "delete", nil, cm("a", "1", nil, nil), ReloaderOptions{}, ""},
-		{"--resources-to-ignore=configmaps", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), ReloaderOptions{ConfigMaps: true}, ""},
-		{"--namespaces-to-ignore", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), ReloaderOptions{Namespaces: map[string]bool{"a": true}}, ""},
-		{"--resource-label-selector, not matching", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), ReloaderOptions{ResourceSelector: team}, ""},
-		{"--resource-label-selector, matching", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", map[string]string{"team": "a"}, nil), ReloaderOptions{ResourceSelector: team}, "update"},
-		{"--namespace-selector, not matching", configref.ConfigMap, "update", cm("b", "1", nil, nil), cm("b", "2", nil, nil), ReloaderOptions{NamespaceSelector: team}, ""},
-		{"--namespace-selector, matching", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), ReloaderOptions{NamespaceSelector: team}, "update"},
-		{"the object says ignore: told anyway, as Reloader's webhook mode never reads it", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, map[string]string{podrefs.StakaterIgnore: "true"}), ReloaderOptions{}, "update"},
-		{"a tombstone's object is read", configref.ConfigMap, "delete", nil, cacheTombstone(cm("a", "1", nil, nil)), ReloaderOptions{RollOnDelete: true}, "delete"},
+		{"data changed", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), StakaterOptions{}, "update"},
+		{"metadata only", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "1", map[string]string{"x": "y"}, nil), StakaterOptions{}, ""},
+		{"created, without --reload-on-create", configref.ConfigMap, "create", nil, cm("a", "1", nil, nil), StakaterOptions{}, ""},
+		{"created, with it", configref.ConfigMap, "create", nil, cm("a", "1", nil, nil), StakaterOptions{RollOnCreate: true}, "create"},
+		{"deleted, with --reload-on-delete", configref.ConfigMap, "delete", nil, cm("a", "1", nil, nil), StakaterOptions{RollOnDelete: true}, "delete"},
+		{"deleted, without", configref.ConfigMap, "delete", nil, cm("a", "1", nil, nil), StakaterOptions{}, ""},
+		{"--resources-to-ignore=configmaps", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), StakaterOptions{ConfigMaps: true}, ""},
+		{"--namespaces-to-ignore", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), StakaterOptions{Namespaces: map[string]bool{"a": true}}, ""},
+		{"--resource-label-selector, not matching", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), StakaterOptions{ResourceSelector: team}, ""},
+		{"--resource-label-selector, matching", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", map[string]string{"team": "a"}, nil), StakaterOptions{ResourceSelector: team}, "update"},
+		{"--namespace-selector, not matching", configref.ConfigMap, "update", cm("b", "1", nil, nil), cm("b", "2", nil, nil), StakaterOptions{NamespaceSelector: team}, ""},
+		{"--namespace-selector, matching", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, nil), StakaterOptions{NamespaceSelector: team}, "update"},
+		{"the object says ignore: told anyway, as Reloader's webhook mode never reads it", configref.ConfigMap, "update", cm("a", "1", nil, nil), cm("a", "2", nil, map[string]string{podrefs.StakaterIgnore: "true"}), StakaterOptions{}, "update"},
+		{"a tombstone's object is read", configref.ConfigMap, "delete", nil, cacheTombstone(cm("a", "1", nil, nil)), StakaterOptions{RollOnDelete: true}, "delete"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ref, event := hookChange(tc.kind, tc.event, tc.old, tc.obj, tc.opts, nsLabels)
@@ -76,14 +76,14 @@ func TestStatusChange(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		old, obj any
-		opts     ReloaderOptions
+		opts     StakaterOptions
 		wanted   string
 	}{
-		{"rotated", st("a", "h1"), st("a", "h2"), ReloaderOptions{}, "update"},
-		{"the same versions", st("a", "h1"), st("a", "h1"), ReloaderOptions{}, ""},
-		{"--namespaces-to-ignore", st("a", "h1"), st("a", "h2"), ReloaderOptions{Namespaces: map[string]bool{"a": true}}, ""},
-		{"--namespace-selector, not matching", st("b", "h1"), st("b", "h2"), ReloaderOptions{NamespaceSelector: team}, ""},
-		{"not a status", "x", st("a", "h2"), ReloaderOptions{}, ""},
+		{"rotated", st("a", "h1"), st("a", "h2"), StakaterOptions{}, "update"},
+		{"the same versions", st("a", "h1"), st("a", "h1"), StakaterOptions{}, ""},
+		{"--namespaces-to-ignore", st("a", "h1"), st("a", "h2"), StakaterOptions{Namespaces: map[string]bool{"a": true}}, ""},
+		{"--namespace-selector, not matching", st("b", "h1"), st("b", "h2"), StakaterOptions{NamespaceSelector: team}, ""},
+		{"not a status", "x", st("a", "h2"), StakaterOptions{}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ref, event := statusChange(tc.old, tc.obj, tc.opts, nsLabels)

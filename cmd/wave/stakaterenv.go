@@ -6,9 +6,9 @@ import (
 	flag "github.com/spf13/pflag"
 )
 
-// reloaderEnv is what Stakater Reloader's chart sets in its container's environment, read as
+// stakaterEnv is what Stakater Reloader's chart sets in its container's environment, read as
 // Reloader reads it, so that the chart keeps working once its image is swapped for wave's.
-type reloaderEnv struct {
+type stakaterEnv struct {
 	// chart: started by Reloader's chart. From 2.2.0 on it always sets
 	// RELOADER_DEPLOYMENT_NAME; 2.1 and earlier (Reloader up to v1.4.5) set nothing of their
 	// own but KUBERNETES_NAMESPACE (watchGlobally: false) and the --log-level their default
@@ -24,8 +24,8 @@ type reloaderEnv struct {
 	countByNamespace bool
 }
 
-func readReloaderEnv(getenv func(string) string) reloaderEnv {
-	return reloaderEnv{
+func readStakaterEnv(getenv func(string) string) stakaterEnv {
+	return stakaterEnv{
 		chart:            getenv("RELOADER_DEPLOYMENT_NAME") != "" || strings.TrimSpace(getenv("KUBERNETES_NAMESPACE")) != "",
 		namespace:        strings.TrimSpace(getenv("KUBERNETES_NAMESPACE")),
 		countByNamespace: getenv("METRICS_COUNT_BY_NAMESPACE") == "enabled",
@@ -35,6 +35,6 @@ func readReloaderEnv(getenv func(string) string) reloaderEnv {
 // stakaterListenAddress is Reloader's fixed address (its constants.DefaultHttpListenAddr).
 const stakaterListenAddress = ":9090"
 
-func addReloaderEnvFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.reloaderListen, "reloader-listen-address", stakaterListenAddress, "when started by Stakater Reloader's chart ($RELOADER_DEPLOYMENT_NAME or $KUBERNETES_NAMESPACE set, or --log-level given, as every line of the chart renders them): where its probes and ServiceMonitor look, serving /live, /metrics (with Reloader's series) and /healthz; empty disables it.")
+func addStakaterEnvFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.stakaterListen, "reloader-listen-address", stakaterListenAddress, "when started by Stakater Reloader's chart ($RELOADER_DEPLOYMENT_NAME or $KUBERNETES_NAMESPACE set, or --log-level given, as every line of the chart renders them): where its probes and ServiceMonitor look, serving /live, /metrics (with Reloader's series) and /healthz; empty disables it.")
 }

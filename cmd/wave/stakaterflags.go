@@ -19,7 +19,7 @@ import (
 // Stakater Reloader's flags. Those that mean something here are accepted under Reloader's
 // names, so that its Deployment's arguments carry over; the others are refused with one line
 // that says what to use instead.
-type reloaderFlags struct {
+type stakaterFlags struct {
 	namespacesToIgnore   []string
 	resourcesToIgnore    []string
 	ignoredWorkloadTypes []string
@@ -45,14 +45,14 @@ type reloaderFlags struct {
 	refused    map[string]*string
 }
 
-// refusedReloaderFlags maps each Reloader flag wave does not take to what to use instead. None
+// refusedStakaterFlags maps each Reloader flag wave does not take to what to use instead. None
 // is left; a new Reloader flag with no equivalent goes here.
-var refusedReloaderFlags = map[string]string{}
+var refusedStakaterFlags = map[string]string{}
 
-// booleanReloaderFlags are the refused and noted flags that Reloader declares as booleans:
+// booleanStakaterFlags are the refused and noted flags that Reloader declares as booleans:
 // given without a value they mean true. The others take a value, given after "=" or as the next
 // argument, as Reloader's chart renders some of them.
-var booleanReloaderFlags = map[string]bool{"sync-after-restart": true}
+var booleanStakaterFlags = map[string]bool{"sync-after-restart": true}
 
 // stakaterNameFlags are Reloader's flags that rename its annotations, with the field each sets.
 var stakaterNameFlags = []struct {
@@ -71,17 +71,17 @@ var stakaterNameFlags = []struct {
 	{"pause-deployment-time-annotation", func(n *podrefs.StakaterNames) *string { return &n.PausedAt }},
 }
 
-// notedReloaderFlags are Reloader flags wave takes and does not need: each given one is said in
+// notedStakaterFlags are Reloader flags wave takes and does not need: each given one is said in
 // one line at start, and the switch goes on.
-var notedReloaderFlags = map[string]string{
+var notedStakaterFlags = map[string]string{
 	"reload-strategy":    "wave always writes an annotation on the pod template (Reloader's annotations strategy, with no env var to add); the flag changes nothing",
 	"sync-after-restart": "wave compares every workload with its config at start anyway; the flag changes nothing",
 }
 
 // notes are the lines to log at start for the noted flags given, in a stable order.
-func (r *reloaderFlags) notes() []string {
+func (r *stakaterFlags) notes() []string {
 	var out []string
-	for name, why := range notedReloaderFlags {
+	for name, why := range notedStakaterFlags {
 		if *r.refused[name] != "" {
 			out = append(out, fmt.Sprintf("--%s is Stakater Reloader's: %s", name, why))
 		}
@@ -90,7 +90,7 @@ func (r *reloaderFlags) notes() []string {
 	return out
 }
 
-func (r *reloaderFlags) add(fs *flag.FlagSet) {
+func (r *stakaterFlags) add(fs *flag.FlagSet) {
 	fs.StringSliceVar(&r.namespacesToIgnore, "namespaces-to-ignore", nil, "Stakater Reloader's: namespaces whose workloads wave leaves alone.")
 	fs.StringSliceVar(&r.resourcesToIgnore, "resources-to-ignore", nil, `Stakater Reloader's: "configmaps" or "secrets": changes of that kind roll nothing.`)
 	fs.StringSliceVar(&r.ignoredWorkloadTypes, "ignored-workload-types", nil, `Stakater Reloader's: "jobs", "cronjobs" or both. "cronjobs": a change starts no Job from an opted-in CronJob. wave never restarts Jobs, so "jobs" changes nothing.`)
@@ -118,10 +118,10 @@ func (r *reloaderFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&r.autoReloadAll, "auto-reload-all", "false", `Stakater Reloader's: every workload follows the ConfigMaps and Secrets its pods use, as with reloader.stakater.com/auto: "true", unless it says otherwise in an auto annotation ("false").`)
 	fs.Lookup("auto-reload-all").NoOptDefVal = "true"
 	r.refused = map[string]*string{}
-	names := slices.Concat(slices.Collect(maps.Keys(refusedReloaderFlags)), slices.Collect(maps.Keys(notedReloaderFlags)))
+	names := slices.Concat(slices.Collect(maps.Keys(refusedStakaterFlags)), slices.Collect(maps.Keys(notedStakaterFlags)))
 	for _, name := range names {
 		r.refused[name] = fs.String(name, "", "")
-		if booleanReloaderFlags[name] {
+		if booleanStakaterFlags[name] {
 			fs.Lookup(name).NoOptDefVal = "true"
 		}
 		_ = fs.MarkHidden(name)
@@ -132,7 +132,7 @@ func (r *reloaderFlags) add(fs *flag.FlagSet) {
 const stakaterLease = "stakater-reloader-lock"
 
 // csiIntegration reads --enable-csi-integration.
-func (r *reloaderFlags) csiIntegration() (bool, error) {
+func (r *stakaterFlags) csiIntegration() (bool, error) {
 	b, err := strconv.ParseBool(r.enableCSI)
 	if err != nil {
 		return false, fmt.Errorf("--enable-csi-integration=%q: use true or false", r.enableCSI)
@@ -141,7 +141,7 @@ func (r *reloaderFlags) csiIntegration() (bool, error) {
 }
 
 // highAvailability reads --enable-ha.
-func (r *reloaderFlags) highAvailability() (bool, error) {
+func (r *stakaterFlags) highAvailability() (bool, error) {
 	b, err := strconv.ParseBool(r.enableHA)
 	if err != nil {
 		return false, fmt.Errorf("--enable-ha=%q: use true or false", r.enableHA)
@@ -150,15 +150,15 @@ func (r *reloaderFlags) highAvailability() (bool, error) {
 }
 
 // check returns the first refused flag that was given, or a bad value, as one line.
-func (r *reloaderFlags) check(c *rollout.ReloaderOptions) error {
+func (r *stakaterFlags) check(c *rollout.StakaterOptions) error {
 	names := make([]string, 0, len(r.refused))
 	for name := range r.refused {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if _, noted := notedReloaderFlags[name]; !noted && *r.refused[name] != "" {
-			return fmt.Errorf("--%s is Stakater Reloader's and means nothing to wave: %s", name, refusedReloaderFlags[name])
+		if _, noted := notedStakaterFlags[name]; !noted && *r.refused[name] != "" {
+			return fmt.Errorf("--%s is Stakater Reloader's and means nothing to wave: %s", name, refusedStakaterFlags[name])
 		}
 	}
 	for _, f := range stakaterNameFlags {
@@ -202,10 +202,10 @@ func (r *reloaderFlags) check(c *rollout.ReloaderOptions) error {
 			return fmt.Errorf("--ignored-workload-types: %q is not jobs or cronjobs", t)
 		}
 	}
-	if c.NamespaceSelector, err = reloaderSelector("namespace-selector", r.namespaceSelector); err != nil {
+	if c.NamespaceSelector, err = stakaterSelector("namespace-selector", r.namespaceSelector); err != nil {
 		return err
 	}
-	if c.ResourceSelector, err = reloaderSelector("resource-label-selector", r.resourceSelector); err != nil {
+	if c.ResourceSelector, err = stakaterSelector("resource-label-selector", r.resourceSelector); err != nil {
 		return err
 	}
 	for name, v := range map[string]*bool{"reload-on-create": &c.RollOnCreate, "reload-on-delete": &c.RollOnDelete} {
@@ -222,9 +222,9 @@ func (r *reloaderFlags) check(c *rollout.ReloaderOptions) error {
 	return nil
 }
 
-// reloaderSelector reads Reloader's selector syntax: entries key=value, key:value, or key:* /
+// stakaterSelector reads Reloader's selector syntax: entries key=value, key:value, or key:* /
 // key=* for any value, ANDed. nil for none.
-func reloaderSelector(flagName string, entries []string) (labels.Selector, error) {
+func stakaterSelector(flagName string, entries []string) (labels.Selector, error) {
 	var parts []string
 	for _, e := range entries {
 		if e = strings.TrimSpace(e); e == "" {
