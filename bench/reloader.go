@@ -161,105 +161,11 @@ const propagationRound = 10
 // each change waits for what it measures before the next is sent. On 2 cores, reloaders and a
 // floor woken by one change competed for a core, each losing time that was not its own.
 func reloaderPropagation(e *env, r *report) error {
-	ns, err := e.namespace("reloader")
+	g, err := startPropagationRig(e)
+	defer g.stop()
 	if err != nil {
 		return err
 	}
-	for _, name := range []string{"floor", "app", "sub", "def"} {
-		if err := e.createConfigMap(ns, name, map[string]string{"n": "0"}); err != nil {
-			return err
-		}
-	}
-	app, err := newFakeApp()
-	if err != nil {
-		return err
-	}
-	defer app.srv.Close()
-	// A second sidecar with the default --debounce: an isolated change must not wait for it.
-	defApp, err := newFakeApp()
-	if err != nil {
-		return err
-	}
-	defer defApp.srv.Close()
-	sideRoot, subRoot := filepath.Join(e.cluster.Dir(), "bench-sidecar"), filepath.Join(e.cluster.Dir(), "bench-subprocess")
-	defRoot := filepath.Join(e.cluster.Dir(), "bench-sidecar-default")
-	for _, d := range []string{sideRoot, subRoot, defRoot} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	common := []string{"--kubeconfig=" + e.cluster.Kubeconfig(), "--namespace=" + ns}
-	sidecar, err := start(e.reloader, nil, append(common, "--configmap=app", "--debounce=0", "--configroot="+sideRoot, "--reload-http="+app.url)...)
-	if err != nil {
-		return err
-	}
-	defer sidecar.stop()
-	defSidecar, err := start(e.reloader, nil, append(common, "--configmap=def", "--configroot="+defRoot, "--reload-http="+defApp.url)...)
-	if err != nil {
-		return err
-	}
-	defer defSidecar.stop()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	// The subprocess reloader's app is this binary in child mode (the variable passes through).
-	// It says "start" once its handler is in place and we wait for that, so no startup grace.
-	sub, err := startEnv(e.reloader, pw, []string{"CONFIGWAVE_BENCH_CHILD=1"}, append(common, "--configmap=sub", "--debounce=0", "--configroot="+subRoot, "--startup-grace=0", "--", e.self)...)
-	pw.Close()
-	if err != nil {
-		return err
-	}
-	defer sub.stop()
-	hups, started := readStamps(pr, "hup ")
-	for _, p := range []*proc{sidecar, sub, defSidecar} {
-		if err := p.waitReady(30 * time.Second); err != nil {
-			return err
-		}
-	}
-	// Changes are measured from here: the app's handler is in place.
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("the subprocess-mode app did not start")
-	}
-	watched, stopWatcher, err := startChild(e, "CONFIGWAVE_BENCH_API_WATCHER="+e.cluster.Kubeconfig()+" "+ns+" floor", "the bare API watcher")
-	if err != nil {
-		return err
-	}
-	defer stopWatcher()
-	// New files are visible once the sidecar renames ..data: seen with inotify, not by polling
-	// the file, which would take a core from what is measured.
-	swaps, err := fsnotify.NewWatcher()
-	if err == nil {
-		err = swaps.Add(sideRoot)
-	}
-	if err != nil {
-		return err
-	}
-	defer swaps.Close()
-	visible := func() (time.Time, error) {
-		timeout := time.After(30 * time.Second)
-		for {
-			select {
-			case ev := <-swaps.Events:
-				if ev.Has(fsnotify.Create) && filepath.Base(ev.Name) == "..data" {
-					return time.Now(), nil
-				}
-			case <-timeout:
-				return time.Time{}, errors.New("no ..data swap under the sidecar's root within 30s")
-			}
-		}
-	}
-	arrived := func(ch <-chan time.Time) (time.Time, error) {
-		select {
-		case at := <-ch:
-			return at, nil
-		case <-time.After(30 * time.Second):
-			return time.Time{}, errors.New("no reload within 30s")
-		}
-	}
-
 	// arrivalInto: a change measured by when ch next says its result arrived, noted in into.
 	arrivalInto := func(into *[]time.Duration, ch <-chan time.Time) func(time.Time) error {
 		return func(t0 time.Time) error {
@@ -268,14 +174,13 @@ func reloaderPropagation(e *env, r *report) error {
 			return err
 		}
 	}
-
 	var floor, file, req, hup, def []time.Duration
 	n := e.reps(30, 100)
 	for i := 1; i <= n; i++ {
 		want := strconv.Itoa(i)
 		change := func(name string, measure func(t0 time.Time) error) error {
 			t0 := time.Now()
-			if err := e.patchConfigMap(ns, name, "n", want); err != nil {
+			if err := e.patchConfigMap(g.ns, name, "n", want); err != nil {
 				return err
 			}
 			if err := measure(t0); err != nil {
@@ -286,29 +191,29 @@ func reloaderPropagation(e *env, r *report) error {
 			time.Sleep(60 * time.Millisecond)
 			return nil
 		}
-		if err := change("floor", arrivalInto(&floor, watched)); err != nil {
+		if err := change("floor", arrivalInto(&floor, g.watched)); err != nil {
 			return err
 		}
 		if err := change("app", func(t0 time.Time) error {
-			at, err := visible()
+			at, err := g.visible()
 			if err != nil {
 				return err
 			}
-			if b, _ := os.ReadFile(filepath.Join(sideRoot, "n")); string(b) != want {
+			if b, _ := os.ReadFile(filepath.Join(g.sideRoot, "n")); string(b) != want {
 				return fmt.Errorf("the sidecar swapped in %q, want %q", b, want)
 			}
 			file = append(file, at.Sub(t0))
-			if at, err = arrived(app.arrived); err == nil {
+			if at, err = arrived(g.app.arrived); err == nil {
 				req = append(req, at.Sub(t0))
 			}
 			return err
 		}); err != nil {
 			return err
 		}
-		if err := change("sub", arrivalInto(&hup, hups)); err != nil {
+		if err := change("sub", arrivalInto(&hup, g.hups)); err != nil {
 			return err
 		}
-		if err := change("def", arrivalInto(&def, defApp.arrived)); err != nil {
+		if err := change("def", arrivalInto(&def, g.defApp.arrived)); err != nil {
 			return err
 		}
 	}
@@ -320,6 +225,137 @@ func reloaderPropagation(e *env, r *report) error {
 			"reload_request_default_debounce": roundSpread(def, floor, propagationRound),
 		}}
 	return nil
+}
+
+// propagationRig is what reloaderPropagation measures, running: a sidecar telling app over
+// HTTP (its root watched for ..data swaps), one with the default --debounce telling defApp, a
+// subprocess-mode reloader whose child stamps each SIGHUP into hups, and the bare API watcher
+// (the floor) stamping each event into watched. Each has its ConfigMap in ns.
+type propagationRig struct {
+	ns                  string
+	sideRoot            string
+	app, defApp         *fakeApp
+	sidecar, defSidecar *proc
+	sub                 *proc
+	hups, watched       <-chan time.Time
+	swaps               *fsnotify.Watcher
+	cleanups            []func()
+}
+
+// stop stops whatever startPropagationRig started, last first.
+func (g *propagationRig) stop() {
+	for i := len(g.cleanups) - 1; i >= 0; i-- {
+		g.cleanups[i]()
+	}
+}
+
+func startPropagationRig(e *env) (*propagationRig, error) {
+	g := &propagationRig{}
+	ns, err := e.namespace("reloader")
+	if err != nil {
+		return g, err
+	}
+	g.ns = ns
+	for _, name := range []string{"floor", "app", "sub", "def"} {
+		if err := e.createConfigMap(ns, name, map[string]string{"n": "0"}); err != nil {
+			return g, err
+		}
+	}
+	if g.app, err = newFakeApp(); err != nil {
+		return g, err
+	}
+	g.cleanups = append(g.cleanups, func() { g.app.srv.Close() })
+	// A second sidecar with the default --debounce: an isolated change must not wait for it.
+	if g.defApp, err = newFakeApp(); err != nil {
+		return g, err
+	}
+	g.cleanups = append(g.cleanups, func() { g.defApp.srv.Close() })
+	g.sideRoot = filepath.Join(e.cluster.Dir(), "bench-sidecar")
+	subRoot, defRoot := filepath.Join(e.cluster.Dir(), "bench-subprocess"), filepath.Join(e.cluster.Dir(), "bench-sidecar-default")
+	for _, d := range []string{g.sideRoot, subRoot, defRoot} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return g, err
+		}
+	}
+	common := []string{"--kubeconfig=" + e.cluster.Kubeconfig(), "--namespace=" + ns}
+	if g.sidecar, err = start(e.reloader, nil, append(common, "--configmap=app", "--debounce=0", "--configroot="+g.sideRoot, "--reload-http="+g.app.url)...); err != nil {
+		return g, err
+	}
+	g.cleanups = append(g.cleanups, g.sidecar.stop)
+	if g.defSidecar, err = start(e.reloader, nil, append(common, "--configmap=def", "--configroot="+defRoot, "--reload-http="+g.defApp.url)...); err != nil {
+		return g, err
+	}
+	g.cleanups = append(g.cleanups, g.defSidecar.stop)
+	if err := g.startSubprocess(e, common, subRoot); err != nil {
+		return g, err
+	}
+	watched, stopWatcher, err := startChild(e, "CONFIGWAVE_BENCH_API_WATCHER="+e.cluster.Kubeconfig()+" "+ns+" floor", "the bare API watcher")
+	if err != nil {
+		return g, err
+	}
+	g.watched = watched
+	g.cleanups = append(g.cleanups, stopWatcher)
+	// New files are visible once the sidecar renames ..data: seen with inotify, not by polling
+	// the file, which would take a core from what is measured.
+	if g.swaps, err = fsnotify.NewWatcher(); err != nil {
+		return g, err
+	}
+	g.cleanups = append(g.cleanups, func() { g.swaps.Close() })
+	return g, g.swaps.Add(g.sideRoot)
+}
+
+// startSubprocess starts the subprocess-mode reloader, whose app is this binary in child mode
+// (the variable passes through), and waits until every reloader is ready and the child's
+// handler is in place (it says "start"), so that no startup grace is needed.
+func (g *propagationRig) startSubprocess(e *env, common []string, subRoot string) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	g.sub, err = startEnv(e.reloader, pw, []string{"CONFIGWAVE_BENCH_CHILD=1"}, append(common, "--configmap=sub", "--debounce=0", "--configroot="+subRoot, "--startup-grace=0", "--", e.self)...)
+	pw.Close()
+	if err != nil {
+		return err
+	}
+	g.cleanups = append(g.cleanups, g.sub.stop)
+	hups, started := readStamps(pr, "hup ")
+	g.hups = hups
+	for _, p := range []*proc{g.sidecar, g.sub, g.defSidecar} {
+		if err := p.waitReady(30 * time.Second); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-started:
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("the subprocess-mode app did not start")
+	}
+}
+
+// visible waits for the sidecar's next ..data swap and says when it came.
+func (g *propagationRig) visible() (time.Time, error) {
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-g.swaps.Events:
+			if ev.Has(fsnotify.Create) && filepath.Base(ev.Name) == "..data" {
+				return time.Now(), nil
+			}
+		case <-timeout:
+			return time.Time{}, errors.New("no ..data swap under the sidecar's root within 30s")
+		}
+	}
+}
+
+// arrived waits for ch's next stamp.
+func arrived(ch <-chan time.Time) (time.Time, error) {
+	select {
+	case at := <-ch:
+		return at, nil
+	case <-time.After(30 * time.Second):
+		return time.Time{}, errors.New("no reload within 30s")
+	}
 }
 
 func nextEvent(w watch.Interface, typ watch.EventType) error {

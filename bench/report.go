@@ -217,16 +217,7 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "Run alone since, its section replaced: %s.\n\n", again)
 	}
 	if p := r.Propagation; p != nil {
-		fmt.Fprintf(&b, "### Reloader propagation (%d changes, `--debounce=0` unless named)\n\nFrom sending the ConfigMap PATCH to each event; the floor is a bare client-go watch event, in a process of its own that sleeps until the event comes, as a sidecar does. Each row has a ConfigMap of its own (and its own reloader), changed in turn, one at a time: each change waits for what it measures, then 60 ms, before the next is sent, so that no two of them compete for a core; each reloader's changes are more than 200 ms apart. New files are visible when the sidecar renames `..data` (seen with inotify). Target for the default settings: at most 1.2× the floor.\n\n", p.Changes)
-		b.WriteString(row("event", "median ms", "p90 ms", "max ms", "median / floor", fmt.Sprintf("median / floor by rounds of %d changes: min, median, max", propagationRound)))
-		b.WriteString(row("---", "---", "---", "---", "---", "---"))
-		for _, x := range []struct {
-			name, json string
-			s          Stats
-		}{{"floor: watch event", "", p.Floor}, {"new files visible", "files_visible", p.Files}, {"reload request at the app", "reload_request", p.HTTP},
-			{"SIGHUP at the child", "sighup", p.SIGHUP}, {"reload request, default `--debounce=100ms`", "reload_request_default_debounce", p.DefaultHTTP}} {
-			b.WriteString(row(x.name, f2(x.s.Median), f2(x.s.P90), f2(x.s.Max), ratio(x.s.Median, p.Floor.Median), p.Rounds[x.json].String()))
-		}
+		b.WriteString(p.markdown())
 	}
 	if u := r.Burst; u != nil {
 		fmt.Fprintf(&b, "\n### Reloader burst\n\n%d updates over %.0f ms with the default `--debounce=100ms`: **%d reloads**; the final content was on disk %.1f ms after the last update was acknowledged.\n",
@@ -294,30 +285,52 @@ func (r *report) markdown() string {
 		b.WriteString("\n![wave memory](plots/wave-memory.png)\n")
 	}
 	if len(r.Scale) > 0 {
-		last := r.Scale[len(r.Scale)-1]
-		fmt.Fprintf(&b, "\n### wave at scale\n\nOne namespace holding N ConfigMaps and Secrets (half each, 1 KiB of data each) and %d opted-in Deployments, each using one ConfigMap key and one Secret of the first %d of each, all recorded beforehand. For each N, a fresh wave: time to `/readyz` (every informer listed), time until every workload was found up to date, RSS 3 s after that (and of it, the pages of wave's own binary), and the peak RSS (VmHWM). etcd runs with an 8 GiB quota.\n\n", last.Workloads, r.Scale[0].Objects/2)
-		b.WriteString(row("ConfigMaps + Secrets", "workloads", "time to ready s", "all reconciled s", "RSS MiB", "of it binary MiB", "peak RSS MiB"))
-		b.WriteString(row("---", "---", "---", "---", "---", "---", "---"))
-		for _, p := range r.Scale {
-			b.WriteString(row(p.Objects, p.Workloads, f2(p.ReadyS), f2(p.SettledS), f1(p.RSSMiB), f1(p.FileMiB), f1(p.PeakMiB)))
-		}
-		if last.HeapLiveMiB > 0 {
-			fmt.Fprintf(&b, "\nAt %d objects, when RSS was read, the Go heap's spans in use held %.1f MiB; its live heap after a collection is %.1f MiB.\n", last.Objects, last.HeapInuseMiB, last.HeapLiveMiB)
-		}
-		if last.Latency != nil {
-			fmt.Fprintf(&b, "\nAt %d objects: ConfigMap patch → new template hash median %.2f ms (p90 %.2f), floor (watch + PATCH) %.2f ms: **%s the floor**.\n",
-				last.Objects, last.Latency.Median, last.Latency.P90, last.Floor.Median, ratio(last.Latency.Median, last.Floor.Median))
-		}
-		if last.HeapTop != "" {
-			fmt.Fprintf(&b, "\nWhere wave's live heap goes at %d objects (`go tool pprof -top -sample_index=inuse_space` of `/debug/pprof/heap?gc=1`, through `--enable-pprof`):\n\n```text\n%s\n```\n", last.Objects, last.HeapTop)
-		}
-		b.WriteString("\n![wave RSS at scale](plots/wave-scale-rss.png)\n![wave start-up at scale](plots/wave-scale-ready.png)\n")
+		b.WriteString(scaleMarkdown(r.Scale))
 	}
 	if r.Micro != "" {
 		b.WriteString("\n### Micro-benchmarks\n\n`go test -run '^$' -bench . -benchmem ./internal/wave/confighash ./internal/reloader/unpack` (benchstat-compatible). `FloorWriteFilesInPlace` writes the same 100 files in place, with no atomicity: the floor of `Write100Files1MiB`.\n\n```text\n")
 		b.WriteString(r.Micro)
 		b.WriteString("```\n")
 	}
+	return b.String()
+}
+
+func (p *Propagation) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Reloader propagation (%d changes, `--debounce=0` unless named)\n\nFrom sending the ConfigMap PATCH to each event; the floor is a bare client-go watch event, in a process of its own that sleeps until the event comes, as a sidecar does. Each row has a ConfigMap of its own (and its own reloader), changed in turn, one at a time: each change waits for what it measures, then 60 ms, before the next is sent, so that no two of them compete for a core; each reloader's changes are more than 200 ms apart. New files are visible when the sidecar renames `..data` (seen with inotify). Target for the default settings: at most 1.2× the floor.\n\n", p.Changes)
+	b.WriteString(row("event", "median ms", "p90 ms", "max ms", "median / floor", fmt.Sprintf("median / floor by rounds of %d changes: min, median, max", propagationRound)))
+	b.WriteString(row("---", "---", "---", "---", "---", "---"))
+	for _, x := range []struct {
+		name, json string
+		s          Stats
+	}{{"floor: watch event", "", p.Floor}, {"new files visible", "files_visible", p.Files}, {"reload request at the app", "reload_request", p.HTTP},
+		{"SIGHUP at the child", "sighup", p.SIGHUP}, {"reload request, default `--debounce=100ms`", "reload_request_default_debounce", p.DefaultHTTP}} {
+		b.WriteString(row(x.name, f2(x.s.Median), f2(x.s.P90), f2(x.s.Max), ratio(x.s.Median, p.Floor.Median), p.Rounds[x.json].String()))
+	}
+	return b.String()
+}
+
+// scaleMarkdown is the section of waveScale's points.
+func scaleMarkdown(points []ScalePoint) string {
+	var b strings.Builder
+	last := points[len(points)-1]
+	fmt.Fprintf(&b, "\n### wave at scale\n\nOne namespace holding N ConfigMaps and Secrets (half each, 1 KiB of data each) and %d opted-in Deployments, each using one ConfigMap key and one Secret of the first %d of each, all recorded beforehand. For each N, a fresh wave: time to `/readyz` (every informer listed), time until every workload was found up to date, RSS 3 s after that (and of it, the pages of wave's own binary), and the peak RSS (VmHWM). etcd runs with an 8 GiB quota.\n\n", last.Workloads, points[0].Objects/2)
+	b.WriteString(row("ConfigMaps + Secrets", "workloads", "time to ready s", "all reconciled s", "RSS MiB", "of it binary MiB", "peak RSS MiB"))
+	b.WriteString(row("---", "---", "---", "---", "---", "---", "---"))
+	for _, p := range points {
+		b.WriteString(row(p.Objects, p.Workloads, f2(p.ReadyS), f2(p.SettledS), f1(p.RSSMiB), f1(p.FileMiB), f1(p.PeakMiB)))
+	}
+	if last.HeapLiveMiB > 0 {
+		fmt.Fprintf(&b, "\nAt %d objects, when RSS was read, the Go heap's spans in use held %.1f MiB; its live heap after a collection is %.1f MiB.\n", last.Objects, last.HeapInuseMiB, last.HeapLiveMiB)
+	}
+	if last.Latency != nil {
+		fmt.Fprintf(&b, "\nAt %d objects: ConfigMap patch → new template hash median %.2f ms (p90 %.2f), floor (watch + PATCH) %.2f ms: **%s the floor**.\n",
+			last.Objects, last.Latency.Median, last.Latency.P90, last.Floor.Median, ratio(last.Latency.Median, last.Floor.Median))
+	}
+	if last.HeapTop != "" {
+		fmt.Fprintf(&b, "\nWhere wave's live heap goes at %d objects (`go tool pprof -top -sample_index=inuse_space` of `/debug/pprof/heap?gc=1`, through `--enable-pprof`):\n\n```text\n%s\n```\n", last.Objects, last.HeapTop)
+	}
+	b.WriteString("\n![wave RSS at scale](plots/wave-scale-rss.png)\n![wave start-up at scale](plots/wave-scale-ready.png)\n")
 	return b.String()
 }
 

@@ -120,52 +120,61 @@ func waveScale(e *env, r *report) error {
 			return err
 		}
 		fmt.Fprintf(e.log, "   %d objects (%s to add)\n", objects, time.Since(t).Round(time.Second))
-		runtime.GC()
-		pt := ScalePoint{Objects: objects, Workloads: workloads}
-		last := k == len(points)-1
-		var extra []string
-		pprofAddr, err := freeAddr()
+		pt, err := measureScalePoint(e, ns, objects, workloads, k == len(points)-1)
 		if err != nil {
 			return err
 		}
-		if last {
-			extra = []string{"--enable-pprof", "--pprof-addr=" + pprofAddr}
-		}
-		t0 := time.Now()
-		p, err := e.startWave(ns, extra...)
-		if err != nil {
-			return err
-		}
-		pt.ReadyS = time.Since(t0).Seconds()
-		if err := waitFor(e.ctx, 10*time.Minute, func() bool {
-			return p.metric(`configwave_wave_reconciles_total{result="unchanged"}`) >= float64(workloads)
-		}); err != nil {
-			p.stop()
-			return fmt.Errorf("%d objects: wave did not find every record up to date: %w", objects, err)
-		}
-		pt.SettledS = time.Since(t0).Seconds()
-		time.Sleep(3 * time.Second)
-		pt.RSSMiB = float64(rssKiB(p.cmd.Process.Pid)) / 1024
-		pt.PeakMiB = float64(peakRSSKiB(p.cmd.Process.Pid)) / 1024
-		pt.FileMiB = float64(statusKiB(p.cmd.Process.Pid, "RssFile")) / 1024
-		if last {
-			pt.HeapInuseMiB = p.metric("go_memstats_heap_inuse_bytes") / (1 << 20)
-			if pt.HeapTop, err = heapTop(e, pprofAddr); err != nil {
-				p.stop()
-				return err
-			}
-			pt.HeapLiveMiB = p.metric("go_memstats_heap_alloc_bytes") / (1 << 20) // just after heapTop's collection
-			lat, err := measureWave(e, p, ns)
-			if err != nil {
-				p.stop()
-				return err
-			}
-			pt.Latency, pt.Floor = &lat.Latency, &lat.Floor
-		}
-		p.stop()
 		r.Scale = append(r.Scale, pt)
 	}
 	return nil
+}
+
+// measureScalePoint starts a fresh wave on the objects and workloads of ns and measures it
+// once it found every record up to date; at the last point, also its heap and its latency.
+func measureScalePoint(e *env, ns string, objects, workloads int, last bool) (ScalePoint, error) {
+	runtime.GC()
+	pt := ScalePoint{Objects: objects, Workloads: workloads}
+	var extra []string
+	pprofAddr, err := freeAddr()
+	if err != nil {
+		return pt, err
+	}
+	if last {
+		extra = []string{"--enable-pprof", "--pprof-addr=" + pprofAddr}
+	}
+	t0 := time.Now()
+	p, err := e.startWave(ns, extra...)
+	if err != nil {
+		return pt, err
+	}
+	pt.ReadyS = time.Since(t0).Seconds()
+	if err := waitFor(e.ctx, 10*time.Minute, func() bool {
+		return p.metric(`configwave_wave_reconciles_total{result="unchanged"}`) >= float64(workloads)
+	}); err != nil {
+		p.stop()
+		return pt, fmt.Errorf("%d objects: wave did not find every record up to date: %w", objects, err)
+	}
+	pt.SettledS = time.Since(t0).Seconds()
+	time.Sleep(3 * time.Second)
+	pt.RSSMiB = float64(rssKiB(p.cmd.Process.Pid)) / 1024
+	pt.PeakMiB = float64(peakRSSKiB(p.cmd.Process.Pid)) / 1024
+	pt.FileMiB = float64(statusKiB(p.cmd.Process.Pid, "RssFile")) / 1024
+	if last {
+		pt.HeapInuseMiB = p.metric("go_memstats_heap_inuse_bytes") / (1 << 20)
+		if pt.HeapTop, err = heapTop(e, pprofAddr); err != nil {
+			p.stop()
+			return pt, err
+		}
+		pt.HeapLiveMiB = p.metric("go_memstats_heap_alloc_bytes") / (1 << 20) // just after heapTop's collection
+		lat, err := measureWave(e, p, ns)
+		if err != nil {
+			p.stop()
+			return pt, err
+		}
+		pt.Latency, pt.Floor = &lat.Latency, &lat.Floor
+	}
+	p.stop()
+	return pt, nil
 }
 
 // heapTop fetches wave's heap profile and returns the top lines of what it holds. gc=1: the
