@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/configwave/configwave/internal/build/gobuild"
+	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/testenv/testvolume"
 )
 
@@ -45,6 +48,11 @@ type Folders struct {
 	PeerAnonMiB  float64 `json:"configmap_reload_idle_anon_mib"`
 	PeerBinMiB   float64 `json:"configmap_reload_binary_mib"`
 	ReloaderBinM float64 `json:"reloader_binary_mib"`
+	// The reloader's file-only build (no API client), where the image's configmap-reload and
+	// prometheus-config-reloader paths lead, idle beside the others.
+	FileOnlyRSSMiB  float64 `json:"fileonly_idle_rss_mib"`
+	FileOnlyAnonMiB float64 `json:"fileonly_idle_anon_mib"`
+	FileOnlyBinMiB  float64 `json:"fileonly_binary_mib"`
 }
 
 // configmapReloadVersion is the release measured against: the one the Prometheus community
@@ -215,7 +223,7 @@ type folderSet struct {
 	proc *proc
 }
 
-func startFolderSet(e *env, dir, peerBin string, peer bool) (*folderSet, error) {
+func startFolderSet(e *env, reloader, dir, peerBin string, peer bool) (*folderSet, error) {
 	s := &folderSet{vol: testvolume.New(dir)}
 	if err := s.vol.Write(map[string]string{"n": "0"}); err != nil {
 		return nil, err
@@ -227,7 +235,7 @@ func startFolderSet(e *env, dir, peerBin string, peer bool) (*folderSet, error) 
 	s.app = app
 	if peer {
 		s.proc, err = startConfigmapReload(peerBin, dir, app.url)
-	} else if s.proc, err = startEnv(e.reloader, nil, noAPI, "--volume-dir="+dir, "--webhook-url="+app.url); err == nil {
+	} else if s.proc, err = startEnv(reloader, nil, noAPI, "--volume-dir="+dir, "--webhook-url="+app.url); err == nil {
 		err = s.proc.waitReady(30 * time.Second)
 	}
 	if err != nil {
@@ -254,7 +262,7 @@ func startFolderSets(e *env, ours, theirs, peerBin string) (sets []*folderSet, s
 		if i == 1 && peerBin == "" {
 			break
 		}
-		s, err := startFolderSet(e, dir, peerBin, i == 1)
+		s, err := startFolderSet(e, e.reloader, dir, peerBin, i == 1)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -386,20 +394,30 @@ func folderBurst(e *env, f *Folders, ours, theirs, peerBin string) error {
 	return nil
 }
 
-// folderIdle: fresh processes on a folder, untouched for the window.
+// folderIdle: fresh processes on a folder, untouched for the window: the reloader, its
+// file-only build and configmap-reload, side by side.
 func folderIdle(e *env, f *Folders, base, peerBin string) error {
 	dir := filepath.Join(base, "idle")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	mine, err := startFolderSet(e, dir, "", false)
+	fileOnly, err := buildFileOnly(e, filepath.Join(base, "bin"))
+	if err != nil {
+		return err
+	}
+	mine, err := startFolderSet(e, e.reloader, dir, "", false)
 	if err != nil {
 		return err
 	}
 	defer mine.stop()
+	small, err := startFolderSet(e, fileOnly, dir, "", false)
+	if err != nil {
+		return err
+	}
+	defer small.stop()
 	var theirs *folderSet
 	if peerBin != "" {
-		if theirs, err = startFolderSet(e, dir, peerBin, true); err != nil {
+		if theirs, err = startFolderSet(e, "", dir, peerBin, true); err != nil {
 			return err
 		}
 		defer theirs.stop()
@@ -407,13 +425,30 @@ func folderIdle(e *env, f *Folders, base, peerBin string) error {
 	window := time.Duration(e.reps(10, 60)) * time.Second
 	time.Sleep(window)
 	f.IdleWindow = window.Seconds()
-	f.RSSMiB, f.AnonMiB = mib(rssKiB(mine.proc.cmd.Process.Pid)), mib(statusKiB(mine.proc.cmd.Process.Pid, "RssAnon"))
+	f.RSSMiB, f.AnonMiB = idleMiB(mine.proc.cmd.Process.Pid)
 	f.ReloaderBinM = fileMiB(e.reloader)
+	f.FileOnlyRSSMiB, f.FileOnlyAnonMiB = idleMiB(small.proc.cmd.Process.Pid)
+	f.FileOnlyBinMiB = fileMiB(fileOnly)
 	if theirs != nil {
-		pid := theirs.proc.cmd.Process.Pid
-		f.PeerRSSMiB, f.PeerAnonMiB, f.PeerBinMiB = mib(rssKiB(pid)), mib(statusKiB(pid, "RssAnon")), fileMiB(peerBin)
+		f.PeerRSSMiB, f.PeerAnonMiB = idleMiB(theirs.proc.cmd.Process.Pid)
+		f.PeerBinMiB = fileMiB(peerBin)
 	}
 	return nil
+}
+
+// buildFileOnly builds the reloader's file-only build into dir, as the image's is built.
+func buildFileOnly(e *env, dir string) (string, error) {
+	root, err := testcluster.RepoRoot(e.ctx)
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, gobuild.FileOnlyReloader)
+	return bin, gobuild.Binary(e.ctx, gobuild.Target{Root: root, OS: runtime.GOOS, Arch: runtime.GOARCH, Version: "bench"}, gobuild.FileOnlyReloader, bin)
+}
+
+// idleMiB is a process's RSS, and the anonymous part of it, in MiB.
+func idleMiB(pid int) (rss, anon float64) {
+	return mib(rssKiB(pid)), mib(statusKiB(pid, "RssAnon"))
 }
 
 func mib(kib int) float64 { return float64(kib) / 1024 }
@@ -446,6 +481,9 @@ func (f *Folders) markdown() string {
 		fmt.Fprintf(&b, "; configmap-reload sent %d", f.BurstPeerReloads)
 	}
 	fmt.Fprintf(&b, ".\n\nIdle for %.0f s after start, watching one folder: reloader RSS **%.1f MiB** (%.1f MiB of it anonymous; binary %.1f MiB)", f.IdleWindow, f.RSSMiB, f.AnonMiB, f.ReloaderBinM)
+	if f.FileOnlyRSSMiB > 0 {
+		fmt.Fprintf(&b, ", its file-only build (`/reloader-fileonly`, where the image's configmap-reload and prometheus-config-reloader paths lead) RSS **%.1f MiB** (%.1f MiB anonymous; binary %.1f MiB)", f.FileOnlyRSSMiB, f.FileOnlyAnonMiB, f.FileOnlyBinMiB)
+	}
 	if f.Peer != "" {
 		fmt.Fprintf(&b, ", configmap-reload RSS **%.1f MiB** (%.1f MiB anonymous; binary %.1f MiB)", f.PeerRSSMiB, f.PeerAnonMiB, f.PeerBinMiB)
 	}

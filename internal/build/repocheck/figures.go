@@ -79,6 +79,7 @@ type Folders struct {
 	BurstConfigmapReload int     `json:"burst_configmap_reload_reloads"`
 	IdleRSS              float64 `json:"idle_rss_mib"`
 	ConfigmapReloadRSS   float64 `json:"configmap_reload_idle_rss_mib"`
+	FileOnlyRSS          float64 `json:"fileonly_idle_rss_mib"`
 }
 
 type RealPods struct {
@@ -205,6 +206,9 @@ func FiguresMarkdown(r Results) string {
 		row(fmt.Sprintf("reloader `--volume-dir`: %d swaps in %.0f ms", f.BurstSwaps, f.BurstSpread),
 			fmt.Sprintf("%d requests, the last with the final content, %s after the last swap", f.BurstReloads, ms(f.BurstFinal)), fmt.Sprintf("configmap-reload: %d requests", f.BurstConfigmapReload))
 		row("reloader `--volume-dir`: idle", mib(f.IdleRSS)+" RSS", "configmap-reload "+mib(f.ConfigmapReloadRSS))
+		if f.FileOnlyRSS > 0 {
+			row("reloader's file-only build (`/reloader-fileonly`, where the peers' paths lead): idle", mib(f.FileOnlyRSS)+" RSS", "configmap-reload "+mib(f.ConfigmapReloadRSS))
+		}
 	}
 	if p := r.RealPods; p != nil && p.LeftOut == "" {
 		peer := ""
