@@ -114,9 +114,10 @@ programs:
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
-	  echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
+	  start=$$(date +%s); \
 	  $(GO) test -short -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || { \
 	    echo "A crasher is saved under $${t#*:}/testdata/fuzz/$${t%%:*}/: fix the bug and commit the file, so every go test replays it."; exit 1; }; \
+	  echo "fuzz $${t%%:*}: $(FUZZTIME) in $$(( $$(date +%s) - start ))s"; \
 	done
 
 # A local control plane, wave and a reloader sidecar, one ConfigMap change, printed as it
