@@ -39,7 +39,7 @@ type config struct {
 // options; o is not changed.
 func (o options) translate(env stakaterEnv) (options, error) {
 	t := o
-	ha, err := o.reloader.highAvailability()
+	ha, err := o.stakater.highAvailability()
 	if err != nil {
 		return options{}, err
 	}
@@ -109,10 +109,10 @@ func checkDialects(c *config) error {
 	if c.dialects, err = rollout.ParseDialects(c.annotations); err != nil {
 		return err
 	}
-	if err := c.reloader.check(&c.stakaterOpts); err != nil {
+	if err := c.stakater.check(&c.stakaterOpts); err != nil {
 		return err
 	}
-	if c.csi, err = c.reloader.csiIntegration(); err != nil {
+	if c.csi, err = c.stakater.csiIntegration(); err != nil {
 		return err
 	}
 	c.stakaterOpts.Dialect.SecretProviderClasses = c.csi
@@ -182,8 +182,8 @@ func checkWebhooks(c *config) error {
 			return fmt.Errorf("--notify-webhook: %w", err)
 		}
 	}
-	if c.reloader.webhookURL != "" {
-		if c.changeWebhook, err = alert.NewWith(c.reloader.webhookURL, alert.Options{Format: alert.StakaterWebhook, Setting: "--webhook-url", AllowHTTP: c.allowHTTPWebhooks}); err != nil {
+	if c.stakater.webhookURL != "" {
+		if c.changeWebhook, err = alert.NewWith(c.stakater.webhookURL, alert.Options{Format: alert.StakaterWebhook, Setting: "--webhook-url", AllowHTTP: c.allowHTTPWebhooks}); err != nil {
 			return fmt.Errorf("--webhook-url: %w", err)
 		}
 	}

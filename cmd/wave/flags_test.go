@@ -58,12 +58,12 @@ func TestFlags(t *testing.T) {
 			assert.Equal(t, rollout.StakaterOptions{Namespaces: map[string]bool{"kube-system": true, "monitoring": true}, Secrets: true, RollOnCreate: true, IgnoreCronJobs: true, Dialect: podrefs.StakaterDialect{Names: podrefs.DefaultStakaterNames}}, c.stakaterOpts)
 		}},
 		{name: "Stakater Reloader's profiles flags", args: []string{"--enable-pprof", "--pprof-addr=127.0.0.1:6061"}, check: func(t *testing.T, c *config) {
-			assert.True(t, c.reloader.enablePprof)
-			assert.Equal(t, "127.0.0.1:6061", c.reloader.pprofAddr)
+			assert.True(t, c.stakater.enablePprof)
+			assert.Equal(t, "127.0.0.1:6061", c.stakater.pprofAddr)
 		}},
 		{name: "profiles off by default, on Reloader's port, on loopback unless asked", args: nil, check: func(t *testing.T, c *config) {
-			assert.False(t, c.reloader.enablePprof)
-			assert.Equal(t, "127.0.0.1:6060", c.reloader.pprofAddr)
+			assert.False(t, c.stakater.enablePprof)
+			assert.Equal(t, "127.0.0.1:6060", c.stakater.pprofAddr)
 		}},
 		{name: "crash-loop detection on unless turned off (it lists pods)", args: []string{"--crash-loop-detection=false"}, check: func(t *testing.T, c *config) {
 			assert.False(t, c.crashLoopDetection)
@@ -74,7 +74,7 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, 10*time.Hour, c.syncPeriod)
 			}},
 		{name: "Reloader's --is-Argo-Rollouts is accepted: discovery finds them", args: []string{"--is-Argo-Rollouts=true"}, check: func(t *testing.T, c *config) {
-			assert.Equal(t, "true", c.reloader.isArgoRollouts)
+			assert.Equal(t, "true", c.stakater.isArgoRollouts)
 		}},
 		{name: "Wave's cluster-wide rollout limit", args: []string{"--update-rate=0.5", "--update-burst=3"}, check: func(t *testing.T, c *config) {
 			assert.Equal(t, 0.5, c.updateRate)
@@ -131,7 +131,7 @@ func TestFlags(t *testing.T) {
 				assert.Equal(t, podrefs.StakaterSecretReload, n.SecretReload, "the others keep Reloader's defaults")
 				assert.False(t, c.stakaterOpts.Dialect.AutoReloadAll)
 				assert.Equal(t, "example.com/paused-at", n.PausedAt)
-				assert.Len(t, c.reloader.notes(), 2, "one line each for the flags that change nothing")
+				assert.Len(t, c.stakater.notes(), 2, "one line each for the flags that change nothing")
 			}},
 		{name: "a bad annotation name", args: []string{"--ignore-annotation=not a name"}, wantErr: `--ignore-annotation="not a name" is not an annotation name`},
 		{name: "a bad --auto-reload-all", args: []string{"--auto-reload-all=sometimes"}, wantErr: `--auto-reload-all="sometimes": use true or false`},

@@ -112,8 +112,8 @@ func waveActors(ctx context.Context, cfg *config, cl *clients, inf *rollout.Info
 			g.Add(func() error { return wh.Run(actx) }, afterController(acancel))
 		}
 	}
-	if cfg.reloader.enablePprof {
-		prof, err := profiling.Listen(cfg.reloader.pprofAddr)
+	if cfg.stakater.enablePprof {
+		prof, err := profiling.Listen(cfg.stakater.pprofAddr)
 		if err != nil {
 			return nil, err
 		}

@@ -61,7 +61,7 @@ func runMain(args []string) int {
 	if soft := startup.ApplyMemoryLimit(startup.DefaultMemoryLimitRatio, os.LookupEnv, os.DirFS("/sys/fs/cgroup")); soft > 0 {
 		klog.V(2).InfoS("Go's memory limit set from the container's", "bytes", soft)
 	}
-	for _, note := range o.reloader.notes() {
+	for _, note := range o.stakater.notes() {
 		klog.InfoS(note)
 	}
 	if err := runWave(cfg); err != nil && !errors.Is(err, run.ErrSignal) {
@@ -102,7 +102,7 @@ type options struct {
 	listenAddress      string
 	kubeconfig         string
 	version            bool
-	reloader           stakaterFlags
+	stakater           stakaterFlags
 	waveOnly           waveFlags
 	metricsAddr        string                 // Wave's --metrics-addr: --listen-address
 	changed            func(name string) bool // whether a flag was given
@@ -153,7 +153,7 @@ Flags:
 	fs.StringVar(&o.listenAddress, "listen-address", defaultListenAddress, "address of /healthz, /readyz, /metrics and /status (JSON: the config rollouts that failed); empty disables them.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
-	o.reloader.add(fs)
+	o.stakater.add(fs)
 	o.waveOnly.add(fs)
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "Wave's name of --listen-address (deprecated).")
 	_ = fs.MarkHidden("metrics-addr")
@@ -265,7 +265,7 @@ func logStart(cfg *config, cl *clients, dg digests) {
 	if ignored := cfg.waveOnly.given(); len(ignored) > 0 {
 		klog.InfoS("Wave's flags accepted and ignored: wave needs no admission webhook, and logs with --v", "flags", ignored)
 	}
-	if cfg.reloader.isArgoRollouts != "" {
+	if cfg.stakater.isArgoRollouts != "" {
 		klog.InfoS("Stakater Reloader's --is-Argo-Rollouts accepted and ignored: wave rolls Argo Rollouts wherever their CustomResourceDefinition is served", "served", slices.ContainsFunc(cl.kinds, func(t workload.Type) bool { return t.Kind() == workload.ArgoRollout }))
 	}
 	if cfg.metricsAddr != "" {

@@ -7,16 +7,16 @@ import (
 )
 
 // stakaterEnv is what Stakater Reloader's chart sets in its container's environment, read as
-// Reloader reads it, so that the chart keeps working once its image is swapped for wave's.
+// Stakater reads it, so that the chart keeps working once its image is swapped for wave's.
 type stakaterEnv struct {
-	// chart: started by Reloader's chart. From 2.2.0 on it always sets
-	// RELOADER_DEPLOYMENT_NAME; 2.1 and earlier (Reloader up to v1.4.5) set nothing of their
-	// own but KUBERNETES_NAMESPACE (watchGlobally: false) and the --log-level their default
-	// values render, which translate reads. Its probes then ask for /live and /metrics on
-	// Reloader's fixed :9090 (--reloader-listen-address).
+	// chart: started by Stakater's chart. From 2.2.0 on it always sets
+	// RELOADER_DEPLOYMENT_NAME; 2.1 and earlier (Stakater Reloader up to v1.4.5) set nothing
+	// of their own but KUBERNETES_NAMESPACE (watchGlobally: false) and the --log-level their
+	// default values render, which translate reads. Its probes then ask for /live and /metrics
+	// on Stakater's fixed :9090 (--reloader-listen-address).
 	chart bool
 	// namespace: KUBERNETES_NAMESPACE, set by the chart with watchGlobally: false and no
-	// namespaces list; Reloader then watches only that namespace, and so does wave unless
+	// namespaces list; Stakater then watches only that namespace, and so does wave unless
 	// --namespaces is given.
 	namespace string
 	// countByNamespace: METRICS_COUNT_BY_NAMESPACE=enabled (the chart's
@@ -32,7 +32,7 @@ func readStakaterEnv(getenv func(string) string) stakaterEnv {
 	}
 }
 
-// stakaterListenAddress is Reloader's fixed address (its constants.DefaultHttpListenAddr).
+// stakaterListenAddress is Stakater's fixed address (its constants.DefaultHttpListenAddr).
 const stakaterListenAddress = ":9090"
 
 func addStakaterEnvFlags(fs *flag.FlagSet, o *options) {

@@ -16,7 +16,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/rollout"
 )
 
-// Stakater Reloader's flags. Those that mean something here are accepted under Reloader's
+// Stakater Reloader's flags. Those that mean something here are accepted under Stakater's
 // names, so that its Deployment's arguments carry over; the others are refused with one line
 // that says what to use instead.
 type stakaterFlags struct {
@@ -32,29 +32,29 @@ type stakaterFlags struct {
 	enablePprof    bool
 	names          podrefs.StakaterNames
 	autoReloadAll  string
-	// enableHA is --enable-ha: wave's leader election, on Reloader's own Lease unless
+	// enableHA is --enable-ha: wave's leader election, on Stakater's own Lease unless
 	// --leader-election-id names another.
 	enableHA string
 	// enableCSI is --enable-csi-integration: follow the Secrets Store CSI driver's pod
 	// statuses.
 	enableCSI string
-	// webhookURL is --webhook-url: Reloader's mode that tells a webhook of every change
+	// webhookURL is --webhook-url: Stakater's mode that tells a webhook of every change
 	// instead of rolling anything.
 	webhookURL string
 	pprofAddr  string
 	refused    map[string]*string
 }
 
-// refusedStakaterFlags maps each Reloader flag wave does not take to what to use instead. None
-// is left; a new Reloader flag with no equivalent goes here.
+// refusedStakaterFlags maps each Stakater flag wave does not take to what to use instead. None
+// is left; a new Stakater flag with no equivalent goes here.
 var refusedStakaterFlags = map[string]string{}
 
-// booleanStakaterFlags are the refused and noted flags that Reloader declares as booleans:
+// booleanStakaterFlags are the refused and noted flags that Stakater declares as booleans:
 // given without a value they mean true. The others take a value, given after "=" or as the next
-// argument, as Reloader's chart renders some of them.
+// argument, as Stakater's chart renders some of them.
 var booleanStakaterFlags = map[string]bool{"sync-after-restart": true}
 
-// stakaterNameFlags are Reloader's flags that rename its annotations, with the field each sets.
+// stakaterNameFlags are Stakater's flags that rename its annotations, with the field each sets.
 var stakaterNameFlags = []struct {
 	flag  string
 	field func(*podrefs.StakaterNames) *string
@@ -71,7 +71,7 @@ var stakaterNameFlags = []struct {
 	{"pause-deployment-time-annotation", func(n *podrefs.StakaterNames) *string { return &n.PausedAt }},
 }
 
-// notedStakaterFlags are Reloader flags wave takes and does not need: each given one is said in
+// notedStakaterFlags are Stakater flags wave takes and does not need: each given one is said in
 // one line at start, and the switch goes on.
 var notedStakaterFlags = map[string]string{
 	"reload-strategy":    "wave always writes an annotation on the pod template (Reloader's annotations strategy, with no env var to add); the flag changes nothing",
@@ -222,7 +222,7 @@ func (r *stakaterFlags) check(c *rollout.StakaterOptions) error {
 	return nil
 }
 
-// stakaterSelector reads Reloader's selector syntax: entries key=value, key:value, or key:* /
+// stakaterSelector reads Stakater's selector syntax: entries key=value, key:value, or key:* /
 // key=* for any value, ANDed. nil for none.
 func stakaterSelector(flagName string, entries []string) (labels.Selector, error) {
 	var parts []string

@@ -30,7 +30,7 @@ type statusOptions struct {
 	namespaces      string
 	labelSelector   string
 	annotations     string
-	reloader        stakaterFlags // Stakater Reloader's flags, as wave takes them: names, --auto-reload-all, CSI
+	stakater        stakaterFlags // Stakater Reloader's flags, as wave takes them: names, --auto-reload-all, CSI
 	output          string
 	rolloutDeadline time.Duration
 	kubeconfig      string
@@ -58,7 +58,7 @@ Flags:
 	fs.StringVarP(&o.output, "output", "o", "table", `"table" or "json".`)
 	fs.StringVar(&o.labelSelector, "label-selector", "", "as wave's flag: a workload whose labels do not match shows as filtered out.")
 	fs.StringVar(&o.annotations, "annotations", "wave,stakater", "as wave's flag: a workload that opts in only in a dialect not read shows as filtered out.")
-	o.reloader.add(fs) // read as wave reads them, so that status lists what wave manages
+	o.stakater.add(fs) // read as wave reads them, so that status lists what wave manages
 	fs.DurationVar(&o.rolloutDeadline, "rollout-deadline", 10*time.Minute, "as wave's flag: a StatefulSet or DaemonSet rollout older than this that is not complete shows as failed.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, ~/.kube/config, else the pod's service account.")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit.")
@@ -194,10 +194,10 @@ func (o *statusOptions) filter() (statusFilter, error) {
 	}
 	f.dialects = d
 	var ro rollout.StakaterOptions
-	if err := o.reloader.check(&ro); err != nil {
+	if err := o.stakater.check(&ro); err != nil {
 		return f, err
 	}
-	if ro.Dialect.SecretProviderClasses, err = o.reloader.csiIntegration(); err != nil {
+	if ro.Dialect.SecretProviderClasses, err = o.stakater.csiIntegration(); err != nil {
 		return f, err
 	}
 	f.stakater, f.ignoreNS = ro.Dialect, ro.Namespaces
