@@ -28,6 +28,10 @@ import (
 // fileOnly is false: this build reads the API too.
 const fileOnly = false
 
+// fileOnlyBuildName is the file-only build's name, beside the full build in the image
+// (internal/build/gobuild's FileOnlyReloader).
+const fileOnlyBuildName = "reloader-fileonly"
+
 // handOverToFileOnlyBuild replaces this process with the file-only build when the launch reads
 // mounted folders only and the build is beside this one (as in the image): a configmap-reload
 // chart gives args only, so its sidecar starts at the image's entrypoint, the full build, and

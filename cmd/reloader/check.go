@@ -94,10 +94,6 @@ func (o *options) namespaceList() ([]string, error) {
 // (internal/build/ociimage).
 const fullBuildPath = "/reloader"
 
-// fileOnlyBuildName is the file-only build's name, beside the full build in the image
-// (internal/build/gobuild's FileOnlyReloader).
-const fileOnlyBuildName = "reloader-fileonly"
-
 // apiFlags are the flags that only the API source reads.
 var apiFlags = []string{"configmap", "secret", "selector", "selector-kind", "namespace", "all-namespaces", "kubeconfig", "watch-idle-timeout"}
 
