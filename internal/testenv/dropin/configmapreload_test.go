@@ -1,6 +1,7 @@
 package dropin
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,13 @@ func TestFluentBitChartConfigmapReload(t *testing.T) {
 	r = app.next(t, c)
 	assert.Equal(t, "/api/v2/reload", r.Path)
 
-	_, metrics := pod.Netns.Get("127.0.0.1:9533", "/metrics")
-	assert.Contains(t, metrics, `configmap_reload_success_reloads_total{webhook="http://localhost:2020/api/v2/reload"} 2`)
+	// The app has the request before the reloader has its answer, and counts it.
+	want := `configmap_reload_success_reloads_total{webhook="http://localhost:2020/api/v2/reload"} 2`
+	var metrics string
+	assert.Eventually(t, func() bool {
+		_, metrics = pod.Netns.Get("127.0.0.1:9533", "/metrics")
+		return strings.Contains(metrics, want)
+	}, eventually, 20*time.Millisecond,
+		"%s not in:\n%s", want, metrics)
 	assert.False(t, c.Exited(), c.Log())
 }
