@@ -1,6 +1,9 @@
 package dropin
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/testenv/testpod"
 	"github.com/configwave/configwave/internal/testenv/testvolume"
 )
@@ -36,6 +40,8 @@ func TestFluentBitChartConfigmapReload(t *testing.T) {
 	require.Eventually(t, func() bool { code, _ := pod.Netns.Get("127.0.0.1:9533", "/metrics"); return code == 200 }, eventually, 50*time.Millisecond,
 		"configmap-reload's metrics port; log:\n%s", c.Log())
 	app.quiet(t, time.Second) // configmap-reload tells nothing at start
+	assert.Equal(t, "reloader-fileonly", filepath.Base(containerExe(t, c)),
+		"the image's entrypoint, the full build, hands a folder launch over to the file-only build")
 
 	require.NoError(t, config.Write(map[string]string{"fluent-bit.conf": "[SERVICE]\n    Flush 2\n"}))
 	r := app.next(t, c)
@@ -54,4 +60,21 @@ func TestFluentBitChartConfigmapReload(t *testing.T) {
 	}, eventually, 20*time.Millisecond,
 		"%s not in:\n%s", want, metrics)
 	assert.False(t, c.Exited(), c.Log())
+}
+
+// containerExe is the program the container of runc process c runs: runc run waits for the
+// container's process, its child.
+func containerExe(t *testing.T, c *testcluster.Process) string {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", c.Cmd.Process.Pid))
+	require.NoError(t, err)
+	var fields []string // runc forks from whichever of its threads runs
+	for _, task := range tasks {
+		children, _ := os.ReadFile(task)
+		fields = append(fields, strings.Fields(string(children))...)
+	}
+	require.NotEmpty(t, fields, "runc has no child")
+	exe, err := os.Readlink("/proc/" + fields[0] + "/exe")
+	require.NoError(t, err)
+	return exe
 }
