@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,8 +96,11 @@ var settableHeaders = map[string][]string{
 	"Content-Security-Policy":   nil,
 }
 
+// checkHeaders names the first bad header in sorted order, so the same file always gets the same
+// message (the toolkit names whichever its map iteration meets first).
 func checkHeaders(headers map[string]string) error {
-	for k, v := range headers {
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
+		v := headers[k]
 		allowed, ok := settableHeaders[k]
 		if !ok {
 			return fmt.Errorf("HTTP header %q can not be configured", k)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"testing"
 
 	"github.com/prometheus/exporter-toolkit/web"
@@ -64,6 +65,9 @@ func deliberately(t testing.TB, name string) {
 	t.Fatalf("%q is not a deliberate difference from the toolkit", name)
 }
 
+// headerRefusal matches the toolkit's refusals of a header, either kind.
+var headerRefusal = regexp.MustCompile(`^(HTTP header ".*" can not be configured|invalid value for .*\. Expected one of: .*)$`)
+
 // sameVerdict holds our verdict on a file to the toolkit's: the same acceptance and, on a refusal,
 // the same message, but for a refusal that is a deliberate difference.
 func sameVerdict(t testing.TB, theirs, ours error) {
@@ -74,6 +78,11 @@ func sameVerdict(t testing.TB, theirs, ours error) {
 	case theirs == nil:
 		assert.NoError(t, ours)
 	case assert.Error(t, ours, "the toolkit refuses it: %v", theirs):
+		if headerRefusal.MatchString(theirs.Error()) {
+			// With several bad headers the toolkit names whichever its map iteration meets first.
+			assert.Regexp(t, headerRefusal, ours.Error())
+			return
+		}
 		assert.Equal(t, theirs.Error(), inToolkitTerms(ours))
 	}
 }
