@@ -40,6 +40,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -108,6 +109,10 @@ type Folders struct {
 	published [sha256.Size]byte
 	read1     bool              // a read was published
 	failing   map[string]string // folder → read error last logged
+
+	// linked holds, for each folder, the top-level keys of the last set whose names swapDone
+	// found in place; only Run's goroutine uses it.
+	linked map[string][]string
 }
 
 // NewFolders prepares a watch of dirs. The watcher is made here so that a system out of inotify
@@ -131,7 +136,8 @@ func NewFolders(dirs []string, opts FolderOptions) (*Folders, error) {
 		opts.LinkWait = time.Second
 	}
 	return &Folders{dirs: clean, opts: opts, watcher: w, changed: make(chan struct{}, 1),
-		swaps: make(chan Swap, 1), synced: make(chan struct{}), failing: map[string]string{}}, nil
+		swaps: make(chan Swap, 1), synced: make(chan struct{}), failing: map[string]string{},
+		linked: map[string][]string{}}, nil
 }
 
 // CheckIgnore checks ignore globs.
@@ -195,6 +201,9 @@ func (f *Folders) Snapshot() Snapshot {
 func (f *Folders) Run(ctx context.Context) {
 	defer f.watcher.Close()
 	f.arm()
+	for _, d := range f.dirs {
+		f.swapDone(d) // learns the keys whose names are in place, for the first swap
+	}
 	f.read()
 	close(f.synced)
 
@@ -254,6 +263,7 @@ func (f *Folders) Run(ctx context.Context) {
 				pending[d] = true
 				klog.V(4).InfoS("kubelet swapped ..data; waiting for it to put the names of the new set in place", "folder", d)
 			case eventFolder:
+				clear(f.linked) // a folder made again holds names no swap was seen to make
 				f.arm()
 				read()
 			case eventContent:
@@ -280,6 +290,7 @@ func (f *Folders) Run(ctx context.Context) {
 				f.opts.OnError(err)
 			}
 			klog.ErrorS(err, "file watcher error; reading every folder again", "folders", strings.Join(f.dirs, ", "))
+			clear(f.linked) // swaps may have gone unseen: list the names at the next one
 			f.arm()
 			read()
 		case <-settle.C:
@@ -330,14 +341,37 @@ func (f *Folders) reportsSwaps() bool { return len(f.opts.Ignore) == 0 }
 
 // swapDone returns the ..data target of the folder d, and whether the names the app sees in d
 // are those of the set it names: each of its keys has its name, and no name of kubelet's
-// dangles. Two listings and a readlink per link: cheap enough for every swap.
+// dangles.
+//
+// A set with the same keys as the last one whose names were in place needs no name changed
+// (kubelet links only new keys and removes only removed ones), so only the new set is listed:
+// the listing of d itself waits, right after a swap, for kubelet's removal of the old
+// timestamped folder (a quarter of a millisecond, as long as the rest of the swap's report).
+// Only Run's goroutine calls it.
 func (f *Folders) swapDone(d string) (string, bool) {
 	target, err := os.Readlink(filepath.Join(d, kubeletDataLink))
 	if err != nil {
 		return "", false
 	}
-	_, complete, err := namesOf(d, dataPath(d, target), f.opts.Ignore)
-	return target, err == nil && complete
+	data := dataPath(d, target)
+	set, err := setKeys(data, f.opts.Ignore)
+	if err != nil {
+		return "", false
+	}
+	keys := make([]string, len(set))
+	for i, e := range set {
+		keys[i] = e.Name()
+	}
+	if prev, ok := f.linked[d]; ok && slices.Equal(prev, keys) {
+		return target, true
+	}
+	_, complete, err := namesOf(d, data, f.opts.Ignore)
+	if err != nil || !complete {
+		delete(f.linked, d) // a set between may leave names the next one's keys do not show
+		return target, false
+	}
+	f.linked[d] = keys
+	return target, true
 }
 
 // settleWait is how long to wait, after an event, before reading: settle after the last event,

@@ -494,6 +494,41 @@ func TestFoldersReportASwapOnceTheAppSeesItsNames(t *testing.T) {
 	}
 }
 
+// The source remembers the keys of the last set whose names it found in place, and a swap to a
+// set with the same keys is reported at the rename without listing the folder (that listing
+// waits for kubelet's removal of the old timestamped folder). Keys that change in between are
+// checked again, each time, by the names.
+func TestFoldersReportSwapsRightAcrossKeyChanges(t *testing.T) {
+	d := t.TempDir()
+	v := testvolume.New(d)
+	require.NoError(t, v.Write(map[string]string{"a.yml": "0"}))
+	f := folders(t, FolderOptions{}, d)
+	for i, tc := range []struct {
+		set      map[string]string
+		reported int
+	}{
+		{map[string]string{"a.yml": "1"}, testvolume.SwapData},
+		{map[string]string{"a.yml": "2", "b.yml": "2"}, testvolume.LinkNewNames},
+		{map[string]string{"a.yml": "3", "b.yml": "3"}, testvolume.SwapData},
+		{map[string]string{"a.yml": "4"}, testvolume.RemoveOldNames},
+		{map[string]string{"a.yml": "5"}, testvolume.SwapData},
+		{map[string]string{"b.yml": "6"}, testvolume.RemoveOldNames},
+	} {
+		steps := v.Steps(tc.set)
+		require.NoError(t, testvolume.Run(steps[:testvolume.SwapData]))
+		for step := testvolume.SwapData; step <= tc.reported; step++ {
+			require.NoError(t, steps[step].Do(), steps[step].Name)
+			if step < tc.reported {
+				noSwap(t, f, fmt.Sprintf("set %d, after %s", i, steps[step].Name))
+			}
+		}
+		nextSwap(t, f, fmt.Sprintf("set %d, after %s", i, steps[tc.reported].Name))
+		waitChange(t, f, "the read after the swap")
+		assert.Equal(t, digests(tc.set), folderFiles(f, d), "set %d", i)
+		require.NoError(t, testvolume.Run(steps[tc.reported+1:]))
+	}
+}
+
 // A Remove of ..data (kubelet tearing the volume down) is no swap: nothing is reported, and
 // the folder, whose names all link through ..data, reads as missing: the last set stays.
 func TestFoldersRemovedDataLinkIsNoSwap(t *testing.T) {

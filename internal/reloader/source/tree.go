@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -156,15 +157,13 @@ type visibleName struct {
 // kubelet's names dangles (step 11 done). A name that is not kubelet's link is read as it is:
 // kubelet never replaces it, so waiting for it would be waiting for ever.
 func namesOf(dir, data string, ignore []string) ([]visibleName, bool, error) {
-	set, err := os.ReadDir(data)
+	set, err := setKeys(data, ignore)
 	if err != nil {
 		return nil, false, err
 	}
 	keys := make(map[string]fs.FileMode, len(set))
 	for _, e := range set {
-		if !hasKubeletName(e.Name()) && !ignored(e.Name(), ignore) {
-			keys[e.Name()] = e.Type()
-		}
+		keys[e.Name()] = e.Type()
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -188,6 +187,18 @@ func namesOf(dir, data string, ignore []string) ([]visibleName, bool, error) {
 		names = append(names, n)
 	}
 	return names, complete && len(keys) == 0, nil
+}
+
+// setKeys lists the top-level keys of the set in data, the folder ..data names, in name order:
+// the names kubelet links in the volume's folder (those not ignored, and not kubelet's own).
+func setKeys(data string, ignore []string) ([]fs.DirEntry, error) {
+	entries, err := os.ReadDir(data)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(entries, func(e fs.DirEntry) bool {
+		return hasKubeletName(e.Name()) || ignored(e.Name(), ignore)
+	}), nil
 }
 
 // treeReader reads files into digests by slash path, at most maxFolderBytes in all.
