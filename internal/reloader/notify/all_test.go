@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Each endpoint is told with its own tries; the error names only the one that failed, and the
@@ -34,7 +33,7 @@ func TestAllTellsEachEndpointWithItsOwnTries(t *testing.T) {
 	var mu sync.Mutex
 	var tries []try
 	var done []string
-	backoff := wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}
+	backoff := Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}
 	mk := func(u string) *HTTP {
 		return &HTTP{URL: u + "/-/reload?token=s3cr3t", Backoff: backoff,
 			OnTry: func(url string, code int, err error) {
@@ -70,5 +69,5 @@ func TestAllOfOneIsThatOne(t *testing.T) {
 	defer srv.Close()
 	require.NoError(t, All{&HTTP{URL: srv.URL}}.Notify(context.Background()))
 	srv.Close()
-	require.Error(t, All{&HTTP{URL: srv.URL, Backoff: wait.Backoff{Duration: time.Millisecond, Steps: 1}}}.Notify(context.Background()))
+	require.Error(t, All{&HTTP{URL: srv.URL, Backoff: Backoff{Duration: time.Millisecond, Steps: 1}}}.Notify(context.Background()))
 }

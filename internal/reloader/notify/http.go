@@ -15,13 +15,12 @@ import (
 	"time"
 
 	"github.com/configwave/configwave/internal/process/credfile"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
 
-// DefaultBackoff spaces the tries of a reload request: 0.2 s doubling up to 10 s, ±20 %,
-// eight tries (about 25 s) before giving up.
-var DefaultBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 8, Cap: 10 * time.Second}
+// DefaultBackoff spaces the tries of a reload request: 0.2 s doubling up to 10 s, each wait
+// up to 20 % longer, eight tries (about 25 s) before giving up.
+var DefaultBackoff = Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 8, Cap: 10 * time.Second}
 
 // HTTP sends one request per reload, retrying until the app answers with a success code.
 type HTTP struct {
@@ -45,7 +44,7 @@ type HTTP struct {
 	BodyFile string
 	Timeout  time.Duration // per try; default 10 s
 	Success  CodeSet       // default 2xx
-	Backoff  wait.Backoff  // default DefaultBackoff
+	Backoff  Backoff       // default DefaultBackoff
 	Client   *http.Client  // default NewClient(), or one with TLS
 	// TLS, when set, is used for an https URL (and ignored with Client set).
 	TLS *TLSFiles
@@ -97,21 +96,21 @@ func (h *HTTP) Notify(ctx context.Context) error {
 }
 
 // tries sends the request until it succeeds, the backoff's tries run out, or ctx ends.
-func (h *HTTP) tries(ctx context.Context, method string, backoff wait.Backoff) error {
+func (h *HTTP) tries(ctx context.Context, method string, backoff Backoff) error {
 	var last error
 	tries := 0
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+	ok, err := backoff.retry(ctx, func() bool {
 		tries++
 		last = h.try(ctx, method)
 		if last != nil {
 			klog.V(2).InfoS("reload request failed, will retry", "method", method, "url", h.shownURL(), "try", tries, "err", last)
 		}
-		return last == nil, nil
+		return last == nil
 	})
 	switch {
-	case err == nil:
+	case ok:
 		return nil
-	case last != nil && (wait.Interrupted(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case last != nil:
 		return fmt.Errorf("reload request %s %s failed after %d tries: %w%s", method, h.shownURL(), tries, last, hint(last))
 	default:
 		return fmt.Errorf("reload request %s %s: %w", method, h.shownURL(), err)

@@ -18,10 +18,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-var fastBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 5, Cap: 20 * time.Millisecond}
+var fastBackoff = Backoff{Duration: time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 5, Cap: 20 * time.Millisecond}
 
 func TestHTTPNotify(t *testing.T) {
 	tests := []struct {
@@ -106,7 +105,7 @@ func TestHTTPNotifyStopsWithContext(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	slow := wait.Backoff{Duration: time.Second, Factor: 1, Steps: 100}
+	slow := Backoff{Duration: time.Second, Factor: 1, Steps: 100}
 	start := time.Now()
 	err := (&HTTP{URL: srv.URL, Backoff: slow}).Notify(ctx)
 	require.Error(t, err)
@@ -177,7 +176,7 @@ func TestHTTPNotifyHangingEndpointTimesOutPerTry(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	err := (&HTTP{URL: srv.URL, Timeout: 50 * time.Millisecond, Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}}).Notify(context.Background())
+	err := (&HTTP{URL: srv.URL, Timeout: 50 * time.Millisecond, Backoff: Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}}).Notify(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "failed after 3 tries")
 	assert.Contains(t, err.Error(), "deadline exceeded")
