@@ -7,9 +7,10 @@ package main
 // they replace.
 
 import (
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -23,6 +24,7 @@ import (
 	"github.com/configwave/configwave/internal/reloader/podevents"
 	"github.com/configwave/configwave/internal/reloader/reload"
 	"github.com/configwave/configwave/internal/reloader/unpack"
+	"github.com/configwave/configwave/internal/reloader/webconfig"
 )
 
 // fileOnly is false: this build reads the API too.
@@ -32,28 +34,29 @@ const fileOnly = false
 // (internal/build/gobuild's FileOnlyReloader).
 const fileOnlyBuildName = "reloader-fileonly"
 
-// handOverToFileOnlyBuild replaces this process with the file-only build when the launch reads
-// mounted folders only and the build is beside this one (as in the image): a configmap-reload
-// chart gives args only, so its sidecar starts at the image's entrypoint, the full build, and
-// would idle with the API client's pages for nothing. The command line and environment go over
+// handOver replaces this process with the file-only build when the launch reads mounted
+// folders only and the build is beside this one (as in the image): a configmap-reload chart
+// gives args only, so its sidecar starts at the image's entrypoint, the full build, and would
+// idle with the API client's pages for nothing. The command line and environment go over
 // unchanged, before anything has started; where the exec fails, this build runs on.
-func handOverToFileOnlyBuild(cfg *config, argv0 string, args []string) {
+func handOver(cfg *config, argv0 string, args []string) error {
 	exe, err := os.Executable()
 	if err != nil {
-		return
+		return nil
 	}
 	path, ok := fileOnlyBuildFor(cfg, exe, os.Stat)
 	if !ok {
-		return
+		return nil
 	}
-	err = syscall.Exec(path, append([]string{argv0}, args...), os.Environ())
+	err = execBuild(path, argv0, args)
 	klog.InfoS("could not start the file-only build; running on in the full one", "path", path, "err", err)
+	return nil
 }
 
 // fileOnlyBuildFor is the file-only build to hand a launch over to: one that reads folders
-// only, from a full build that has the file-only build beside it.
+// only, and serves no web config file, from a full build that has the file-only build beside it.
 func fileOnlyBuildFor(cfg *config, executable string, stat func(string) (os.FileInfo, error)) (string, bool) {
-	if len(cfg.folders) == 0 {
+	if len(cfg.folders) == 0 || servesWebConfig(cfg) {
 		return "", false
 	}
 	path := filepath.Join(filepath.Dir(executable), fileOnlyBuildName)
@@ -116,3 +119,10 @@ func podEvents(client rest.Interface) *podevents.Recorder {
 	}
 	return podevents.New(client, podevents.Pod{Namespace: configref.DefaultNamespace(), Name: name, UID: types.UID(os.Getenv("POD_UID"))})
 }
+
+// checkWebConfig checks prometheus-config-reloader's --web-config-file at start.
+func checkWebConfig(path string) error { return webconfig.Check(path) }
+
+// webConfigServe serves the endpoints as the web config file says (TLS, client certificates,
+// basic auth).
+func webConfigServe(path string) func(net.Listener, *http.Server) error { return webconfig.Serve(path) }

@@ -37,6 +37,7 @@ func TestFileOnlyBuildFor(t *testing.T) {
 		{"folders, no file-only build beside", folders, alone, ""},
 		{"folders, beside but not executable", folders, notExecutable, ""},
 		{"folders, beside but a folder", folders, asDir, ""},
+		{"folders, serving a web config file", &config{folders: []string{"/etc/config"}, listen: ":8080", peer: peerSettings{webConfigFile: "/etc/web.yml"}}, image, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := fileOnlyBuildFor(tc.cfg, filepath.Join(tc.dir, "reloader"), os.Stat)

@@ -9,21 +9,16 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/reloader/notify"
 	"github.com/configwave/configwave/internal/reloader/reload"
 	"github.com/configwave/configwave/internal/reloader/source"
 	"github.com/configwave/configwave/internal/reloader/unpack"
-	"github.com/configwave/configwave/internal/reloader/webconfig"
 )
 
 // config is a checked command line: what the reloader runs.
@@ -73,23 +68,6 @@ func (o *options) check(app []string) (*config, error) {
 	return c, nil
 }
 
-// namespaceList is --namespace, deduplicated, else the pod's own namespace.
-func (o *options) namespaceList() ([]string, error) {
-	var namespaces []string
-	for _, n := range o.namespaces {
-		if n = strings.TrimSpace(n); n == "" || slices.Contains(namespaces, n) {
-			continue
-		} else if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
-			return nil, fmt.Errorf("--namespace: %q is not a namespace name (%s)", n, strings.Join(errs, "; "))
-		}
-		namespaces = append(namespaces, n)
-	}
-	if len(namespaces) == 0 {
-		namespaces = []string{configref.DefaultNamespace()}
-	}
-	return namespaces, nil
-}
-
 // fullBuildPath is where the image holds the reloader's full build, the one that reads the API
 // (internal/build/ociimage).
 const fullBuildPath = "/reloader"
@@ -130,7 +108,7 @@ func (o *options) checkFolders(c *config) error {
 		}
 		return nil
 	}
-	for _, f := range []string{"configroot", "items", "layout", "file-mode", "secret-file-mode", "once"} {
+	for _, f := range []string{"configroot", "items", "layout", "file-mode", "secret-file-mode", "once", "folder-annotation"} {
 		if o.changed(f) {
 			return fmt.Errorf("--%s applies to --configmap, --secret and --selector, which the reloader unpacks; a --volume-dir is read where it is: drop --%s", f, f)
 		}
@@ -172,46 +150,8 @@ func (o *options) checkSources(c *config) error {
 	if o.watchIdleTimeout < 0 || o.watchIdleTimeout > 0 && o.watchIdleTimeout < time.Second {
 		return fmt.Errorf("--watch-idle-timeout=%s: give 0 (never) or at least 1s; a healthy watch brings a bookmark about every minute, so 2m or more keeps healthy watches open", o.watchIdleTimeout)
 	}
-	namespaces, err := o.namespaceList()
-	if err != nil {
+	if err := o.checkAPISources(c); err != nil {
 		return err
-	}
-	ns := namespaces[0]
-	for _, s := range slices.Concat(o.configMaps, o.secrets) {
-		if len(namespaces) > 1 && !strings.Contains(s, "/") {
-			return fmt.Errorf("%q has no namespace, and --namespace lists several: write it as NAMESPACE/%s", s, s)
-		}
-	}
-	for _, named := range []struct {
-		kind  configref.Kind
-		names []string
-	}{{configref.ConfigMap, o.configMaps}, {configref.Secret, o.secrets}} {
-		for _, s := range named.names {
-			r, err := source.ParseRef(named.kind, s, ns)
-			if err != nil {
-				return err
-			}
-			c.refs = append(c.refs, r)
-		}
-	}
-	if o.selector != "" {
-		sel, err := labels.Parse(o.selector)
-		if err != nil {
-			return fmt.Errorf("--selector=%q: %w", o.selector, err)
-		}
-		if sel.Empty() {
-			return fmt.Errorf("--selector=%q selects everything; name a label, e.g. grafana_dashboard=1", o.selector)
-		}
-		kinds, err := parseSelectorKind(o.selectorKind)
-		if err != nil {
-			return err
-		}
-		c.selector = &source.Selector{Kinds: kinds, Namespaces: namespaces, Labels: sel}
-		if o.allNamespaces {
-			c.selector.Namespaces = nil
-		}
-	} else if o.allNamespaces {
-		return fmt.Errorf("--all-namespaces applies to --selector only; add --selector or drop it")
 	}
 	if len(c.refs) == 0 && c.selector == nil && len(c.folders) == 0 {
 		return fmt.Errorf("nothing to watch: pass --configmap, --secret or --selector, or --volume-dir for a mounted folder")
@@ -234,12 +174,6 @@ func (o *options) checkLayout(c *config) error {
 	}
 	if c.layout.SecretMode, err = parseMode("--secret-file-mode", o.secretFileMode); err != nil {
 		return err
-	}
-	if a := strings.TrimSpace(o.folderAnnotation); a != "" {
-		if errs := validation.IsQualifiedName(a); len(errs) > 0 {
-			return fmt.Errorf("--folder-annotation=%q is not an annotation name (%s); give one such as k8s-sidecar-target-directory, or empty for none", o.folderAnnotation, strings.Join(errs, "; "))
-		}
-		c.layout.FolderAnnotation, c.layout.Root = a, filepath.Clean(o.configRoot)
 	}
 	c.layout.UniqueFilenames = o.uniqueFilenames
 	if len(o.items) > 0 {
@@ -334,7 +268,7 @@ func (o *options) checkTiming(*config) error {
 // checkServer checks the endpoints: their paths, and a peer's web config.
 func (o *options) checkServer(c *config) error {
 	if f := o.peer.webConfigFile; f != "" && c.listen != "" {
-		if err := webconfig.Check(f); err != nil {
+		if err := checkWebConfig(f); err != nil {
 			return err
 		}
 	}
@@ -509,18 +443,6 @@ func credentialFile(flagName, path string) error {
 		return fmt.Errorf("%s: cannot read %q: %w; mount the Secret that holds it there", flagName, path, errors.Unwrap(err))
 	}
 	return f.Close()
-}
-
-func parseSelectorKind(s string) ([]configref.Kind, error) {
-	switch strings.ToLower(s) {
-	case "configmap", "configmaps":
-		return []configref.Kind{configref.ConfigMap}, nil
-	case "secret", "secrets":
-		return []configref.Kind{configref.Secret}, nil
-	case "both":
-		return []configref.Kind{configref.ConfigMap, configref.Secret}, nil
-	}
-	return nil, fmt.Errorf("--selector-kind=%q: use configmap, secret or both", s)
 }
 
 // parseMode parses octal permission bits such as 0644 or 644.

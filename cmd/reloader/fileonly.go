@@ -10,6 +10,11 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 
 	"github.com/configwave/configwave/internal/reloader/reload"
 )
@@ -17,8 +22,38 @@ import (
 // fileOnly is true: this build reads mounted folders only.
 const fileOnly = true
 
-// handOverToFileOnlyBuild has nothing to do: this is the file-only build.
-func handOverToFileOnlyBuild(*config, string, []string) {}
+// handOver replaces this process with the full build when the launch serves a web config
+// file (prometheus-config-reloader's --web-config-file: TLS and basic auth), which this build
+// leaves out with its YAML and bcrypt. The Prometheus Operator starts its sidecar at the
+// image's /bin/prometheus-config-reloader, which leads here; the full build is beside it.
+// Where it is not, or cannot start, the launch stops: the endpoints are never served in the
+// clear when the file asks for TLS or auth.
+func handOver(cfg *config, argv0 string, args []string) error {
+	if !servesWebConfig(cfg) {
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("--web-config-file needs the full build of the reloader, %s in the image: %w", fullBuildPath, err)
+	}
+	full := filepath.Join(filepath.Dir(exe), filepath.Base(fullBuildPath))
+	err = execBuild(full, argv0, args)
+	return fmt.Errorf("--web-config-file needs the full build of the reloader, which serves TLS and basic auth; this file-only build could not start it at %s: %w; run %s", full, err, fullBuildPath)
+}
+
+// checkWebConfig leaves the web config file to the full build, which the launch is handed
+// over to (handOver).
+func checkWebConfig(string) error { return nil }
+
+// webConfigServe is never reached (handOver); were it, the endpoints would not start.
+func webConfigServe(string) func(net.Listener, *http.Server) error {
+	return func(net.Listener, *http.Server) error {
+		return errors.New("this file-only build serves no web config file: run " + fullBuildPath)
+	}
+}
+
+// checkAPISources has nothing to check: checkBuild refuses the API's flags first.
+func (o *options) checkAPISources(*config) error { return nil }
 
 // readAPI is never reached: checkBuild stops an API launch first.
 func readAPI(*config, *reload.Reloader, *reload.Metrics) (runningSource, eventRecorder, error) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/configwave/configwave/internal/build/gobuild"
 	"github.com/configwave/configwave/internal/testenv/testcluster"
@@ -96,4 +97,41 @@ func TestFileOnlyBuild(t *testing.T) {
 	assert.Equal(t, bin, exe, "the process runs the file-only build")
 	require.NoError(t, vol.Write(map[string]string{"app.conf": "v2"}))
 	require.Eventually(t, func() bool { return told.Load() == 1 }, 10*time.Second, 20*time.Millisecond, "the app was never told of the swap")
+
+	// The Prometheus Operator's launch with a web config file, at the image's
+	// /bin/prometheus-config-reloader (the file-only build): the full build serves it, with the
+	// basic auth the file asks for.
+	hash, err := bcrypt.GenerateFromPassword([]byte("right"), bcrypt.MinCost)
+	require.NoError(t, err)
+	web := filepath.Join(t.TempDir(), "web.yml")
+	require.NoError(t, os.WriteFile(web, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600))
+	link := filepath.Join(image, "prometheus-config-reloader")
+	require.NoError(t, os.Symlink(gobuild.FileOnlyReloader, link))
+	addr = testcluster.FreeAddr(t)
+	promArgs := []string{"--listen-address=" + addr, "--watched-dir=" + dir, "--reload-url=" + app.URL, "--web-config-file=" + web}
+	p = testcluster.StartProcess(t, link, noAPI, promArgs...)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusUnauthorized
+	}, 10*time.Second, 20*time.Millisecond, "the endpoints are served with the web config's basic auth")
+	exe, err = os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Cmd.Process.Pid))
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(image, "reloader"), exe, "the full build serves the web config")
+
+	// Without the full build beside it, the file-only build stops: never the endpoints in the clear.
+	alone := t.TempDir()
+	require.NoError(t, os.Link(bin, filepath.Join(alone, gobuild.FileOnlyReloader)))
+	cmd = exec.Command(filepath.Join(alone, gobuild.FileOnlyReloader), promArgs...)
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	require.True(t, errors.As(err, &exit), "want an exit status, got %v", err)
+	assert.Equal(t, 2, exit.ExitCode())
+	assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
+	assert.Contains(t, stderr.String(), "--web-config-file needs the full build")
+	assert.Contains(t, stderr.String(), "run "+fullBuildPath)
 }

@@ -26,7 +26,6 @@ import (
 	"github.com/configwave/configwave/internal/reloader/source"
 	"github.com/configwave/configwave/internal/reloader/supervise"
 	"github.com/configwave/configwave/internal/reloader/unpack"
-	"github.com/configwave/configwave/internal/reloader/webconfig"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -43,7 +42,10 @@ func runMain(argv0 string, args []string, getenv func(string) string) int {
 	if stop {
 		return code
 	}
-	handOverToFileOnlyBuild(cfg, argv0, args)
+	if err := handOver(cfg, argv0, args); err != nil {
+		fmt.Fprintf(os.Stderr, "reloader: %v\n", err)
+		return 2
+	}
 	applyPromProcessSettings(cfg)
 	// One core, unless GOMAXPROCS says otherwise. The reloader does one thing at a time, and with
 	// more Ps every change woke threads that looked for work and found none: measured on a
@@ -289,7 +291,7 @@ func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSou
 	if cfg.listen != "" {
 		checks := serve.Checks{Ready: r.Ready, Healthy: r.Healthy, Status: func() any { return r.CurrentStatus() }, MetricsPath: cfg.metricsPath}
 		if f := cfg.peer.webConfigFile; f != "" {
-			checks.Serve = webconfig.Serve(f)
+			checks.Serve = webConfigServe(f)
 		}
 		srv, err := serve.Listen(cfg.listen, reg, checks)
 		switch {

@@ -53,9 +53,14 @@ func TestLayering(t *testing.T) {
 		assert.False(t, strings.HasPrefix(dep, module+"internal/wave/"), "cmd/reloader links %s, wave's", dep)
 	}
 	require.Contains(t, reloader, module+"internal/reloader/unpack", "the walk sees the reloader's own packages")
+	// The file-only build stays as small as configmap-reload: no API client, no Kubernetes
+	// parsers, and no web config (YAML, bcrypt), which the full build serves (handOver).
 	for _, dep := range linked(t, module+"cmd/reloader", "-tags", "configwave_fileonly") {
 		assert.False(t, strings.HasPrefix(dep, "k8s.io/client-go/") || dep == module+"internal/reloader/apisource",
 			"the reloader's file-only build links %s, the API client's", dep)
+		for _, heavy := range []string{"k8s.io/apimachinery/", "go.yaml.in/", "golang.org/x/crypto/bcrypt", module + "internal/reloader/webconfig"} {
+			assert.False(t, strings.HasPrefix(dep, heavy), "the reloader's file-only build links %s", dep)
+		}
 	}
 }
 

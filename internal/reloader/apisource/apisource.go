@@ -90,7 +90,7 @@ func New(client cache.Getter, refs []configref.Ref, sel *source.Selector, opts O
 		}
 		for _, ns := range namespaces {
 			for _, k := range sel.Kinds {
-				labelSel := sel.Labels.String()
+				labelSel := sel.Labels
 				lw := cache.NewFilteredListWatchFromClient(client, k.Resource(), ns, func(o *metav1.ListOptions) {
 					o.LabelSelector = labelSel
 				})

@@ -630,3 +630,7 @@ func TestReadFolderLeavesOutAFIFO(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, digests(map[string]string{"a.yml": "A"}), got)
 }
+
+func TestFolderRefString(t *testing.T) {
+	assert.Equal(t, "folder /etc/app", configref.Ref{Kind: Folder, Name: "/etc/app"}.String())
+}

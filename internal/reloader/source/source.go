@@ -11,7 +11,6 @@ package source
 
 import (
 	"github.com/configwave/configwave/internal/kube/configref"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Selector selects every object of the given kinds whose labels match, in the namespaces
@@ -19,7 +18,9 @@ import (
 type Selector struct {
 	Kinds      []configref.Kind
 	Namespaces []string
-	Labels     labels.Selector
+	// Labels is a label selector as the API's labelSelector takes it, checked and
+	// not empty (the reloader's flag check parses it).
+	Labels string
 }
 
 // Object is one ConfigMap or Secret as the app sees it: every key of data and binaryData

@@ -1,4 +1,4 @@
-package source
+package apisource
 
 import (
 	"testing"
@@ -36,10 +36,6 @@ func TestParseRef(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
-}
-
-func TestFolderRefString(t *testing.T) {
-	assert.Equal(t, "folder /etc/app", configref.Ref{Kind: Folder, Name: "/etc/app"}.String())
 }
 
 func FuzzParseRef(f *testing.F) {

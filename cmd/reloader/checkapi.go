@@ -1,0 +1,106 @@
+//go:build !configwave_fileonly
+
+package main
+
+// The flags of the API source, checked in the full build only: their parsers (label
+// selectors, Kubernetes names) are not linked into the file-only build, which refuses these
+// flags first (checkBuild).
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/reloader/apisource"
+	"github.com/configwave/configwave/internal/reloader/source"
+)
+
+// checkAPISources checks what is read from the API: named objects, the selector, and the
+// annotation that places an object's files. A launch that reads folders reads no API.
+func (o *options) checkAPISources(c *config) error {
+	if len(c.folders) > 0 {
+		return nil
+	}
+	namespaces, err := o.namespaceList()
+	if err != nil {
+		return err
+	}
+	ns := namespaces[0]
+	for _, s := range slices.Concat(o.configMaps, o.secrets) {
+		if len(namespaces) > 1 && !strings.Contains(s, "/") {
+			return fmt.Errorf("%q has no namespace, and --namespace lists several: write it as NAMESPACE/%s", s, s)
+		}
+	}
+	for _, named := range []struct {
+		kind  configref.Kind
+		names []string
+	}{{configref.ConfigMap, o.configMaps}, {configref.Secret, o.secrets}} {
+		for _, s := range named.names {
+			r, err := apisource.ParseRef(named.kind, s, ns)
+			if err != nil {
+				return err
+			}
+			c.refs = append(c.refs, r)
+		}
+	}
+	if o.selector != "" {
+		sel, err := labels.Parse(o.selector)
+		if err != nil {
+			return fmt.Errorf("--selector=%q: %w", o.selector, err)
+		}
+		if sel.Empty() {
+			return fmt.Errorf("--selector=%q selects everything; name a label, e.g. grafana_dashboard=1", o.selector)
+		}
+		kinds, err := parseSelectorKind(o.selectorKind)
+		if err != nil {
+			return err
+		}
+		c.selector = &source.Selector{Kinds: kinds, Namespaces: namespaces, Labels: sel.String()}
+		if o.allNamespaces {
+			c.selector.Namespaces = nil
+		}
+	} else if o.allNamespaces {
+		return fmt.Errorf("--all-namespaces applies to --selector only; add --selector or drop it")
+	}
+	if a := strings.TrimSpace(o.folderAnnotation); a != "" {
+		if errs := validation.IsQualifiedName(a); len(errs) > 0 {
+			return fmt.Errorf("--folder-annotation=%q is not an annotation name (%s); give one such as k8s-sidecar-target-directory, or empty for none", o.folderAnnotation, strings.Join(errs, "; "))
+		}
+		c.layout.FolderAnnotation, c.layout.Root = a, filepath.Clean(o.configRoot)
+	}
+	return nil
+}
+
+// namespaceList is --namespace, deduplicated, else the pod's own namespace.
+func (o *options) namespaceList() ([]string, error) {
+	var namespaces []string
+	for _, n := range o.namespaces {
+		if n = strings.TrimSpace(n); n == "" || slices.Contains(namespaces, n) {
+			continue
+		} else if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			return nil, fmt.Errorf("--namespace: %q is not a namespace name (%s)", n, strings.Join(errs, "; "))
+		}
+		namespaces = append(namespaces, n)
+	}
+	if len(namespaces) == 0 {
+		namespaces = []string{configref.DefaultNamespace()}
+	}
+	return namespaces, nil
+}
+
+func parseSelectorKind(s string) ([]configref.Kind, error) {
+	switch strings.ToLower(s) {
+	case "configmap", "configmaps":
+		return []configref.Kind{configref.ConfigMap}, nil
+	case "secret", "secrets":
+		return []configref.Kind{configref.Secret}, nil
+	case "both":
+		return []configref.Kind{configref.ConfigMap, configref.Secret}, nil
+	}
+	return nil, fmt.Errorf("--selector-kind=%q: use configmap, secret or both", s)
+}
