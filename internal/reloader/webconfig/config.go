@@ -112,10 +112,11 @@ func checkHeaders(headers map[string]string) error {
 	return nil
 }
 
-// checkUsers checks that every password is a bcrypt hash.
+// checkUsers checks that every password is a bcrypt hash, user by user in sorted order, so
+// that the same file always gets the same message (the toolkit's follows its map iteration).
 func (c *config) checkUsers() error {
-	for _, hash := range c.Users {
-		if _, err := bcrypt.Cost([]byte(hash)); err != nil {
+	for _, user := range slices.Sorted(maps.Keys(c.Users)) {
+		if _, err := bcrypt.Cost([]byte(c.Users[user])); err != nil {
 			return err
 		}
 	}
