@@ -1,0 +1,210 @@
+// Package onefirst decides, for the reloader sidecars of one workload (--rollout=one-first),
+// which pod lays out a new content of a source first, when the others follow, and when a
+// content is given up: so that a config that passes the app's checker and still breaks the
+// app takes down one replica, never all of them.
+//
+// The sidecars agree through one Record per workload and source, kept on a Lease in the
+// workload's namespace and written with the API server's optimistic concurrency: every sidecar
+// reads it, decides with Decide, and writes its claim only on the version it read; a sidecar
+// that loses the race reads again and decides again. No controller takes part.
+//
+// The story of one content: the first pod to see it claims it (Soaking, itself First), lays it
+// out, tells its app and watches it for the soak period, renewing the record; healthy
+// throughout, it marks the content Promoted. Then the others lay it out in batches: a pod joins
+// the batch while fewer than MaxUnavailable are in it, soaks the same way, and leaves it. A
+// failure marks the content Rejected: the pod that failed puts its last good files back, and
+// no other pod lays the content out. A newer content supersedes the one under trial at any
+// point; a first pod that stops renewing (deleted, killed, cut off) is replaced by the next
+// pod that sees its claim expire.
+//
+// Decide is a pure function of what the sidecar sees; the code around it gathers the record,
+// its own content and the clock, and applies the Action.
+package onefirst
+
+import (
+	"time"
+)
+
+// State is where a content stands among the sidecars.
+type State string
+
+const (
+	// Soaking: the First pod has laid the content out and watches its app.
+	Soaking State = "Soaking"
+	// Promoted: the first pod's app stayed healthy; the others follow in batches.
+	Promoted State = "Promoted"
+	// Rejected: a pod's app failed on the content; no pod lays it out again.
+	Rejected State = "Rejected"
+)
+
+// Record is what the sidecars of one workload agree on for one source.
+type Record struct {
+	Content string // the content under trial, promoted or rejected (ContentID)
+	State   State
+	First   string    // the pod that tries Content first
+	Since   time.Time // when First laid Content out: its soak ends Soak later
+	Renewed time.Time // First's last renewal of its claim
+	Reason  string    // why Content was rejected: what failed, never a config value
+	// Good is the last content that was promoted: what a pod started while Content is
+	// rejected should run.
+	Good string
+	// Batch holds the pods that laid out a promoted Content and soak it now, with the time
+	// each joined.
+	Batch map[string]time.Time
+}
+
+// View is what one sidecar sees when it decides.
+type View struct {
+	Pod    string  // this sidecar's pod
+	Want   string  // the content its source holds now
+	Have   string  // the content laid out in its pod now; "" before the first
+	Record *Record // nil when none exists yet
+	// Failed, when not empty, says how this pod's app failed since it laid out Want: not
+	// Ready, the reload request refused, the health URL failing.
+	Failed string
+	Now    time.Time
+	Soak   time.Duration // --rollout-soak
+	// Expiry is how long a claim, or a place in the batch, lives without its pod: longer than
+	// Soak, so that only a pod that is gone loses it.
+	Expiry  time.Duration
+	MaxBusy int // --rollout-max-unavailable, resolved against the replicas; at least 1
+}
+
+// Do is what a sidecar does next.
+type Do string
+
+const (
+	// Nothing: the pod runs Want, or has nothing to do until the record changes.
+	Nothing Do = "Nothing"
+	// Start: the pod has no content yet: lay Want out now, whatever its state; an app cannot
+	// start on none. Where Want is rejected, the pod says so (status, Event).
+	Start Do = "Start"
+	// Claim: write the record as Want Soaking with this pod First, then lay Want out and soak.
+	Claim Do = "Claim"
+	// Renew: this pod tries Want first: renew the claim, and look again at At, the soak's end.
+	Renew Do = "Renew"
+	// Promote: this pod's soak of Want is over and its app stayed healthy: mark Want Promoted.
+	Promote Do = "Promote"
+	// Reject: this pod's app failed on Want: mark it Rejected (Reason: View.Failed), put the
+	// last good files back, and tell the app.
+	Reject Do = "Reject"
+	// Join: add this pod to the batch of promoted Want, then lay it out and soak it.
+	Join Do = "Join"
+	// Soak: this pod is in the batch of Want: look again at At, the soak's end.
+	Soak Do = "Soak"
+	// Leave: this pod's soak of promoted Want is over and healthy: leave the batch.
+	Leave Do = "Leave"
+	// Wait: Want is tried elsewhere, or the batch is full: look again at At.
+	Wait Do = "Wait"
+	// Refuse: Want was rejected and this pod does not run it: keep what it has.
+	Refuse Do = "Refuse"
+	// PutBack: Want was rejected and this pod runs it: lay out Record.Good, or the pod's last
+	// good files, and tell the app.
+	PutBack Do = "PutBack"
+)
+
+// Action is Decide's answer: what to do, and when to look again (zero: on the next change).
+type Action struct {
+	Do Do
+	At time.Time
+}
+
+// Decide says what the sidecar of v.Pod does about the content v.Want.
+//
+// A sidecar whose source lags may claim a content older than the record's; the others then
+// see a record about a content that is not theirs and claim theirs again, until every source
+// holds the newest: a lag costs a claim, never a content laid out without a soak.
+func Decide(v View) Action {
+	r := v.Record
+	switch {
+	case v.Want == "":
+		return Action{Do: Nothing}
+	case v.Have == "":
+		return Action{Do: Start}
+	case r == nil || r.Content != v.Want:
+		if v.Have == v.Want {
+			return Action{Do: Nothing} // runs it already; the record is about another content
+		}
+		return Action{Do: Claim} // Want is newer than the record's content: it supersedes it
+	}
+	switch r.State {
+	case Rejected:
+		if v.Have == v.Want {
+			return Action{Do: PutBack}
+		}
+		return Action{Do: Refuse}
+	case Soaking:
+		if r.First == v.Pod {
+			return firstSoak(v, r)
+		}
+		if expires := r.Renewed.Add(v.Expiry); v.Now.Before(expires) {
+			if v.Have == v.Want {
+				return Action{Do: Nothing} // started on it while it is tried
+			}
+			return Action{Do: Wait, At: expires}
+		}
+		if v.Have == v.Want {
+			return Action{Do: Nothing}
+		}
+		return Action{Do: Claim} // the first pod stopped renewing: take its place
+	case Promoted:
+		if joined, ok := r.Batch[v.Pod]; ok {
+			return batchSoak(v, joined)
+		}
+		if v.Have == v.Want {
+			return Action{Do: Nothing}
+		}
+		busy, next := batchLoad(r.Batch, v.Now, v.Expiry)
+		if busy < max(v.MaxBusy, 1) {
+			return Action{Do: Join}
+		}
+		return Action{Do: Wait, At: next}
+	}
+	// A state this version does not know (a newer sidecar wrote it): leave the pod as it is
+	// and look again when the record changes.
+	return Action{Do: Nothing}
+}
+
+// firstSoak is the first pod's step while it soaks Want.
+func firstSoak(v View, r *Record) Action {
+	switch {
+	case v.Have != v.Want:
+		return Action{Do: Claim} // claimed, but not laid out (the sidecar restarted): again
+	case v.Failed != "":
+		return Action{Do: Reject}
+	case !v.Now.Before(r.Since.Add(v.Soak)):
+		return Action{Do: Promote}
+	}
+	return Action{Do: Renew, At: r.Since.Add(v.Soak)}
+}
+
+// batchSoak is a batch pod's step while it soaks promoted Want.
+func batchSoak(v View, joined time.Time) Action {
+	switch {
+	case v.Have != v.Want:
+		return Action{Do: Join} // joined, but not laid out (the sidecar restarted): again
+	case v.Failed != "":
+		return Action{Do: Reject}
+	case !v.Now.Before(joined.Add(v.Soak)):
+		return Action{Do: Leave}
+	}
+	return Action{Do: Soak, At: joined.Add(v.Soak)}
+}
+
+// batchLoad counts the batch's pods whose soak has not expired, and when the first of them
+// will: a pod that joined and was deleted frees its place after expiry.
+func batchLoad(batch map[string]time.Time, now time.Time, expiry time.Duration) (int, time.Time) {
+	busy := 0
+	var next time.Time
+	for _, joined := range batch {
+		end := joined.Add(expiry)
+		if !now.Before(end) {
+			continue
+		}
+		busy++
+		if next.IsZero() || end.Before(next) {
+			next = end
+		}
+	}
+	return busy, next
+}

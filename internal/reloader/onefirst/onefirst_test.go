@@ -1,0 +1,84 @@
+package onefirst
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestDecide(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	soak, expiry := 30*time.Second, 45*time.Second
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	soaking := func(first string, since, renewed time.Duration) *Record {
+		return &Record{Content: "new", State: Soaking, First: first, Since: at(since), Renewed: at(renewed), Good: "old"}
+	}
+	promoted := func(batch map[string]time.Time) *Record {
+		return &Record{Content: "new", State: Promoted, First: "a", Good: "new", Batch: batch}
+	}
+	rejected := &Record{Content: "new", State: Rejected, First: "a", Reason: "not Ready", Good: "old"}
+	for _, tc := range []struct {
+		name   string
+		pod    string
+		want   string
+		have   string
+		rec    *Record
+		failed string
+		now    time.Duration
+		busy   int
+		do     Do
+		at     time.Duration // 0: no time
+	}{
+		{name: "nothing in the source yet", want: "", have: "", do: Nothing},
+		{name: "a pod's first content is laid out at once: an app cannot start on none", want: "new", have: "", rec: soaking("a", 0, 0), do: Start},
+		{name: "a new pod starts on rejected content too (and says so)", want: "new", have: "", rec: rejected, do: Start},
+		{name: "a new content and no record: the first to see it claims it", want: "new", have: "old", do: Claim},
+		{name: "the pod runs what its source holds", want: "new", have: "new", do: Nothing},
+		{name: "a record about an older content: the newer supersedes it", want: "newer", have: "new", rec: soaking("a", 0, 0), do: Claim},
+		{name: "a newer content supersedes a rejected one: it starts over", want: "newer", have: "old", rec: rejected, do: Claim},
+
+		{name: "first: soaking, healthy: renew until the soak ends", pod: "a", want: "new", have: "new", rec: soaking("a", 0, 10*time.Second), now: 12 * time.Second, do: Renew, at: soak},
+		{name: "first: the soak is over and healthy: promote", pod: "a", want: "new", have: "new", rec: soaking("a", 0, 25*time.Second), now: soak, do: Promote},
+		{name: "first: its app failed: reject", pod: "a", want: "new", have: "new", rec: soaking("a", 0, 0), failed: "not Ready", now: 5 * time.Second, do: Reject},
+		{name: "first: a failure at the soak's last moment still rejects", pod: "a", want: "new", have: "new", rec: soaking("a", 0, 0), failed: "503", now: 40 * time.Second, do: Reject},
+		{name: "first: claimed but not laid out (the sidecar restarted): claim again", pod: "a", want: "new", have: "old", rec: soaking("a", 0, 0), now: 5 * time.Second, do: Claim},
+
+		{name: "another pod soaks it: wait for its claim to end", pod: "b", want: "new", have: "old", rec: soaking("a", 0, 10*time.Second), now: 20 * time.Second, do: Wait, at: 55 * time.Second},
+		{name: "the first pod stopped renewing: take its place", pod: "b", want: "new", have: "old", rec: soaking("a", 0, 10*time.Second), now: 55 * time.Second, do: Claim},
+		{name: "a pod started on it while it is tried has nothing to do", pod: "b", want: "new", have: "new", rec: soaking("a", 0, 0), now: 5 * time.Second, do: Nothing},
+
+		{name: "promoted, a place in the batch: join", pod: "b", want: "new", have: "old", rec: promoted(nil), now: 31 * time.Second, busy: 1, do: Join},
+		{name: "promoted, the batch is full: wait for the first place to free", pod: "c", want: "new", have: "old",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 40 * time.Second, busy: 1, do: Wait, at: 76 * time.Second},
+		{name: "promoted, two places, one taken: join", pod: "c", want: "new", have: "old",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 40 * time.Second, busy: 2, do: Join},
+		{name: "a batch pod gone past expiry frees its place", pod: "c", want: "new", have: "old",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 80 * time.Second, busy: 1, do: Join},
+		{name: "max-unavailable 0 means 1", pod: "b", want: "new", have: "old", rec: promoted(nil), busy: 0, do: Join},
+		{name: "in the batch: soak until its end", pod: "b", want: "new", have: "new",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 40 * time.Second, busy: 1, do: Soak, at: 61 * time.Second},
+		{name: "in the batch, soaked and healthy: leave", pod: "b", want: "new", have: "new",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 61 * time.Second, busy: 1, do: Leave},
+		{name: "in the batch, its app failed: reject", pod: "b", want: "new", have: "new", failed: "not Ready",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 45 * time.Second, busy: 1, do: Reject},
+		{name: "in the batch but not laid out (restarted): join again", pod: "b", want: "new", have: "old",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 45 * time.Second, busy: 1, do: Join},
+		{name: "promoted and laid out: nothing", pod: "d", want: "new", have: "new", rec: promoted(nil), busy: 1, do: Nothing},
+
+		{name: "rejected, never laid out here: keep what the pod has", pod: "b", want: "new", have: "old", rec: rejected, do: Refuse},
+		{name: "rejected, laid out here: put the good files back", pod: "a", want: "new", have: "new", rec: rejected, do: PutBack},
+		{name: "a state a newer sidecar wrote: leave the pod as it is", pod: "b", want: "new", have: "old",
+			rec: &Record{Content: "new", State: "Paused"}, do: Nothing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Decide(View{Pod: tc.pod, Want: tc.want, Have: tc.have, Record: tc.rec, Failed: tc.failed,
+				Now: at(tc.now), Soak: soak, Expiry: expiry, MaxBusy: tc.busy})
+			want := Action{Do: tc.do}
+			if tc.at != 0 {
+				want.At = at(tc.at)
+			}
+			assert.Equal(t, want, got)
+		})
+	}
+}
