@@ -1,0 +1,393 @@
+package onefirst
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/reloader/source"
+)
+
+// Source is what the reload loop reads; a Gate is one, over the API source.
+type Source interface {
+	Run(ctx context.Context)
+	WaitForSync(ctx context.Context) bool
+	Changed() <-chan struct{}
+	Snapshot() source.Snapshot
+}
+
+// Store keeps the Record of one workload and source (a Lease).
+type Store interface {
+	// Get returns the record and the version it was read at; a nil record and "" when none
+	// exists. A record that cannot be parsed is returned as nil with its version, so that a
+	// claim writes over it.
+	Get(ctx context.Context) (*Record, string, error)
+	// Put writes r over the version read ("": create it), or returns ErrConflict when another
+	// sidecar wrote it since.
+	Put(ctx context.Context, r Record, version string) error
+}
+
+// ErrConflict means the record changed since it was read: read it again and decide again.
+var ErrConflict = errors.New("the rollout record changed since it was read")
+
+// Options tune a Gate.
+type Options struct {
+	Pod     string        // this sidecar's pod
+	Soak    time.Duration // --rollout-soak
+	Expiry  time.Duration // a claim or batch place without its pod lives this long; default 1.5×Soak+15s
+	MaxBusy func() int    // --rollout-max-unavailable resolved now; nil: 1
+	Poll    time.Duration // how often the record is read while anything is pending; default 1s
+	// Failed says how the app failed since the content was laid out at since ("" healthy).
+	Failed func(since time.Time) string
+	// OnRejected is told once when this pod rejects a content, with why; OnRefused once when
+	// a rejected content is kept out of this pod; OnStartedRejected when the pod starts on a
+	// content the others rejected (it has no other).
+	OnRejected, OnRefused, OnStartedRejected func(content, reason string)
+	Clock                                    func() time.Time
+}
+
+// Status is what /status shows of the gate.
+type Status struct {
+	Content string `json:"content,omitempty"` // the content laid out here (ContentID)
+	Waiting string `json:"waiting,omitempty"` // a newer content not laid out here yet
+	State   State  `json:"state,omitempty"`   // the newest content's state among the sidecars
+	First   string `json:"first,omitempty"`
+	Reason  string `json:"reason,omitempty"` // why the newest content was rejected
+	Doing   Do     `json:"doing,omitempty"`
+	// RunsRejected: the pod started on a content the others rejected, having no other.
+	RunsRejected bool `json:"runsRejected,omitempty"`
+}
+
+// Gate hands the reload loop only the content this pod may lay out now (Decide), and takes
+// it back to the last good one when the app fails on it.
+type Gate struct {
+	inner   Source
+	store   Store
+	opts    Options
+	changed chan struct{}
+	synced  chan struct{}
+
+	mu        sync.Mutex
+	published source.Snapshot
+	pubID     string
+	laidAt    time.Time
+	good      source.Snapshot // the last content this pod ran and found healthy: what PutBack lays out
+	goodID    string
+	status    Status
+	told      map[string]bool // contents whose rejection or refusal was reported
+}
+
+// NewGate gates inner with the record in store.
+func NewGate(inner Source, store Store, opts Options) *Gate {
+	if opts.Expiry <= 0 {
+		opts.Expiry = opts.Soak*3/2 + 15*time.Second
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Failed == nil {
+		opts.Failed = func(time.Time) string { return "" }
+	}
+	return &Gate{inner: inner, store: store, opts: opts, changed: make(chan struct{}, 1), synced: make(chan struct{}), told: map[string]bool{}}
+}
+
+// Changed signals a new snapshot to lay out.
+func (g *Gate) Changed() <-chan struct{} { return g.changed }
+
+// WaitForSync blocks until the first content is decided.
+func (g *Gate) WaitForSync(ctx context.Context) bool {
+	select {
+	case <-g.synced:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Snapshot is the content this pod may lay out now.
+func (g *Gate) Snapshot() source.Snapshot {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.published
+}
+
+// CurrentStatus is the gate's part of /status.
+func (g *Gate) CurrentStatus() Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.status
+}
+
+// Run runs the inner source and decides on each of its changes, and again when a decision
+// says when, until ctx ends.
+func (g *Gate) Run(ctx context.Context) {
+	go g.inner.Run(ctx)
+	if !g.inner.WaitForSync(ctx) {
+		return
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.inner.Changed():
+		case <-timer.C:
+		}
+		next := g.step(ctx)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		if !next.IsZero() {
+			timer.Reset(max(next.Sub(g.opts.Clock()), 0))
+		}
+	}
+}
+
+// step decides once and applies the decision; it returns when to decide again (zero: on the
+// next change only).
+func (g *Gate) step(ctx context.Context) time.Time {
+	now := g.opts.Clock()
+	poll := now.Add(g.opts.Poll)
+	snap := g.inner.Snapshot()
+	want := SnapshotID(snap)
+	rec, version, err := g.store.Get(ctx)
+	if err != nil {
+		// Cut off from the record: keep what is laid out, and never lay out a content that was
+		// not promoted. A pod with nothing yet still starts (Decide's Start needs no record).
+		klog.ErrorS(err, "cannot read the rollout record; keeping the config laid out until it can be read")
+		if g.pubID == "" {
+			g.apply(ctx, snap, want, nil, "", Action{Do: Start}, now, "")
+		}
+		return poll
+	}
+	g.mu.Lock()
+	have, laidAt := g.pubID, g.laidAt
+	g.mu.Unlock()
+	failed := ""
+	if have == want && have != "" {
+		failed = g.opts.Failed(laidAt)
+	}
+	maxBusy := 1
+	if g.opts.MaxBusy != nil {
+		maxBusy = g.opts.MaxBusy()
+	}
+	act := Decide(View{Pod: g.opts.Pod, Want: want, Have: have, Record: rec, Failed: failed, Now: now,
+		Soak: g.opts.Soak, Expiry: g.opts.Expiry, MaxBusy: maxBusy})
+	klog.V(4).InfoS("rollout decision", "do", act.Do, "want", want, "have", have, "at", act.At)
+	return g.apply(ctx, snap, want, rec, version, act, now, failed)
+}
+
+// apply carries out act, failed being how the app failed on the content (Reject); it returns
+// when to decide again.
+func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec *Record, version string, act Action, now time.Time, failed string) time.Time {
+	poll := now.Add(g.opts.Poll)
+	put := func(r Record) bool {
+		err := g.store.Put(ctx, r, version)
+		if err != nil && !errors.Is(err, ErrConflict) {
+			klog.ErrorS(err, "cannot write the rollout record; keeping the config laid out until it can be written", "content", r.Content)
+		}
+		return err == nil
+	}
+	g.note(rec, want, act)
+	switch act.Do {
+	case Start:
+		g.publish(snap, want, now)
+		g.setGood(snap, want) // an app starts on what it has: there is nothing better to go back to
+		if rec != nil && rec.Content == want && rec.State == Rejected {
+			g.mu.Lock()
+			g.status.RunsRejected = true
+			g.mu.Unlock()
+			g.once("start:"+want, func() { call(g.opts.OnStartedRejected, want, rec.Reason) })
+		}
+		return poll
+	case Claim:
+		good := g.goodContent(rec)
+		if !put(Record{Content: want, State: Soaking, First: g.opts.Pod, Since: now, Renewed: now, Good: good}) {
+			return poll
+		}
+		g.publish(snap, want, now)
+		return poll
+	case Renew:
+		if now.Sub(rec.Renewed) >= g.opts.Expiry/3 {
+			r := *rec
+			r.Renewed = now
+			put(r)
+		}
+		return earliest(act.At, poll)
+	case Promote:
+		r := *rec
+		r.State, r.Good, r.Renewed, r.Batch = Promoted, rec.Content, now, nil
+		if put(r) {
+			g.setGood(snap, want)
+		}
+		return poll
+	case Reject:
+		r := *rec
+		r.State, r.Reason, r.Renewed = Rejected, failed, now
+		if !put(r) {
+			return poll
+		}
+		g.putBack(now)
+		g.once("reject:"+want, func() { call(g.opts.OnRejected, want, failed) })
+		return poll
+	case Join:
+		r := *rec
+		r.Batch = make(map[string]time.Time, len(rec.Batch)+1)
+		for p, t := range rec.Batch {
+			r.Batch[p] = t
+		}
+		r.Batch[g.opts.Pod] = now
+		if put(r) {
+			g.publish(snap, want, now)
+		}
+		return poll
+	case Leave:
+		r := *rec
+		r.Batch = make(map[string]time.Time, len(rec.Batch))
+		for p, t := range rec.Batch {
+			if p != g.opts.Pod {
+				r.Batch[p] = t
+			}
+		}
+		if put(r) {
+			g.setGood(snap, want)
+		}
+		return poll
+	case Soak, Wait:
+		return earliest(act.At, poll)
+	case Refuse:
+		g.once("refuse:"+want, func() { call(g.opts.OnRefused, want, rec.Reason) })
+		return time.Time{}
+	case PutBack:
+		g.putBack(now)
+		return poll
+	}
+	g.mu.Lock()
+	runs := g.pubID == want
+	g.mu.Unlock()
+	if runs && rec != nil && rec.Content == want && rec.State == Promoted {
+		g.setGood(snap, want)
+	}
+	return time.Time{}
+}
+
+// goodContent is the content to record as the last good one when claiming a new one.
+func (g *Gate) goodContent(rec *Record) string {
+	switch {
+	case rec == nil:
+	case rec.State == Promoted:
+		return rec.Content
+	case rec.Good != "":
+		return rec.Good
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.goodID
+}
+
+// putBack lays the last good content out again, for the reload loop to tell the app.
+func (g *Gate) putBack(now time.Time) {
+	g.mu.Lock()
+	good, id := g.good, g.goodID
+	g.mu.Unlock()
+	if id == "" {
+		klog.InfoS("warning: no earlier config to put back; the app keeps the rejected one")
+		return
+	}
+	g.publish(good, id, now)
+}
+
+func (g *Gate) publish(s source.Snapshot, id string, now time.Time) {
+	g.mu.Lock()
+	first := g.pubID == ""
+	if g.pubID != id {
+		g.published, g.pubID, g.laidAt = s, id, now
+		g.status.Content = id
+		select {
+		case g.changed <- struct{}{}:
+		default:
+		}
+	}
+	g.mu.Unlock()
+	if first {
+		close(g.synced)
+	}
+}
+
+func (g *Gate) setGood(s source.Snapshot, id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.good, g.goodID = s, id
+}
+
+// note keeps what /status shows.
+func (g *Gate) note(rec *Record, want string, act Action) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.status.Doing = act.Do
+	g.status.Waiting = ""
+	if want != g.pubID {
+		g.status.Waiting = want
+	}
+	if rec != nil {
+		g.status.State, g.status.First, g.status.Reason = rec.State, rec.First, rec.Reason
+	}
+	if g.pubID != "" && rec != nil && rec.Content == g.pubID && rec.State != Rejected {
+		g.status.RunsRejected = false
+	}
+}
+
+func (g *Gate) once(key string, f func()) {
+	g.mu.Lock()
+	done := g.told[key]
+	g.told[key] = true
+	g.mu.Unlock()
+	if !done {
+		f()
+	}
+}
+
+func call(f func(string, string), a, b string) {
+	if f != nil {
+		f(a, b)
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// SnapshotID is the ContentID of a snapshot from the API source: its objects' identities
+// and resourceVersions (Object.Version), and the named objects missing.
+func SnapshotID(s source.Snapshot) string {
+	vs := make([]Version, 0, len(s.Objects)+len(s.Missing))
+	for _, o := range s.Objects {
+		vs = append(vs, Version{Kind: string(o.Kind), Namespace: o.Namespace, Name: o.Name, ResourceVersion: o.Version})
+	}
+	for _, m := range s.Missing {
+		vs = append(vs, Version{Kind: string(m.Kind), Namespace: m.Namespace, Name: m.Name, ResourceVersion: "missing"})
+	}
+	if len(vs) == 0 {
+		return ""
+	}
+	return ContentID(vs)
+}
+
+// Describe says in one line where a rejected content stands, for Events and logs.
+func Describe(content, reason string) string {
+	return fmt.Sprintf("config %s was rejected by --rollout=one-first: %s; the other pods keep their config, and the next change starts over", content, reason)
+}

@@ -1,0 +1,174 @@
+package onefirst
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/reloader/source"
+)
+
+// memStore is a Store in memory with the API server's optimistic concurrency.
+type memStore struct {
+	mu      sync.Mutex
+	rec     *Record
+	version int
+	down    bool
+}
+
+func (m *memStore) Get(context.Context) (*Record, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return nil, "", errors.New("connection refused")
+	}
+	if m.rec == nil {
+		return nil, "", nil
+	}
+	cp := *m.rec
+	return &cp, string(rune('0' + m.version)), nil
+}
+
+func (m *memStore) Put(_ context.Context, r Record, version string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return errors.New("connection refused")
+	}
+	current := ""
+	if m.rec != nil {
+		current = string(rune('0' + m.version))
+	}
+	if version != current {
+		return ErrConflict
+	}
+	m.rec, m.version = &r, m.version+1
+	return nil
+}
+
+// fakeSource hands out the content it is set to.
+type fakeSource struct {
+	mu   sync.Mutex
+	snap source.Snapshot
+}
+
+func (f *fakeSource) Run(context.Context)              {}
+func (f *fakeSource) WaitForSync(context.Context) bool { return true }
+func (f *fakeSource) Changed() <-chan struct{}         { return nil }
+func (f *fakeSource) Snapshot() source.Snapshot        { f.mu.Lock(); defer f.mu.Unlock(); return f.snap }
+func (f *fakeSource) set(rv string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.snap = source.Snapshot{Objects: []source.Object{{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: "web", Name: "nginx"},
+		Data: map[string][]byte{"nginx.conf": []byte("v" + rv)}, Version: "uid/" + rv}}}
+}
+
+// pod is one sidecar: its source, gate and app health, on a clock the test moves.
+type pod struct {
+	src    *fakeSource
+	gate   *Gate
+	failed string
+	events []string
+}
+
+func (p *pod) laid() string { return string(p.gate.Snapshot().Objects[0].Data["nginx.conf"]) }
+
+func TestGateOneFirst(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	store := &memStore{}
+	newPod := func(name string) *pod {
+		p := &pod{src: &fakeSource{}}
+		p.src.set("1")
+		p.gate = NewGate(p.src, store, Options{Pod: name, Soak: 10 * time.Second, Expiry: 20 * time.Second, Clock: clock,
+			MaxBusy:    func() int { return 1 },
+			Failed:     func(time.Time) string { return p.failed },
+			OnRejected: func(c, why string) { p.events = append(p.events, "rejected: "+why) },
+			OnRefused:  func(c, why string) { p.events = append(p.events, "refused: "+why) }})
+		return p
+	}
+	ctx := context.Background()
+	a, b, c := newPod("a"), newPod("b"), newPod("c")
+	pods := []*pod{a, b, c}
+	stepAll := func() {
+		for _, p := range pods {
+			p.gate.step(ctx)
+		}
+	}
+	stepAll()
+	for _, p := range pods {
+		assert.Equal(t, "v1", p.laid(), "each pod starts on what its source holds")
+	}
+
+	// A good change: a claims it and soaks; the others wait; then b and c follow one at a time.
+	for _, p := range pods {
+		p.src.set("2")
+	}
+	stepAll()
+	assert.Equal(t, []string{"v2", "v1", "v1"}, []string{a.laid(), b.laid(), c.laid()}, "only the first pod lays it out")
+	assert.Equal(t, Soaking, store.rec.State)
+	now = now.Add(5 * time.Second)
+	stepAll()
+	assert.Equal(t, []string{"v2", "v1", "v1"}, []string{a.laid(), b.laid(), c.laid()}, "mid-soak nobody follows")
+	now = now.Add(5 * time.Second)
+	stepAll()
+	assert.Equal(t, Promoted, store.rec.State)
+	assert.Equal(t, []string{"v2", "v2", "v1"}, []string{a.laid(), b.laid(), c.laid()}, "one batch of max-unavailable 1 follows")
+	now = now.Add(10 * time.Second)
+	stepAll() // b leaves the batch
+	stepAll() // c joins
+	assert.Equal(t, []string{"v2", "v2", "v2"}, []string{a.laid(), b.laid(), c.laid()})
+
+	// A bad change: a's app fails on it; a puts v2 back, the content is rejected, the others
+	// never lay it out.
+	for _, p := range pods {
+		p.src.set("3")
+	}
+	now = now.Add(time.Minute)
+	stepAll()
+	require.Equal(t, "v3", a.laid())
+	a.failed = "the pod was not Ready"
+	now = now.Add(3 * time.Second)
+	stepAll()
+	assert.Equal(t, Rejected, store.rec.State)
+	assert.Equal(t, "the pod was not Ready", store.rec.Reason)
+	assert.Equal(t, []string{"v2", "v2", "v2"}, []string{a.laid(), b.laid(), c.laid()}, "the first pod put the good config back")
+	assert.Equal(t, []string{"rejected: the pod was not Ready"}, a.events)
+	assert.Equal(t, []string{"refused: the pod was not Ready"}, b.events)
+	a.failed = ""
+
+	// The next content starts over; a newer one during its soak supersedes it.
+	for _, p := range pods {
+		p.src.set("4")
+	}
+	now = now.Add(time.Minute)
+	b.gate.step(ctx)
+	assert.Equal(t, "v4", b.laid(), "b saw it first")
+	for _, p := range pods {
+		p.src.set("5")
+	}
+	c.gate.step(ctx)
+	assert.Equal(t, "v5", c.laid(), "a newer content supersedes the one under trial")
+	assert.Equal(t, "c", store.rec.First)
+
+	// The first pod goes away mid-soak: after expiry another takes its place.
+	pods = []*pod{a, b}
+	stepAll()
+	assert.Equal(t, []string{"v2", "v4"}, []string{a.laid(), b.laid()}, "a and b wait while c's claim lives")
+	now = now.Add(21 * time.Second)
+	a.gate.step(ctx)
+	assert.Equal(t, "a", store.rec.First, "c stopped renewing: a took its place")
+	assert.Equal(t, "v5", a.laid())
+
+	// Cut off from the record: a pod keeps what it has and lays out nothing new.
+	store.down = true
+	b.src.set("6")
+	b.gate.step(ctx)
+	assert.NotEqual(t, "v6", b.laid())
+}
