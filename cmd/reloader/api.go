@@ -7,6 +7,10 @@ package main
 // they replace.
 
 import (
+	"context"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 	"net"
 	"net/http"
 	"os"
@@ -68,7 +72,7 @@ func fileOnlyBuildFor(cfg *config, executable string, stat func(string) (os.File
 
 // readAPI makes the API the source: the named and selected objects, unpacked under
 // --configroot, and Events on the reloader's own pod when it runs in one.
-func readAPI(cfg *config, r *reload.Reloader, metrics *reload.Metrics) (runningSource, eventRecorder, error) {
+func readAPI(cfg *config, r *reload.Reloader, metrics *reload.Metrics, reg prometheus.Registerer) (runningSource, eventRecorder, error) {
 	restCfg, err := kubeclient.Config(cfg.kubeconfig, "configwave-reloader/"+startup.Version(version), 0, 0)
 	if err != nil {
 		return nil, nil, err
@@ -103,11 +107,35 @@ func readAPI(cfg *config, r *reload.Reloader, metrics *reload.Metrics) (runningS
 	r.Writer = unpack.New(cfg.root)
 	r.Told = &reload.ToldRecord{Path: filepath.Join(cfg.root, reload.ToldRecordName)}
 	events := podEvents(client)
-	if events == nil {
-		return src, nil, nil // a nil *Recorder in the interface would not be nil
+	var out runningSource = src
+	var recorders eventRecorders
+	if events != nil {
+		r.Events = events
+		recorders = append(recorders, events)
 	}
-	r.Events = events
-	return src, events, nil
+	if cfg.rollout.oneFirst {
+		gated, more, err := oneFirst(cfg, client, src, r, reg, events)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, recorders = gated, append(recorders, more...)
+	}
+	if len(recorders) == 0 {
+		return out, nil, nil // a nil slice in the interface would not be nil
+	}
+	return out, recorders, nil
+}
+
+// eventRecorders post Events about the pod and, under --rollout=one-first, about its sources.
+type eventRecorders []*podevents.Recorder
+
+// Run runs every recorder until ctx ends.
+func (rs eventRecorders) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Go(func() { r.Run(ctx) })
+	}
+	wg.Wait()
 }
 
 // podEvents records Events on the reloader's own pod when it runs in one ($POD_NAME and the

@@ -38,6 +38,7 @@ type config struct {
 	metricsPath    string
 	tellOnStart    bool
 	watchIdle      time.Duration
+	rollout        rolloutConfig
 	process        *notify.NamedProcess
 	reloadSig      syscall.Signal
 	app            []string // after --
@@ -73,7 +74,8 @@ func (o *options) check(app []string) (*config, error) {
 const fullBuildPath = "/reloader"
 
 // apiFlags are the flags that only the API source reads.
-var apiFlags = []string{"configmap", "secret", "selector", "selector-kind", "namespace", "all-namespaces", "kubeconfig", "watch-idle-timeout"}
+var apiFlags = []string{"configmap", "secret", "selector", "selector-kind", "namespace", "all-namespaces", "kubeconfig", "watch-idle-timeout",
+	"rollout", "rollout-soak", "rollout-max-unavailable", "health-url"}
 
 // checkBuild stops the file-only build (the image's /reloader-fileonly, where its
 // /configmap-reload and /bin/prometheus-config-reloader lead) at a launch that needs the API,
@@ -111,6 +113,14 @@ func (o *options) checkFolders(c *config) error {
 	for _, f := range []string{"configroot", "items", "layout", "file-mode", "secret-file-mode", "once", "folder-annotation"} {
 		if o.changed(f) {
 			return fmt.Errorf("--%s applies to --configmap, --secret and --selector, which the reloader unpacks; a --volume-dir is read where it is: drop --%s", f, f)
+		}
+	}
+	if o.rollout == rolloutOneFirst {
+		return fmt.Errorf("--rollout=one-first needs the API source: in a mounted folder kubelet changes the files of every pod itself, so no pod can go first; read the ConfigMap or Secret with --configmap, --secret or --selector instead of --volume-dir, or use wave to roll the workload")
+	}
+	for _, f := range []string{"rollout-soak", "rollout-max-unavailable", "health-url"} {
+		if o.changed(f) {
+			return fmt.Errorf("--%s applies to --rollout=one-first, which needs the API source: drop --%s", f, f)
 		}
 	}
 	if len(o.configMaps)+len(o.secrets) > 0 || o.selector != "" { // checked before they are parsed

@@ -8,15 +8,18 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/reloader/apisource"
+	"github.com/configwave/configwave/internal/reloader/onefirst"
 	"github.com/configwave/configwave/internal/reloader/source"
 )
 
@@ -25,6 +28,9 @@ import (
 func (o *options) checkAPISources(c *config) error {
 	if len(c.folders) > 0 {
 		return nil
+	}
+	if err := o.checkRollout(c); err != nil {
+		return err
 	}
 	namespaces, err := o.namespaceList()
 	if err != nil {
@@ -103,4 +109,38 @@ func parseSelectorKind(s string) ([]configref.Kind, error) {
 		return []configref.Kind{configref.ConfigMap, configref.Secret}, nil
 	}
 	return nil, fmt.Errorf("--selector-kind=%q: use configmap, secret or both", s)
+}
+
+// checkRollout checks --rollout, --rollout-soak, --rollout-max-unavailable and --health-url
+// for a launch that reads the API.
+func (o *options) checkRollout(c *config) error {
+	switch o.rollout {
+	case rolloutAllAtOnce:
+		for _, f := range []string{"rollout-soak", "rollout-max-unavailable", "health-url"} {
+			if o.changed(f) {
+				return fmt.Errorf("--%s applies to --rollout=one-first: add it, or drop --%s", f, f)
+			}
+		}
+		return nil
+	case rolloutOneFirst:
+	default:
+		return fmt.Errorf("--rollout=%q: use all-at-once or one-first", o.rollout)
+	}
+	if o.rolloutSoak < time.Second {
+		return fmt.Errorf("--rollout-soak=%s: give at least 1s, long enough for the app's readiness probe to see a bad config (its periodSeconds × failureThreshold)", o.rolloutSoak)
+	}
+	if _, err := onefirst.MaxUnavailable(o.rolloutMaxBusy, 100); err != nil {
+		return err
+	}
+	if o.healthURL != "" {
+		u, err := url.Parse(o.healthURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--health-url=%q: give the app's health URL, such as http://127.0.0.1:8080/healthz", o.healthURL)
+		}
+	}
+	if o.once {
+		return fmt.Errorf("--rollout=one-first watches the app after each change, and --once stops after the first: drop one of them")
+	}
+	c.rollout = rolloutConfig{oneFirst: true, soak: o.rolloutSoak, maxBusy: o.rolloutMaxBusy, healthURL: o.healthURL}
+	return nil
 }

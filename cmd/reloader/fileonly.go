@@ -16,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/configwave/configwave/internal/reloader/reload"
 )
 
@@ -56,6 +58,11 @@ func webConfigServe(string) func(net.Listener, *http.Server) error {
 func (o *options) checkAPISources(*config) error { return nil }
 
 // readAPI is never reached: checkBuild stops an API launch first.
-func readAPI(*config, *reload.Reloader, *reload.Metrics) (runningSource, eventRecorder, error) {
+func readAPI(*config, *reload.Reloader, *reload.Metrics, prometheus.Registerer) (runningSource, eventRecorder, error) {
 	return nil, nil, errors.New("this file-only build reads no API: " + fullBuildPath + " does")
 }
+
+// rolloutConfig is all-at-once: --rollout=one-first needs the API, which this build leaves out.
+type rolloutConfig struct{}
+
+func (rolloutConfig) name() string { return rolloutAllAtOnce }

@@ -134,7 +134,7 @@ func run1(cfg *config) error {
 	if len(cfg.folders) > 0 {
 		src, err = readFolders(cfg, r, metrics, peers)
 	} else {
-		src, events, err = readAPI(cfg, r, metrics)
+		src, events, err = readAPI(cfg, r, metrics, reg)
 	}
 	if err != nil {
 		return err
@@ -154,7 +154,7 @@ func run1(cfg *config) error {
 		return err
 	}
 	klog.InfoS("reloader started", "version", startup.Version(version), "sources", len(cfg.refs), "selector", cfg.selector != nil, "folders", cfg.folders,
-		"configroot", cfg.root, "subprocess", len(cfg.app) > 0, "reloadHTTP", cfg.http != nil, "reloadProcess", cfg.process != nil)
+		"configroot", cfg.root, "subprocess", len(cfg.app) > 0, "reloadHTTP", cfg.http != nil, "reloadProcess", cfg.process != nil, "rollout", cfg.rollout.name())
 	for _, n := range cfg.peer.notes {
 		klog.InfoS(n)
 	}
@@ -289,7 +289,7 @@ func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSou
 		return g, nil
 	}
 	if cfg.listen != "" {
-		checks := serve.Checks{Ready: r.Ready, Healthy: r.Healthy, Status: func() any { return r.CurrentStatus() }, MetricsPath: cfg.metricsPath}
+		checks := serve.Checks{Ready: r.Ready, Healthy: r.Healthy, Status: func() any { return statusOf(r, src) }, MetricsPath: cfg.metricsPath}
 		if f := cfg.peer.webConfigFile; f != "" {
 			checks.Serve = webConfigServe(f)
 		}
@@ -333,6 +333,18 @@ func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSou
 // its context ends.
 type eventRecorder interface {
 	Run(context.Context)
+}
+
+// statusOf is /status: the reload loop's, and the part of --rollout=one-first's gate.
+func statusOf(r *reload.Reloader, src runningSource) any {
+	st := r.CurrentStatus()
+	if g, ok := src.(interface{ RolloutStatus() any }); ok {
+		return struct {
+			reload.Status
+			Rollout any `json:"rollout"`
+		}{st, g.RolloutStatus()}
+	}
+	return st
 }
 
 // runningSource is a source that runs until its context ends.

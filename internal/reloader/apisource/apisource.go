@@ -18,6 +18,7 @@ package apisource
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/types"
 	"maps"
 	"slices"
 	"sync"
@@ -243,13 +244,21 @@ func toObject(obj any, annotations []string) (source.Object, bool) {
 			data[k] = []byte(v)
 		}
 		maps.Copy(data, o.BinaryData)
-		return source.Object{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: o.Namespace, Name: o.Name}, Data: data, Annotations: kept(o.Annotations, annotations)}, true
+		return source.Object{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: o.Namespace, Name: o.Name}, Data: data, Annotations: kept(o.Annotations, annotations),
+			Version: version(o.UID, o.ResourceVersion)}, true
 	case *coreclient.Secret:
 		data := make(map[string][]byte, len(o.Data))
 		maps.Copy(data, o.Data)
-		return source.Object{Ref: configref.Ref{Kind: configref.Secret, Namespace: o.Namespace, Name: o.Name}, Data: data, Annotations: kept(o.Annotations, annotations)}, true
+		return source.Object{Ref: configref.Ref{Kind: configref.Secret, Namespace: o.Namespace, Name: o.Name}, Data: data, Annotations: kept(o.Annotations, annotations),
+			Version: version(o.UID, o.ResourceVersion)}, true
 	}
 	return source.Object{}, false
+}
+
+// version names an object's exact content without its values: every sidecar that reads it
+// sees the same (--rollout=one-first compares them).
+func version(uid types.UID, resourceVersion string) string {
+	return string(uid) + "/" + resourceVersion
 }
 
 func kept(all map[string]string, names []string) map[string]string {

@@ -42,7 +42,7 @@ type Options struct {
 	MaxBusy func() int    // --rollout-max-unavailable resolved now; nil: 1
 	Poll    time.Duration // how often the record is read while anything is pending; default 1s
 	// Failed says how the app failed since the content was laid out at since ("" healthy).
-	Failed func(since time.Time) string
+	Failed func(ctx context.Context, since time.Time) string
 	// OnRejected is told once when this pod rejects a content, with why; OnRefused once when
 	// a rejected content is kept out of this pod; OnStartedRejected when the pod starts on a
 	// content the others rejected (it has no other).
@@ -93,7 +93,7 @@ func NewGate(inner Source, store Store, opts Options) *Gate {
 		opts.Clock = time.Now
 	}
 	if opts.Failed == nil {
-		opts.Failed = func(time.Time) string { return "" }
+		opts.Failed = func(context.Context, time.Time) string { return "" }
 	}
 	return &Gate{inner: inner, store: store, opts: opts, changed: make(chan struct{}, 1), synced: make(chan struct{}), told: map[string]bool{}}
 }
@@ -176,7 +176,7 @@ func (g *Gate) step(ctx context.Context) time.Time {
 	g.mu.Unlock()
 	failed := ""
 	if have == want && have != "" {
-		failed = g.opts.Failed(laidAt)
+		failed = g.opts.Failed(ctx, laidAt)
 	}
 	maxBusy := 1
 	if g.opts.MaxBusy != nil {

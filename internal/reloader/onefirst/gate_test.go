@@ -88,7 +88,7 @@ func TestGateOneFirst(t *testing.T) {
 		p.src.set("1")
 		p.gate = NewGate(p.src, store, Options{Pod: name, Soak: 10 * time.Second, Expiry: 20 * time.Second, Clock: clock,
 			MaxBusy:    func() int { return 1 },
-			Failed:     func(time.Time) string { return p.failed },
+			Failed:     func(context.Context, time.Time) string { return p.failed },
 			OnRejected: func(c, why string) { p.events = append(p.events, "rejected: "+why) },
 			OnRefused:  func(c, why string) { p.events = append(p.events, "refused: "+why) }})
 		return p

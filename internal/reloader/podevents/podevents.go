@@ -10,6 +10,7 @@
 package podevents
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,8 +40,10 @@ const (
 	tries      = 3
 )
 
-// Pod names the pod the Events are about.
+// Pod names the pod the Events are about, or another object of the pod's namespace (Kind; ""
+// for a Pod): --rollout=one-first tells of a rejected config on the ConfigMap or Secret too.
 type Pod struct {
+	Kind            string
 	Namespace, Name string
 	UID             types.UID
 }
@@ -153,7 +156,7 @@ func (r *Recorder) postOnce(ctx context.Context, e event) error {
 			Name:      fmt.Sprintf("%s.%x", r.pod.Name, e.at.UnixNano()),
 			Namespace: r.pod.Namespace,
 		},
-		InvolvedObject: coreclient.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.pod.Namespace, Name: r.pod.Name, UID: r.pod.UID},
+		InvolvedObject: coreclient.ObjectReference{Kind: cmp.Or(r.pod.Kind, "Pod"), APIVersion: "v1", Namespace: r.pod.Namespace, Name: r.pod.Name, UID: r.pod.UID},
 		Type:           e.eventtype,
 		Reason:         e.reason,
 		Message:        e.message,

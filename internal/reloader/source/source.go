@@ -31,9 +31,10 @@ type Object struct {
 	Data map[string][]byte
 	// Annotations are those of apisource.Options.Annotations the object carries; nil without any.
 	Annotations map[string]string
-	// Version, for a folder that kubelet's atomic writer swaps, is the ..data target its files
-	// were read through (Swap), when the names in the folder were those of that set; ""
-	// otherwise (a plain folder, or kubelet between the swap and its names).
+	// Version names the exact content read. For a folder that kubelet's atomic writer swaps,
+	// the ..data target its files were read through (Swap), when the names in the folder were
+	// those of that set; "" otherwise (a plain folder, or kubelet between the swap and its
+	// names). For an object from the API, its UID and resourceVersion ("UID/RV").
 	Version string
 }
 

@@ -1,0 +1,198 @@
+//go:build !configwave_fileonly
+
+package main
+
+// --rollout=one-first, in the full build: the gate over the API source, its Lease, the
+// health it judges a soak by, and what it tells (Events, metrics, /status).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/reloader/onefirst"
+	"github.com/configwave/configwave/internal/reloader/podevents"
+	"github.com/configwave/configwave/internal/reloader/reload"
+)
+
+// oneFirst wraps src in the gate of --rollout=one-first. It reads this pod and the Lease once
+// at start, so that a launch without the downward API's names or the RBAC it needs stops with
+// one line naming what to add.
+func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.Reloader, reg prometheus.Registerer, podEvents *podevents.Recorder) (runningSource, []*podevents.Recorder, error) {
+	pod, ns := os.Getenv("POD_NAME"), configref.DefaultNamespace()
+	if pod == "" {
+		return nil, nil, errors.New("--rollout=one-first needs this pod's name: add env POD_NAME (valueFrom fieldRef metadata.name) and POD_NAMESPACE (metadata.namespace) to the reloader's container")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	me, err := onefirst.ReadPod(ctx, client, ns, pod)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--rollout=one-first reads its pod's owner and Ready condition: %w; give the reloader's ServiceAccount get on pods (config/reloader-rbac-one-first)", err)
+	}
+	if me.Workload == "" {
+		return nil, nil, fmt.Errorf("--rollout=one-first paces the pods of one workload, and pod %s/%s has no controller: run it in a Deployment, StatefulSet, DaemonSet or Argo Rollout", ns, pod)
+	}
+	expiry := cfg.rollout.soak*3/2 + 15*time.Second
+	store := &onefirst.LeaseStore{Client: client, Namespace: ns, Name: onefirst.LeaseName(me.WorkloadKind, me.Workload, sourceNames(cfg)), Expiry: expiry}
+	if _, _, err := store.Get(ctx); err != nil {
+		return nil, nil, fmt.Errorf("--rollout=one-first keeps its record on a Lease: %w; give the reloader's ServiceAccount get, create and update on leases (config/reloader-rbac-one-first)", err)
+	}
+	maxBusy, err := maxBusyFunc(ctx, cfg.rollout.maxBusy, client, ns, me)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := newRolloutMetrics(reg)
+	recorders := []*podevents.Recorder{}
+	for _, ref := range cfg.refs {
+		recorders = append(recorders, podevents.New(client, podevents.Pod{Kind: string(ref.Kind), Namespace: ref.Namespace, Name: ref.Name}))
+	}
+	tell := func(reason, message string) {
+		klog.InfoS("warning: "+message, "pod", ns+"/"+pod, "lease", store.Name)
+		for _, rec := range append(recorders, podEvents) {
+			if rec != nil {
+				rec.Event("Warning", reason, message)
+			}
+		}
+	}
+	health := &onefirst.Health{
+		Ready: func(ctx context.Context) (bool, error) {
+			p, err := onefirst.ReadPod(ctx, client, ns, pod)
+			return p.Ready, err
+		},
+		ReloadFailed: reloadFailedSince(r),
+		URL:          cfg.rollout.healthURL,
+		Soak:         cfg.rollout.soak,
+		Poll:         time.Second,
+		Clock:        time.Now,
+	}
+	gate := onefirst.NewGate(src, store, onefirst.Options{
+		Pod: pod, Soak: cfg.rollout.soak, Expiry: expiry, MaxBusy: maxBusy, Failed: health.Failed,
+		OnRejected: func(content, why string) {
+			m.rejected.Inc()
+			tell("ConfigRejected", onefirst.Describe(content, why)+"; this pod put its last good config back")
+		},
+		OnRefused: func(content, why string) {
+			tell("ConfigRefused", fmt.Sprintf("config %s was rejected by another pod (%s): this pod keeps its config", content, why))
+		},
+		OnStartedRejected: func(content, why string) {
+			tell("RunsRejectedConfig", fmt.Sprintf("this pod started on config %s, which another pod rejected (%s): it had no other; fix the ConfigMap or Secret", content, why))
+		},
+	})
+	m.waiting = func() float64 {
+		if gate.CurrentStatus().Waiting != "" {
+			return 1
+		}
+		return 0
+	}
+	klog.InfoS("one pod first: the pods of this workload agree through a Lease which one takes a new config first", "workload", me.WorkloadKind+"/"+me.Workload, "lease", ns+"/"+store.Name, "soak", cfg.rollout.soak)
+	return gatedSource{gate}, recorders, nil
+}
+
+// gatedSource is the gate as the reload loop's source, with its part of /status.
+type gatedSource struct{ *onefirst.Gate }
+
+// RolloutStatus is the gate's part of /status.
+func (g gatedSource) RolloutStatus() any { return g.CurrentStatus() }
+
+// sourceNames are the sources the Lease is about: the named objects and the selector.
+func sourceNames(cfg *config) []string {
+	var names []string
+	for _, r := range cfg.refs {
+		names = append(names, r.String())
+	}
+	if s := cfg.selector; s != nil {
+		names = append(names, fmt.Sprintf("selector %v %s %v", s.Kinds, s.Labels, s.Namespaces))
+	}
+	return names
+}
+
+// maxBusyFunc resolves --rollout-max-unavailable: a count at once, a percentage against the
+// workload's replicas, read at start (so that missing RBAC stops the start) and again at most
+// every 30 s.
+func maxBusyFunc(ctx context.Context, value string, client rest.Interface, ns string, me onefirst.Pod) (func() int, error) {
+	if !onefirst.IsPercent(value) {
+		n, err := onefirst.MaxUnavailable(value, 0)
+		return func() int { return n }, err
+	}
+	replicas, err := onefirst.Replicas(ctx, client, ns, me.WorkloadKind, me.Workload)
+	if err != nil {
+		return nil, fmt.Errorf("%w; give the reloader's ServiceAccount get on the workload, or a count in --rollout-max-unavailable", err)
+	}
+	var mu sync.Mutex
+	read := time.Now()
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(read) > 30*time.Second {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if n, err := onefirst.Replicas(ctx, client, ns, me.WorkloadKind, me.Workload); err == nil {
+				replicas = n
+			}
+			read = time.Now()
+		}
+		n, _ := onefirst.MaxUnavailable(value, replicas)
+		return n
+	}, nil
+}
+
+// reloadFailedSince reads the reload loop's result: a change it could not lay out or tell the
+// app of since the content was laid out fails the soak. The reason names the result only:
+// the log line beside it has the detail, which may quote the config.
+func reloadFailedSince(r *reload.Reloader) func(time.Time) string {
+	return func(since time.Time) string {
+		st := r.CurrentStatus()
+		if st.FailingSince != nil && !st.FailingSince.Before(since) {
+			return "the app refused the reload request (see the reloader's log)"
+		}
+		if st.LastResult != "" && st.LastResult != reload.ResultSuccess && !st.Since.Before(since) {
+			return "the reloader's result was " + st.LastResult + " (see the reloader's log)"
+		}
+		return ""
+	}
+}
+
+// rolloutMetrics are --rollout=one-first's series.
+type rolloutMetrics struct {
+	rejected prometheus.Counter
+	waiting  func() float64
+}
+
+func newRolloutMetrics(reg prometheus.Registerer) *rolloutMetrics {
+	m := &rolloutMetrics{
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "configwave_reloader_rollout_rejected_total",
+			Help: "Contents this pod tried first or in a batch under --rollout=one-first and rejected, its app having failed on them.",
+		}),
+		waiting: func() float64 { return 0 },
+	}
+	reg.MustRegister(m.rejected, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "configwave_reloader_rollout_waiting",
+		Help: "1 while a newer content of the sources waits, under --rollout=one-first, for its turn in this pod (tried elsewhere, a full batch, or rejected).",
+	}, func() float64 { return m.waiting() }))
+	return m
+}
+
+// rolloutConfig is --rollout and its tuning, checked.
+type rolloutConfig struct {
+	oneFirst  bool
+	soak      time.Duration
+	maxBusy   string // a count or a percentage (onefirst.MaxUnavailable)
+	healthURL string
+}
+
+// name is the --rollout value, for the start-up log line.
+func (c rolloutConfig) name() string {
+	if c.oneFirst {
+		return rolloutOneFirst
+	}
+	return rolloutAllAtOnce
+}

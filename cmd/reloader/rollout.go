@@ -1,0 +1,7 @@
+package main
+
+// The values of --rollout.
+const (
+	rolloutAllAtOnce = "all-at-once"
+	rolloutOneFirst  = "one-first"
+)

@@ -1,0 +1,86 @@
+package onefirst
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Health judges this pod's app while it soaks a content: its pod's Ready condition as kubelet
+// reports it, the reload loop's result, and --health-url where given. Its reasons go on the
+// Lease, in Events and on /status, so they say what failed and never quote the config.
+type Health struct {
+	Ready        func(ctx context.Context) (bool, error) // the pod's Ready condition
+	ReloadFailed func(since time.Time) string            // the reload loop's failure since, or ""
+	URL          string                                  // --health-url; "" none
+	Client       *http.Client
+	Soak, Poll   time.Duration
+	Clock        func() time.Time
+
+	mu       sync.Mutex
+	since    time.Time
+	wasReady bool
+}
+
+// Failed says how the app failed since the content was laid out at since; "" when healthy.
+func (h *Health) Failed(ctx context.Context, since time.Time) string {
+	if why := h.ReloadFailed(since); why != "" {
+		return why
+	}
+	if h.URL != "" {
+		if why := h.checkURL(ctx); why != "" {
+			return why
+		}
+	}
+	ready, err := h.Ready(ctx)
+	if err != nil {
+		return "" // the API's trouble is not the app's: the soak goes on
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.since.Equal(since) {
+		h.since, h.wasReady = since, false
+	}
+	why := readyVerdict(h.wasReady, ready, h.Clock().Sub(since), h.Soak, h.Poll)
+	h.wasReady = h.wasReady || ready
+	return why
+}
+
+// readyVerdict judges the pod's readiness during a soak: a pod that was Ready since the
+// content was laid out and is not now failed; one not Ready since then fails only when the
+// soak is about to end, so that a content that makes an unready pod Ready passes.
+func readyVerdict(wasReady, ready bool, soaked, soak, poll time.Duration) string {
+	switch {
+	case ready:
+		return ""
+	case wasReady:
+		return "the pod became not Ready after the config was laid out (its readiness probe failed)"
+	case soaked >= soak-poll:
+		return fmt.Sprintf("the pod was not Ready at any time in the %s soak", soak)
+	}
+	return ""
+}
+
+func (h *Health) checkURL(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, max(h.Poll, time.Second))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.URL, nil)
+	if err != nil {
+		return "--health-url cannot be requested"
+	}
+	client := h.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "--health-url did not answer"
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Sprintf("--health-url answered %d", resp.StatusCode)
+	}
+	return ""
+}

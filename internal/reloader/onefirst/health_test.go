@@ -1,0 +1,54 @@
+package onefirst
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestReadyVerdict(t *testing.T) {
+	soak, poll := 30*time.Second, time.Second
+	for _, tc := range []struct {
+		name            string
+		wasReady, ready bool
+		soaked          time.Duration
+		fails           bool
+	}{
+		{"Ready: healthy", true, true, 5 * time.Second, false},
+		{"was Ready, not now: failed", true, false, 5 * time.Second, true},
+		{"never Ready yet, early in the soak: wait and see", false, false, 5 * time.Second, false},
+		{"never Ready, the soak about to end: failed", false, false, 29 * time.Second, true},
+		{"not Ready before, Ready now (a fix): healthy", false, true, 29 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := readyVerdict(tc.wasReady, tc.ready, tc.soaked, soak, poll)
+			assert.Equal(t, tc.fails, got != "", got)
+		})
+	}
+}
+
+func TestHealthFailed(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	ready, code, reload := true, http.StatusOK, ""
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }))
+	defer app.Close()
+	h := &Health{Ready: func(context.Context) (bool, error) { return ready, nil }, ReloadFailed: func(time.Time) string { return reload },
+		URL: app.URL, Soak: 10 * time.Second, Poll: time.Second, Clock: func() time.Time { return now }}
+	ctx := context.Background()
+	since := now
+	assert.Empty(t, h.Failed(ctx, since))
+	ready = false
+	assert.Contains(t, h.Failed(ctx, since), "became not Ready")
+	ready, code = true, http.StatusServiceUnavailable
+	assert.Equal(t, "--health-url answered 503", h.Failed(ctx, since))
+	code, reload = http.StatusOK, "the app refused the reload request"
+	assert.Equal(t, "the app refused the reload request", h.Failed(ctx, since))
+	reload = ""
+	ready = false
+	since = now.Add(time.Second) // a new content: what was seen of the last does not count
+	assert.Empty(t, h.Failed(ctx, since), "not Ready before and since: early in the soak, no verdict")
+}

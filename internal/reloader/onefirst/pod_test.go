@@ -1,0 +1,62 @@
+package onefirst
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestWorkloadOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, kind, owner string
+		labels            map[string]string
+		wantKind, want    string
+	}{
+		{"a Deployment's ReplicaSet", "ReplicaSet", "web-7d9f8c6b5", map[string]string{"pod-template-hash": "7d9f8c6b5"}, "Deployment", "web"},
+		{"an Argo Rollout's ReplicaSet", "ReplicaSet", "web-6c8d7f5b4", map[string]string{"rollouts-pod-template-hash": "6c8d7f5b4"}, "Rollout", "web"},
+		{"a bare ReplicaSet", "ReplicaSet", "web", nil, "ReplicaSet", "web"},
+		{"a hash that is not the name's end", "ReplicaSet", "web-abc", map[string]string{"pod-template-hash": "xyz"}, "ReplicaSet", "web-abc"},
+		{"a StatefulSet", "StatefulSet", "db", map[string]string{"controller-revision-hash": "db-5f"}, "StatefulSet", "db"},
+		{"a DaemonSet", "DaemonSet", "agent", nil, "DaemonSet", "agent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kind, name := WorkloadOf(tc.kind, tc.owner, tc.labels)
+			assert.Equal(t, []string{tc.wantKind, tc.want}, []string{kind, name})
+		})
+	}
+}
+
+func TestMaxUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		value    string
+		replicas int
+		want     int
+		err      bool
+	}{
+		{"1", 4, 1, false}, {"3", 4, 3, false}, {"25%", 4, 1, false}, {"25%", 10, 2, false},
+		{"10%", 4, 1, false}, {"100%", 10, 10, false},
+		{"0", 4, 0, true}, {"-1", 4, 0, true}, {"0%", 4, 0, true}, {"101%", 4, 0, true}, {"a", 4, 0, true}, {"%", 4, 0, true},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			n, err := MaxUnavailable(tc.value, tc.replicas)
+			if tc.err {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "--rollout-max-unavailable=")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, n)
+		})
+	}
+}
+
+func TestLeaseName(t *testing.T) {
+	a := LeaseName("Deployment", "web", []string{"configmap web/nginx"})
+	assert.True(t, strings.HasPrefix(a, "configwave-deployment-web-"), a)
+	assert.Equal(t, a, LeaseName("Deployment", "web", []string{"configmap web/nginx"}), "every sidecar of the workload names the same Lease")
+	assert.NotEqual(t, a, LeaseName("Deployment", "web", []string{"secret web/tls"}), "one Lease per source")
+	long := LeaseName("StatefulSet", strings.Repeat("a", 253), nil)
+	assert.LessOrEqual(t, len(long), 253)
+}
