@@ -54,10 +54,15 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 	for _, ref := range cfg.refs {
 		recorders = append(recorders, podevents.New(client, podevents.Pod{Kind: string(ref.Kind), Namespace: ref.Namespace, Name: ref.Name}))
 	}
-	tell := func(reason, message string) {
+	// tell logs a message and posts it on this pod; onSources, on the ConfigMaps and Secrets
+	// too (only the pod that rejects a content does, so that they get one Event, not one per pod).
+	tell := func(reason, message string, onSources bool) {
 		klog.InfoS("warning: "+message, "pod", ns+"/"+pod, "lease", store.Name)
-		for _, rec := range append(recorders, podEvents) {
-			if rec != nil {
+		if podEvents != nil {
+			podEvents.Event("Warning", reason, message)
+		}
+		for _, rec := range recorders {
+			if onSources {
 				rec.Event("Warning", reason, message)
 			}
 		}
@@ -74,16 +79,16 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		Clock:        time.Now,
 	}
 	gate := onefirst.NewGate(src, store, onefirst.Options{
-		Pod: pod, Soak: cfg.rollout.soak, Expiry: expiry, MaxBusy: maxBusy, Failed: health.Failed,
+		Pod: pod, Soak: cfg.rollout.soak, Expiry: expiry, MaxBusy: maxBusy, Failed: health.Failed, Began: health.Begin,
 		OnRejected: func(content, why string) {
 			m.rejected.Inc()
-			tell("ConfigRejected", onefirst.Describe(content, why)+"; this pod put its last good config back")
+			tell("ConfigRejected", onefirst.Describe(content, why)+"; this pod put its last good config back", true)
 		},
 		OnRefused: func(content, why string) {
-			tell("ConfigRefused", fmt.Sprintf("config %s was rejected by another pod (%s): this pod keeps its config", content, why))
+			tell("ConfigRefused", fmt.Sprintf("config %s was rejected by another pod (%s): this pod keeps its config", content, why), false)
 		},
 		OnStartedRejected: func(content, why string) {
-			tell("RunsRejectedConfig", fmt.Sprintf("this pod started on config %s, which another pod rejected (%s): it had no other; fix the ConfigMap or Secret", content, why))
+			tell("RunsRejectedConfig", fmt.Sprintf("this pod started on config %s, which another pod rejected (%s): it had no other; fix the ConfigMap or Secret", content, why), false)
 		},
 	})
 	m.waiting = func() float64 {

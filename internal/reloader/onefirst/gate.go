@@ -43,6 +43,9 @@ type Options struct {
 	Poll    time.Duration // how often the record is read while anything is pending; default 1s
 	// Failed says how the app failed since the content was laid out at since ("" healthy).
 	Failed func(ctx context.Context, since time.Time) string
+	// Began, when set, is told that this pod lays out a content to soak at since, before the
+	// reload loop tells the app: how the app stood then is what the soak is judged against.
+	Began func(ctx context.Context, since time.Time)
 	// OnRejected is told once when this pod rejects a content, with why; OnRefused once when
 	// a rejected content is kept out of this pod; OnStartedRejected when the pod starts on a
 	// content the others rejected (it has no other).
@@ -216,6 +219,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		if !put(Record{Content: want, State: Soaking, First: g.opts.Pod, Since: now, Renewed: now, Good: good}) {
 			return poll
 		}
+		g.began(ctx, now)
 		g.publish(snap, want, now)
 		return poll
 	case Renew:
@@ -249,6 +253,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		}
 		r.Batch[g.opts.Pod] = now
 		if put(r) {
+			g.began(ctx, now)
 			g.publish(snap, want, now)
 		}
 		return poll
@@ -280,6 +285,12 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		g.setGood(snap, want)
 	}
 	return time.Time{}
+}
+
+func (g *Gate) began(ctx context.Context, since time.Time) {
+	if g.opts.Began != nil {
+		g.opts.Began(ctx, since)
+	}
 }
 
 // goodContent is the content to record as the last good one when claiming a new one.

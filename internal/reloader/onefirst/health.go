@@ -24,6 +24,15 @@ type Health struct {
 	wasReady bool
 }
 
+// Begin notes how the pod stands as a content is laid out at since: a pod Ready then that goes
+// not Ready fails at once, rather than at the soak's end.
+func (h *Health) Begin(ctx context.Context, since time.Time) {
+	ready, err := h.Ready(ctx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.since, h.wasReady = since, err == nil && ready
+}
+
 // Failed says how the app failed since the content was laid out at since; "" when healthy.
 func (h *Health) Failed(ctx context.Context, since time.Time) string {
 	if why := h.ReloadFailed(since); why != "" {

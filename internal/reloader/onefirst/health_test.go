@@ -51,4 +51,11 @@ func TestHealthFailed(t *testing.T) {
 	ready = false
 	since = now.Add(time.Second) // a new content: what was seen of the last does not count
 	assert.Empty(t, h.Failed(ctx, since), "not Ready before and since: early in the soak, no verdict")
+
+	// Ready as the content is laid out, not Ready at the first look after: failed at once.
+	ready = true
+	since = now.Add(2 * time.Second)
+	h.Begin(ctx, since)
+	ready = false
+	assert.Contains(t, h.Failed(ctx, since), "became not Ready")
 }

@@ -437,6 +437,11 @@ func (n *Node) PodVolumeDir(pod types.UID, volume string) string {
 	return filepath.Join(n.dir, "kubelet", "root", "pods", string(pod), "volumes", "kubernetes.io~configmap", volume)
 }
 
+// PodEmptyDir is where an emptyDir volume of a pod on the node lives on this host.
+func (n *Node) PodEmptyDir(pod types.UID, volume string) string {
+	return filepath.Join(n.dir, "kubelet", "root", "pods", string(pod), "volumes", "kubernetes.io~empty-dir", volume)
+}
+
 // OnRealNode puts a pod spec's pods on the real node: its label selects the node and its taint
 // is tolerated; a spec that must stay as rendered (a chart's) uses ScheduleHereOnly instead.
 func OnRealNode(spec *corev1.PodSpec) {

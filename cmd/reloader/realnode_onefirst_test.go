@@ -1,0 +1,225 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/configwave/configwave/internal/testenv/testcluster"
+	"github.com/configwave/configwave/internal/testenv/testpod"
+)
+
+// nginxConf is a config that passes `nginx -t` whatever readiness answers: a 503 there is a
+// config that the app's own checker accepts and that still takes the pod out of its Service.
+func nginxConf(version string, readiness int) string {
+	return fmt.Sprintf(`pid /tmp/nginx.pid;
+events {}
+http {
+  client_body_temp_path /tmp/body;
+  proxy_temp_path /tmp/proxy;
+  fastcgi_temp_path /tmp/fastcgi;
+  uwsgi_temp_path /tmp/uwsgi;
+  scgi_temp_path /tmp/scgi;
+  access_log off;
+  server {
+    listen 8080;
+    location /ready { return %d "%s\n"; }
+  }
+}
+`, readiness, version)
+}
+
+// The story of --rollout=one-first on a real node: a Deployment of 4 replicas of Debian's nginx,
+// each with our reloader from our image as a native sidecar that signals nginx (shared process
+// namespace), under the shipped RBAC. A config that passes `nginx -t` but makes the readiness
+// location answer 503: sampled every 100 ms, at most one pod is unready at any moment and the
+// other three never have the bad config in their folder; the first pod is Ready again on the
+// old config within the soak and a reload. Then a good config reaches all four.
+func TestOneFirstOnARealNode(t *testing.T) {
+	c := testcluster.Need(t, cluster)
+	testpod.Need(t)
+	nginx := testcluster.NeedProgram(t, "nginx", "nginx-light")
+	node := testcluster.NeedNode(t, c)
+	client := adminClient(t)
+	const ourImage, nginxImage = "localhost/configwave:node", "localhost/nginx:node"
+	require.NoError(t, node.ImportLayoutImage(ctx(t), testpod.Layout(t), "reloader", ourImage))
+	files, err := testcluster.HostProgramFiles(ctx(t), nginx)
+	require.NoError(t, err)
+	img, err := testcluster.FilesImage(files, []string{nginx}, "65532:65532")
+	require.NoError(t, err)
+	require.NoError(t, node.ImportImage(ctx(t), img, nginxImage))
+	for _, conf := range []string{nginxConf("good", 200), nginxConf("bad", 503)} { // the app's own checker accepts both
+		f := filepath.Join(t.TempDir(), "nginx.conf")
+		require.NoError(t, os.WriteFile(f, []byte(strings.ReplaceAll(conf, "/tmp/", filepath.Dir(f)+"/")), 0o644))
+		out, err := exec.Command(nginx, "-t", "-c", f).CombinedOutput()
+		require.NoError(t, err, "nginx -t: %s", out)
+	}
+
+	ns := testcluster.Namespace(t, client)
+	applyReloaderRBAC(t, client, ns)
+	applyOneFirstRBAC(t, client, ns)
+	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app-config", map[string]string{"nginx.conf": nginxConf("v1", 200)}, nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	const soak = 6 * time.Second
+	always, yes, replicas := corev1.ContainerRestartPolicyAlways, true, int32(4)
+	spec := corev1.PodSpec{
+		ServiceAccountName:    "configwave-reloader",
+		ShareProcessNamespace: &yes,
+		InitContainers: []corev1.Container{{
+			Name: "reloader", Image: ourImage, ImagePullPolicy: corev1.PullNever, RestartPolicy: &always,
+			Args: []string{"--configmap=app-config", "--configroot=/config", "--reload-process=nginx", "--rollout=one-first", "--rollout-soak=" + soak.String()},
+			Env: []corev1.EnvVar{
+				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+				{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+			},
+			StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(9533)}},
+				PeriodSeconds: 1, FailureThreshold: 60},
+			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/config"}},
+		}},
+		Containers: []corev1.Container{{
+			Name: "nginx", Image: nginxImage, ImagePullPolicy: corev1.PullNever,
+			Args: []string{"-c", "/config/nginx.conf", "-g", "daemon off;"},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8080)}},
+				PeriodSeconds: 1, FailureThreshold: 1},
+			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/config", ReadOnly: true}, {Name: "tmp", MountPath: "/tmp"}},
+		}},
+		Volumes: []corev1.Volume{
+			{Name: "config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		},
+	}
+	testcluster.OnRealNode(&spec)
+	labels := map[string]string{"app": "web"}
+	_, err = client.AppsV1().Deployments(ns).Create(ctx(t), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	pods := func() []corev1.Pod {
+		list, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{LabelSelector: "app=web"})
+		require.NoError(t, err)
+		return list.Items
+	}
+	conf := func(p corev1.Pod) string {
+		b, _ := os.ReadFile(filepath.Join(node.PodEmptyDir(p.UID, "config"), "nginx.conf"))
+		return string(b)
+	}
+	allOn := func(version string) bool {
+		ps := pods()
+		if len(ps) != int(replicas) {
+			return false
+		}
+		for _, p := range ps {
+			if !testcluster.PodReady(p) || !strings.Contains(conf(p), `"`+version+`\n"`) {
+				return false
+			}
+		}
+		return true
+	}
+	if !assert.Eventually(t, func() bool { return allOn("v1") }, 2*time.Minute, 200*time.Millisecond, "4 pods Ready on v1") {
+		t.Fatal(testcluster.DescribePods(ctx(t), client, ns))
+	}
+
+	// The bad config: sampled every 100 ms until every pod is Ready on v1 again.
+	patched := time.Now()
+	patchData(t, client, ns, "app-config", fmt.Sprintf(`{"data":{"nginx.conf":%q}}`, nginxConf("v2", 503)))
+	hadBad := map[string]bool{}
+	maxUnready, back := 0, time.Duration(0)
+	sawBad := false
+	for time.Since(patched) < soak+30*time.Second {
+		unready := 0
+		ps := pods()
+		for _, p := range ps {
+			if !testcluster.PodReady(p) {
+				unready++
+			}
+			if strings.Contains(conf(p), `"v2\n"`) {
+				hadBad[p.Name] = true
+				sawBad = true
+			}
+		}
+		maxUnready = max(maxUnready, unready)
+		require.LessOrEqual(t, unready, 1, "at most one pod is unready at any moment")
+		require.LessOrEqual(t, len(hadBad), 1, "the bad config reaches one pod only: %v", hadBad)
+		if sawBad && unready == 0 && allOn("v1") {
+			back = time.Since(patched)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.True(t, sawBad, "one pod tried the bad config")
+	require.NotZero(t, back, "every pod Ready on v1 again within the soak and a reload; pods: %s", testcluster.DescribePods(ctx(t), client, ns))
+	t.Logf("bad config: one pod of 4 unready at most (%d), back on the old config %s after the patch (soak %s)", maxUnready, back.Round(100*time.Millisecond), soak)
+	var said []string
+	require.Eventually(t, func() bool {
+		evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=app-config"})
+		require.NoError(t, err)
+		said = nil
+		for _, e := range evs.Items {
+			said = append(said, e.Reason+": "+e.Message)
+			if e.Reason == "ConfigRejected" && strings.Contains(e.Message, "became not Ready") {
+				return true
+			}
+		}
+		return false
+	}, eventually, tick, "an Event on the ConfigMap says the config was rejected as the pod went not Ready: %q", &said)
+	var first corev1.Pod
+	for _, p := range pods() {
+		if hadBad[p.Name] {
+			first = p
+		}
+	}
+	metrics := getFromPod(t, first.Status.PodIP+":9533", "/metrics")
+	assert.Contains(t, metrics, "configwave_reloader_rollout_rejected_total 1")
+
+	// A good config reaches all four.
+	patched = time.Now()
+	patchData(t, client, ns, "app-config", fmt.Sprintf(`{"data":{"nginx.conf":%q}}`, nginxConf("v3", 200)))
+	require.Eventually(t, func() bool { return allOn("v3") }, 2*time.Minute, 100*time.Millisecond, "every pod serves the good config")
+	t.Logf("good config: the last of 4 pods Ready on it %s after the patch (soak %s, batches of 1)", time.Since(patched).Round(100*time.Millisecond), soak)
+
+	// The first pod deleted mid-soak: once its claim expires another pod takes its place, and
+	// the change still reaches every pod (the replacement starts on what its source holds).
+	patched = time.Now()
+	patchData(t, client, ns, "app-config", fmt.Sprintf(`{"data":{"nginx.conf":%q}}`, nginxConf("v4", 200)))
+	var tried string
+	require.Eventually(t, func() bool {
+		for _, p := range pods() {
+			if strings.Contains(conf(p), `"v4\n"`) {
+				tried = p.Name
+				return true
+			}
+		}
+		return false
+	}, eventually, tick, "one pod takes v4 first")
+	require.NoError(t, client.CoreV1().Pods(ns).Delete(ctx(t), tried, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return allOn("v4") }, 3*time.Minute, 200*time.Millisecond, "the change reaches every pod after its first pod was deleted mid-soak")
+	t.Logf("first pod deleted mid-soak: every pod on the change %s after the patch (its claim expires after %s)", time.Since(patched).Round(100*time.Millisecond), soak*3/2+15*time.Second)
+}
+
+// getFromPod reads a path of a pod's address from this host (the node's bridge).
+func getFromPod(t *testing.T, addr, path string) string {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + addr + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
