@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 )
@@ -40,6 +41,11 @@ func TestOneFirstThroughTheAPI(t *testing.T) {
 	require.NoError(t, err)
 	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
 	require.NoError(t, err)
+	// The last sidecar reaches the API server through a proxy the test can cut.
+	proxy := testcluster.StartProxy(t, cluster.APIAddr())
+	viaProxy, err := cluster.KubeconfigVia(t.TempDir(), proxy.Addr)
+	require.NoError(t, err)
+	viaProxy = withToken(t, viaProxy, kubeconfig)
 
 	const n = 3
 	yes := true
@@ -56,7 +62,12 @@ func TestOneFirstThroughTheAPI(t *testing.T) {
 		setReady(t, client, ns, name, true)
 		roots[i] = t.TempDir()
 		apps[i] = newFakeApp(t, filepath.Join(roots[i], "app.yaml"))
-		procs[i] = startReloader(t, []string{"POD_NAME=" + name, "POD_NAMESPACE=" + ns}, "--kubeconfig="+kubeconfig, "--configmap=app-config",
+		kc, env := kubeconfig, []string{"POD_NAME=" + name, "POD_NAMESPACE=" + ns}
+		if i == n-1 {
+			// client-go's HTTP/2 health check finds the cut connection in 2 s, not 45.
+			kc, env = viaProxy, append(env, "HTTP2_READ_IDLE_TIMEOUT_SECONDS=1", "HTTP2_PING_TIMEOUT_SECONDS=1")
+		}
+		procs[i] = startReloader(t, env, "--kubeconfig="+kc, "--configmap=app-config",
 			"--configroot="+roots[i], "--reload-http="+apps[i].url(), "--rollout=one-first", "--rollout-soak=3s")
 	}
 	for _, p := range procs {
@@ -137,9 +148,52 @@ func TestOneFirstThroughTheAPI(t *testing.T) {
 	setReady(t, client, ns, fmt.Sprintf("web-%d", bad), true)
 	patchData(t, client, ns, "app-config", `{"data":{"app.yaml":"v4"}}`)
 	require.Eventually(t, func() bool { return count("v4") == n }, eventually, tick, "the next change reaches every pod: %v", laid())
+
+	// A newer change during a soak supersedes the one under trial: it never reaches a second
+	// pod, and the newest reaches every pod.
+	patchData(t, client, ns, "app-config", `{"data":{"app.yaml":"v5"}}`)
+	require.Eventually(t, func() bool { return count("v5") == 1 }, eventually, tick, "one pod takes v5 first: %v", laid())
+	patchData(t, client, ns, "app-config", `{"data":{"app.yaml":"v6"}}`)
+	require.Eventually(t, func() bool {
+		require.LessOrEqual(t, count("v5"), 1, "a superseded change never reaches a second pod")
+		return count("v6") == n
+	}, eventually, tick, "the newest change reaches every pod: %v", laid())
+
+	// A sidecar cut off from the API keeps what it has and lays out nothing that was not
+	// promoted; back, it follows.
+	proxy.Cut()
+	patchData(t, client, ns, "app-config", `{"data":{"app.yaml":"v7"}}`)
+	require.Eventually(t, func() bool { return count("v7") == n-1 }, eventually, tick, "the others take the change: %v", laid())
+	assert.Equal(t, "v6", laid()[n-1], "the sidecar cut off keeps what it has")
+	proxy.Restore()
+	require.Eventually(t, func() bool { return count("v7") == n }, eventually, tick, "back, it follows: %v", laid())
+
 	for _, p := range procs {
 		assert.NotContains(t, p.Log(), "v3", "no config value is logged")
 	}
+	documented, err := testcluster.DocumentedMetrics(filepath.Join("..", "..", "docs", "metrics.md"), "reloader, `--rollout=one-first`")
+	require.NoError(t, err)
+	exported := procs[0].MetricNames()
+	for _, name := range documented {
+		assert.True(t, exported[name], "docs/metrics.md lists %s, which the reloader does not export under --rollout=one-first", name)
+	}
+}
+
+// withToken is the kubeconfig at via (the proxy's server) with the credentials of from.
+func withToken(t *testing.T, via, from string) string {
+	t.Helper()
+	src, err := clientcmd.LoadFromFile(from)
+	require.NoError(t, err)
+	dst, err := clientcmd.LoadFromFile(via)
+	require.NoError(t, err)
+	for name := range dst.AuthInfos {
+		for _, a := range src.AuthInfos {
+			dst.AuthInfos[name] = a
+		}
+	}
+	out := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*dst, out))
+	return out
 }
 
 // setReady sets the pod's Ready condition, as kubelet does from its readiness probe.

@@ -157,9 +157,15 @@ func (g *Gate) Run(ctx context.Context) {
 	}
 }
 
+// callTimeout bounds one step's calls to the API (the record, the pod): a connection that died
+// silently must not hold the gate until client-go's health check finds it.
+const callTimeout = 10 * time.Second
+
 // step decides once and applies the decision; it returns when to decide again (zero: on the
 // next change only).
-func (g *Gate) step(ctx context.Context) time.Time {
+func (g *Gate) step(parent context.Context) time.Time {
+	ctx, cancel := context.WithTimeout(parent, callTimeout)
+	defer cancel()
 	now := g.opts.Clock()
 	poll := now.Add(g.opts.Poll)
 	snap := g.inner.Snapshot()

@@ -17,6 +17,7 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 	gen    atomic.Int64 // connections of a generation below it are black-holed
+	cut    atomic.Bool  // new connections are closed at once
 	mu     sync.Mutex
 	conns  []net.Conn
 	wg     sync.WaitGroup
@@ -39,12 +40,23 @@ func StartProxy(t testing.TB, target string) *Proxy {
 // Blackhole silences every connection open now.
 func (p *Proxy) Blackhole() { p.gen.Add(1) }
 
+// Cut silences every connection open now and closes every new one at once, until Restore: a
+// client cut off from its target.
+func (p *Proxy) Cut() { p.cut.Store(true); p.gen.Add(1) }
+
+// Restore forwards new connections again after Cut.
+func (p *Proxy) Restore() { p.cut.Store(false) }
+
 func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
 		in, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.cut.Load() {
+			_ = in.Close()
+			continue
 		}
 		out, err := net.Dial("tcp", p.target)
 		if err != nil {
