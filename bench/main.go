@@ -127,6 +127,7 @@ func run(ctx context.Context, full bool) error {
 		{"reloader folders", reloaderFolders},
 		{"reloader rule files", reloaderRuleFiles},
 		{"reloader real pods", reloaderRealPods},
+		{"reloader one first", reloaderOneFirst},
 		{"wave trigger latency", waveLatency},
 		{"wave runaway writer", waveRunaway}, // before the shared step leaves kube-controller-manager busy
 		{"wave shared ConfigMap", waveShared},

@@ -98,6 +98,7 @@ type report struct {
 	Folders     *Folders      `json:"reloader_folders"`
 	RuleFiles   *RuleFiles    `json:"reloader_rule_files,omitempty"`
 	RealPods    *RealPods     `json:"reloader_real_pods,omitempty"`
+	OneFirst    *OneFirst     `json:"reloader_one_first,omitempty"`
 	WaveLatency []WaveLatency `json:"wave_latency"`
 	Shared      *Shared       `json:"wave_shared_configmap"`
 	Coalescing  *Coalescing   `json:"wave_coalescing"`
@@ -235,6 +236,9 @@ func (r *report) markdown() string {
 	}
 	if p := r.RealPods; p != nil {
 		b.WriteString(p.markdown())
+	}
+	if o := r.OneFirst; o != nil {
+		b.WriteString(o.markdown())
 	}
 	if len(r.WaveLatency) > 0 {
 		b.WriteString("\n### Wave trigger latency\n\nConfigMap PATCH sent → the Deployment's template annotation changed (seen on a watch). Each Deployment reads its own ConfigMap; 0 replicas. Floor: the watch event on the ConfigMap plus one PATCH round trip.\n\n")

@@ -50,6 +50,7 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		return nil, nil, err
 	}
 	m := newRolloutMetrics(reg)
+	counted := countedStore{store, m}
 	recorders := []*podevents.Recorder{}
 	for _, ref := range cfg.refs {
 		recorders = append(recorders, podevents.New(client, podevents.Pod{Kind: string(ref.Kind), Namespace: ref.Namespace, Name: ref.Name}))
@@ -69,6 +70,7 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 	}
 	health := &onefirst.Health{
 		Ready: func(ctx context.Context) (bool, error) {
+			m.requests.WithLabelValues("pod", "GET").Inc()
 			p, err := onefirst.ReadPod(ctx, client, ns, pod)
 			return p.Ready, err
 		},
@@ -78,7 +80,7 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		Poll:         time.Second,
 		Clock:        time.Now,
 	}
-	gate := onefirst.NewGate(src, store, onefirst.Options{
+	gate := onefirst.NewGate(src, counted, onefirst.Options{
 		Pod: pod, Soak: cfg.rollout.soak, Expiry: expiry, MaxBusy: maxBusy, Failed: health.Failed, Began: health.Begin,
 		OnRejected: func(content, why string) {
 			m.rejected.Inc()
@@ -165,9 +167,30 @@ func reloadFailedSince(r *reload.Reloader) func(time.Time) string {
 	}
 }
 
+// countedStore counts the Lease's reads and writes.
+type countedStore struct {
+	onefirst.Store
+	m *rolloutMetrics
+}
+
+func (s countedStore) Get(ctx context.Context) (*onefirst.Record, string, error) {
+	s.m.requests.WithLabelValues("lease", "GET").Inc()
+	return s.Store.Get(ctx)
+}
+
+func (s countedStore) Put(ctx context.Context, r onefirst.Record, version string) error {
+	method := "PUT"
+	if version == "" {
+		method = "POST"
+	}
+	s.m.requests.WithLabelValues("lease", method).Inc()
+	return s.Store.Put(ctx, r, version)
+}
+
 // rolloutMetrics are --rollout=one-first's series.
 type rolloutMetrics struct {
 	rejected prometheus.Counter
+	requests *prometheus.CounterVec
 	waiting  func() float64
 }
 
@@ -177,9 +200,13 @@ func newRolloutMetrics(reg prometheus.Registerer) *rolloutMetrics {
 			Name: "configwave_reloader_rollout_rejected_total",
 			Help: "Contents this pod tried first or in a batch under --rollout=one-first and rejected, its app having failed on them.",
 		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "configwave_reloader_rollout_api_requests_total",
+			Help: "API requests of --rollout=one-first (the Lease it shares with the workload's other sidecars, its own pod), by object and method.",
+		}, []string{"object", "method"}),
 		waiting: func() float64 { return 0 },
 	}
-	reg.MustRegister(m.rejected, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(m.rejected, m.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "configwave_reloader_rollout_waiting",
 		Help: "1 while a newer content of the sources waits, under --rollout=one-first, for its turn in this pod (tried elsewhere, a full batch, or rejected).",
 	}, func() float64 { return m.waiting() }))

@@ -40,6 +40,7 @@ type Results struct {
 	Footprint   *Footprint       `json:"sidecar_footprint"`
 	Folders     *Folders         `json:"reloader_folders"`
 	RealPods    *RealPods        `json:"reloader_real_pods"`
+	OneFirst    *OneFirst        `json:"reloader_one_first"`
 	WaveLatency []WaveLatencyRun `json:"wave_latency"`
 	Shared      *Shared          `json:"wave_shared_configmap"`
 	Coalescing  *Coalescing      `json:"wave_coalescing"`
@@ -50,6 +51,18 @@ type Results struct {
 
 // The sections of results.json the README quotes, with the fields it quotes; bench/report.go
 // writes them.
+
+type OneFirst struct {
+	SoakS float64       `json:"soak_s"`
+	Rows  []OneFirstRow `json:"rows"`
+}
+
+type OneFirstRow struct {
+	Rollout   string  `json:"rollout"`
+	Pods      int     `json:"pods"`
+	UntilLast Stats   `json:"until_last_ms"`
+	Requests  float64 `json:"api_requests_per_pod_per_change"`
+}
 
 type Propagation struct {
 	Floor       Stats `json:"floor_watch"`
@@ -224,6 +237,9 @@ func FiguresMarkdown(r Results) string {
 				fmt.Sprintf("%.1f s", p.DefaultReloader.Median/1000), fmt.Sprintf("through the API: %s", ms(p.DefaultAPI.Median)))
 		}
 	}
+	if o := r.OneFirst; o != nil {
+		oneFirstRows(o, row)
+	}
 	if n := len(r.WaveLatency); n > 0 {
 		w := r.WaveLatency[n-1] // the largest scale measured
 		row(fmt.Sprintf("wave: ConfigMap patch → template changed, %d opted-in Deployments", w.Deployments), ms(w.Latency.Median),
@@ -275,4 +291,26 @@ func CurrentFigures(doc []byte) (string, error) {
 		return "", errors.New("the document lacks the figures markers")
 	}
 	return s[i+len(Begin)+1 : j], nil
+}
+
+// oneFirstRows quotes the largest workload measured: each one-first row beside all-at-once.
+func oneFirstRows(o *OneFirst, row func(what, measured, against string)) {
+	pods := 0
+	for _, r := range o.Rows {
+		pods = max(pods, r.Pods)
+	}
+	var all *OneFirstRow
+	for i, r := range o.Rows {
+		if r.Pods == pods && r.Rollout == "all-at-once" {
+			all = &o.Rows[i]
+		}
+	}
+	for _, r := range o.Rows {
+		if r.Pods != pods || all == nil || r.Rollout == all.Rollout {
+			continue
+		}
+		row(fmt.Sprintf("reloader `--rollout=%s`, soak %g s: ConfigMap patch → the last of %d pods told", strings.ReplaceAll(r.Rollout, ", ", "`, "), o.SoakS, pods),
+			fmt.Sprintf("%.1f s, %.1f API requests per pod", r.UntilLast.Median/1000, r.Requests),
+			fmt.Sprintf("all-at-once (the peers' way), %s, where a config that breaks the app reaches every pod", ms(all.UntilLast.Median)))
+	}
 }

@@ -221,6 +221,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		}
 		return poll
 	case Claim:
+		g.keepPromoted(rec)
 		good := g.goodContent(rec)
 		if !put(Record{Content: want, State: Soaking, First: g.opts.Pod, Since: now, Renewed: now, Good: good}) {
 			return poll
@@ -296,6 +297,17 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 func (g *Gate) began(ctx context.Context, since time.Time) {
 	if g.opts.Began != nil {
 		g.opts.Began(ctx, since)
+	}
+}
+
+// keepPromoted makes what this pod runs its good content when the sidecars promoted it, though
+// this pod's own soak of it may not be over (a newer content came): that is what a rejection
+// of the newer one puts back, not an older one.
+func (g *Gate) keepPromoted(rec *Record) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if rec != nil && g.pubID != "" && g.pubID != g.goodID && (rec.Good == g.pubID || rec.Content == g.pubID && rec.State == Promoted) {
+		g.good, g.goodID = g.published, g.pubID
 	}
 }
 

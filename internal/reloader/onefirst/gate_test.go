@@ -172,3 +172,31 @@ func TestGateOneFirst(t *testing.T) {
 	b.gate.step(ctx)
 	assert.NotEqual(t, "v6", b.laid())
 }
+
+// A pod still soaking a promoted content in its batch when a newer one comes, and fails on the
+// newer one, puts the promoted content back, not the one it ran before.
+func TestGatePutsBackThePromotedContentMidSoak(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	src := &fakeSource{}
+	src.set("1")
+	failed := ""
+	g := NewGate(src, store, Options{Pod: "b", Soak: 10 * time.Second, Expiry: 20 * time.Second, Clock: func() time.Time { return now },
+		Failed: func(context.Context, time.Time) string { return failed }})
+	ctx := context.Background()
+	g.step(ctx) // starts on v1
+	// Another pod tried v2 and promoted it.
+	store.rec = &Record{Content: ContentID([]Version{{Kind: "ConfigMap", Namespace: "web", Name: "nginx", ResourceVersion: "uid/2"}}), State: Promoted, First: "a", Good: "", Renewed: now}
+	src.set("2")
+	g.step(ctx) // joins the batch and lays v2 out
+	require.Equal(t, "v2", string(g.Snapshot().Objects[0].Data["nginx.conf"]))
+	now = now.Add(2 * time.Second) // mid-soak, v3 comes; the batch record still says Promoted v2
+	src.set("3")
+	g.step(ctx) // claims v3
+	require.Equal(t, "v3", string(g.Snapshot().Objects[0].Data["nginx.conf"]))
+	failed = "the pod became not Ready"
+	now = now.Add(time.Second)
+	g.step(ctx)
+	assert.Equal(t, Rejected, store.rec.State)
+	assert.Equal(t, "v2", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "the promoted content is put back")
+}
