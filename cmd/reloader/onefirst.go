@@ -43,14 +43,14 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 	expiry := cfg.rollout.soak*3/2 + 15*time.Second
 	store := &onefirst.LeaseStore{Client: client, Namespace: ns, Name: onefirst.LeaseName(me.WorkloadKind, me.Workload, sourceNames(cfg)), Expiry: expiry}
 	if _, _, err := store.Get(ctx); err != nil {
-		return nil, nil, fmt.Errorf("--rollout=one-first keeps its record on a Lease: %w; give the reloader's ServiceAccount get, create and update on leases (config/reloader-rbac-one-first)", err)
+		return nil, nil, fmt.Errorf("--rollout=one-first keeps its record on a Lease: %w; give the reloader's ServiceAccount get, watch, create and update on leases (config/reloader-rbac-one-first)", err)
 	}
 	maxBusy, err := maxBusyFunc(ctx, cfg.rollout.maxBusy, client, ns, me)
 	if err != nil {
 		return nil, nil, err
 	}
 	m := newRolloutMetrics(reg)
-	counted := countedStore{store, m}
+	store.OnRequest = func(method string) { m.requests.WithLabelValues("lease", method).Inc() }
 	recorders := []*podevents.Recorder{}
 	for _, ref := range cfg.refs {
 		recorders = append(recorders, podevents.New(client, podevents.Pod{Kind: string(ref.Kind), Namespace: ref.Namespace, Name: ref.Name}))
@@ -80,8 +80,10 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		Poll:         time.Second,
 		Clock:        time.Now,
 	}
-	gate := onefirst.NewGate(src, counted, onefirst.Options{
+	gate := onefirst.NewGate(src, store, onefirst.Options{
 		Pod: pod, Soak: cfg.rollout.soak, Expiry: expiry, MaxBusy: maxBusy, Failed: health.Failed, Began: health.Begin,
+		Poll:   10 * time.Second, // the Lease's watch wakes the gate; this is the safety net
+		Sample: time.Second,
 		OnRejected: func(content, why string) {
 			m.rejected.Inc()
 			tell("ConfigRejected", onefirst.Describe(content, why)+"; this pod put its last good config back", true)
@@ -165,26 +167,6 @@ func reloadFailedSince(r *reload.Reloader) func(time.Time) string {
 		}
 		return ""
 	}
-}
-
-// countedStore counts the Lease's reads and writes.
-type countedStore struct {
-	onefirst.Store
-	m *rolloutMetrics
-}
-
-func (s countedStore) Get(ctx context.Context) (*onefirst.Record, string, error) {
-	s.m.requests.WithLabelValues("lease", "GET").Inc()
-	return s.Store.Get(ctx)
-}
-
-func (s countedStore) Put(ctx context.Context, r onefirst.Record, version string) error {
-	method := "PUT"
-	if version == "" {
-		method = "POST"
-	}
-	s.m.requests.WithLabelValues("lease", method).Inc()
-	return s.Store.Put(ctx, r, version)
 }
 
 // rolloutMetrics are --rollout=one-first's series.

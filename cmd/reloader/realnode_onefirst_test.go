@@ -190,8 +190,23 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	// A good config reaches all four.
 	patched = time.Now()
 	patchData(t, client, ns, "app-config", fmt.Sprintf(`{"data":{"nginx.conf":%q}}`, nginxConf("v3", 200)))
-	require.Eventually(t, func() bool { return allOn("v3") }, 2*time.Minute, 100*time.Millisecond, "every pod serves the good config")
-	t.Logf("good config: the last of 4 pods Ready on it %s after the patch (soak %s, batches of 1)", time.Since(patched).Round(100*time.Millisecond), soak)
+	laidAt := map[string]time.Duration{}
+	require.Eventually(t, func() bool {
+		for _, p := range pods() {
+			if _, ok := laidAt[p.Name]; !ok && strings.Contains(conf(p), `"v3\n"`) {
+				laidAt[p.Name] = time.Since(patched).Round(100 * time.Millisecond)
+			}
+		}
+		return allOn("v3")
+	}, 2*time.Minute, 100*time.Millisecond, "every pod serves the good config")
+	t.Logf("good config: the last of 4 pods Ready on it %s after the patch (soak %s, batches of 1); each pod laid it out at %v",
+		time.Since(patched).Round(100*time.Millisecond), soak, laidAt)
+
+	for _, p := range pods() {
+		for _, c := range p.Status.InitContainerStatuses {
+			assert.Zero(t, c.RestartCount, "pod %s: the reloader never restarted", p.Name)
+		}
+	}
 
 	// The first pod deleted mid-soak: once its claim expires another pod takes its place, and
 	// the change still reaches every pod (the replacement starts on what its source holds).

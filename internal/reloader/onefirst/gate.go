@@ -41,6 +41,9 @@ type Options struct {
 	Expiry  time.Duration // a claim or batch place without its pod lives this long; default 1.5×Soak+15s
 	MaxBusy func() int    // --rollout-max-unavailable resolved now; nil: 1
 	Poll    time.Duration // how often the record is read while anything is pending; default 1s
+	// Sample is how often a pod that soaks a content judges its app; default 1s. A Store
+	// that watches (Changes) wakes the gate on each change, and then Poll may be longer.
+	Sample time.Duration
 	// Failed says how the app failed since the content was laid out at since ("" healthy).
 	Failed func(ctx context.Context, since time.Time) string
 	// Began, when set, is told that this pod lays out a content to soak at since, before the
@@ -92,6 +95,9 @@ func NewGate(inner Source, store Store, opts Options) *Gate {
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
+	if opts.Sample <= 0 {
+		opts.Sample = time.Second
+	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -128,10 +134,21 @@ func (g *Gate) CurrentStatus() Status {
 	return g.status
 }
 
-// Run runs the inner source and decides on each of its changes, and again when a decision
-// says when, until ctx ends.
+// watchingStore is a Store that watches its record and says when it changed.
+type watchingStore interface {
+	Watch(ctx context.Context)
+	Changes() <-chan struct{}
+}
+
+// Run runs the inner source and decides on each of its changes, each change of the record
+// (when the store watches it), and again when a decision says when, until ctx ends.
 func (g *Gate) Run(ctx context.Context) {
 	go g.inner.Run(ctx)
+	var recordChanged <-chan struct{}
+	if w, ok := g.store.(watchingStore); ok {
+		recordChanged = w.Changes()
+		go w.Watch(ctx)
+	}
 	if !g.inner.WaitForSync(ctx) {
 		return
 	}
@@ -142,6 +159,7 @@ func (g *Gate) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-g.inner.Changed():
+		case <-recordChanged:
 		case <-timer.C:
 		}
 		next := g.step(ctx)
@@ -224,18 +242,18 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		g.keepPromoted(rec)
 		good := g.goodContent(rec)
 		if !put(Record{Content: want, State: Soaking, First: g.opts.Pod, Since: now, Renewed: now, Good: good}) {
-			return poll
+			return now.Add(g.opts.Sample) // another sidecar wrote first: decide again on what it wrote
 		}
 		g.began(ctx, now)
 		g.publish(snap, want, now)
-		return poll
+		return now.Add(g.opts.Sample)
 	case Renew:
 		if now.Sub(rec.Renewed) >= g.opts.Expiry/3 {
 			r := *rec
 			r.Renewed = now
 			put(r)
 		}
-		return earliest(act.At, poll)
+		return earliest(act.At, now.Add(g.opts.Sample))
 	case Promote:
 		r := *rec
 		r.State, r.Good, r.Renewed, r.Batch = Promoted, rec.Content, now, nil
@@ -262,8 +280,9 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		if put(r) {
 			g.began(ctx, now)
 			g.publish(snap, want, now)
+			return now.Add(g.opts.Sample)
 		}
-		return poll
+		return now.Add(g.opts.Sample)
 	case Leave:
 		r := *rec
 		r.Batch = make(map[string]time.Time, len(rec.Batch))
@@ -276,7 +295,9 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 			g.setGood(snap, want)
 		}
 		return poll
-	case Soak, Wait:
+	case Soak:
+		return earliest(act.At, now.Add(g.opts.Sample))
+	case Wait:
 		return earliest(act.At, poll)
 	case Refuse:
 		g.once("refuse:"+want, func() { call(g.opts.OnRefused, want, rec.Reason) })
