@@ -84,6 +84,7 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		Pod: pod, Soak: cfg.rollout.soak, Expiry: expiry, MaxBusy: maxBusy, Failed: health.Failed, Began: health.Begin,
 		Poll:   10 * time.Second, // the Lease's watch wakes the gate; this is the safety net
 		Sample: time.Second,
+		Jitter: 300 * time.Millisecond,
 		OnRejected: func(content, why string) {
 			m.rejected.Inc()
 			tell("ConfigRejected", onefirst.Describe(content, why)+"; this pod put its last good config back", true)

@@ -309,7 +309,8 @@ func oneFirstRows(o *OneFirst, row func(what, measured, against string)) {
 		if r.Pods != pods || all == nil || r.Rollout == all.Rollout {
 			continue
 		}
-		row(fmt.Sprintf("reloader `--rollout=%s`, soak %g s: ConfigMap patch → the last of %d pods told", strings.ReplaceAll(r.Rollout, ", ", "`, "), o.SoakS, pods),
+		mode, rest, _ := strings.Cut(r.Rollout, ", ")
+		row(fmt.Sprintf("reloader `--rollout=%s`, %s, soak %g s: ConfigMap patch → the last of %d pods told", mode, rest, o.SoakS, pods),
 			fmt.Sprintf("%.1f s, %.1f API requests per pod", r.UntilLast.Median/1000, r.Requests),
 			fmt.Sprintf("all-at-once (the peers' way), %s, where a config that breaks the app reaches every pod", ms(all.UntilLast.Median)))
 	}

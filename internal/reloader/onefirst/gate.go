@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -44,6 +45,10 @@ type Options struct {
 	// Sample is how often a pod that soaks a content judges its app; default 1s. A Store
 	// that watches (Changes) wakes the gate on each change, and then Poll may be longer.
 	Sample time.Duration
+	// Jitter spreads the claims and joins that one change of the record sets off in every
+	// waiting sidecar over up to this long, so that the first one's write reaches the others
+	// (through the watch) before they write, instead of N writes of which N-1 conflict; 0 none.
+	Jitter time.Duration
 	// Failed says how the app failed since the content was laid out at since ("" healthy).
 	Failed func(ctx context.Context, since time.Time) string
 	// Began, when set, is told that this pod lays out a content to soak at since, before the
@@ -85,6 +90,11 @@ type Gate struct {
 	goodID    string
 	status    Status
 	told      map[string]bool // contents whose rejection or refusal was reported
+
+	// deferred is the write (its action and the record's version) held back by Jitter until
+	// deferredAt; only Run's goroutine uses them.
+	deferred   string
+	deferredAt time.Time
 }
 
 // NewGate gates inner with the record in store.
@@ -227,6 +237,14 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		return err == nil
 	}
 	g.note(rec, want, act)
+	if (act.Do == Claim || act.Do == Join) && g.opts.Jitter > 0 {
+		if key := string(act.Do) + "@" + version; g.deferred != key {
+			g.deferred, g.deferredAt = key, now.Add(time.Duration(rand.Int64N(int64(g.opts.Jitter))))
+			return g.deferredAt
+		} else if now.Before(g.deferredAt) {
+			return g.deferredAt
+		}
+	}
 	switch act.Do {
 	case Start:
 		g.publish(snap, want, now)

@@ -200,3 +200,35 @@ func TestGatePutsBackThePromotedContentMidSoak(t *testing.T) {
 	assert.Equal(t, Rejected, store.rec.State)
 	assert.Equal(t, "v2", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "the promoted content is put back")
 }
+
+// With Jitter, a claim waits a moment, and one that another sidecar's write overtook meanwhile
+// is not written at all: the record changed, and the decision with it.
+func TestGateJitterHoldsAClaimBack(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	src := &fakeSource{}
+	src.set("1")
+	g := NewGate(src, store, Options{Pod: "b", Soak: 10 * time.Second, Expiry: 20 * time.Second, Jitter: 300 * time.Millisecond, Clock: func() time.Time { return now }})
+	ctx := context.Background()
+	g.step(ctx)
+	src.set("2")
+	at := g.step(ctx)
+	assert.Nil(t, store.rec, "the claim is held back")
+	assert.True(t, at.After(now.Add(-time.Nanosecond)) && !at.After(now.Add(300*time.Millisecond)), "until a moment within the jitter: %s", at)
+	now = at
+	g.step(ctx)
+	require.NotNil(t, store.rec)
+	assert.Equal(t, "b", store.rec.First, "then written")
+
+	// Another sidecar claims first while this one holds its claim back: it waits instead.
+	src.set("3")
+	at = g.step(ctx)
+	require.Equal(t, Soaking, store.rec.State)
+	other := *store.rec
+	other.Content, other.First, other.Since, other.Renewed = SnapshotID(src.Snapshot()), "a", now, now
+	store.rec, store.version = &other, store.version+1
+	now = at
+	g.step(ctx)
+	assert.Equal(t, "a", store.rec.First, "no write over the other sidecar's claim")
+	assert.Equal(t, "v2", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "and v3 is not laid out here")
+}
