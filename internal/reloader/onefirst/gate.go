@@ -212,8 +212,8 @@ func (g *Gate) step(parent context.Context) time.Time {
 	have, laidAt := g.pubID, g.laidAt
 	g.mu.Unlock()
 	failed := ""
-	if have == want && have != "" {
-		failed = g.opts.Failed(ctx, laidAt)
+	if have == want && have != "" && soaks(rec, want, g.opts.Pod) {
+		failed = g.opts.Failed(ctx, laidAt) // a read of the pod: only while it soaks
 	}
 	maxBusy := 1
 	if g.opts.MaxBusy != nil {
@@ -223,6 +223,16 @@ func (g *Gate) step(parent context.Context) time.Time {
 		Soak: g.opts.Soak, Expiry: g.opts.Expiry, MaxBusy: maxBusy})
 	klog.V(4).InfoS("rollout decision", "do", act.Do, "want", want, "have", have, "at", act.At)
 	return g.apply(ctx, snap, want, rec, version, act, now, failed)
+}
+
+// soaks says whether pod soaks content want now: the first pod of a content under trial, or a
+// pod in the batch of a promoted one.
+func soaks(rec *Record, want, pod string) bool {
+	if rec == nil || rec.Content != want {
+		return false
+	}
+	_, inBatch := rec.Batch[pod]
+	return rec.State == Soaking && rec.First == pod || rec.State == Promoted && inBatch
 }
 
 // apply carries out act, failed being how the app failed on the content (Reject); it returns
