@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,8 +75,11 @@ func (o *options) check(app []string) (*config, error) {
 const fullBuildPath = "/reloader"
 
 // apiFlags are the flags that only the API source reads.
-var apiFlags = []string{"configmap", "secret", "selector", "selector-kind", "namespace", "all-namespaces", "kubeconfig", "watch-idle-timeout",
-	"rollout", "rollout-soak", "rollout-max-unavailable", "health-url"}
+var apiFlags = append([]string{"configmap", "secret", "selector", "selector-kind", "namespace", "all-namespaces", "kubeconfig", "watch-idle-timeout"},
+	rolloutFlags...)
+
+// rolloutFlags are --rollout and its tuning, which only the API source can honour.
+var rolloutFlags = []string{"rollout", "rollout-soak", "rollout-max-unavailable", "health-url"}
 
 // checkBuild stops the file-only build (the image's /reloader-fileonly, where its
 // /configmap-reload and /bin/prometheus-config-reloader lead) at a launch that needs the API,
@@ -90,6 +94,9 @@ func (o *options) checkBuild(*config) error {
 // needsAPI says whether the launch reads the API, and the first flag that makes it do so.
 func (o *options) needsAPI() (string, bool) {
 	for _, f := range apiFlags {
+		if len(o.folders) > 0 && slices.Contains(rolloutFlags, f) {
+			continue // with a folder, checkFolders says why one-first cannot work there
+		}
 		if o.changed(f) {
 			return "--" + f, true
 		}
@@ -118,7 +125,7 @@ func (o *options) checkFolders(c *config) error {
 	if o.rollout == rolloutOneFirst {
 		return fmt.Errorf("--rollout=one-first needs the API source: in a mounted folder kubelet changes the files of every pod itself, so no pod can go first; read the ConfigMap or Secret with --configmap, --secret or --selector instead of --volume-dir, or use wave to roll the workload")
 	}
-	for _, f := range []string{"rollout-soak", "rollout-max-unavailable", "health-url"} {
+	for _, f := range rolloutFlags[1:] {
 		if o.changed(f) {
 			return fmt.Errorf("--%s applies to --rollout=one-first, which needs the API source: drop --%s", f, f)
 		}

@@ -41,6 +41,10 @@ func TestNeedsAPI(t *testing.T) {
 		{"reloader", []string{"--secret=tls", "--reload-http=http://127.0.0.1:9090/-/reload"}, "--secret"},
 		{"reloader", []string{"--selector=a=b", "--reload-http=http://127.0.0.1:9090/-/reload"}, "--selector"},
 		{"reloader", []string{"--configmap=web", "--namespace=a", "--reload-http=http://127.0.0.1:9090/-/reload"}, "--configmap"},
+		// One pod first with a folder: not an API launch, so that the check says why it cannot
+		// work on a folder, in either build.
+		{"reloader", []string{"--volume-dir=" + dir, "--rollout=one-first", "--reload-http=http://127.0.0.1:9090/-/reload"}, ""},
+		{"reloader", []string{"--configmap=web", "--rollout=one-first", "--reload-http=http://127.0.0.1:9090/-/reload"}, "--configmap"},
 	} {
 		t.Run(strings.Join(append([]string{tc.argv0}, tc.args...), " "), func(t *testing.T) {
 			cl := newCommandLine()

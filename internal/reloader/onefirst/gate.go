@@ -203,7 +203,7 @@ func (g *Gate) step(parent context.Context) time.Time {
 		// Cut off from the record: keep what is laid out, and never lay out a content that was
 		// not promoted. A pod with nothing yet still starts (Decide's Start needs no record).
 		klog.ErrorS(err, "cannot read the rollout record; keeping the config laid out until it can be read")
-		if g.pubID == "" {
+		if g.pubID == "" && want != "" {
 			g.apply(ctx, snap, want, nil, "", Action{Do: Start}, now, "")
 		}
 		return poll
@@ -387,6 +387,9 @@ func (g *Gate) putBack(now time.Time) {
 }
 
 func (g *Gate) publish(s source.Snapshot, id string, now time.Time) {
+	if id == "" {
+		return // nothing to lay out: SnapshotID names every snapshot, even an empty one
+	}
 	g.mu.Lock()
 	first := g.pubID == ""
 	if g.pubID != id {
@@ -450,7 +453,7 @@ func earliest(a, b time.Time) time.Time {
 }
 
 // SnapshotID is the ContentID of a snapshot from the API source: its objects' identities
-// and resourceVersions (Object.Version), and the named objects missing.
+// and resourceVersions (Object.Version), and the named objects missing; never "".
 func SnapshotID(s source.Snapshot) string {
 	vs := make([]Version, 0, len(s.Objects)+len(s.Missing))
 	for _, o := range s.Objects {
@@ -459,10 +462,7 @@ func SnapshotID(s source.Snapshot) string {
 	for _, m := range s.Missing {
 		vs = append(vs, Version{Kind: string(m.Kind), Namespace: m.Namespace, Name: m.Name, ResourceVersion: "missing"})
 	}
-	if len(vs) == 0 {
-		return ""
-	}
-	return ContentID(vs)
+	return ContentID(vs) // a selector that matches nothing is a content too: no files
 }
 
 // Describe says in one line where a rejected content stands, for Events and logs.

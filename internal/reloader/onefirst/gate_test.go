@@ -232,3 +232,15 @@ func TestGateJitterHoldsAClaimBack(t *testing.T) {
 	assert.Equal(t, "a", store.rec.First, "no write over the other sidecar's claim")
 	assert.Equal(t, "v2", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "and v3 is not laid out here")
 }
+
+// A selector that matches nothing is a content too (no files): the pod starts on it, rather
+// than never being ready.
+func TestGateStartsOnAnEmptySnapshot(t *testing.T) {
+	g := NewGate(&fakeSource{}, &memStore{}, Options{Pod: "a", Soak: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	g.step(ctx)
+	assert.True(t, g.WaitForSync(ctx), "synced on the empty content")
+	assert.NotEmpty(t, SnapshotID(source.Snapshot{}))
+	g.step(ctx) // a second step neither panics nor publishes again
+}
