@@ -462,7 +462,7 @@ func TestExamplesApply(t *testing.T) {
 	testcluster.Need(t, cluster)
 	files, err := filepath.Glob(filepath.Join(root, "examples", "*", "manifest.yaml"))
 	require.NoError(t, err)
-	require.Len(t, files, 6)
+	require.Len(t, files, 7)
 	for _, f := range files {
 		t.Run(filepath.Base(filepath.Dir(f)), func(t *testing.T) {
 			b, err := os.ReadFile(f)
