@@ -237,6 +237,8 @@ func (s *LeaseStore) Put(ctx context.Context, r Record, version string) error {
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 		return ErrConflict
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("write Lease %s/%s: %w; give the reloader's ServiceAccount create and update on leases (config/reloader-rbac-one-first)", s.Namespace, s.Name, err)
 	case err != nil:
 		return fmt.Errorf("write Lease %s/%s: %w", s.Namespace, s.Name, err)
 	}
