@@ -72,6 +72,13 @@ func readyVerdict(wasReady, ready bool, soaked, soak, poll time.Duration) string
 	return ""
 }
 
+// directClient asks the app itself: no proxy from the environment (HTTP_PROXY is for the app's
+// traffic out of the pod), no redirect followed (a 302 to a login page is no health).
+var directClient = &http.Client{
+	Transport:     &http.Transport{Proxy: nil},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
 func (h *Health) checkURL(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, max(h.Poll, time.Second))
 	defer cancel()
@@ -81,7 +88,7 @@ func (h *Health) checkURL(ctx context.Context) string {
 	}
 	client := h.Client
 	if client == nil {
-		client = http.DefaultClient
+		client = directClient
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -59,3 +59,12 @@ func TestHealthFailed(t *testing.T) {
 	ready = false
 	assert.Contains(t, h.Failed(ctx, since), "became not Ready")
 }
+
+// A redirect from the health URL is an answer of its own (a 302 to a login page is no health),
+// not followed.
+func TestHealthURLRedirectIsNotFollowed(t *testing.T) {
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/login", http.StatusFound) }))
+	defer moved.Close()
+	h := &Health{URL: moved.URL + "/healthz", Poll: time.Second}
+	assert.Equal(t, "--health-url answered 302", h.checkURL(context.Background()))
+}
