@@ -25,6 +25,9 @@ func TestFileOnlyBuildFor(t *testing.T) {
 	asDir := t.TempDir()
 	assert.NoError(t, os.Mkdir(filepath.Join(asDir, fileOnlyBuildName), 0o755))
 	folders := &config{folders: []string{"/etc/config"}}
+	emptyWeb, configuredWeb := filepath.Join(t.TempDir(), "empty.yml"), filepath.Join(t.TempDir(), "web.yml")
+	assert.NoError(t, os.WriteFile(emptyWeb, []byte(" \n"), 0o600))
+	assert.NoError(t, os.WriteFile(configuredWeb, []byte("http_server_config:\n  http2: false\n"), 0o600))
 	api := &config{}
 	for _, tc := range []struct {
 		name string
@@ -37,7 +40,9 @@ func TestFileOnlyBuildFor(t *testing.T) {
 		{"folders, no file-only build beside", folders, alone, ""},
 		{"folders, beside but not executable", folders, notExecutable, ""},
 		{"folders, beside but a folder", folders, asDir, ""},
-		{"folders, serving a web config file", &config{folders: []string{"/etc/config"}, listen: ":8080", peer: peerSettings{webConfigFile: "/etc/web.yml"}}, image, ""},
+		{"folders, serving a web config file", &config{folders: []string{"/etc/config"}, listen: ":8080", peer: peerSettings{webConfigFile: configuredWeb}}, image, ""},
+		{"folders, a web config file that cannot be read", &config{folders: []string{"/etc/config"}, listen: ":8080", peer: peerSettings{webConfigFile: "/nowhere/web.yml"}}, image, ""},
+		{"folders, an empty web config file (plain HTTP)", &config{folders: []string{"/etc/config"}, listen: ":8080", peer: peerSettings{webConfigFile: emptyWeb}}, image, filepath.Join(image, fileOnlyBuildName)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := fileOnlyBuildFor(tc.cfg, filepath.Join(tc.dir, "reloader"), os.Stat)

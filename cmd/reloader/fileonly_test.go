@@ -102,13 +102,14 @@ func TestFileOnlyBuild(t *testing.T) {
 	require.NoError(t, vol.Write(map[string]string{"app.conf": "v2"}))
 	require.Eventually(t, func() bool { return told.Load() == 1 }, 10*time.Second, 20*time.Millisecond, "the app was never told of the swap")
 
-	// The Prometheus Operator's launch with a web config file, at the image's
-	// /bin/prometheus-config-reloader (the file-only build): the full build serves it, with the
-	// basic auth the file asks for.
+	// The Prometheus Operator's launch at the image's /bin/prometheus-config-reloader (the
+	// file-only build) with the empty web config file it passes when its Prometheus sets no TLS
+	// or auth: plain HTTP from the file-only build; once the file configures basic auth, the
+	// full build serves the endpoints with it.
 	hash, err := bcrypt.GenerateFromPassword([]byte("right"), bcrypt.MinCost)
 	require.NoError(t, err)
 	web := filepath.Join(t.TempDir(), "web.yml")
-	require.NoError(t, os.WriteFile(web, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(web, nil, 0o600))
 	link := filepath.Join(image, "prometheus-config-reloader")
 	require.NoError(t, os.Symlink(gobuild.FileOnlyReloader, link))
 	addr = testcluster.FreeAddr(t)
@@ -120,13 +121,26 @@ func TestFileOnlyBuild(t *testing.T) {
 			return false
 		}
 		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond, "an empty web config: plain HTTP")
+	exe, err = os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Cmd.Process.Pid))
+	require.NoError(t, err)
+	assert.Equal(t, bin, exe, "the file-only build serves an empty web config")
+	require.NoError(t, os.WriteFile(web, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600))
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
 		return resp.StatusCode == http.StatusUnauthorized
 	}, 10*time.Second, 20*time.Millisecond, "the endpoints are served with the web config's basic auth")
 	exe, err = os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Cmd.Process.Pid))
 	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(image, "reloader"), exe, "the full build serves the web config")
+	assert.Equal(t, filepath.Join(image, "reloader"), exe, "the full build serves the web config once it configures basic auth")
 
-	// Without the full build beside it, the file-only build stops: never the endpoints in the clear.
+	// Without the full build beside it, the file-only build stops at a configured web config:
+	// never the endpoints in the clear.
 	alone := t.TempDir()
 	require.NoError(t, os.Link(bin, filepath.Join(alone, gobuild.FileOnlyReloader)))
 	cmd = exec.Command(filepath.Join(alone, gobuild.FileOnlyReloader), promArgs...)

@@ -73,6 +73,8 @@ func TestPrometheusOperatorReloaders(t *testing.T) {
 		waitHTTP(t, pod.Netns.Get, "127.0.0.1:9090", "/-/ready", prom)
 		c := pod.Run(t, img, "config-reloader")
 		waitHTTP(t, pod.Netns.Get, "127.0.0.1:8080", "/healthz", c) // plain HTTP: the web config is empty
+		assert.Equal(t, "reloader-fileonly", filepath.Base(containerExe(t, c)),
+			"the operator's /bin/prometheus-config-reloader with its empty web config runs the file-only build")
 		require.Eventually(t, func() bool { return metric(pod, "127.0.0.1:8080", "reloader_reloads_total") == 1 }, eventually, 100*time.Millisecond,
 			"Prometheus is told once at start: %s", c.Log())
 		assert.EqualValues(t, 1, metric(pod, "127.0.0.1:9090", "prometheus_config_last_reload_successful"))
