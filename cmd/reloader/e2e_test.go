@@ -843,11 +843,18 @@ func silentConnection(t *testing.T, env, args []string) {
 }
 
 // applyReloaderRBAC creates config/reloader-rbac's ServiceAccount, Role (resourceNames:
-// app-config) and RoleBinding in ns, as `kubectl apply -k` with that namespace does.
+// app-config) and RoleBinding in ns, as kubectl apply -k would.
 func applyReloaderRBAC(t *testing.T, client kubernetes.Interface, ns string) {
 	t.Helper()
-	for _, f := range []string{"serviceaccount.yaml", "role.yaml", "rolebinding.yaml"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "config", "reloader-rbac", f))
+	applyRBAC(t, client, ns, "reloader-rbac", "serviceaccount.yaml", "role.yaml", "rolebinding.yaml")
+}
+
+// applyRBAC creates the ServiceAccounts, Roles and RoleBindings of the files of config/dir in
+// ns, with the namespace kustomize would give the bindings' subjects.
+func applyRBAC(t *testing.T, client kubernetes.Interface, ns, dir string, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join("..", "..", "config", dir, f))
 		require.NoError(t, err)
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
 		require.NoError(t, err)
@@ -858,9 +865,11 @@ func applyReloaderRBAC(t *testing.T, client kubernetes.Interface, ns string) {
 			_, err = client.RbacV1().Roles(ns).Create(ctx(t), o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			for i := range o.Subjects {
-				o.Subjects[i].Namespace = ns // kustomize's namespace: does this when applied
+				o.Subjects[i].Namespace = ns
 			}
 			_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("config/%s/%s holds a %T", dir, f, obj)
 		}
 		require.NoError(t, err, f)
 	}

@@ -41,7 +41,9 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		return nil, nil, fmt.Errorf("--rollout=one-first paces the pods of one workload, and pod %s/%s has no controller: run it in a Deployment, StatefulSet, DaemonSet or Argo Rollout", ns, pod)
 	}
 	expiry := cfg.rollout.soak*3/2 + 15*time.Second
-	store := &onefirst.LeaseStore{Client: client, Namespace: ns, Name: onefirst.LeaseName(me.WorkloadKind, me.Workload, sourceNames(cfg)), Expiry: expiry}
+	m := newRolloutMetrics(reg)
+	store := &onefirst.LeaseStore{Client: client, Namespace: ns, Name: onefirst.LeaseName(me.WorkloadKind, me.Workload, sourceNames(cfg)), Expiry: expiry,
+		OnRequest: func(method string) { m.requests.WithLabelValues("lease", method).Inc() }}
 	if _, _, err := store.Get(ctx); err != nil {
 		return nil, nil, fmt.Errorf("--rollout=one-first keeps its record on a Lease: %w; give the reloader's ServiceAccount get, watch, create and update on leases (config/reloader-rbac-one-first)", err)
 	}
@@ -49,8 +51,6 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 	if err != nil {
 		return nil, nil, err
 	}
-	m := newRolloutMetrics(reg)
-	store.OnRequest = func(method string) { m.requests.WithLabelValues("lease", method).Inc() }
 	recorders := []*podevents.Recorder{}
 	for _, ref := range cfg.refs {
 		recorders = append(recorders, podevents.New(client, podevents.Pod{Kind: string(ref.Kind), Namespace: ref.Namespace, Name: ref.Name}))

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,10 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
@@ -102,6 +99,8 @@ func TestOneFirstThroughTheAPI(t *testing.T) {
 	require.Eventually(t, func() bool { return count("v2") == n }, eventually, tick, "the others follow: %v", laid())
 	t.Logf("change → every pod: %s (soak 3s, one at a time)", time.Since(first).Round(100*time.Millisecond))
 	for i, a := range apps {
+		// The files are in place a moment before the app is told.
+		require.Eventually(t, func() bool { return len(a.reloads()) > 0 }, eventually, tick, "pod %d told", i)
 		assert.Equal(t, []string{"v2"}, a.reloads(), "pod %d told once, of the new config", i)
 	}
 
@@ -213,20 +212,5 @@ func setReady(t *testing.T, client kubernetes.Interface, ns, name string, ready 
 // applyOneFirstRBAC creates config/reloader-rbac-one-first's Role and RoleBinding.
 func applyOneFirstRBAC(t *testing.T, client kubernetes.Interface, ns string) {
 	t.Helper()
-	for _, f := range []string{"role.yaml", "rolebinding.yaml"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "config", "reloader-rbac-one-first", f))
-		require.NoError(t, err)
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
-		require.NoError(t, err)
-		switch o := obj.(type) {
-		case *rbacv1.Role:
-			_, err = client.RbacV1().Roles(ns).Create(ctx(t), o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			for i := range o.Subjects {
-				o.Subjects[i].Namespace = ns
-			}
-			_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), o, metav1.CreateOptions{})
-		}
-		require.NoError(t, err, f)
-	}
+	applyRBAC(t, client, ns, "reloader-rbac-one-first", "role.yaml", "rolebinding.yaml")
 }
