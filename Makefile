@@ -3,7 +3,8 @@ GO          ?= go
 BIN         := bin
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 STATICCHECK_VERSION := v0.8.2
-# Helm's own CLI renders the chart in the manifest tests.
+# Helm's own CLI packages the chart in `make release`; the tests build the same version from
+# hack/testprograms, with the other programs they run.
 HELM        := $(shell $(GO) env GOPATH)/bin/helm
 HELM_VERSION := v4.3.1
 # A cold control-plane build takes ~10 minutes on 2 cores; the tests themselves far less.
@@ -79,7 +80,7 @@ deps:
 	  awk '{ split($$2, a, "."); split($$3, b, "."); if (a[1] == b[1] && a[2] == b[2]) { print "patch release:", $$0; n++ } } \
 	  END { if (!n) print "every module we build from is at its newest patch release" }'
 
-# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok once into the
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kwok once into the
 # cache (CONFIGWAVE_CACHE, else the user cache folder), with progress, before tests need them.
 controlplane:
 	$(GO) run ./hack/devcluster --build-only
@@ -98,8 +99,8 @@ prometheus-operator:
 # all at once, while staticcheck compiles our packages for the tests.
 test:
 	@hack/timed "format and modules" $(MAKE) --no-print-directory format
-	@hack/timed "staticcheck, Helm and the programs the tests run" $(MAKE) --no-print-directory -j3 staticcheck programs $(HELM)
-	@hack/timed "go test -race (go vet inside)" env HELM=$(HELM) $(GO) test -race -vet=all -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@hack/timed "staticcheck and the programs the tests run" $(MAKE) --no-print-directory -j2 staticcheck programs
+	@hack/timed "go test -race (go vet inside)" $(GO) test -race -vet=all -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@hack/timed "bench: vet, staticcheck, test" sh -c 'cd bench && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 ./...'
 	@hack/timed "fuzz" $(MAKE) --no-print-directory fuzz
 
@@ -107,10 +108,12 @@ staticcheck: $(STATICCHECK)
 	GOFLAGS=-race $(STATICCHECK) ./...
 	GOFLAGS=-race $(STATICCHECK) -tags configwave_fileonly ./cmd/reloader
 
-# The control plane, the Argo Rollouts controller and the Prometheus Operator, built at once into
-# the cache (each is reused while its version stands).
+# Every program the tests run, built at once into the cache (each is reused while its version
+# stands): the control plane, kwok, the Prometheus Operator and Helm in one go build from
+# hack/testprograms, so that the packages they share compile once, beside the Argo Rollouts
+# controller, whose module graph is its own.
 programs:
-	$(GO) run -race ./hack/devcluster --build-only --build-argo-rollouts --build-prometheus-operator
+	$(GO) run -race ./hack/devcluster --build-only --build-argo-rollouts --build-prometheus-operator --build-helm
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

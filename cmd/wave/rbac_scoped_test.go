@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -22,17 +21,7 @@ import (
 // its install key on first start, on the Role the chart gives it for that in its own namespace
 // (here the same one).
 func TestRunsWithTheChartsNamespacedRole(t *testing.T) {
-	helmBin := os.Getenv("HELM")
-	if helmBin == "" {
-		var err error
-		if helmBin, err = exec.LookPath("helm"); err != nil {
-			msg := "helm is not on PATH and $HELM is unset: make test installs it and sets HELM"
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
+	helmBin := testcluster.Helm(t)
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	out, err := exec.Command(helmBin, "template", "x", filepath.Join("..", "..", "charts", "configwave"), "--namespace", ns,

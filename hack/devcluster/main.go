@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,27 +23,34 @@ func main() {
 	buildOnly := flag.Bool("build-only", false, "build (or find in the cache) the control-plane binaries and exit")
 	buildArgo := flag.Bool("build-argo-rollouts", false, "build (or find in the cache) the Argo Rollouts controller that the Rollout tests run, and exit")
 	buildPromOperator := flag.Bool("build-prometheus-operator", false, "build (or find in the cache) the Prometheus Operator whose reloader containers the image tests run, and exit")
+	buildHelm := flag.Bool("build-helm", false, "build (or find in the cache) Helm's CLI, which the chart tests run, and exit")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var builds []build
+	// The programs of one module graph are one build, so that what they share compiles once;
+	// Argo Rollouts, a module graph of its own, builds beside it.
+	var programs []string
 	if *buildOnly {
-		builds = append(builds, build{"control plane", func(ctx context.Context, out io.Writer) (string, error) {
-			bins, err := testcluster.EnsureBinaries(ctx, out)
-			return "Control-plane binaries in " + bins.Dir, err
+		programs = append(programs, testcluster.ControlPlanePrograms...)
+	}
+	if *buildPromOperator {
+		programs = append(programs, "operator")
+	}
+	if *buildHelm {
+		programs = append(programs, "helm")
+	}
+	var builds []build
+	if len(programs) > 0 {
+		builds = append(builds, build{"programs", func(ctx context.Context, out io.Writer) (string, error) {
+			p, err := testcluster.EnsurePrograms(ctx, out, programs...)
+			return fmt.Sprintf("%s in %s", strings.Join(programs, ", "), p.Dir), err
 		}})
 	}
 	if *buildArgo {
 		builds = append(builds, build{"Argo Rollouts", func(ctx context.Context, out io.Writer) (string, error) {
 			argo, err := testcluster.EnsureArgoRollouts(ctx, out)
 			return fmt.Sprintf("Argo Rollouts controller %s at %s", testcluster.ArgoRolloutsVersion, argo.Bin), err
-		}})
-	}
-	if *buildPromOperator {
-		builds = append(builds, build{"Prometheus Operator", func(ctx context.Context, out io.Writer) (string, error) {
-			bin, err := testcluster.PrometheusOperatorBin(ctx, out)
-			return fmt.Sprintf("Prometheus Operator %s at %s", testcluster.PrometheusOperatorVersion, bin), err
 		}})
 	}
 	if len(builds) > 0 {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/testenv/testcluster"
 )
 
 // A dirty tree is not released: what is published must be what a commit holds.
@@ -65,19 +67,7 @@ func TestChartVersionOf(t *testing.T) {
 // SBOM of exactly what each binary embeds, and checksums that match. The version differs from
 // Chart.yaml's, so that a chart packaged without it would show.
 func TestReleaseForThisPlatform(t *testing.T) {
-	helm := os.Getenv("HELM")
-	if helm == "" {
-		if p, err := exec.LookPath("helm"); err == nil {
-			helm = p
-		}
-	}
-	if helm == "" {
-		msg := "Helm's CLI is not set (HELM) or on PATH: make test installs it"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	helm := testcluster.Helm(t)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	out := t.TempDir()

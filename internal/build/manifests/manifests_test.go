@@ -47,18 +47,11 @@ func kustomize(t *testing.T, dir string) []byte {
 	return out
 }
 
-// helm runs Helm's own CLI ($HELM, which `make test` installs with go install).
+// helm runs Helm's own CLI (testcluster.Helm).
 func helm(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
-	bin := os.Getenv("HELM")
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("helm"); err != nil {
-			t.Skip("helm not found: run through `make test`, which installs it, or set $HELM")
-		}
-	}
 	var stderr bytes.Buffer
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(testcluster.Helm(t), args...)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {

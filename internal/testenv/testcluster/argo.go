@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	goversion "go/version"
 	"io"
 	"os"
 	"os/exec"
@@ -68,7 +69,7 @@ func EnsureArgoRollouts(ctx context.Context, out io.Writer) (ArgoRollouts, error
 		return a, listCRDs()
 	}
 
-	fmt.Fprintf(out, "Building the Argo Rollouts controller %s into %s (about 10 minutes on 2 cores, once).\n", ArgoRolloutsVersion, dir)
+	fmt.Fprintf(out, "Building the Argo Rollouts controller %s into %s (once).\n", ArgoRolloutsVersion, dir)
 	// GOTOOLCHAIN=auto: its go.mod may ask for a newer Go than the machine's, which the module
 	// proxy serves.
 	env := append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=auto", "GOFLAGS=-mod=readonly")
@@ -83,6 +84,9 @@ func EnsureArgoRollouts(ctx context.Context, out io.Writer) (ArgoRollouts, error
 	}
 	defer os.RemoveAll(src)
 	if err := listenOnLoopback(src); err != nil {
+		return ArgoRollouts{}, err
+	}
+	if env, err = buildWithLocalGo(ctx, src, env); err != nil {
 		return ArgoRollouts{}, err
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", a.Bin, "./cmd/rollouts-controller")
@@ -123,6 +127,38 @@ func downloadModule(ctx context.Context, env []string, module, version string) (
 		return "", fmt.Errorf("locate %s@%s: go mod download printed no folder (%v)", module, version, err)
 	}
 	return mod.Dir, nil
+}
+
+// buildWithLocalGo lets the copy at src build with the machine's Go where its go.mod asks for a
+// later patch release of the same Go: the language is the same, and the machine's toolchain
+// shares the standard library and every common package with the other builds, where the one
+// GOTOOLCHAIN=auto fetches would compile them all again. A later language version is left to
+// GOTOOLCHAIN=auto.
+func buildWithLocalGo(ctx context.Context, src string, env []string) ([]string, error) {
+	local, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go env GOVERSION: %w", err)
+	}
+	b, err := os.ReadFile(filepath.Join(src, "go.mod"))
+	if err != nil {
+		return nil, fmt.Errorf("read the Argo Rollouts go.mod: %w", err)
+	}
+	want := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go "); ok {
+			want = "go" + strings.TrimSpace(v)
+		}
+	}
+	have := strings.TrimSpace(string(local))
+	if !goversion.IsValid(want) || goversion.Lang(want) != goversion.Lang(have) || goversion.Compare(want, have) <= 0 {
+		return env, nil
+	}
+	edit := exec.CommandContext(ctx, "go", "mod", "edit", "-go="+strings.TrimPrefix(have, "go"), "-toolchain=none")
+	edit.Dir, edit.Env = src, append(env, "GOTOOLCHAIN=local")
+	if out, err := edit.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("let Argo Rollouts build with %s: %w: %s", have, err, out)
+	}
+	return append(env, "GOTOOLCHAIN=local"), nil
 }
 
 // listenOnLoopback changes the controller's listen address in the copy at src to loopback. It

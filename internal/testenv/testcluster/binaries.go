@@ -9,28 +9,47 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// Component versions. Changing one changes the cache key, so a new set is built beside the old.
-const (
-	KubernetesVersion = "v1.37.2"
-	kwokModule        = "sigs.k8s.io/kwok"
-	kwokVersion       = "v0.8.0"
-)
+// KubernetesVersion is the Kubernetes the programs module builds (its go.mod pins the same).
+const KubernetesVersion = "v1.37.2"
 
-// wrapperDir is the nested Go module (relative to the repository root) whose mains build
-// etcd and the Kubernetes components from the module proxy.
-const wrapperDir = "hack/controlplane/kube"
+// programsDir is the nested Go module (relative to the repository root) that builds the programs
+// the tests run from one module graph: etcd, the Kubernetes components, kwok and Helm. One graph
+// means one version of client-go, apimachinery, grpc and the rest, compiled once for them all;
+// kwok and Helm each compiled copies of their own before. The Prometheus Operator has a module
+// of its own below it: it needs an older controller-runtime than Helm's.
+const programsDir = "hack/testprograms"
 
-var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"}
+// program is one program the tests run: the package that builds it, in the module in folder
+// (below programsDir). The binary is named after the package's last element.
+type program struct{ folder, pkg string }
+
+var programs = map[string]program{
+	"etcd":                    {".", "./etcd"},
+	"kube-apiserver":          {".", "./kube-apiserver"},
+	"kube-controller-manager": {".", "./kube-controller-manager"},
+	"kube-scheduler":          {".", "./kube-scheduler"},
+	"kubelet":                 {".", "./kubelet"},
+	"kwok":                    {".", kwokModule + "/cmd/kwok"},
+	"helm":                    {".", "helm.sh/helm/v4/cmd/helm"},
+	"operator":                {prometheusOperatorFolder, prometheusOperatorModule + "/cmd/operator"},
+}
+
+const kwokModule = "sigs.k8s.io/kwok"
+
+// ControlPlanePrograms are what Start runs.
+var ControlPlanePrograms = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kwok"}
 
 // Binaries locates a built control plane.
 type Binaries struct {
@@ -41,98 +60,177 @@ type Binaries struct {
 func (b Binaries) path(name string) string { return filepath.Join(b.Dir, name) }
 
 // EnsureBinaries returns the control-plane binaries, building them first if the cache does not
-// hold this exact set. The cache lives outside the clone (CONFIGWAVE_CACHE, else the user cache
-// folder) so every clone and every later run reuses one build; a file lock keeps parallel test
-// packages from building the same set twice. Progress goes to out.
+// hold them (EnsurePrograms).
 func EnsureBinaries(ctx context.Context, out io.Writer) (Binaries, error) {
-	root, err := RepoRoot(ctx)
+	p, err := EnsurePrograms(ctx, out, ControlPlanePrograms...)
 	if err != nil {
 		return Binaries{}, err
 	}
-	key, err := cacheKey(filepath.Join(root, wrapperDir))
+	return Binaries{Dir: p.Dir, KwokStages: p.kwokStages}, nil
+}
+
+// Programs locates programs built from the programs module.
+type Programs struct {
+	Dir        string // one binary per program, named as in programs
+	kwokStages string
+}
+
+// Path is the binary of one program.
+func (p Programs) Path(name string) string { return filepath.Join(p.Dir, name) }
+
+// EnsurePrograms returns the programs named, building those the cache does not hold yet in one
+// `go build`, so that the packages they share compile once. The cache lives outside the clone
+// (CONFIGWAVE_CACHE, else the user cache folder) so every clone and every later run reuses one
+// build; its folder is named from a hash of the programs module and the toolchain, so a new set
+// is built beside the old. A file lock keeps parallel test packages from building at once (two
+// go commands would compile the same packages twice). Progress goes to out.
+func EnsurePrograms(ctx context.Context, out io.Writer, names ...string) (Programs, error) {
+	root, err := RepoRoot(ctx)
 	if err != nil {
-		return Binaries{}, err
+		return Programs{}, err
+	}
+	src := filepath.Join(root, programsDir)
+	key, err := cacheKey(src)
+	if err != nil {
+		return Programs{}, err
 	}
 	base, err := cacheBase()
 	if err != nil {
-		return Binaries{}, err
+		return Programs{}, err
 	}
-	dir := filepath.Join(base, "controlplane-"+KubernetesVersion+"-"+key)
-	bins := Binaries{Dir: filepath.Join(dir, "bin"), KwokStages: filepath.Join(dir, "kwok-stages.yaml")}
-	done := filepath.Join(dir, "complete")
-	if _, err := os.Stat(done); err == nil {
-		return bins, nil
+	dir := filepath.Join(base, "programs-"+key)
+	p := Programs{Dir: filepath.Join(dir, "bin"), kwokStages: filepath.Join(dir, "kwok-stages.yaml")}
+	built := filepath.Join(dir, "built")
+	missing := func() []string {
+		var m []string
+		for _, name := range names {
+			if _, err := os.Stat(filepath.Join(built, name)); err != nil {
+				m = append(m, name)
+			}
+		}
+		return m
 	}
-
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Binaries{}, fmt.Errorf("create control-plane cache %s: %w (set CONFIGWAVE_CACHE to a writable folder)", dir, err)
+	if len(missing()) == 0 {
+		return p, nil
+	}
+	if err := os.MkdirAll(built, 0o755); err != nil {
+		return Programs{}, fmt.Errorf("create the programs cache %s: %w (set CONFIGWAVE_CACHE to a writable folder)", dir, err)
 	}
 	unlock, err := lockFile(filepath.Join(dir, "lock"))
 	if err != nil {
-		return Binaries{}, err
+		return Programs{}, err
 	}
 	defer unlock()
-	if _, err := os.Stat(done); err == nil { // another process built it while we waited
-		return bins, nil
+	todo := missing() // another process may have built some while we waited
+	if len(todo) == 0 {
+		return p, nil
 	}
-
-	fmt.Fprintf(out, "Building the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet %s, kwok %s)\n", KubernetesVersion, kwokVersion)
-	fmt.Fprintf(out, "into %s.\nThe first build takes about 10 minutes on 2 cores and needs ~5 GB of disk; later runs reuse it.\n", dir)
+	for _, name := range todo {
+		if _, ok := programs[name]; !ok {
+			return Programs{}, fmt.Errorf("no program %q in %s: the programs are %s", name, programsDir, strings.Join(slices.Sorted(maps.Keys(programs)), ", "))
+		}
+	}
+	fmt.Fprintf(out, "Building %s from %s into %s.\nThe first build of them all is the longest step of a cold make test and needs ~5 GB of disk; later runs reuse it.\n",
+		strings.Join(todo, ", "), programsDir, dir)
 	start := time.Now()
-	if err := buildKubernetes(ctx, out, filepath.Join(root, wrapperDir), bins.Dir); err != nil {
-		return Binaries{}, err
+	if err := buildPrograms(ctx, out, src, p.Dir, todo); err != nil {
+		return Programs{}, err
 	}
-	if err := buildKwok(ctx, out, dir, bins); err != nil {
-		return Binaries{}, err
+	if slices.Contains(todo, "kwok") {
+		if err := writeKwokStages(ctx, src, p.kwokStages); err != nil {
+			return Programs{}, err
+		}
 	}
-	if err := os.WriteFile(done, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		return Binaries{}, fmt.Errorf("mark control-plane cache complete: %w", err)
+	for _, name := range todo {
+		if err := os.WriteFile(filepath.Join(built, name), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+			return Programs{}, fmt.Errorf("mark %s built: %w", name, err)
+		}
 	}
-	fmt.Fprintf(out, "Control plane built in %s.\n", time.Since(start).Round(time.Second))
-	return bins, nil
+	fmt.Fprintf(out, "Built %s in %s.\n", strings.Join(todo, ", "), time.Since(start).Round(time.Second))
+	return p, nil
 }
 
-func buildKubernetes(ctx context.Context, out io.Writer, src, binDir string) error {
-	ldflags := []string{"-s", "-w"}
+// buildPrograms builds names with one go build per module they come from, one after the other:
+// each go build uses both cores, and two at once would compile shared packages twice.
+func buildPrograms(ctx context.Context, out io.Writer, src, binDir string, names []string) error {
+	byFolder := map[string][]string{}
+	for _, name := range names {
+		f := programs[name].folder
+		byFolder[f] = append(byFolder[f], name)
+	}
+	for _, folder := range slices.Sorted(maps.Keys(byFolder)) {
+		dir := filepath.Join(src, folder)
+		ldflags, err := versionFlags(ctx, dir, byFolder[folder])
+		if err != nil {
+			return err
+		}
+		args := []string{"build", "-trimpath", "-ldflags", strings.Join(append([]string{"-s", "-w"}, ldflags...), " "), "-o", binDir + string(filepath.Separator)}
+		for _, name := range byFolder[folder] {
+			args = append(args, programs[name].pkg)
+		}
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local")
+		if err := runWithProgress(ctx, out, cmd, "go build "+strings.Join(byFolder[folder], " ")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// versionFlags stamp the versions the programs report, which are v0.0.0 or master without them.
+func versionFlags(ctx context.Context, dir string, names []string) ([]string, error) {
+	var flags []string
+	if slices.Contains(names, "operator") {
+		operator, err := moduleOf(ctx, dir, prometheusOperatorModule)
+		if err != nil {
+			return nil, err
+		}
+		flags = append(flags, "-X", "github.com/prometheus/common/version.Version="+strings.TrimPrefix(operator.Version, "v"))
+	}
 	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
 		// Without these, discovery reports v0.0.0-master and version-gated clients misbehave.
-		ldflags = append(ldflags,
+		flags = append(flags,
 			"-X", pkg+".gitVersion="+KubernetesVersion,
 			"-X", pkg+".gitMajor=1",
 			"-X", pkg+".gitMinor=37")
 	}
-	args := []string{"build", "-trimpath", "-ldflags", strings.Join(ldflags, " "), "-o", binDir + string(filepath.Separator)}
-	for _, c := range components {
-		args = append(args, "./"+c)
-	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
-	return runWithProgress(ctx, out, cmd, "go build etcd and Kubernetes components")
+	return flags, nil
 }
 
-func buildKwok(ctx context.Context, out io.Writer, cacheDir string, bins Binaries) error {
-	cmd := exec.CommandContext(ctx, "go", "install", "-trimpath", "-ldflags=-s -w", kwokModule+"/cmd/kwok@"+kwokVersion)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOBIN="+bins.Dir)
-	if err := runWithProgress(ctx, out, cmd, "go install kwok"); err != nil {
+// module is a module of the programs module's build list.
+type module struct{ Path, Version, Dir string }
+
+// moduleOf finds a module of the build list of the module in src in the module cache
+// (downloading it first if need be), so that what the tests read from it (kwok's stages, the
+// operator's CRDs) is the version that was built.
+func moduleOf(ctx context.Context, src, path string) (module, error) {
+	download := exec.CommandContext(ctx, "go", "mod", "download", "-json", path)
+	download.Dir = src
+	download.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local")
+	b, err := download.Output()
+	if err != nil {
+		return module{}, fmt.Errorf("find %s in the module in %s: %w", path, src, err)
+	}
+	var m module
+	if err := json.Unmarshal(b, &m); err != nil || m.Dir == "" || m.Version == "" {
+		return module{}, fmt.Errorf("find %s in the module in %s: go mod download printed no folder or version (%v)", path, src, err)
+	}
+	return m, nil
+}
+
+// writeKwokStages keeps our own copy of kwok's "fast" node and pod stages, which kwok will not
+// start without, so that a cleaned module cache cannot break a cached build.
+func writeKwokStages(ctx context.Context, src, dest string) error {
+	kwok, err := moduleOf(ctx, src, kwokModule)
+	if err != nil {
 		return err
 	}
-	// kwok will not start without stages; keep our own copy so a cleaned module cache
-	// cannot break a cached build.
-	modDir, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", kwokModule+"@"+kwokVersion).Output()
-	if err != nil {
-		return fmt.Errorf("locate kwok %s module: %w", kwokVersion, err)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(modDir, &mod); err != nil || mod.Dir == "" {
-		return fmt.Errorf("locate kwok %s module: go mod download printed no folder (%v)", kwokVersion, err)
-	}
-	dir := mod.Dir
 	var stages []string
 	for _, sub := range []string{"kustomize/stage/node/fast", "kustomize/stage/pod/fast"} {
-		files, err := filepath.Glob(filepath.Join(dir, sub, "*.yaml"))
+		files, err := filepath.Glob(filepath.Join(kwok.Dir, sub, "*.yaml"))
 		if err != nil || len(files) == 0 {
-			return fmt.Errorf("kwok stages under %s: none found (%v)", sub, err)
+			return fmt.Errorf("kwok %s stages under %s: none found (%v)", kwok.Version, sub, err)
 		}
 		sort.Strings(files)
 		for _, f := range files {
@@ -146,7 +244,7 @@ func buildKwok(ctx context.Context, out io.Writer, cacheDir string, bins Binarie
 			stages = append(stages, strings.TrimSpace(string(b)))
 		}
 	}
-	return os.WriteFile(bins.KwokStages, []byte(strings.Join(stages, "\n---\n")+"\n"), 0o644)
+	return os.WriteFile(dest, []byte(strings.Join(stages, "\n---\n")+"\n"), 0o644)
 }
 
 // runWithProgress runs a long build and prints a line every 30 seconds so a person (or CI log)
@@ -181,11 +279,11 @@ func runWithProgress(ctx context.Context, out io.Writer, cmd *exec.Cmd, what str
 	}
 }
 
-// cacheKey hashes what decides the build's output: the wrapper module's files, kwok's version,
-// and the Go toolchain.
+// cacheKey hashes what decides the build's output: the programs module's files (its go.mod
+// and go.sum pin every version) and the Go toolchain.
 func cacheKey(src string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s@%s\n", runtime.Version(), kwokModule, kwokVersion)
+	fmt.Fprintf(h, "%s\n", runtime.Version())
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -229,11 +327,11 @@ func RepoRoot(ctx context.Context) (string, error) {
 	}
 	// A nested module (the benchmark harness) sits below the repository root: walk up.
 	for root := filepath.Dir(gomod); ; root = filepath.Dir(root) {
-		if _, err := os.Stat(filepath.Join(root, wrapperDir, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(root, programsDir, "go.mod")); err == nil {
 			return root, nil
 		}
 		if parent := filepath.Dir(root); parent == root {
-			return "", fmt.Errorf("control-plane sources (%s) not found above %s", wrapperDir, filepath.Dir(gomod))
+			return "", fmt.Errorf("the programs module (%s) not found above %s", programsDir, filepath.Dir(gomod))
 		}
 	}
 }

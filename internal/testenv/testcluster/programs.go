@@ -1,10 +1,12 @@
 package testcluster
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 // NeedProgram returns the path of a program a test runs for real (prometheus, nginx, ...).
@@ -31,4 +33,20 @@ func LookProgram(name, debianPackage string) (string, error) {
 		return "", fmt.Errorf("%s is not on PATH: install Debian's %s package (.ci/run does)", name, debianPackage)
 	}
 	return path, nil
+}
+
+// Helm returns Helm's own CLI: $HELM where set, else the one the programs module builds
+// (EnsurePrograms), which every machine with the module proxy can build.
+func Helm(t testing.TB) string {
+	t.Helper()
+	if bin := os.Getenv("HELM"); bin != "" {
+		return bin
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	p, err := EnsurePrograms(ctx, testWriter{t}, "helm")
+	if err != nil {
+		t.Fatalf("Helm's CLI: %v (or set $HELM to one)", err)
+	}
+	return p.Path("helm")
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,26 +15,26 @@ import (
 // The Prometheus Operator's CustomResourceDefinitions for what the chart renders
 // (ServiceMonitor, PodMonitor, PrometheusRule), read from the operator's Go module, so that the
 // chart's monitoring objects are checked against the operator's own schema; and the operator
-// itself (StartPrometheusOperator), whose reloader containers the image must run.
+// itself (StartPrometheusOperator), whose reloader containers the image must run. Both come from
+// the version the programs module pins.
 const (
-	prometheusOperatorModule  = "github.com/prometheus-operator/prometheus-operator"
-	PrometheusOperatorVersion = "v0.85.0"
+	prometheusOperatorModule = "github.com/prometheus-operator/prometheus-operator"
+	prometheusOperatorFolder = "prometheus-operator" // its module, below programsDir
 )
 
 var prometheusOperatorKinds = []string{"servicemonitors", "podmonitors", "prometheusrules"}
 
-// PrometheusOperatorCRDs downloads the operator's module (once, into the module cache) and
-// returns the CRD files of the kinds the chart renders.
+// PrometheusOperatorCRDs returns the CRD files of the kinds the chart renders.
 func PrometheusOperatorCRDs(ctx context.Context) ([]string, error) {
-	dir, err := downloadModule(ctx, append(os.Environ(), "GOFLAGS=-mod=readonly"), prometheusOperatorModule, PrometheusOperatorVersion)
+	operator, err := prometheusOperator(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var files []string
 	for _, kind := range prometheusOperatorKinds {
-		f := filepath.Join(dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+kind+".yaml")
+		f := filepath.Join(operator.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+kind+".yaml")
 		if _, err := os.Stat(f); err != nil {
-			return nil, fmt.Errorf("the CRD of %s in %s@%s: %w", kind, prometheusOperatorModule, PrometheusOperatorVersion, err)
+			return nil, fmt.Errorf("the CRD of %s in %s@%s: %w", kind, operator.Path, operator.Version, err)
 		}
 		files = append(files, f)
 	}
@@ -49,72 +48,30 @@ func InstallPrometheusOperatorCRDs(t testing.TB, c *Cluster) {
 	installModuleCRDs(t, c, "Prometheus Operator", PrometheusOperatorCRDs)
 }
 
-// The operator itself, built from its Go module like the Argo Rollouts controller, for the tests
-// that take the reloader containers it renders and run them from our image. Its module has
-// replace directives and its zip lacks the replaced folders, so it is built as a dependency of
-// a small wrapper module, where replace directives do not apply.
+func prometheusOperator(ctx context.Context) (module, error) {
+	root, err := RepoRoot(ctx)
+	if err != nil {
+		return module{}, err
+	}
+	return moduleOf(ctx, filepath.Join(root, programsDir, prometheusOperatorFolder), prometheusOperatorModule)
+}
 
 // PrometheusOperatorBin returns the operator's binary, building it first if the cache does not
-// hold it.
+// hold it (EnsurePrograms).
 func PrometheusOperatorBin(ctx context.Context, out io.Writer) (string, error) {
-	base, err := cacheBase()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(base, "prometheus-operator-"+PrometheusOperatorVersion)
-	bin := filepath.Join(dir, "bin", "operator")
-	done := filepath.Join(dir, "complete")
-	if _, err := os.Stat(done); err == nil {
-		return bin, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create the Prometheus Operator cache %s: %w (set CONFIGWAVE_CACHE to a writable folder)", dir, err)
-	}
-	unlock, err := lockFile(filepath.Join(dir, "lock"))
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if _, err := os.Stat(done); err == nil {
-		return bin, nil
-	}
-	fmt.Fprintf(out, "Building the Prometheus Operator %s into %s (a few minutes on 2 cores, once).\n", PrometheusOperatorVersion, dir)
-	src := filepath.Join(dir, "src")
-	_ = os.RemoveAll(src)
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(src)
-	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module configwave.test/promoperator\n\ngo 1.24.0\n"), 0o644); err != nil {
-		return "", err
-	}
-	env := append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=auto", "GOFLAGS=-mod=mod")
-	pkg := prometheusOperatorModule + "/cmd/operator"
-	get := exec.CommandContext(ctx, "go", "get", pkg+"@"+PrometheusOperatorVersion)
-	get.Dir, get.Env = src, env
-	if err := runWithProgress(ctx, out, get, "go get the Prometheus Operator"); err != nil {
-		return "", err
-	}
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -X github.com/prometheus/common/version.Version="+strings.TrimPrefix(PrometheusOperatorVersion, "v"), "-o", bin, pkg)
-	build.Dir, build.Env = src, env
-	if err := runWithProgress(ctx, out, build, "go build the Prometheus Operator"); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(done, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("mark the Prometheus Operator cache complete: %w", err)
-	}
-	return bin, nil
+	p, err := EnsurePrograms(ctx, out, "operator")
+	return p.Path("operator"), err
 }
 
 // AllPrometheusOperatorCRDs are every CRD the operator waits for at start.
 func AllPrometheusOperatorCRDs(ctx context.Context) ([]string, error) {
-	dir, err := downloadModule(ctx, append(os.Environ(), "GOFLAGS=-mod=readonly"), prometheusOperatorModule, PrometheusOperatorVersion)
+	operator, err := prometheusOperator(ctx)
 	if err != nil {
 		return nil, err
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_*.yaml"))
+	files, err := filepath.Glob(filepath.Join(operator.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_*.yaml"))
 	if err != nil || len(files) < 10 {
-		return nil, fmt.Errorf("the CRDs in %s@%s: found %d (%v)", prometheusOperatorModule, PrometheusOperatorVersion, len(files), err)
+		return nil, fmt.Errorf("the CRDs in %s@%s: found %d (%v)", operator.Path, operator.Version, len(files), err)
 	}
 	sort.Strings(files)
 	return files, nil
