@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/kube/refusal"
 	"github.com/configwave/configwave/internal/wave/access"
 	"github.com/configwave/configwave/internal/wave/waveclient"
 )
@@ -167,8 +167,8 @@ func Load(ctx context.Context, client waveclient.Interface, o Options) (Result, 
 	}
 	logger := klog.FromContext(ctx)
 	obj := o.Namespace + "/" + o.Name
-	var refused *refusal // what refused the last create, when RBAC allowed it
-	transient := 0       // transient errors since the API server last answered with a refusal
+	var refused *refusal.Refusal // what refused the last create, when RBAC allowed it
+	transient := 0               // transient errors since the API server last answered with a refusal
 	for {
 		f, key, err := look(ctx, client, o)
 		f.DryRun, f.Refused = o.DryRun, refused != nil
@@ -191,7 +191,8 @@ func Load(ctx context.Context, client waveclient.Interface, o Options) (Result, 
 			case apierrors.IsForbidden(cerr):
 				// RBAC allowed it a moment ago: a quota or an admission policy refused it. The next
 				// look asks RBAC again, which says whether to wait (Retry) or to run without a key.
-				refused, transient = refusedBy(cerr), 0 // the API server answers: keep waiting
+				r := refusal.Of(cerr)
+				refused, transient = &r, 0 // the API server answers: keep waiting
 				continue
 			}
 			err = fmt.Errorf("create it: %w", cerr)
@@ -207,14 +208,14 @@ func Load(ctx context.Context, client waveclient.Interface, o Options) (Result, 
 		pause := backoff.Step() // capped: past the first minute, one line every 30 s
 		if refused != nil {
 			logger.Info("install key: RBAC lets wave create its Secret and the API server refused it; wave writes nothing until it has it, and tries again",
-				"secret", obj, "refusedBy", refused.by, "retryIn", pause, "fix", refused.fix(o.Namespace, o.Name))
+				"secret", obj, "refusedBy", refused.By, "retryIn", pause, "fix", fix(*refused, o.Namespace, o.Name))
 		} else {
 			logger.Info("install key: trying again", "secret", obj, "err", err, "retryIn", pause)
 		}
 		select {
 		case <-ctx.Done():
 			if refused != nil {
-				return Result{}, fmt.Errorf("install key %s: refused by %s; %s: %w", obj, refused.by, refused.fix(o.Namespace, o.Name), ctx.Err())
+				return Result{}, fmt.Errorf("install key %s: refused by %s; %s: %w", obj, refused.By, fix(*refused, o.Namespace, o.Name), ctx.Err())
 			}
 			return Result{}, fmt.Errorf("install key %s: %w (last: %v)", obj, ctx.Err(), err)
 		case <-time.After(pause):
@@ -278,39 +279,11 @@ func create(ctx context.Context, client waveclient.Interface, namespace, name st
 	return key, nil
 }
 
-// quotaRefusal is the API server's own wording when a ResourceQuota refuses an object: exceeded
-// (no room left), status unknown (the quota controller has not computed it yet, as in a new
-// namespace), or failed (the quota needs something the object lacks).
-var quotaRefusal = regexp.MustCompile(`(exceeded quota|status unknown for quota|failed quota): ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)`)
-
-// webhookRefusal names the admission webhook that refused it.
-var webhookRefusal = regexp.MustCompile(`admission webhook "([a-z0-9.-]{1,253})" denied`)
-
-// refusal is what refused a create that RBAC allows.
-type refusal struct {
-	by    string // "ResourceQuota NAME (exceeded quota)", "admission webhook NAME", ...
-	quota bool
-}
-
-// refusedBy names what refused a create that RBAC allows, from the API server's message: the
-// ResourceQuota and why, or the admission webhook. The rest of the message is not repeated: a
-// webhook's own text may quote the object, which holds the key.
-func refusedBy(err error) *refusal {
-	msg := err.Error()
-	if m := quotaRefusal.FindStringSubmatch(msg); m != nil {
-		return &refusal{by: fmt.Sprintf("ResourceQuota %s (%s)", m[2], m[1]), quota: true}
-	}
-	if m := webhookRefusal.FindStringSubmatch(msg); m != nil {
-		return &refusal{by: "admission webhook " + m[1]}
-	}
-	return &refusal{by: "an admission policy (403 where RBAC allows the create)"}
-}
-
 // fix says how to get wave going: room in the quota (or the policy's consent), or the Secret
 // made by hand.
-func (r *refusal) fix(namespace, name string) string {
+func fix(r refusal.Refusal, namespace, name string) string {
 	room := "let the create through"
-	if r.quota {
+	if r.Quota {
 		room = "raise the quota's count/secrets (kubectl -n " + namespace + " describe resourcequota)"
 	}
 	return room + ", or create the Secret yourself: " + CreateCommand(namespace, name)
