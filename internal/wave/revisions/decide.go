@@ -1,0 +1,90 @@
+package revisions
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+)
+
+// Admission is what the webhook gathers about one pod before it decides: the pod, whether its
+// workload runs with revisions, and its revision's index as the caches have it.
+type Admission struct {
+	Pod *corev1.Pod
+	// InputsHash is the pod's configwave.io/config-inputs-hash: which revision it belongs to.
+	InputsHash string
+	// OptedIn: the pod's workload has revisions on (configwave.io/revisions or
+	// --config-revisions).
+	OptedIn bool
+	// Index is the revision's index, parsed; IndexFound false when there is none, IndexErr
+	// when it could not be read or parsed.
+	Index      Snapshots
+	IndexFound bool
+	IndexErr   error
+	// SnapshotExists tells whether a snapshot is there (a snapshot deleted by hand is not).
+	SnapshotExists func(kind configref.Kind, name string) bool
+}
+
+// Decision is the webhook's answer: the patch, and, when the pod reads some or all of its
+// sources live although its workload runs with revisions, why, for one Event on the pod's
+// workload. The pod is always admitted: a config tool never blocks a scale-up.
+type Decision struct {
+	Ops []Op
+	// Live names the sources the pod reads live against its revision; Why says why.
+	Live []configref.Ref
+	Why  string
+}
+
+// Decide is the webhook's decision for one pod, a pure function of what was gathered.
+func Decide(a Admission) Decision {
+	if !a.OptedIn || a.Pod == nil {
+		return Decision{}
+	}
+	ns := a.Pod.Namespace
+	if a.InputsHash == "" {
+		return Decision{}
+	}
+	if a.IndexErr != nil || !a.IndexFound {
+		live := usedSources(ns, &a.Pod.Spec)
+		if len(live) == 0 {
+			return Decision{}
+		}
+		why := fmt.Sprintf("revision %s has no snapshot index (%s): the pod reads the live objects; it is made again on the next change of its config", a.InputsHash, IndexName(a.InputsHash))
+		if a.IndexErr != nil {
+			why = fmt.Sprintf("the snapshot index of revision %s cannot be used: %v; the pod reads the live objects", a.InputsHash, a.IndexErr)
+		}
+		return Decision{Live: live, Why: why}
+	}
+	use := make(Snapshots, len(a.Index))
+	var gone []string
+	var live []configref.Ref
+	for _, ref := range slices.SortedFunc(maps.Keys(a.Index), configref.Compare) {
+		snap := a.Index[ref]
+		if a.SnapshotExists != nil && !a.SnapshotExists(ref.Kind, snap) {
+			gone = append(gone, ref.Kind.Lower()+"/"+snap)
+			live = append(live, ref)
+			continue
+		}
+		use[ref] = snap
+	}
+	d := Decision{Ops: Rewrite(ns, &a.Pod.Spec, use)}
+	if len(gone) > 0 {
+		d.Live = live
+		d.Why = fmt.Sprintf("the snapshots %s of revision %s are gone (deleted by hand?): the pod reads those sources live; the next change of its config makes new ones", strings.Join(gone, ", "), a.InputsHash)
+	}
+	return d
+}
+
+// usedSources are the ConfigMaps and Secrets a pod spec names in the places Rewrite changes.
+func usedSources(namespace string, spec *corev1.PodSpec) []configref.Ref {
+	all := Snapshots{}
+	rewrite(spec, func(kind configref.Kind, name string) (string, bool) {
+		all[configref.Ref{Kind: kind, Namespace: namespace, Name: name}] = ""
+		return "", false
+	})
+	return slices.SortedFunc(maps.Keys(all), configref.Compare)
+}
