@@ -117,7 +117,8 @@ func create(ctx context.Context, api API, kind configref.Kind, obj metav1.Object
 			return fmt.Errorf("create %s: refused by %s: %w: raise the quota's count/%s (kubectl -n %s describe resourcequota), or turn revisions off for the workload (%s: \"false\")",
 				ref, r.By, redact(kind, err), kind.Resource(), ref.Namespace, OptInAnnotation)
 		}
-		return fmt.Errorf("create %s: %w: give wave create on %s (config/wave-revisions, or the chart's revisions.enabled)", ref, redact(kind, err), kind.Resource())
+		return fmt.Errorf("create %s: %w: give wave's ServiceAccount create on %s in %s (a Role rule: apiGroups [\"\"], resources [%s], verbs [create])",
+			ref, redact(kind, err), kind.Resource(), ref.Namespace, kind.Resource())
 	}
 	return fmt.Errorf("create %s: %w", ref, redact(kind, err))
 }

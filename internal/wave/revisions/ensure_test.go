@@ -104,7 +104,7 @@ func TestEnsureRefuses(t *testing.T) {
 			m.objs[configref.Ref{Kind: configref.ConfigMap, Namespace: "shop", Name: snaps[cmApp]}] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: snaps[cmApp], Namespace: "shop"}}
 		}, atDecision[:1], "is not configwave's snapshot of this content: rename or delete it", nil, ""},
 		{"RBAC without create", func(m *memAPI) { m.createErr = map[configref.Kind]error{configref.ConfigMap: rbac} }, atDecision,
-			"give wave create on configmaps (config/wave-revisions, or the chart's revisions.enabled)", nil, ""},
+			`give wave's ServiceAccount create on configmaps in shop (a Role rule: apiGroups [""], resources [configmaps], verbs [create])`, nil, ""},
 		{"a quota", func(m *memAPI) { m.createErr = map[configref.Kind]error{configref.Secret: quota} }, atDecision,
 			"refused by ResourceQuota objects (exceeded quota): Forbidden (HTTP 403; the API server's message is not repeated for a Secret): raise the quota's count/secrets", nil, ""},
 		{"a webhook's text about a Secret is never repeated", func(m *memAPI) { m.createErr = map[configref.Kind]error{configref.Secret: webhook} }, atDecision,
