@@ -430,7 +430,10 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	}
 	if errors.Is(err, errStale) || apierrors.IsConflict(err) {
 		// The decision was made on a cache that is a moment behind; the informer catches up
-		// and the next try decides again. Routine during rollouts, not an error.
+		// and the next try decides again. Routine during rollouts, not an error. A kind wave
+		// may list but not watch catches up only when listed again, which is asked for here:
+		// otherwise every try until the next minute's list meets the same 409.
+		c.Informers.Relist()
 		klog.V(2).InfoS("cache behind the API server; reconciling again", "workload", key, "reason", err.Error())
 		c.Metrics.Reconciles.WithLabelValues(ResultRetry).Inc()
 		c.queue.AddRateLimited(key)

@@ -141,6 +141,14 @@ func NewInformersWithAccess(clients workload.Clients, kinds []workload.Type, nam
 	return inf
 }
 
+// Relist makes the informers of the kinds wave may list but not watch list again soon (nothing
+// when every kind is watched).
+func (inf *Informers) Relist() {
+	if inf != nil && inf.poker != nil {
+		inf.poker.Poke()
+	}
+}
+
 // Watches reports whether the caches cover namespace: anything outside them reads as absent.
 func (inf *Informers) Watches(namespace string) bool {
 	return inf.watched[metav1.NamespaceAll] || inf.watched[namespace]

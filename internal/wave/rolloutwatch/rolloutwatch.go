@@ -84,6 +84,12 @@ func (f *Tracker) Transition(key, name string, rec rolloutrecord.Record, v rollo
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	prev, seen := f.seen[key]
+	if seen && rec.Started.Before(prev.started) {
+		// The workload as a cache a moment behind has it, from before the rollout followed
+		// was written (a kind wave may list but not watch is listed again only on a config
+		// change or a minute later): it says nothing of that rollout.
+		return Nothing
+	}
 	cur := followed{state: v.State, started: rec.Started, ours: prev.ours}
 	switch {
 	case !seen:

@@ -33,6 +33,9 @@ func TestTransition(t *testing.T) {
 		{"rolling, failed once, then recovered", false, []step{{rec, rolloutrecord.Rolling, Nothing}, {rec, rolloutrecord.Failed, Failed}, {rec, rolloutrecord.Failed, Nothing}, {rec, rolloutrecord.UpToDate, Recovered}}},
 		{"up to date, then the pods roll for another reason: not wave's", false, []step{{rec, rolloutrecord.UpToDate, Nothing}, {rec, rolloutrecord.Rolling, Nothing}, {rec, rolloutrecord.Failed, Nothing}, {rec, rolloutrecord.UpToDate, Nothing}}},
 		{"up to date, then a rollout another replica wrote fails", false, []step{{rec, rolloutrecord.UpToDate, Nothing}, {later, rolloutrecord.Failed, Failed}}},
+		{"a rollout this replica wrote, seen first on a workload from before it (a stale list): nothing, until the write shows", true,
+			[]step{{rolloutrecord.Record{}, rolloutrecord.UpToDate, Nothing}, {rec, rolloutrecord.Rolling, Nothing}, {rec, rolloutrecord.UpToDate, RolledOut}}},
+		{"an older record after a newer one tells nothing", false, []step{{later, rolloutrecord.Rolling, Nothing}, {rec, rolloutrecord.UpToDate, Nothing}, {later, rolloutrecord.UpToDate, RolledOut}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := New()
