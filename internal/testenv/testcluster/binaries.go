@@ -78,8 +78,8 @@ type Programs struct {
 // Path is the binary of one program.
 func (p Programs) Path(name string) string { return filepath.Join(p.Dir, name) }
 
-// EnsurePrograms returns the programs named, building those the cache does not hold yet in one
-// `go build`, so that the packages they share compile once. The cache lives outside the clone
+// EnsurePrograms returns the programs named, building those the cache does not hold yet with one
+// `go build` per module they come from, so that the packages they share compile once. The cache lives outside the clone
 // (CONFIGWAVE_CACHE, else the user cache folder) so every clone and every later run reuses one
 // build; its folder is named from a hash of the programs module and the toolchain, so a new set
 // is built beside the old. A file lock keeps parallel test packages from building at once (two

@@ -2,10 +2,14 @@ package testcluster
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestLogTailKeepsRaceReports(t *testing.T) {
@@ -20,4 +24,22 @@ func TestLogTailKeepsRaceReports(t *testing.T) {
 	assert.True(t, strings.HasSuffix(out, "line 99"))
 	assert.NotContains(t, out, "line 89")
 	assert.Equal(t, "a\nb\n", logTail("a\nb\n", 10))
+}
+
+// The versions said outside hack/testprograms are the ones its go.mod pins: the Kubernetes
+// version stamped into the components, and the Helm that `make release` installs.
+func TestVersionsMatchTheProgramsModule(t *testing.T) {
+	gomod, err := os.ReadFile(filepath.Join("..", "..", "..", programsDir, "go.mod"))
+	require.NoError(t, err)
+	makefile, err := os.ReadFile(filepath.Join("..", "..", "..", "Makefile"))
+	require.NoError(t, err)
+	required := func(module string) string {
+		m := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(module) + `\s+(v\S+)`).FindSubmatch(gomod)
+		require.NotNil(t, m, "%s is not required by %s/go.mod", module, programsDir)
+		return string(m[1])
+	}
+	assert.Equal(t, KubernetesVersion, required("k8s.io/kubernetes"))
+	helm := regexp.MustCompile(`(?m)^HELM_VERSION\s*:=\s*(\S+)`).FindSubmatch(makefile)
+	require.NotNil(t, helm, "the Makefile sets no HELM_VERSION")
+	assert.Equal(t, required("helm.sh/helm/v4"), string(helm[1]), "make release installs the Helm the tests build")
 }
