@@ -46,6 +46,7 @@ func Ensure(ctx context.Context, api API, dg confighash.Digester, namespace, inp
 	if len(sources) == 0 {
 		return Snapshots{}, nil // a revision of no source needs no index
 	}
+	dg.Whole = nil // these reads are not the informers': nothing of them is kept whole
 	snaps := make(Snapshots, len(sources))
 	for _, s := range sources {
 		if s.Ref.Namespace != namespace {
