@@ -41,13 +41,10 @@ type Decision struct {
 
 // Decide is the webhook's decision for one pod, a pure function of what was gathered.
 func Decide(a Admission) Decision {
-	if !a.OptedIn || a.Pod == nil {
-		return Decision{}
+	if !a.OptedIn || a.Pod == nil || a.InputsHash == "" {
+		return Decision{} // not a pod of a revision: nothing to rewrite, nothing to say
 	}
 	ns := a.Pod.Namespace
-	if a.InputsHash == "" {
-		return Decision{}
-	}
 	if a.IndexErr != nil || !a.IndexFound {
 		live := usedSources(ns, &a.Pod.Spec)
 		if len(live) == 0 {

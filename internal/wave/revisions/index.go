@@ -2,6 +2,7 @@ package revisions
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -49,12 +50,8 @@ func IndexData(snapshots Snapshots) map[string]string {
 // used.
 func ParseIndex(namespace string, data map[string]string) (Snapshots, error) {
 	out := make(Snapshots, len(data))
-	keys := make([]string, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // the same message for the same data, whatever the map's order
-	for _, k := range keys {
+	// Sorted: the same message for the same data, whatever the map's order.
+	for _, k := range slices.Sorted(maps.Keys(data)) {
 		snap := data[k]
 		kind, name, ok := strings.Cut(k, ".")
 		var ref configref.Ref
