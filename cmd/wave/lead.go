@@ -50,7 +50,7 @@ func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.E
 		}
 	}
 	rc := rollout.Config{Client: cl.kube, Dynamic: cl.all.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: cl.pods,
-		AllowCrossNamespaceRefs: cfg.crossNamespace, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
+		AllowCrossNamespaceRefs: cfg.crossNamespace, Revisions: cfg.configRevisions, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
 		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.stakaterOpts,
 		Passive: cfg.changeWebhook != nil}
 	if cfg.webhook != nil {
@@ -87,6 +87,8 @@ func registerWorkGauges(cfg *config, reg *prometheus.Registry, w *work) {
 		}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_rollouts_held",
 		Help: "Workloads whose rollout waits for --coalesce or for their floor between rollouts."}, w.ctrl.Held))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_workloads_held_by_rollback",
+		Help: "Workloads with configwave.io/revisions whose template a rollback (rollout undo, an abort) holds at an earlier config; each rolls forward on its config's next change."}, w.ctrl.HeldByRollback))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_leader",
 		Help: "1 while this replica leads and reconciles (always, without --leader-election), else 0."}, func() float64 {
 		if w.leading() {

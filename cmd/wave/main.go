@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/configwave/configwave/internal/process/startup"
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/migrate"
+	"github.com/configwave/configwave/internal/wave/rollout"
 	"github.com/configwave/configwave/internal/wave/stakatermetrics"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
@@ -92,22 +94,25 @@ type options struct {
 	allowHTTPWebhooks  bool
 	crashLoopDetection bool
 	crossNamespace     bool
-	rolloutDeadline    time.Duration
-	coalesce           time.Duration
-	minInterval        time.Duration
-	updateRate         float64
-	updateBurst        int
-	notifyWebhook      string
-	migrate            bool
-	listenAddress      string
-	kubeconfig         string
-	version            bool
-	stakater           stakaterFlags
-	waveOnly           waveFlags
-	metricsAddr        string                 // Wave's --metrics-addr: --listen-address
-	changed            func(name string) bool // whether a flag was given
-	stakaterListen     string                 // --reloader-listen-address
-	getenv             func(string) string    // os.Getenv; tests give their own
+	configRevisions    bool
+	// the admission webhook that points a revision's pods at their snapshots
+	revisionsWebhookAddress, revisionsWebhookCertDir string
+	rolloutDeadline                                  time.Duration
+	coalesce                                         time.Duration
+	minInterval                                      time.Duration
+	updateRate                                       float64
+	updateBurst                                      int
+	notifyWebhook                                    string
+	migrate                                          bool
+	listenAddress                                    string
+	kubeconfig                                       string
+	version                                          bool
+	stakater                                         stakaterFlags
+	waveOnly                                         waveFlags
+	metricsAddr                                      string                 // Wave's --metrics-addr: --listen-address
+	changed                                          func(name string) bool // whether a flag was given
+	stakaterListen                                   string                 // --reloader-listen-address
+	getenv                                           func(string) string    // os.Getenv; tests give their own
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
@@ -139,6 +144,9 @@ Flags:
 	fs.StringVar(&o.hashFormat, "hash-format", string(confighash.HashWave), `formula of the config hash wave writes: "wave" (Wave 0.9 and later), "wave-v07" (Wave 0.7 and 0.8) or "wave-v05" (Wave 0.6 and earlier). A workload first seen with any of the three hashes of its current config is adopted without a rollout, whatever this says.`)
 	fs.StringVar(&o.hashKeyFile, "hash-key-file", "", "file holding a key (mount it from a Secret); the config hash becomes HMAC-SHA256 under it, so that nobody who can read a Deployment can test guesses of a Secret value against the hash. Not Wave's value: switching from Wave with a key rolls each workload once.")
 	fs.StringVar(&o.installKey, "install-key-secret", "configwave-install-key", "Secret ([NAMESPACE/]NAME, default namespace: wave's own) holding the install key, 32 random bytes under \"key\" that key the digests of the configwave.io/config-inputs records, so that they test no guess of a Secret value. wave creates it on first start where RBAC lets it create Secrets there (a ResourceQuota that refuses it is waited out, not ready meanwhile); it is kept nowhere but in a Secret. Where it is absent and wave may not create it (a peer's chart), wave runs without a key: the records carry each Secret's uid and resourceVersion instead of digests of its values, so any write to a Secret, even of its metadata alone, rolls the workloads that use it; create the Secret to key them. When it exists and cannot be read, or is too short, wave exits and writes nothing. It keys the template hash too of a workload that had no Wave hash when wave first saw it; a Wave hash already there stays Wave's. Not read with --hash-key-file. Empty: plain digests of the values, on purpose: whoever can read the workloads can then test guesses of Secret values against them.")
+	fs.BoolVar(&o.configRevisions, "config-revisions", false, "every opted-in workload keeps the config of each revision (as configwave.io/revisions: \"true\" on a workload does; \"false\" there opts it out): wave copies each content of a ConfigMap or Secret its pods use into an immutable snapshot before it rolls, and pods of that revision read the snapshots, so that kubectl rollout undo brings the old config back with the old template. Turning it on rolls each workload once. Needs create on configmaps and secrets (config/wave-revisions); see docs/revisions.md.")
+	fs.StringVar(&o.revisionsWebhookAddress, "revisions-webhook-address", "", "serve the admission webhook of config revisions (HTTPS, path /mutate-pods) on this address, e.g. :9443: it points each new pod of a revision at that revision's snapshots. Register it with failurePolicy Ignore (the chart does), so that a pod is never held up by it. Empty: not served; pods then read the live objects.")
+	fs.StringVar(&o.revisionsWebhookCertDir, "revisions-webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder holding the webhook's certificate and key as tls.crt and tls.key (a cert-manager Certificate's Secret mounted there); read again when they change.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide, log and emit Events, but write nothing.")
 	fs.BoolVar(&o.crossNamespace, "allow-cross-namespace-refs", false, "let wave.pusher.com/extra-configmaps and extra-secrets name objects in other namespaces (Wave's behaviour). Off by default: whoever may edit a workload could otherwise make wave read another tenant's config and publish a hash of it.")
 	fs.DurationVar(&o.coalesce, "coalesce", defaultCoalesce, "after the first change that reaches a quiet workload, wait this long for more before rolling, so that a ConfigMap and a Secret changed together (one kubectl apply, one Helm upgrade) roll it once. At most 1s; 0 rolls at once.")
@@ -211,7 +219,15 @@ func runWave(cfg *config) error {
 	if err != nil {
 		return err
 	}
-	defer ep.stop() // unless the run group took them over
+	defer ep.stop()                              // unless the run group took them over
+	var caches atomic.Pointer[rollout.Informers] // for the webhook's Events, once they are made
+	if cfg.revisionsWebhookAddress != "" {
+		srv, err := startRevisionWebhook(cfg, cl, caches.Load, recorder)
+		if err != nil {
+			return err
+		}
+		ep.serve(srv)
+	}
 	if cfg.installKeyName != "" {
 		ep.waitingFor("the install key, Secret " + cfg.installKeyNS + "/" + cfg.installKeyName + " (the log says why)")
 	}
@@ -241,6 +257,7 @@ func runWave(cfg *config) error {
 	if err != nil {
 		return err
 	}
+	caches.Store(inf)
 	w, err := newWork(cfg, cl, inf, recorder, reg, dg.key, stakater)
 	if err != nil {
 		return err

@@ -48,6 +48,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: ["secretproviderclasspodstatuses", "secretproviderclasses"]
   verbs: ["get", "list", "watch"]
 {{- end }}
+{{- if .Values.revisions.enabled }}
+# the snapshots of the config each revision runs with, and each revision's index; never
+# updated or deleted: the garbage collector removes them with their revisions (revisions)
+- apiGroups: [""]
+  resources: ["configmaps", "secrets"]
+  verbs: ["create"]
+{{- end }}
 {{- if .Values.namespaceSelector }}
 # their labels, for Stakater Reloader's --namespace-selector (namespaceSelector); cluster-wide
 # only: a namespace is not in a namespace

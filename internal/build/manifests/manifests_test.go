@@ -422,6 +422,11 @@ func TestChartRBACEqualsKustomizeRBAC(t *testing.T) {
 	assert.Equal(t, append(kust, csiRules...), rules(decode(t, helmTemplate(t, "enableCSIIntegration=true"))), "enableCSIIntegration: read access to the driver's objects")
 	assert.Contains(t, string(helmTemplate(t, "enableCSIIntegration=true")), "--enable-csi-integration=true")
 	assert.Equal(t, csiRules, rules(decode(t, kustomize(t, "config/wave-csi"))), "the Kustomize component for --enable-csi-integration")
+	revisionRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create"}}}
+	assert.Equal(t, append(kust, revisionRules...), rules(decode(t, helmTemplate(t, "revisions.enabled=true"))), "revisions.enabled: create for the snapshots, nothing else")
+	assert.NotContains(t, string(helmTemplate(t, "revisions.enabled=true")), "--config-revisions", "per workload, by its annotation")
+	assert.Contains(t, string(helmTemplate(t, "revisions.enabled=true", "revisions.allWorkloads=true")), "--config-revisions=true")
+	assert.Equal(t, revisionRules, rules(decode(t, kustomize(t, "config/wave-revisions"))), "the Kustomize component for revisions")
 	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "rbac.clusterWide=false", "--set", "namespaces={team-a}", "--set", "namespaceSelector={team:a}")
 	require.Error(t, err, "a namespaced install cannot read namespaces")
 	assert.Contains(t, err.Error(), "namespaceSelector reads the labels of namespaces")

@@ -149,9 +149,10 @@ func (dg Digester) slim(m metav1.ObjectMeta, keys int) *Digested {
 }
 
 // keptAnnotations are the annotations of a ConfigMap or Secret that decide whether a change
-// of it rolls a workload (Stakater Reloader's search match, its ignore and ours). Only objects
-// that carry them pay for a map.
-var keptAnnotations = []string{podrefs.StakaterMatch, podrefs.StakaterIgnore, podrefs.IgnoreAnnotation}
+// of it rolls a workload (Stakater Reloader's search match, its ignore and ours), and whether
+// its revisions are kept (podrefs.RevisionsAnnotation). Only objects that carry them pay for a
+// map.
+var keptAnnotations = []string{podrefs.StakaterMatch, podrefs.StakaterIgnore, podrefs.IgnoreAnnotation, podrefs.RevisionsAnnotation}
 
 // KeyDigests returns a digested object's key → hex digest map; nil for anything else.
 func KeyDigests(obj any) map[string]string {

@@ -36,6 +36,11 @@ const (
 // rolls nothing. Stakater Reloader's reloader.stakater.com/ignore means the same.
 const IgnoreAnnotation = "configwave.io/ignore"
 
+// RevisionsAnnotation: "true" on a workload makes every revision of it keep the config it runs
+// with (package revisions); "false" on a ConfigMap or Secret has it read live, for an object
+// another system rotates in place.
+const RevisionsAnnotation = "configwave.io/revisions"
+
 // Ignored reports whether a ConfigMap's or Secret's annotations take it out of every hash and
 // record (IgnoreAnnotation, or Reloader's ignore under the dialect's name).
 func Ignored(annotations map[string]string, st StakaterDialect) bool {

@@ -146,17 +146,17 @@ func TestEnsureThroughTheAPIServer(t *testing.T) {
 		{configref.Ref{Kind: configref.Secret, Namespace: ns, Name: "db"}, sec.ResourceVersion},
 	}
 	dg := confighash.Digester{SecretsByMetadata: true}
-	snaps, err := Ensure(ctx, api, dg, ns, "h1", sources)
+	snaps, err := Ensure(ctx, api, dg, ns, h1, sources)
 	require.NoError(t, err)
 	got, err := client.CoreV1().Secrets(ns).Get(ctx, snaps[sources[1].Ref], metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, []byte("s3cret"), got.Data["pw"])
-	index, err := client.CoreV1().ConfigMaps(ns).Get(ctx, IndexName("h1"), metav1.GetOptions{})
+	index, err := client.CoreV1().ConfigMaps(ns).Get(ctx, IndexName(h1), metav1.GetOptions{})
 	require.NoError(t, err)
 	back, err := ParseIndex(ns, index.Data)
 	require.NoError(t, err)
 	assert.Equal(t, snaps, back)
-	again, err := Ensure(ctx, api, dg, ns, "h1", sources)
+	again, err := Ensure(ctx, api, dg, ns, h1, sources)
 	require.NoError(t, err)
 	assert.Equal(t, snaps, again)
 
@@ -164,10 +164,10 @@ func TestEnsureThroughTheAPIServer(t *testing.T) {
 	cm.Data["k"] = "v2"
 	cm, err = client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	_, err = Ensure(ctx, api, dg, ns, "h2", sources)
+	_, err = Ensure(ctx, api, dg, ns, h2, sources)
 	assert.ErrorIs(t, err, ErrSourceChanged, "decided on the old content")
 	sources[0].ResourceVersion = cm.ResourceVersion
-	next, err := Ensure(ctx, api, dg, ns, "h2", sources)
+	next, err := Ensure(ctx, api, dg, ns, h2, sources)
 	require.NoError(t, err)
 	assert.NotEqual(t, snaps[sources[0].Ref], next[sources[0].Ref])
 	assert.Equal(t, snaps[sources[1].Ref], next[sources[1].Ref])

@@ -11,15 +11,13 @@ import (
 	"github.com/configwave/configwave/internal/kube/configref"
 )
 
-// Admission is what the webhook gathers about one pod before it decides: the pod, whether its
-// workload runs with revisions, and its revision's index as the caches have it.
+// Admission is what the webhook gathers about one pod before it decides: the pod, which
+// revision it belongs to, and that revision's index.
 type Admission struct {
 	Pod *corev1.Pod
-	// InputsHash is the pod's configwave.io/config-inputs-hash: which revision it belongs to.
+	// InputsHash is the pod's configwave.io/config-inputs-hash: which revision it belongs to;
+	// one that InputsHash made says its workload runs with revisions.
 	InputsHash string
-	// OptedIn: the pod's workload has revisions on (configwave.io/revisions or
-	// --config-revisions).
-	OptedIn bool
 	// Index is the revision's index, parsed; IndexFound false when there is none, IndexErr
 	// when it could not be read or parsed.
 	Index      Snapshots
@@ -41,12 +39,12 @@ type Decision struct {
 
 // Decide is the webhook's decision for one pod, a pure function of what was gathered.
 func Decide(a Admission) Decision {
-	if !a.OptedIn || a.Pod == nil || a.InputsHash == "" {
+	if a.Pod == nil || !IsRevision(a.InputsHash) {
 		return Decision{} // not a pod of a revision: nothing to rewrite, nothing to say
 	}
 	ns := a.Pod.Namespace
 	if a.IndexErr != nil || !a.IndexFound {
-		live := usedSources(ns, &a.Pod.Spec)
+		live := SourcesOf(ns, &a.Pod.Spec)
 		if len(live) == 0 {
 			return Decision{}
 		}
@@ -76,8 +74,8 @@ func Decide(a Admission) Decision {
 	return d
 }
 
-// usedSources are the ConfigMaps and Secrets a pod spec names in the places Rewrite changes.
-func usedSources(namespace string, spec *corev1.PodSpec) []configref.Ref {
+// SourcesOf are the ConfigMaps and Secrets a pod spec names in the places Rewrite changes.
+func SourcesOf(namespace string, spec *corev1.PodSpec) []configref.Ref {
 	all := Snapshots{}
 	rewrite(spec, func(kind configref.Kind, name string) (string, bool) {
 		all[configref.Ref{Kind: kind, Namespace: namespace, Name: name}] = ""

@@ -56,7 +56,7 @@ var atDecision = []Source{{cmApp, "10"}, {secDB, "11"}}
 func TestEnsureMakesEachSnapshotAndTheIndexOnce(t *testing.T) {
 	api := shop()
 	dg := confighash.Digester{Key: []byte("0123456789abcdef0123456789abcdef")}
-	snaps, err := Ensure(context.Background(), api, dg, "shop", "h1", atDecision)
+	snaps, err := Ensure(context.Background(), api, dg, "shop", h1, atDecision)
 	require.NoError(t, err)
 	require.Len(t, snaps, 2)
 	assert.Equal(t, 3, api.creates, "two snapshots and the index")
@@ -65,18 +65,18 @@ func TestEnsureMakesEachSnapshotAndTheIndexOnce(t *testing.T) {
 	assert.Equal(t, SnapshotName("db", ContentID(confighash.KeyDigests(d), "")), snaps[secDB], "named from the keyed digests wave keeps")
 	snap := api.objs[configref.Ref{Kind: configref.Secret, Namespace: "shop", Name: snaps[secDB]}].(*corev1.Secret)
 	assert.Equal(t, []byte("hunter2"), snap.Data["password"])
-	index := api.objs[configref.Ref{Kind: configref.ConfigMap, Namespace: "shop", Name: IndexName("h1")}].(*corev1.ConfigMap)
+	index := api.objs[configref.Ref{Kind: configref.ConfigMap, Namespace: "shop", Name: IndexName(h1)}].(*corev1.ConfigMap)
 	back, err := ParseIndex("shop", index.Data)
 	require.NoError(t, err)
 	assert.Equal(t, snaps, back)
 	assert.True(t, *index.Immutable)
 
-	again, err := Ensure(context.Background(), api, dg, "shop", "h1", atDecision)
+	again, err := Ensure(context.Background(), api, dg, "shop", h1, atDecision)
 	require.NoError(t, err, "a second look finds everything made")
 	assert.Equal(t, snaps, again)
 	assert.Equal(t, 3, api.creates)
 
-	other, err := Ensure(context.Background(), api, dg, "shop", "h2", atDecision[:1])
+	other, err := Ensure(context.Background(), api, dg, "shop", h2, atDecision[:1])
 	require.NoError(t, err, "another revision with the same content of a source shares its snapshot")
 	assert.Equal(t, snaps[cmApp], other[cmApp])
 	assert.Equal(t, 4, api.creates, "only the other revision's index is new")
@@ -99,7 +99,7 @@ func TestEnsureRefuses(t *testing.T) {
 		{"a source gone", func(m *memAPI) { delete(m.objs, cmApp) }, atDecision[:1], "read configmap shop/app to snapshot it", nil, ""},
 		{"an object of another's under a snapshot's name", func(m *memAPI) {
 			api := shop()
-			snaps, err := Ensure(context.Background(), api, confighash.Digester{}, "shop", "h1", atDecision[:1])
+			snaps, err := Ensure(context.Background(), api, confighash.Digester{}, "shop", h1, atDecision[:1])
 			require.NoError(t, err)
 			m.objs[configref.Ref{Kind: configref.ConfigMap, Namespace: "shop", Name: snaps[cmApp]}] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: snaps[cmApp], Namespace: "shop"}}
 		}, atDecision[:1], "is not configwave's snapshot of this content: rename or delete it", nil, ""},
@@ -115,7 +115,7 @@ func TestEnsureRefuses(t *testing.T) {
 			if tc.change != nil {
 				tc.change(api)
 			}
-			_, err := Ensure(context.Background(), api, confighash.Digester{SecretsByMetadata: true}, "shop", "h1", tc.sources)
+			_, err := Ensure(context.Background(), api, confighash.Digester{SecretsByMetadata: true}, "shop", h1, tc.sources)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			if tc.is != nil {
@@ -129,14 +129,17 @@ func TestEnsureRefuses(t *testing.T) {
 	}
 	_, err := Ensure(context.Background(), shop(), confighash.Digester{}, "shop", "bad/hash", atDecision)
 	assert.ErrorContains(t, err, `revision "bad/hash": the inputs hash cannot name an index`)
-	_, err = Ensure(context.Background(), shop(), confighash.Digester{}, "web", "h1", atDecision)
+	_, err = Ensure(context.Background(), shop(), confighash.Digester{}, "web", h1, atDecision)
 	assert.ErrorContains(t, err, "configmap shop/app: a pod in web cannot read it, so it has no snapshot")
 }
 
 func TestEnsureOfNoSourceMakesNothing(t *testing.T) {
 	api := shop()
-	snaps, err := Ensure(context.Background(), api, confighash.Digester{}, "shop", "h1", nil)
+	snaps, err := Ensure(context.Background(), api, confighash.Digester{}, "shop", h1, nil)
 	require.NoError(t, err)
 	assert.Empty(t, snaps)
 	assert.Zero(t, api.creates)
 }
+
+// Two revisions' inputs hashes, as wave writes them.
+var h1, h2 = InputsHash("configmap.app=1"), InputsHash("configmap.app=2")

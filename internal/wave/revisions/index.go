@@ -1,6 +1,8 @@
 package revisions
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,20 +20,35 @@ import (
 // "configmap.NAME" or "secret.NAME" to the snapshot's name; it holds names only, never a value.
 // Workloads with the same inputs share one index, as they share the snapshots.
 
-// indexPrefix starts every index's name.
-const indexPrefix = "configwave-revision-"
+// revisionPrefix starts the inputs hash of a workload that runs with revisions, so that the
+// hash on a pod says whether its revision has an index, and turning revisions on changes the
+// template once (which rolls the workload, so that every revision from then on names its
+// config).
+const revisionPrefix = "rev-"
+
+// hashHexLen is how many hex digits an inputs hash carries after its prefix.
+const hashHexLen = 16
+
+// InputsHash is the template's inputs hash for a workload with revisions on, from the inputs
+// record wave writes with the rollout.
+func InputsHash(recordValue string) string {
+	sum := sha256.Sum256([]byte(recordValue))
+	return revisionPrefix + hex.EncodeToString(sum[:hashHexLen/2])
+}
+
+// IsRevision tells whether an inputs hash (a pod's or a template's) is one InputsHash makes.
+func IsRevision(inputsHash string) bool {
+	rest, ok := strings.CutPrefix(inputsHash, revisionPrefix)
+	return ok && len(rest) == hashHexLen && strings.Trim(rest, "0123456789abcdef") == ""
+}
 
 // IndexName is the name of the index of the revision whose pods carry inputsHash, or "" when
-// the annotation's value cannot be part of a name (then the pods read the live objects).
+// the hash is not a revision's (then the pods read the live objects).
 func IndexName(inputsHash string) string {
-	if inputsHash == "" || strings.Trim(inputsHash, "0123456789abcdefghijklmnopqrstuvwxyz-") != "" {
+	if !IsRevision(inputsHash) {
 		return ""
 	}
-	name := indexPrefix + inputsHash
-	if len(validation.IsDNS1123Subdomain(name)) > 0 {
-		return ""
-	}
-	return name
+	return "configwave-" + inputsHash
 }
 
 // IndexData is the data of an index for snapshots (all in one namespace).

@@ -13,11 +13,14 @@ import (
 )
 
 func TestIndexName(t *testing.T) {
-	h := strings.Repeat("ab", 32)
-	assert.Equal(t, "configwave-revision-"+h, IndexName(h))
+	h := InputsHash("configmap.app=0123")
+	assert.Equal(t, "rev-6818fe0fa06bc821", h, "golden: a change of the formula rolls every workload with revisions")
+	assert.Equal(t, "configwave-"+h, IndexName(h))
 	assert.Empty(t, IndexName(""), "a pod of no revision has no index")
-	assert.Empty(t, IndexName("../x"), "a value that is no name part is not looked up")
-	assert.Empty(t, IndexName(strings.Repeat("a", 64)+"-"), "nor one that is no DNS label")
+	assert.Empty(t, IndexName("0123456789abcdef"), "nor one of a workload without revisions")
+	assert.Empty(t, IndexName("rev-../x"), "a value that is no name part is not looked up")
+	assert.Empty(t, IndexName("rev-"+strings.Repeat("a", 17)), "nor one of another length")
+	assert.Empty(t, IndexName("rev-0123456789ABCDEF"), "nor one in capitals")
 }
 
 func TestIndexDataRoundTrips(t *testing.T) {
@@ -73,6 +76,7 @@ func FuzzParseIndex(f *testing.F) {
 }
 
 func TestDecide(t *testing.T) {
+	abc := InputsHash("abc")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "shop"},
 		Spec: corev1.PodSpec{
@@ -90,20 +94,20 @@ func TestDecide(t *testing.T) {
 		whyHas string
 	}{
 		{"a pod of a workload without revisions is left alone",
-			Admission{Pod: pod, InputsHash: "abc", Index: onShop, IndexFound: true, SnapshotExists: all}, nil, nil, ""},
+			Admission{Pod: pod, InputsHash: "0123456789abcdef", Index: onShop, IndexFound: true, SnapshotExists: all}, nil, nil, ""},
 		{"a pod of no revision is left alone",
-			Admission{Pod: pod, OptedIn: true, Index: onShop, IndexFound: true, SnapshotExists: all}, nil, nil, ""},
+			Admission{Pod: pod, Index: onShop, IndexFound: true, SnapshotExists: all}, nil, nil, ""},
 		{"a pod of a revision reads its snapshots",
-			Admission{Pod: pod, OptedIn: true, InputsHash: "abc", Index: onShop, IndexFound: true, SnapshotExists: all}, both, nil, ""},
+			Admission{Pod: pod, InputsHash: abc, Index: onShop, IndexFound: true, SnapshotExists: all}, both, nil, ""},
 		{"no index: the pod starts on the live objects, and says so",
-			Admission{Pod: pod, OptedIn: true, InputsHash: "abc", SnapshotExists: all}, nil, []configref.Ref{cmApp, secDB}, "revision abc has no snapshot index (configwave-revision-abc)"},
+			Admission{Pod: pod, InputsHash: abc, SnapshotExists: all}, nil, []configref.Ref{cmApp, secDB}, "revision " + abc + " has no snapshot index (configwave-" + abc + ")"},
 		{"an index that cannot be read: live, and says why",
-			Admission{Pod: pod, OptedIn: true, InputsHash: "abc", IndexFound: true, IndexErr: assert.AnError, SnapshotExists: all}, nil, []configref.Ref{cmApp, secDB}, "cannot be used: " + assert.AnError.Error()},
+			Admission{Pod: pod, InputsHash: abc, IndexFound: true, IndexErr: assert.AnError, SnapshotExists: all}, nil, []configref.Ref{cmApp, secDB}, "cannot be used: " + assert.AnError.Error()},
 		{"a snapshot deleted by hand: that source live, the other from its snapshot",
-			Admission{Pod: pod, OptedIn: true, InputsHash: "abc", Index: onShop, IndexFound: true, SnapshotExists: func(k configref.Kind, name string) bool { return k != configref.Secret }},
-			both[:1], []configref.Ref{secDB}, "the snapshots secret/db-abcdef0123 of revision abc are gone"},
+			Admission{Pod: pod, InputsHash: abc, Index: onShop, IndexFound: true, SnapshotExists: func(k configref.Kind, name string) bool { return k != configref.Secret }},
+			both[:1], []configref.Ref{secDB}, "the snapshots secret/db-abcdef0123 of revision " + abc + " are gone"},
 		{"no index, and a pod that names no source: nothing to say",
-			Admission{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop"}}, OptedIn: true, InputsHash: "abc"}, nil, nil, ""},
+			Admission{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop"}}, InputsHash: abc}, nil, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Decide(tc.in)

@@ -21,12 +21,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/configwave/configwave/internal/wave/podrefs"
 )
 
 // Annotations and labels of the feature. OptInAnnotation goes on a workload (opt in) or on a
 // Secret or ConfigMap ("false": read live, for objects another system rotates in place).
 const (
-	OptInAnnotation = "configwave.io/revisions"
+	OptInAnnotation = podrefs.RevisionsAnnotation
+	// RevisionLabel on a workload is the inputs hash of the newest revision wave rolled it to.
+	// A label, because `kubectl rollout undo` puts back a Deployment's annotations with its
+	// template but not its labels: so wave tells an undo from a change.
+	RevisionLabel = "configwave.io/revision"
 	// SnapshotOfLabel on a snapshot selects every snapshot of one source; its value is the
 	// source's name where that is a valid label value, else a shortened name (SourceLabelValue).
 	SnapshotOfLabel = "configwave.io/snapshot-of"

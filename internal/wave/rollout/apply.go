@@ -10,10 +10,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
@@ -58,6 +60,9 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", msg)
 	}
 	c.warned.set(key, d.Warned)
+	if d.Result == ResultRolledBack || d.Result == ResultRolled {
+		c.heldBack.set(key, d.HeldBack) // a rollout ends the hold
+	}
 	if d.Write == "rollout" {
 		if wait := c.pace.Turn(key, time.Now()); wait > 0 {
 			d = decision{Result: ResultHeld, HoldFor: wait, Wanted: d.Wanted,
@@ -66,6 +71,16 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 	}
 	ctx, cancel := finishing(ctx)
 	defer cancel()
+	if d.Revision != "" && !c.DryRun {
+		// Before the template names the revision, so that its first pod finds the snapshots.
+		// A source written since the decision is decided again on its new content; anything
+		// else rolls on the live objects, and says so once here (the webhook says it per pod).
+		if err := c.ensureRevision(ctx, w, d.Revision); errors.Is(err, revisions.ErrSourceChanged) {
+			return "", err // a cache a moment behind, as a 409 is: decided again
+		} else if err != nil {
+			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "ConfigRevisionFailed", "%v; the pods of this rollout read the live objects until the next change of their config", err)
+		}
+	}
 	var restartErr error
 	if d.Restart {
 		// Before the write: once the record says rolled, no later look would start the Job. A
@@ -79,7 +94,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		err = c.restoreScheduling(ctx, w, d.Scheduler)
 	case "":
 	default:
-		err = c.patch(ctx, w, d.Write, d.Inputs, d.Record, d.Hash, d.InputsHash, d.RestartAt)
+		err = c.patch(ctx, w, d)
 	}
 	if err != nil {
 		return "", err
@@ -120,10 +135,19 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 // the template annotations, in one merge patch carrying the resourceVersion the decision was
 // made on: if the workload changed in between, the API server answers 409 and the workload is
 // reconciled again.
-func (c *Controller) patch(ctx context.Context, w workload.Workload, what string, inputs *string, rec rolloutrecord.Record, hash, inHash string, restartAt time.Time) error {
+func (c *Controller) patch(ctx context.Context, w workload.Workload, d decision) error {
+	what, inputs, rec, hash, inHash, restartAt := d.Write, d.Inputs, d.Record, d.Hash, d.InputsHash, d.RestartAt
 	type meta struct {
 		Annotations     map[string]any `json:"annotations"`
+		Labels          map[string]any `json:"labels,omitempty"`
 		ResourceVersion string         `json:"resourceVersion,omitempty"`
+	}
+	var labels map[string]any
+	switch {
+	case d.Revision != "":
+		labels = map[string]any{revisions.RevisionLabel: d.Revision}
+	case d.ClearRevision:
+		labels = map[string]any{revisions.RevisionLabel: nil}
 	}
 	annotations := map[string]any{}
 	if inputs != nil {
@@ -135,7 +159,7 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, what string
 	case w.Meta.Annotations[rolloutrecord.Annotation] != "":
 		annotations[rolloutrecord.Annotation] = nil // nothing left to say: a merge patch's null deletes it
 	}
-	body := map[string]any{"metadata": meta{Annotations: annotations, ResourceVersion: w.Meta.ResourceVersion}}
+	body := map[string]any{"metadata": meta{Annotations: annotations, Labels: labels, ResourceVersion: w.Meta.ResourceVersion}}
 	if !restartAt.IsZero() {
 		maps.Copy(body, workload.RestartAtPatch(w.Kind, restartAt))
 	}
@@ -164,6 +188,27 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, what string
 		return fmt.Errorf("%s: patch (%s): %w", w, what, err)
 	}
 	c.Metrics.Patches.WithLabelValues(string(w.Kind), what).Inc()
+	return nil
+}
+
+// ensureRevision makes the snapshots and the index of a revision: of every ConfigMap and Secret
+// its pod spec names in the workload's namespace, as the caches have them at the decision,
+// except those that opt out (configwave.io/revisions: "false"), those ignored, and optional
+// ones that are absent (the pods read those live).
+func (c *Controller) ensureRevision(ctx context.Context, w workload.Workload, revision string) error {
+	ns := w.Meta.Namespace
+	var sources []revisions.Source
+	for _, ref := range revisions.SourcesOf(ns, &w.Template.Spec) {
+		obj, ok := c.Informers.config(ref)
+		m, isMeta := obj.(metav1.Object)
+		if !ok || !isMeta || c.ignored(ref) || m.GetAnnotations()[revisions.OptInAnnotation] == "false" {
+			continue
+		}
+		sources = append(sources, revisions.Source{Ref: ref, ResourceVersion: m.GetResourceVersion()})
+	}
+	if _, err := revisions.Ensure(ctx, revisions.ClientAPI{Core: c.Client.CoreV1()}, c.Informers.digester, ns, revision, sources); err != nil {
+		return fmt.Errorf("keep the config of revision %s: %w", revision, err)
+	}
 	return nil
 }
 

@@ -44,6 +44,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/crashloop"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 	"github.com/configwave/configwave/internal/wave/rolloutwatch"
 	"github.com/configwave/configwave/internal/wave/waveclient"
@@ -100,6 +101,9 @@ type Config struct {
 	// PodClient, when set, reads the pods of workloads under a config rollout, so that new
 	// pods crash-looping fail the rollout at once (give it a rate limit of its own).
 	PodClient waveclient.Interface
+	// Revisions turns revisions on for every opted-in workload whose configwave.io/revisions
+	// does not say "false" (--config-revisions).
+	Revisions bool
 	// Alert, when set, receives one line of text for each failed config rollout and each
 	// recovery (--notify-webhook). It names workloads and objects, never a value.
 	Alert func(text string)
@@ -113,15 +117,18 @@ func (c *Controller) clients() workload.Clients {
 // Controller keeps opted-in workloads' config hash current.
 type Controller struct {
 	Config
-	keyID   string // names DigestKey in the inputs records, or confighash.MetaID
-	queue   workqueue.TypedRateLimitingInterface[string]
-	full    *fullObjects
-	follow  *rolloutwatch.Tracker
-	crash   *crashloop.Finder // nil without a PodClient
-	pace    *pacing.Pacer
-	warned  warnedOf
-	pending *changesPending
-	leading atomic.Bool // Run is running: this replica decides
+	keyID  string // names DigestKey in the inputs records, or confighash.MetaID
+	queue  workqueue.TypedRateLimitingInterface[string]
+	full   *fullObjects
+	follow *rolloutwatch.Tracker
+	crash  *crashloop.Finder // nil without a PodClient
+	pace   *pacing.Pacer
+	warned warnedOf
+	// heldBack remembers, per workload, the template hash a rollback holds it at, once the
+	// ConfigRolledBack Event for it is sent.
+	heldBack warnedOf
+	pending  *changesPending
+	leading  atomic.Bool // Run is running: this replica decides
 	// indexMemo: the index values of the last cache entries indexed (see indexes.go).
 	indexMemo indexMemo
 }
@@ -272,6 +279,10 @@ func (c *Controller) Held() float64 { return c.pace.Held() }
 func (c *Controller) Workloads(s rolloutrecord.State) float64 { return float64(c.follow.Count(s)) }
 
 // QueueDepth and Tracked feed the gauges.
+// HeldByRollback counts the workloads with revisions on that a rollback holds at an earlier
+// config.
+func (c *Controller) HeldByRollback() float64 { return float64(c.heldBack.count()) }
+
 func (c *Controller) QueueDepth() float64 { return float64(c.queue.Len()) }
 func (c *Controller) Tracked() float64 {
 	n := 0
@@ -428,7 +439,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 			c.Metrics.TriggerLatency.Observe(d.Seconds())
 		}
 	}
-	if errors.Is(err, errStale) || apierrors.IsConflict(err) {
+	if errors.Is(err, errStale) || apierrors.IsConflict(err) || errors.Is(err, revisions.ErrSourceChanged) {
 		// The decision was made on a cache that is a moment behind; the informer catches up
 		// and the next try decides again. Routine during rollouts, not an error. A kind wave
 		// may list but not watch catches up only when listed again, which is asked for here:
@@ -479,6 +490,7 @@ func (c *Controller) forget(key string) {
 	c.follow.Forget(key)
 	c.pending.drop(key)
 	c.warned.set(key, "")
+	c.heldBack.set(key, "")
 	if c.crash != nil {
 		c.crash.Forget(key)
 	}

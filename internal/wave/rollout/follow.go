@@ -67,7 +67,7 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) error {
 		// there, since the workload's controller often writes its status in between (409).
 		failed := rec
 		failed.Failed, failed.FailedAt = v.Reason, v.Since.UTC().Truncate(time.Second)
-		if err := c.patch(ctx, w, "outcome", nil, failed, "", "", time.Time{}); err != nil {
+		if err := c.patch(ctx, w, decision{Write: "outcome", Record: failed}); err != nil {
 			noteErr = fmt.Errorf("note the failed rollout in the rollout record: %w", err)
 		}
 	}

@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
@@ -44,6 +47,14 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 
 	s.Warnings = c.annotationProblems(w, sel)
+	var problem string
+	s.Revisions, problem = revisionsOn(c.Revisions, w.Meta.Annotations[podrefs.RevisionsAnnotation], s.RestartInPlace)
+	if problem != "" {
+		s.Warnings = append(s.Warnings, problem)
+	}
+	s.TemplateInputsHash = w.Template.Annotations[InputsHashAnnotation]
+	s.NewestRevision = w.Meta.Labels[revisions.RevisionLabel]
+	s.HeldBackSaid = c.heldBack.of(w.Key())
 	if !c.AllowCrossNamespaceRefs {
 		for r, where := range used.DropOtherNamespaces(ns) {
 			s.Warnings = append(s.Warnings, where+" names "+r.String()+" in another namespace; wave reads only the workload's own namespace, so the entry is skipped: move the object here, or start wave with --allow-cross-namespace-refs")
@@ -110,6 +121,33 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	return s
 }
 
+// revisionsOn decides whether a workload runs with revisions: its configwave.io/revisions
+// annotation, else --config-revisions (flag). A workload restarted in place
+// (rollout-strategy: restart) keeps its template, which is what names a revision, so it
+// cannot; a value that is not a boolean leaves the flag's choice. problem is worded for an
+// Event.
+func revisionsOn(flag bool, annotation string, restartInPlace bool) (on bool, problem string) {
+	on = flag
+	if annotation != "" {
+		v, err := strconv.ParseBool(annotation)
+		if err != nil {
+			return flag, fmt.Sprintf("annotation %s: %q is not true or false; it is not applied (revisions are %s, as --config-revisions says)", podrefs.RevisionsAnnotation, annotation, onOff(flag))
+		}
+		on = v
+	}
+	if on && restartInPlace {
+		return false, "annotation " + podrefs.RevisionsAnnotation + ": a workload restarted in place (rollout-strategy: restart) keeps its template, which is what names a revision, so its revisions are off: drop the rollout strategy, or the annotation"
+	}
+	return on, ""
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
 // annotationProblems are the entries of the workload's annotations that wave cannot apply.
 func (c *Controller) annotationProblems(w workload.Workload, sel selection) []string {
 	var out []string
@@ -172,6 +210,12 @@ func (n *warnedOf) of(key string) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.m[key]
+}
+
+func (n *warnedOf) count() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.m)
 }
 
 func (n *warnedOf) set(key, fingerprint string) {

@@ -14,6 +14,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
@@ -68,6 +69,15 @@ type situation struct {
 	Deadline       time.Duration // --rollout-deadline
 	Pace           pacing.Hold
 
+	// Revisions: the workload's pods read snapshots of their revision's config
+	// (configwave.io/revisions, or --config-revisions). TemplateInputsHash is the template's
+	// configwave.io/config-inputs-hash; NewestRevision the revision label wave wrote with its
+	// last rollout, which an undo leaves; HeldBackSaid the template hash the last
+	// ConfigRolledBack Event was sent for ("" none).
+	Revisions                    bool
+	TemplateInputsHash           string
+	NewestRevision, HeldBackSaid string
+
 	// WaveHash is Wave's hash of the current config (a *podrefs.MissingError when Wave's view
 	// misses an object). StakaterBehind reports whether a mark Reloader left on the template
 	// is older than the config, naming the object. Unkeyed is the inputs record as wave wrote
@@ -110,6 +120,11 @@ type decision struct {
 	Hash       string               // Wave's hash for the template ("" leaves it: Reloader-only workloads)
 	Scheduler  string               // "scheduler": the scheduler to put back ("" the default)
 	InputsHash string               // our inputs hash for the template
+	// Revision: write the revision label with the rollout (a revision's inputs hash), or
+	// remove it (""), when the workload's revisions are off and it has one.
+	Revision      string
+	ClearRevision bool
+	HeldBack      string // the template hash a rollback holds the workload at, to remember
 
 	Warn   []string // InvalidAnnotation warnings to send now: the workload's warnings changed
 	Warned string   // the fingerprint to remember
@@ -162,17 +177,28 @@ func plan(s situation) (decision, error) {
 	if s.SchedulingDisabled {
 		return warn.with(s.restoreScheduler()), nil
 	}
+	if d, held := s.heldByRollback(r); held {
+		return warn.with(d), nil
+	}
+	turnOn := false // revisions on, and the template names no revision of the current config
 	if s.HasRecord && r.id == s.KeyID && r.ownHash == r.writeOwn && r.inputs == s.Inputs.Value {
-		if r.present != s.Rec { // the config is back as it was: nothing to roll
+		turnOn = s.Revisions && s.TemplateInputsHash != revisions.InputsHash(r.value)
+		switch {
+		case turnOn:
+		case r.present != s.Rec: // the config is back as it was: nothing to roll
 			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: r.present}), nil
+		default:
+			return warn.with(decision{Result: ResultUnchanged}), nil
 		}
-		return warn.with(decision{Result: ResultUnchanged}), nil
 	}
 
 	hash := &lazyWaveHash{s: s, own: r.writeOwn}
-	what, current, log, err := s.stale(r, hash)
-	if err != nil {
-		return decision{}, err
+	what, current, log := revisionsTurnedOn, false, (*logLine)(nil)
+	if !turnOn {
+		var err error
+		if what, current, log, err = s.stale(r, hash); err != nil {
+			return decision{}, err
+		}
 	}
 	if current { // the pods run the current config: record it, roll nothing
 		return warn.with(decision{Result: ResultBaseline, Write: "baseline", Inputs: &r.value, Record: r.present, Log: log}), nil
@@ -193,6 +219,34 @@ func plan(s situation) (decision, error) {
 	rollout := s.rollout(what, r.value, h)
 	rollout.Wanted = first // held by apply if the cluster-wide limit says wait
 	return warn.with(rollout), nil
+}
+
+// revisionsTurnedOn is the change a workload rolls for once its revisions are on.
+const revisionsTurnedOn = "configwave.io/revisions turned on"
+
+const revisionsOnMessage = "revisions are on (configwave.io/revisions): rolling out once, so that every revision from now on keeps the config it runs with; an undo to a revision from before restores its template only, on the live config"
+
+// heldByRollback: with revisions on, the template names another revision than the one wave
+// last rolled the workload to, and that one is of the current config. Only an undo (kubectl
+// rollout undo, an Argo Rollouts abort or undo) or a hand's edit does that: the pods now run
+// the config of that revision, from its snapshots, and wave does not roll them forward; the
+// next change of the config does. A Deployment's undo also puts back the inputs record its
+// revision was made with (the annotations go back with the template), the label stays.
+func (s situation) heldByRollback(r records) (decision, bool) {
+	if !s.Revisions || s.NewestRevision == "" || s.NewestRevision != revisions.InputsHash(r.value) || s.TemplateInputsHash == s.NewestRevision {
+		return decision{}, false
+	}
+	d := decision{Result: ResultRolledBack, HeldBack: s.TemplateInputsHash}
+	if s.HeldBackSaid != s.TemplateInputsHash {
+		at := "revision " + s.TemplateInputsHash + ", its config as it was"
+		if !revisions.IsRevision(s.TemplateInputsHash) {
+			at = "a revision from before its revisions were on, on the live config"
+		}
+		msg := "the pod template is back at " + at + " (a rollout undo, or an abort): wave does not roll it forward; the next change of its config rolls it"
+		d.Events = []event{{corev1.EventTypeNormal, "ConfigRolledBack", msg}}
+		d.Log = &logLine{Msg: "held at an earlier config by a rollback", KV: []any{"revision", s.TemplateInputsHash, "newest", s.NewestRevision}}
+	}
+	return d, true
 }
 
 // records is what the inputs record says, and what this look would write in its place.
@@ -398,10 +452,11 @@ func (s situation) rollout(what, value, hash string) decision {
 	}
 	d := decision{
 		Result: ResultRolled, Write: "rollout", Inputs: &value, Record: next, Hash: hash, InputsHash: inputsHash(value),
-		Events:  []event{{corev1.EventTypeNormal, "ConfigChanged", msg}},
-		Log:     &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what}},
-		Follow:  !s.Progress.Untracked,
-		Restart: true,
+		ClearRevision: s.NewestRevision != "",
+		Events:        []event{{corev1.EventTypeNormal, "ConfigChanged", msg}},
+		Log:           &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what}},
+		Follow:        !s.Progress.Untracked,
+		Restart:       true,
 	}
 	if s.RestartInPlace {
 		// Stakater Reloader's rollout-strategy: restart. The template stays as it is; the
@@ -411,6 +466,15 @@ func (s situation) rollout(what, value, hash string) decision {
 		// too (the second it falls in would spare it).
 		d.RestartAt, d.Hash, d.InputsHash = s.Now.UTC().Truncate(time.Second).Add(time.Second), "", ""
 		d.Events[0].Message += " (restarting its pods through spec.restartAt: rollout-strategy restart)"
+	} else if s.Revisions {
+		d.InputsHash = revisions.InputsHash(value)
+		d.Revision, d.ClearRevision = d.InputsHash, false
+		if what == revisionsTurnedOn {
+			d.Events[0] = event{corev1.EventTypeNormal, "ConfigRevisionsOn", revisionsOnMessage}
+			if s.DryRun {
+				d.Events[0].Message = "dry run: would roll: " + revisionsOnMessage
+			}
+		}
 	}
 	switch {
 	case s.DryRun:

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/testenv/testcerts"
+	"github.com/configwave/configwave/internal/testenv/testcluster"
+	"github.com/configwave/configwave/internal/wave/revisions"
+	"github.com/configwave/configwave/internal/wave/rollout"
+)
+
+// A workload with configwave.io/revisions: turning them on rolls it once, each rollout keeps
+// its config in snapshots named by an index, and `kubectl rollout undo` is held where it put
+// the workload until the config changes again.
+func TestRevisionsRollOnceKeepEachConfigAndHoldAnUndo(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "app", map[string]string{"k": "v1"})
+	createSecret(t, client, ns, "db", map[string]string{"pw": "one"})
+	p := startWave(t, ns)
+	d := deployment(ns, "web",
+		withVolume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app")}}}),
+		func(s *corev1.PodSpec) {
+			s.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref("db")}}}
+		})
+	d.Annotations[revisions.OptInAnnotation] = "true"
+	createDeployment(t, client, d)
+
+	// Turned on: one rollout, to a revision whose index names a snapshot of each source.
+	require.Eventually(t, func() bool { return revisions.IsRevision(inputsHash(getDeployment(t, client, ns, "web"))) }, eventually, tick, "turning revisions on rolls once")
+	d = getDeployment(t, client, ns, "web")
+	v1 := inputsHash(d)
+	assert.Equal(t, v1, d.Labels[revisions.RevisionLabel])
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigRevisionsOn")) == 1 }, eventually, tick)
+	snaps := index(t, client, ns, v1)
+	require.Len(t, snaps, 2)
+	appV1 := snaps["configmap.app"]
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), appV1, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "v1", cm.Data["k"])
+	assert.True(t, *cm.Immutable)
+	sec, err := client.CoreV1().Secrets(ns).Get(ctx(t), snaps["secret.db"], metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []byte("one"), sec.Data["pw"])
+
+	// A change: the next revision; the Secret's snapshot is shared, the ConfigMap's is new.
+	patchCM(t, client, ns, "app", `{"data":{"k":"v2"}}`)
+	d = waitTemplateHashChange(t, client, ns, "web", v1)
+	v2 := inputsHash(d)
+	require.True(t, revisions.IsRevision(v2))
+	next := index(t, client, ns, v2)
+	assert.NotEqual(t, appV1, next["configmap.app"])
+	assert.Equal(t, snaps["secret.db"], next["secret.db"])
+	require.Len(t, replicaSets(t, client, ns, "web"), 3, "created, turned on, changed")
+	settle(t, p)
+
+	// kubectl rollout undo: back at v1's template and annotations; wave holds it there.
+	undoDeployment(t, client, ns, "web")
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigRolledBack")) == 1 }, eventually, tick, "the hold is said")
+	assert.Contains(t, events(t, client, ns, "web", "ConfigRolledBack")[0].Message, "revision "+v1)
+	assert.Equal(t, 1.0, p.Metric("configwave_wave_workloads_held_by_rollback"))
+	rolled := p.Metric(`configwave_wave_reconciles_total{result="rolled"}`)
+	// Relisted and looked at again: still held (a resync looks the same way).
+	require.Eventually(t, func() bool { return p.Metric(`configwave_wave_reconciles_total{result="rolled-back"}`) >= 2 }, eventually, tick)
+	time.Sleep(2 * time.Second)
+	assert.Equal(t, v1, inputsHash(getDeployment(t, client, ns, "web")), "wave does not roll an undo forward")
+	assert.Equal(t, rolled, p.Metric(`configwave_wave_reconciles_total{result="rolled"}`))
+	assert.Len(t, events(t, client, ns, "web", "ConfigRolledBack"), 1, "said once")
+
+	// The next change rolls forward, and ends the hold.
+	patchCM(t, client, ns, "app", `{"data":{"k":"v3"}}`)
+	d = waitTemplateHashChange(t, client, ns, "web", v1)
+	assert.NotEqual(t, v2, inputsHash(d))
+	assert.Equal(t, inputsHash(d), d.Labels[revisions.RevisionLabel])
+	require.Eventually(t, func() bool { return p.Metric("configwave_wave_workloads_held_by_rollback") == 0 }, eventually, tick)
+}
+
+// index reads a revision's index.
+func index(t *testing.T, client kubernetes.Interface, ns, revision string) map[string]string {
+	t.Helper()
+	var cm *corev1.ConfigMap
+	require.Eventually(t, func() bool {
+		var err error
+		cm, err = client.CoreV1().ConfigMaps(ns).Get(ctx(t), revisions.IndexName(revision), metav1.GetOptions{})
+		return err == nil
+	}, eventually, tick, "no index of revision %s", revision)
+	return cm.Data
+}
+
+// undoDeployment is `kubectl rollout undo deployment/NAME`, as kubectl v0.37's
+// DeploymentRollbacker does it: the ReplicaSet of the revision before the current one gives
+// back the template (without its pod-template-hash label) and every annotation but the
+// Deployment's own revision bookkeeping, in one JSON patch.
+func undoDeployment(t *testing.T, client kubernetes.Interface, ns, name string) {
+	t.Helper()
+	d := getDeployment(t, client, ns, name)
+	rss, err := testcluster.ReplicaSets(ctx(t), client, d)
+	require.NoError(t, err)
+	current, _ := strconv.Atoi(d.Annotations["deployment.kubernetes.io/revision"])
+	var previous *appsv1.ReplicaSet
+	best := 0
+	for i, rs := range rss {
+		n, _ := strconv.Atoi(rs.Annotations["deployment.kubernetes.io/revision"])
+		if n < current && n > best {
+			previous, best = &rss[i], n
+		}
+	}
+	require.NotNil(t, previous, "no revision before %d", current)
+	skip := map[string]bool{corev1.LastAppliedConfigAnnotation: true, "deployment.kubernetes.io/revision": true, "deployment.kubernetes.io/revision-history": true,
+		"deployment.kubernetes.io/desired-replicas": true, "deployment.kubernetes.io/max-replicas": true, appsv1.DeprecatedRollbackTo: true}
+	annotations := map[string]string{}
+	for k := range skip {
+		if v, ok := d.Annotations[k]; ok {
+			annotations[k] = v
+		}
+	}
+	for k, v := range previous.Annotations {
+		if !skip[k] {
+			annotations[k] = v
+		}
+	}
+	template := previous.Spec.Template.DeepCopy()
+	delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "replace", "path": "/spec/template", "value": template},
+		{"op": "replace", "path": "/metadata/annotations", "value": annotations},
+	})
+	require.NoError(t, err)
+	_, err = client.AppsV1().Deployments(ns).Patch(ctx(t), name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+}
+
+// With the webhook registered as the chart registers it, the pods a ReplicaSet creates for a
+// revision read its snapshots, while the Deployment as stored names the source; a pod of a
+// revision whose index is gone is admitted all the same, on the live object, and the
+// Deployment's Events say so.
+func TestRevisionWebhookPointsPodsAtTheirSnapshots(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	ca := testcerts.NewCA(t, "webhook-ca")
+	dir := t.TempDir()
+	crt, key := ca.Server(t, "configwave-wave.configwave-system.svc")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600))
+	hookAddr := testcluster.FreeAddr(t)
+	startWave(t, ns, "--revisions-webhook-address="+hookAddr, "--revisions-webhook-cert-dir="+dir)
+	registerRevisionWebhook(t, client, ns, "https://"+hookAddr+"/mutate-pods", ca.PEM)
+
+	createCM(t, client, ns, "app", map[string]string{"k": "v1"})
+	d := deployment(ns, "web",
+		withVolume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app")}}}),
+		withEnvKey("app", "k"))
+	d.Annotations[revisions.OptInAnnotation] = "true"
+	createDeployment(t, client, d)
+	require.Eventually(t, func() bool { return revisions.IsRevision(inputsHash(getDeployment(t, client, ns, "web"))) }, eventually, tick)
+	rev := inputsHash(getDeployment(t, client, ns, "web"))
+	snap := index(t, client, ns, rev)["configmap.app"]
+	require.NotEmpty(t, snap)
+
+	pod := podOf(t, client, ns, rev)
+	assert.Equal(t, snap, pod.Spec.Volumes[0].ConfigMap.Name, "the volume reads the revision's snapshot")
+	assert.Equal(t, snap, pod.Spec.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name)
+	stored := getDeployment(t, client, ns, "web")
+	assert.Equal(t, "app", stored.Spec.Template.Spec.Volumes[0].ConfigMap.Name, "the Deployment, as in Git, names the source")
+
+	// The index deleted by hand: the next pod is admitted, on the live object, and said.
+	require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), revisions.IndexName(rev), metav1.DeleteOptions{}))
+	// The webhook keeps an immutable index it read: a new wave (a restart) has none kept.
+	// Scaling up another Deployment of the same revision would hit the kept index; a pod of a
+	// revision never made shows the fallback instead.
+	other := deployment(ns, "plain")
+	other.Spec.Template.Annotations = map[string]string{rollout.InputsHashAnnotation: revisions.InputsHash("never made")}
+	other.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app")}}}}
+	createDeployment(t, client, other)
+	pod = podOf(t, client, ns, revisions.InputsHash("never made"))
+	assert.Equal(t, "app", pod.Spec.Volumes[0].ConfigMap.Name, "admitted unchanged: the live object")
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "plain", "ConfigRevisionLive")) == 1 }, eventually, tick)
+	assert.Contains(t, events(t, client, ns, "plain", "ConfigRevisionLive")[0].Message, "the pod reads the live objects")
+}
+
+// registerRevisionWebhook registers wave's webhook for the pods of one namespace, as the chart
+// does for every namespace wave watches: failurePolicy Ignore, so a pod never waits on wave.
+func registerRevisionWebhook(t *testing.T, client kubernetes.Interface, ns, url string, caPEM []byte) {
+	t.Helper()
+	ignore, none, timeout := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone, int32(5)
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "configwave-revisions-" + ns},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "pods.revisions.configwave.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods", "pods/ephemeralcontainers"}}}},
+			FailurePolicy:           &ignore,
+			SideEffects:             &none,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+		}},
+	}
+	_, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx(t), cfg, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), cfg.Name, metav1.DeleteOptions{})
+	})
+}
+
+// podOf waits for a pod of the revision and returns it.
+func podOf(t *testing.T, client kubernetes.Interface, ns, revision string) *corev1.Pod {
+	t.Helper()
+	var found *corev1.Pod
+	require.Eventually(t, func() bool {
+		pods, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
+		require.NoError(t, err)
+		for i, p := range pods.Items {
+			if p.Annotations[rollout.InputsHashAnnotation] == revision {
+				found = &pods.Items[i]
+				return true
+			}
+		}
+		return false
+	}, eventually, tick, "no pod of revision %s", revision)
+	return found
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/process/serve"
+	"github.com/configwave/configwave/internal/wave/revisionhook"
+	"github.com/configwave/configwave/internal/wave/rollout"
+	"github.com/configwave/configwave/internal/wave/workload"
+)
+
+// revisionWebhookPath is where the MutatingWebhookConfiguration sends pods (docs/revisions.md).
+const revisionWebhookPath = "/mutate-pods"
+
+// startRevisionWebhook serves the admission webhook that points the pods of a revision at
+// their snapshots, on every replica (leader or not: the API server may call any), from the
+// start: it reads the API server, not the caches. A pod it cannot help is still admitted,
+// and an Event on its workload (once per revision and reason) says it reads live.
+func startRevisionWebhook(cfg *config, cl *clients, inf func() *rollout.Informers, recorder record.EventRecorder) (*serve.Server, error) {
+	keys := &revisionhook.KeyPair{Dir: cfg.revisionsWebhookCertDir}
+	if err := keys.Load(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.revisionsWebhookAddress)
+	if err != nil {
+		return nil, fmt.Errorf("--revisions-webhook-address %s: %w", cfg.revisionsWebhookAddress, err)
+	}
+	h := &revisionhook.Handler{Look: &revisionhook.APILook{Core: cl.kube.CoreV1()}, Tell: func(pod *corev1.Pod, why string) {
+		kind, name := revisionhook.WorkloadOf(pod)
+		i := inf()
+		if kind == "" || i == nil {
+			return
+		}
+		if w, ok := i.Workload(workload.Kind(kind), pod.Namespace, name); ok {
+			recorder.Event(w.Object, corev1.EventTypeWarning, "ConfigRevisionLive", why)
+		}
+	}}
+	mux := http.NewServeMux()
+	mux.Handle(revisionWebhookPath, h)
+	srv := serve.New(tls.NewListener(ln, keys.TLSConfig()), mux)
+	klog.InfoS("serving the config revisions webhook", "address", srv.Addr(), "path", revisionWebhookPath, "certDir", cfg.revisionsWebhookCertDir)
+	return srv, nil
+}

@@ -1,0 +1,63 @@
+package revisionhook
+
+import (
+	"context"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/waveclient"
+)
+
+// APILook reads from the API server. An index is immutable and named from its content, so
+// one read is kept (up to maxIndexes): a scale-up of a hundred pods reads it once.
+type APILook struct {
+	Core waveclient.CoreV1
+
+	mu      sync.Mutex
+	indexes map[string]map[string]string
+}
+
+const maxIndexes = 1024
+
+func (l *APILook) Index(ctx context.Context, namespace, name string) (map[string]string, bool, error) {
+	key := namespace + "/" + name
+	l.mu.Lock()
+	data, ok := l.indexes[key]
+	l.mu.Unlock()
+	if ok {
+		return data, true, nil
+	}
+	cm, err := l.Core.ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if cm.Immutable == nil || !*cm.Immutable {
+		return cm.Data, true, nil // not wave's: read, never kept (ParseIndex judges it)
+	}
+	l.mu.Lock()
+	if l.indexes == nil || len(l.indexes) >= maxIndexes {
+		l.indexes = map[string]map[string]string{}
+	}
+	l.indexes[key] = cm.Data
+	l.mu.Unlock()
+	return cm.Data, true, nil
+}
+
+// Exists says a snapshot is gone only when the API server says so: on any other error the pod
+// is given the snapshot, which the kubelet then waits for as for any volume.
+func (l *APILook) Exists(ctx context.Context, ref configref.Ref) bool {
+	var err error
+	switch ref.Kind {
+	case configref.ConfigMap:
+		_, err = l.Core.ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	case configref.Secret:
+		_, err = l.Core.Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	}
+	return !apierrors.IsNotFound(err)
+}

@@ -1,0 +1,170 @@
+package rollout
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/revisions"
+)
+
+// plan with revisions on (configwave.io/revisions): turning them on rolls once, every rollout
+// names its revision, and an undo is held where it put the workload until the config changes.
+func TestPlanRevisions(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	const key = "k1"
+	v1 := confighash.Inputs{Value: "configmap/a=1", Objects: map[string]string{"configmap/a": "1"}}
+	v2 := confighash.Inputs{Value: "configmap/a=2", Objects: map[string]string{"configmap/a": "2"}}
+	record := func(in confighash.Inputs) string { return confighash.RecordValue(key, false, in.Value) }
+	rev := func(in confighash.Inputs) string { return revisions.InputsHash(record(in)) }
+	// deployment: opted in with Wave's annotation, revisions on, its pods ran v1 from the
+	// revision wave made for it, and the config is now "now".
+	deployment := func(now confighash.Inputs) situation {
+		return situation{
+			Now: t0, OptedIn: true, Wave: true, KeyID: key, Revisions: true,
+			Record: record(v1), HasRecord: true, Inputs: now,
+			Entries:            map[string]entry{"configmap/a": {Follows: true}},
+			TemplateInputsHash: rev(v1), NewestRevision: rev(v1),
+			WaveHash: func() (string, error) { return "wavehash", nil },
+		}
+	}
+	tests := []struct {
+		name  string
+		s     func() situation
+		check func(t *testing.T, d decision)
+	}{
+		{"the config unchanged, the template at its revision: nothing", func() situation { return deployment(v1) },
+			func(t *testing.T, d decision) { assert.Equal(t, decision{Result: ResultUnchanged}, d) }},
+		{"a change rolls to a revision of the new config, and labels the workload with it", func() situation { return deployment(v2) },
+			func(t *testing.T, d decision) {
+				assert.Equal(t, ResultRolled, d.Result)
+				assert.Equal(t, rev(v2), d.InputsHash)
+				assert.Equal(t, rev(v2), d.Revision)
+				assert.False(t, d.ClearRevision)
+				require.Len(t, d.Events, 1)
+				assert.Equal(t, "ConfigChanged", d.Events[0].Reason)
+			}},
+		{"turned on for a workload whose pods run the current config: it rolls once, and says why", func() situation {
+			s := deployment(v1)
+			s.TemplateInputsHash, s.NewestRevision = inputsHash(record(v1)), ""
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolled, d.Result)
+			assert.Equal(t, rev(v1), d.InputsHash)
+			assert.Equal(t, rev(v1), d.Revision)
+			assert.Equal(t, revisionsTurnedOn, d.Record.Change)
+			require.Len(t, d.Events, 1)
+			assert.Equal(t, "ConfigRevisionsOn", d.Events[0].Reason)
+			assert.Contains(t, d.Events[0].Message, "an undo to a revision from before restores its template only")
+		}},
+		{"a Deployment's undo: template and inputs record back at v1, the label at v2: held, said once", func() situation {
+			s := deployment(v2)
+			s.NewestRevision = rev(v2)
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolledBack, d.Result)
+			assert.Empty(t, d.Write, "nothing is written: the undo stands")
+			assert.Equal(t, rev(v1), d.HeldBack)
+			require.Len(t, d.Events, 1)
+			assert.Equal(t, "ConfigRolledBack", d.Events[0].Reason)
+			assert.Contains(t, d.Events[0].Message, "revision "+rev(v1))
+			assert.Contains(t, d.Events[0].Message, "the next change of its config rolls it")
+		}},
+		{"the same hold on the next look: nothing new to say", func() situation {
+			s := deployment(v2)
+			s.NewestRevision, s.HeldBackSaid = rev(v2), rev(v1)
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, decision{Result: ResultRolledBack, HeldBack: rev(v1)}, d)
+		}},
+		{"a StatefulSet's undo: the template back at v1, the record still at v2: held", func() situation {
+			s := deployment(v2)
+			s.Record, s.NewestRevision = record(v2), rev(v2)
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolledBack, d.Result)
+			assert.Len(t, d.Events, 1)
+		}},
+		{"an undo to a revision from before revisions were on: held, on the live config", func() situation {
+			s := deployment(v2)
+			s.TemplateInputsHash, s.NewestRevision = inputsHash(record(v1)), rev(v2)
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolledBack, d.Result)
+			require.Len(t, d.Events, 1)
+			assert.Contains(t, d.Events[0].Message, "from before its revisions were on")
+		}},
+		{"held at v1 by an undo, then the config changes again: it rolls forward", func() situation {
+			v3 := confighash.Inputs{Value: "configmap/a=3", Objects: map[string]string{"configmap/a": "3"}}
+			s := deployment(v3)
+			s.NewestRevision, s.HeldBackSaid = rev(v2), rev(v1)
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolled, d.Result)
+			assert.True(t, revisions.IsRevision(d.Revision))
+			assert.Empty(t, d.HeldBack, "the rollout ends the hold")
+		}},
+		{"revisions off for a workload that had them: its rollout takes the label off", func() situation {
+			s := deployment(v2)
+			s.Revisions = false
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolled, d.Result)
+			assert.False(t, revisions.IsRevision(d.InputsHash))
+			assert.Empty(t, d.Revision)
+			assert.True(t, d.ClearRevision, "an old label would later read as an undo")
+		}},
+		{"revisions off: the label is not looked at, an old template hash rolls nothing", func() situation {
+			s := deployment(v1)
+			s.Revisions, s.NewestRevision = false, rev(v2)
+			return s
+		}, func(t *testing.T, d decision) { assert.Equal(t, decision{Result: ResultUnchanged}, d) }},
+		{"dry run: turning on would roll, and the Event says it would", func() situation {
+			s := deployment(v1)
+			s.TemplateInputsHash, s.NewestRevision, s.DryRun = inputsHash(record(v1)), "", true
+			return s
+		}, func(t *testing.T, d decision) {
+			require.Len(t, d.Events, 1)
+			assert.Contains(t, d.Events[0].Message, "dry run: would roll")
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := plan(tc.s())
+			require.NoError(t, err)
+			tc.check(t, d)
+		})
+	}
+}
+
+func TestRevisionsOn(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		flag       bool
+		annotation string
+		inPlace    bool
+		want       bool
+		problemHas string
+	}{
+		{"off by default", false, "", false, false, ""},
+		{"--config-revisions", true, "", false, true, ""},
+		{"the workload's annotation", false, "true", false, true, ""},
+		{"the annotation turns the flag's choice off", true, "false", false, false, ""},
+		{"a value that is no boolean leaves the flag's choice, and says so", true, "yes please", false, true, `"yes please" is not true or false`},
+		{"restarted in place: off, and says why", false, "true", true, false, "rollout-strategy: restart"},
+		{"restarted in place under the flag alone: off, and says why", true, "", true, false, "rollout-strategy: restart"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			on, problem := revisionsOn(tc.flag, tc.annotation, tc.inPlace)
+			assert.Equal(t, tc.want, on)
+			if tc.problemHas == "" {
+				assert.Empty(t, problem)
+			} else {
+				assert.Contains(t, problem, tc.problemHas)
+			}
+		})
+	}
+}
