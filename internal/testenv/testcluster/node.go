@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -435,6 +436,23 @@ func (n *Node) deletePods(ctx context.Context, client kubernetes.Interface) erro
 // folder its atomic writer swaps, as the pod's containers see it.
 func (n *Node) PodVolumeDir(pod types.UID, volume string) string {
 	return filepath.Join(n.dir, "kubelet", "root", "pods", string(pod), "volumes", "kubernetes.io~configmap", volume)
+}
+
+// ContainerPID is the host PID of a running container's process (a container ID as a pod's
+// status gives it, with or without its containerd:// prefix), as the node's containerd knows
+// it: /proc/PID/environ and /proc/PID/root show what the container was started with.
+func (n *Node) ContainerPID(ctx context.Context, id string) (int, error) {
+	id = strings.TrimPrefix(id, "containerd://")
+	out, err := exec.CommandContext(ctx, "ctr", "--address", n.sock, "--namespace", "k8s.io", "tasks", "ls").Output()
+	if err != nil {
+		return 0, fmt.Errorf("ctr tasks ls: %w", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == id {
+			return strconv.Atoi(f[1])
+		}
+	}
+	return 0, fmt.Errorf("no task %s in the node's containerd:\n%s", id, out)
 }
 
 // PodEmptyDir is where an emptyDir volume of a pod on the node lives on this host.

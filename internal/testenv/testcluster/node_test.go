@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -161,7 +160,7 @@ func TestNodeKeepsPodsAndKubeletToTheHost(t *testing.T) {
 		containerID = strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
 		return containerID != ""
 	}, time.Minute, 100*time.Millisecond, "the pod never ran")
-	pid, err := n.taskPID(ctx, containerID)
+	pid, err := n.ContainerPID(ctx, containerID)
 	require.NoError(t, err)
 	netns := fmt.Sprintf("/proc/%d/ns/net", pid)
 
@@ -328,20 +327,6 @@ func readSysctl(t *testing.T, k string) string {
 	b, err := os.ReadFile("/proc/sys/" + k)
 	require.NoError(t, err)
 	return strings.TrimSpace(string(b))
-}
-
-// taskPID is the PID of a container's process, as the node's containerd knows it.
-func (n *Node) taskPID(ctx context.Context, id string) (int, error) {
-	out, err := exec.CommandContext(ctx, "ctr", "--address", n.sock, "--namespace", "k8s.io", "tasks", "ls").Output()
-	if err != nil {
-		return 0, fmt.Errorf("ctr tasks ls: %w", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[0] == id {
-			return strconv.Atoi(f[1])
-		}
-	}
-	return 0, fmt.Errorf("no task %s in the node's containerd:\n%s", id, out)
 }
 
 // dialInNetns opens a TCP connection to addr from the network namespace at netns, and closes it.

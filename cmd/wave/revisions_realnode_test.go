@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/testenv/testcerts"
+	"github.com/configwave/configwave/internal/testenv/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/revisions"
+	"github.com/configwave/configwave/internal/wave/rollout"
+)
+
+// On the real node, where kubelet mounts the files and sets the environment: v1, then v2, then
+// `kubectl rollout undo`: the undo's new pod reads v1 in its file and its environment while
+// the ConfigMap holds v2, and wave leaves it there (watched for 30 s, past kubelet's first
+// refresh of the volume); v3 then rolls forward.
+func TestRevisionsUndoBringsTheOldConfigBackOnARealNode(t *testing.T) {
+	c := testcluster.Need(t, cluster)
+	node := testcluster.NeedNode(t, c)
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	ca := testcerts.NewCA(t, "webhook-ca")
+	dir := t.TempDir()
+	crt, key := ca.Server(t, "configwave-wave.configwave-system.svc")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600))
+	hookAddr := testcluster.FreeAddr(t)
+	startWave(t, ns, "--revisions-webhook-address="+hookAddr, "--revisions-webhook-cert-dir="+dir)
+	registerRevisionWebhook(t, client, ns, "https://"+hookAddr+"/mutate-pods", ca.PEM)
+	createCM(t, client, ns, "app-config", map[string]string{"GREETING": "v1"})
+
+	grace, one := int64(1), int32(1)
+	tmpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			AutomountServiceAccountToken:  new(bool),
+			Volumes:                       []corev1.Volume{{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app-config")}}}},
+			Containers: []corev1.Container{{
+				Name: "app", Image: testcluster.PauseImage, ImagePullPolicy: corev1.PullNever,
+				EnvFrom:      []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "conf", MountPath: "/etc/app"}},
+			}},
+		},
+	}
+	testcluster.OnRealNode(&tmpl.Spec)
+	_, err := client.AppsV1().Deployments(ns).Create(ctx(t), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"}},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// runs waits for the one ready pod of the Deployment's current revision and returns what
+	// its container reads: the file kubelet mounted, and its environment.
+	runs := func(why string) (file, env string) {
+		t.Helper()
+		require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "web", 2*time.Minute), why)
+		rev := inputsHash(getDeployment(t, client, ns, "web"))
+		var pod corev1.Pod
+		require.Eventually(t, func() bool {
+			pods, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
+			require.NoError(t, err)
+			n := 0
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil && p.Annotations[rollout.InputsHashAnnotation] == rev && testcluster.PodReady(p) && len(p.Status.ContainerStatuses) == 1 {
+					pod, n = p, n+1
+				}
+			}
+			return n == 1
+		}, 2*time.Minute, tick, "%s: no ready pod of revision %s", why, rev)
+		b, err := os.ReadFile(filepath.Join(node.PodVolumeDir(pod.UID, "conf"), "GREETING"))
+		require.NoError(t, err, why)
+		pid, err := node.ContainerPID(ctx(t), pod.Status.ContainerStatuses[0].ContainerID)
+		require.NoError(t, err, why)
+		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		require.NoError(t, err, why)
+		for _, kv := range strings.Split(string(environ), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "GREETING="); ok {
+				env = v
+			}
+		}
+		return string(b), env
+	}
+
+	require.Eventually(t, func() bool { return revisions.IsRevision(inputsHash(getDeployment(t, client, ns, "web"))) }, eventually, tick, "turning revisions on rolls once")
+	file, env := runs("v1")
+	assert.Equal(t, "v1", file)
+	assert.Equal(t, "v1", env)
+	v1 := inputsHash(getDeployment(t, client, ns, "web"))
+
+	patchCM(t, client, ns, "app-config", `{"data":{"GREETING":"v2"}}`)
+	waitTemplateHashChange(t, client, ns, "web", v1)
+	file, env = runs("v2")
+	assert.Equal(t, "v2", file)
+	assert.Equal(t, "v2", env)
+
+	undoDeployment(t, client, ns, "web")
+	file, env = runs("undo")
+	assert.Equal(t, "v1", file, "the undo's pod reads the old file, while the ConfigMap holds v2")
+	assert.Equal(t, "v1", env, "and the old environment")
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigRolledBack")) == 1 }, eventually, tick)
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		require.Equal(t, v1, inputsHash(getDeployment(t, client, ns, "web")), "wave rolled the undo forward")
+	}
+	file, _ = runs("30 s after the undo")
+	assert.Equal(t, "v1", file, "kubelet's refresh keeps the snapshot's content")
+
+	patchCM(t, client, ns, "app-config", `{"data":{"GREETING":"v3"}}`)
+	waitTemplateHashChange(t, client, ns, "web", v1)
+	file, env = runs("v3")
+	assert.Equal(t, "v3", file)
+	assert.Equal(t, "v3", env)
+}
