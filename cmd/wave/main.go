@@ -222,7 +222,7 @@ func runWave(cfg *config) error {
 	defer ep.stop()                              // unless the run group took them over
 	var caches atomic.Pointer[rollout.Informers] // for the webhook's Events, once they are made
 	if cfg.revisionsWebhookAddress != "" {
-		srv, err := startRevisionWebhook(cfg, cl, caches.Load, recorder)
+		srv, err := startRevisionWebhook(ctx, cfg, cl, reg, caches.Load, recorder)
 		if err != nil {
 			return err
 		}

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configwave/configwave/internal/testenv/testcerts"
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
@@ -30,14 +29,7 @@ func TestRevisionsUndoBringsTheOldConfigBackOnARealNode(t *testing.T) {
 	node := testcluster.NeedNode(t, c)
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
-	ca := testcerts.NewCA(t, "webhook-ca")
-	dir := t.TempDir()
-	crt, key := ca.Server(t, "configwave-wave.configwave-system.svc")
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600))
-	hookAddr := testcluster.FreeAddr(t)
-	startWave(t, ns, "--revisions-webhook-address="+hookAddr, "--revisions-webhook-cert-dir="+dir)
-	registerRevisionWebhook(t, client, ns, "https://"+hookAddr+"/mutate-pods", ca.PEM)
+	startWaveWithWebhook(t, client, ns)
 	createCM(t, client, ns, "app-config", map[string]string{"GREETING": "v1"})
 
 	grace, one := int64(1), int32(1)
@@ -57,7 +49,7 @@ func TestRevisionsUndoBringsTheOldConfigBackOnARealNode(t *testing.T) {
 	testcluster.OnRealNode(&tmpl.Spec)
 	_, err := client.AppsV1().Deployments(ns).Create(ctx(t), &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"}},
-		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl},
+		Spec:       appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 

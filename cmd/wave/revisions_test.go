@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/configwave/configwave/internal/testenv/testcerts"
 	"github.com/configwave/configwave/internal/testenv/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rollout"
 )
@@ -90,6 +92,96 @@ func TestRevisionsRollOnceKeepEachConfigAndHoldAnUndo(t *testing.T) {
 	require.Eventually(t, func() bool { return p.Metric("configwave_wave_workloads_held_by_rollback") == 0 }, eventually, tick)
 }
 
+// Snapshots live as long as the revisions that use them: with revisionHistoryLimit 1, after
+// four changes the garbage collector has removed every snapshot and index that no kept
+// ReplicaSet's pods read, and kept those the kept ones do; a snapshot that two revisions
+// share (the Secret's) is kept.
+func TestRevisionSnapshotsGoWithTheirReplicaSets(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	startWaveWithWebhook(t, client, ns)
+	createCM(t, client, ns, "app", map[string]string{"k": "v0"})
+	createSecret(t, client, ns, "db", map[string]string{"pw": "one"})
+	d := deployment(ns, "web",
+		withVolume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app")}}}),
+		withVolume(corev1.Volume{Name: "db", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db"}}}))
+	d.Annotations[revisions.OptInAnnotation] = "true"
+	one := int32(1)
+	d.Spec.RevisionHistoryLimit = &one
+	createDeployment(t, client, d)
+	require.Eventually(t, func() bool { return revisions.IsRevision(inputsHash(getDeployment(t, client, ns, "web"))) }, eventually, tick)
+	for i := 1; i <= 4; i++ {
+		before := inputsHash(getDeployment(t, client, ns, "web"))
+		podOf(t, client, ns, before)
+		require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "web", eventually))
+		patchCM(t, client, ns, "app", fmt.Sprintf(`{"data":{"k":"v%d"}}`, i))
+		waitTemplateHashChange(t, client, ns, "web", before)
+	}
+	current := inputsHash(getDeployment(t, client, ns, "web"))
+	podOf(t, client, ns, current)
+	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "web", eventually))
+	snaps := index(t, client, ns, current)
+
+	managed := func() (configMaps, secrets []string) {
+		sel := metav1.ListOptions{LabelSelector: revisions.ManagedByLabel + "=" + revisions.ManagedBy}
+		cms, err := client.CoreV1().ConfigMaps(ns).List(ctx(t), sel)
+		require.NoError(t, err)
+		for _, o := range cms.Items {
+			configMaps = append(configMaps, o.Name)
+		}
+		secs, err := client.CoreV1().Secrets(ns).List(ctx(t), sel)
+		require.NoError(t, err)
+		for _, o := range secs.Items {
+			secrets = append(secrets, o.Name)
+		}
+		return configMaps, secrets
+	}
+	// Kept: at most the two ReplicaSets' snapshots of app and their two indexes; the one
+	// Secret snapshot they share.
+	var cms, secs []string
+	assert.Eventually(t, func() bool { cms, secs = managed(); return len(cms) <= 4 }, time.Minute, 100*time.Millisecond, "the snapshots of pruned ReplicaSets are never removed")
+	require.LessOrEqual(t, len(cms), 4, "left: %v", cms)
+	assert.Contains(t, cms, snaps["configmap.app"], "the current revision's snapshot stays")
+	assert.Contains(t, cms, revisions.IndexName(current), "and its index")
+	assert.Equal(t, []string{snaps["secret.db"]}, secs, "one snapshot of the Secret, shared by every revision")
+	rss, err := testcluster.ReplicaSets(ctx(t), client, getDeployment(t, client, ns, "web"))
+	require.NoError(t, err)
+	assert.Len(t, rss, 2, "revisionHistoryLimit 1: the current ReplicaSet and one before")
+}
+
+// A StatefulSet's pods name their ControllerRevision by a label, not by an owner reference:
+// the snapshot they read is owned by that ControllerRevision, read for its uid.
+func TestRevisionSnapshotsOfAStatefulSetAreOwnedByItsControllerRevision(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	startWaveWithWebhook(t, client, ns)
+	createCM(t, client, ns, "app", map[string]string{"k": "v1"})
+	tmpl := deployment(ns, "x", withEnvKey("app", "k")).Spec.Template
+	tmpl.Labels = map[string]string{"app": "db"}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db",
+		Annotations: map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"}},
+		Spec: appsv1.StatefulSetSpec{Replicas: new(int32(1)), ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl}}
+	_, err := client.AppsV1().StatefulSets(ns).Create(ctx(t), sts, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var rev string
+	require.Eventually(t, func() bool {
+		s, err := client.AppsV1().StatefulSets(ns).Get(ctx(t), "db", metav1.GetOptions{})
+		require.NoError(t, err)
+		rev = s.Spec.Template.Annotations[rollout.InputsHashAnnotation]
+		return revisions.IsRevision(rev)
+	}, eventually, tick, "turning revisions on rolls the StatefulSet once")
+	pod := podOf(t, client, ns, rev)
+	snap := index(t, client, ns, rev)["configmap.app"]
+	assert.Equal(t, snap, pod.Spec.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name)
+	cr, err := client.AppsV1().ControllerRevisions(ns).Get(ctx(t), pod.Labels["controller-revision-hash"], metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), snap, metav1.GetOptions{})
+		require.NoError(t, err)
+		return len(cm.OwnerReferences) == 1 && cm.OwnerReferences[0].UID == cr.UID && cm.OwnerReferences[0].Kind == "ControllerRevision"
+	}, eventually, tick, "the snapshot is owned by the pod's ControllerRevision")
+}
+
 // index reads a revision's index.
 func index(t *testing.T, client kubernetes.Interface, ns, revision string) map[string]string {
 	t.Helper()
@@ -152,14 +244,7 @@ func undoDeployment(t *testing.T, client kubernetes.Interface, ns, name string) 
 func TestRevisionWebhookPointsPodsAtTheirSnapshots(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
-	ca := testcerts.NewCA(t, "webhook-ca")
-	dir := t.TempDir()
-	crt, key := ca.Server(t, "configwave-wave.configwave-system.svc")
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600))
-	hookAddr := testcluster.FreeAddr(t)
-	startWave(t, ns, "--revisions-webhook-address="+hookAddr, "--revisions-webhook-cert-dir="+dir)
-	registerRevisionWebhook(t, client, ns, "https://"+hookAddr+"/mutate-pods", ca.PEM)
+	startWaveWithWebhook(t, client, ns)
 
 	createCM(t, client, ns, "app", map[string]string{"k": "v1"})
 	d := deployment(ns, "web",
@@ -191,6 +276,20 @@ func TestRevisionWebhookPointsPodsAtTheirSnapshots(t *testing.T) {
 	assert.Equal(t, "app", pod.Spec.Volumes[0].ConfigMap.Name, "admitted unchanged: the live object")
 	require.Eventually(t, func() bool { return len(events(t, client, ns, "plain", "ConfigRevisionLive")) == 1 }, eventually, tick)
 	assert.Contains(t, events(t, client, ns, "plain", "ConfigRevisionLive")[0].Message, "the pod reads the live objects")
+}
+
+// startWaveWithWebhook runs wave for ns with its revisions webhook served and registered.
+func startWaveWithWebhook(t *testing.T, client kubernetes.Interface, ns string, args ...string) *testcluster.Process {
+	t.Helper()
+	ca := testcerts.NewCA(t, "webhook-ca")
+	dir := t.TempDir()
+	crt, key := ca.Server(t, "configwave-wave.configwave-system.svc")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600))
+	hookAddr := testcluster.FreeAddr(t)
+	p := startWave(t, ns, append([]string{"--revisions-webhook-address=" + hookAddr, "--revisions-webhook-cert-dir=" + dir}, args...)...)
+	registerRevisionWebhook(t, client, ns, "https://"+hookAddr+"/mutate-pods", ca.PEM)
+	return p
 }
 
 // registerRevisionWebhook registers wave's webhook for the pods of one namespace, as the chart

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -23,16 +25,21 @@ const revisionWebhookPath = "/mutate-pods"
 // their snapshots, on every replica (leader or not: the API server may call any), from the
 // start: it reads the API server, not the caches. A pod it cannot help is still admitted,
 // and an Event on its workload (once per revision and reason) says it reads live.
-func startRevisionWebhook(cfg *config, cl *clients, inf func() *rollout.Informers, recorder record.EventRecorder) (*serve.Server, error) {
+func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *prometheus.Registry, inf func() *rollout.Informers, recorder record.EventRecorder) (*serve.Server, error) {
 	keys := &revisionhook.KeyPair{Dir: cfg.revisionsWebhookCertDir}
 	if err := keys.Load(); err != nil {
 		return nil, err
 	}
+	failed := prometheus.NewCounter(prometheus.CounterOpts{Name: "configwave_wave_revision_owner_failures_total",
+		Help: "Owner references to a revision that wave could not add to a snapshot or index (the log says why): that object stays until deleted by hand."})
+	reg.MustRegister(failed)
+	adopt := &revisionhook.Adopter{Client: cl.kube, Failed: failed.Inc}
+	go func() { _ = adopt.Run(ctx) }() // best effort: the revision's next pod asks again
 	ln, err := net.Listen("tcp", cfg.revisionsWebhookAddress)
 	if err != nil {
 		return nil, fmt.Errorf("--revisions-webhook-address %s: %w", cfg.revisionsWebhookAddress, err)
 	}
-	h := &revisionhook.Handler{Look: &revisionhook.APILook{Core: cl.kube.CoreV1()}, Tell: func(pod *corev1.Pod, why string) {
+	h := &revisionhook.Handler{Look: &revisionhook.APILook{Core: cl.kube.CoreV1()}, Adopt: adopt, Tell: func(pod *corev1.Pod, why string) {
 		kind, name := revisionhook.WorkloadOf(pod)
 		i := inf()
 		if kind == "" || i == nil {

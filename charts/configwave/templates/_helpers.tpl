@@ -49,11 +49,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   verbs: ["get", "list", "watch"]
 {{- end }}
 {{- if .Values.revisions.enabled }}
-# the snapshots of the config each revision runs with, and each revision's index; never
-# updated or deleted: the garbage collector removes them with their revisions (revisions)
+# snapshots of ConfigMaps and Secrets and each revision's index (a ConfigMap): created once,
+# then patched only to add an owner reference to a revision that uses them, which the
+# ValidatingAdmissionPolicy beside this enforces; never deleted by wave: Kubernetes' garbage
+# collector removes them with their last revision (revisions)
 - apiGroups: [""]
   resources: ["configmaps", "secrets"]
-  verbs: ["create"]
+  verbs: ["create", "patch"]
+# a StatefulSet's or DaemonSet's revision, to own its pods' snapshots
+- apiGroups: ["apps"]
+  resources: ["controllerrevisions"]
+  verbs: ["get"]
 {{- end }}
 {{- if .Values.namespaceSelector }}
 # their labels, for Stakater Reloader's --namespace-selector (namespaceSelector); cluster-wide

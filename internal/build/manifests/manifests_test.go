@@ -214,11 +214,11 @@ func kinds(objs []*unstructured.Unstructured) []string {
 func TestKustomizeBasesApply(t *testing.T) {
 	testcluster.Need(t, cluster)
 	ensureNamespace(t, "configwave-system")
-	for _, dir := range []string{"config/wave", "config/wave-hash-key", "config/wave-migrate", "config/reloader-rbac", "config/reloader-rbac-one-first"} {
+	for _, dir := range []string{"config/wave", "config/wave-hash-key", "config/wave-migrate", "config/wave-revisions", "config/reloader-rbac", "config/reloader-rbac-one-first"} {
 		t.Run(dir, func(t *testing.T) {
 			objs := decode(t, kustomize(t, dir))
 			applyDryRun(t, objs, "default")
-			if !strings.HasPrefix(dir, "config/reloader-rbac") { // Roles of a namespace, not the restricted wave
+			if !strings.HasPrefix(dir, "config/reloader-rbac") && dir != "config/wave-revisions" { // RBAC and a policy only: no pod to be restricted
 				assertRestricted(t, objs)
 			}
 		})
@@ -422,8 +422,10 @@ func TestChartRBACEqualsKustomizeRBAC(t *testing.T) {
 	assert.Equal(t, append(kust, csiRules...), rules(decode(t, helmTemplate(t, "enableCSIIntegration=true"))), "enableCSIIntegration: read access to the driver's objects")
 	assert.Contains(t, string(helmTemplate(t, "enableCSIIntegration=true")), "--enable-csi-integration=true")
 	assert.Equal(t, csiRules, rules(decode(t, kustomize(t, "config/wave-csi"))), "the Kustomize component for --enable-csi-integration")
-	revisionRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create"}}}
-	assert.Equal(t, append(kust, revisionRules...), rules(decode(t, helmTemplate(t, "revisions.enabled=true"))), "revisions.enabled: create for the snapshots, nothing else")
+	revisionRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get"}}}
+	assert.Equal(t, append(kust, revisionRules...), rules(decode(t, helmTemplate(t, "revisions.enabled=true"))), "revisions.enabled: create for the snapshots, a patch the policy narrows, nothing else")
+	assert.Contains(t, kinds(decode(t, helmTemplate(t, "revisions.enabled=true"))), "ValidatingAdmissionPolicy", "the policy that narrows the patch comes with it")
 	assert.NotContains(t, string(helmTemplate(t, "revisions.enabled=true")), "--config-revisions", "per workload, by its annotation")
 	assert.Contains(t, string(helmTemplate(t, "revisions.enabled=true", "revisions.allWorkloads=true")), "--config-revisions=true")
 	assert.Equal(t, revisionRules, rules(decode(t, kustomize(t, "config/wave-revisions"))), "the Kustomize component for revisions")

@@ -37,6 +37,8 @@ type Handler struct {
 	// per revision and reason (an Event on its workload): called from the request, so it must
 	// not block.
 	Tell func(pod *corev1.Pod, why string)
+	// Adopt, when set, makes what a new pod reads live as long as its revision.
+	Adopt *Adopter
 
 	mu   sync.Mutex
 	told map[string]bool
@@ -68,6 +70,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cancel()
 		if d.Why != "" {
 			h.tell(req.Pod, d.Why)
+		}
+		if owner, ok := revisions.OwnerOf(req.Pod); ok && h.Adopt != nil && len(d.Use) > 0 && !req.Ephemeral && !req.DryRun {
+			objects := []configref.Ref{{Kind: configref.ConfigMap, Namespace: req.Pod.Namespace, Name: revisions.IndexName(req.Pod.Annotations[InputsHashAnnotation])}}
+			for ref, snap := range d.Use {
+				objects = append(objects, configref.Ref{Kind: ref.Kind, Namespace: req.Pod.Namespace, Name: snap})
+			}
+			h.Adopt.Add(req.Pod.Namespace, owner, objects)
 		}
 	}
 	out, err := Respond(review, req, d)

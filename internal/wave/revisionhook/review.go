@@ -36,6 +36,7 @@ const ephemeralSubresource = "ephemeralcontainers"
 type Request struct {
 	Pod       *corev1.Pod
 	Ephemeral bool
+	DryRun    bool // a dry run: answered alike, with no side effect (the owner references)
 }
 
 // errNotAReview is a body that is not an AdmissionReview of a pod.
@@ -69,7 +70,7 @@ func Parse(body []byte) (*admissionv1.AdmissionReview, Request, error) {
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace // a pod created with generateName in a namespace's path
 	}
-	return &review, Request{Pod: &pod, Ephemeral: ephemeral}, nil
+	return &review, Request{Pod: &pod, Ephemeral: ephemeral, DryRun: req.DryRun != nil && *req.DryRun}, nil
 }
 
 // Respond is the answer to review: allowed, with d's patch. Through the ephemeral containers'

@@ -32,6 +32,8 @@ type Admission struct {
 // workload. The pod is always admitted: a config tool never blocks a scale-up.
 type Decision struct {
 	Ops []Op
+	// Use are the snapshots the pod reads, which live as long as its revision (OwnerPatch).
+	Use Snapshots
 	// Live names the sources the pod reads live against its revision; Why says why.
 	Live []configref.Ref
 	Why  string
@@ -66,7 +68,7 @@ func Decide(a Admission) Decision {
 		}
 		use[ref] = snap
 	}
-	d := Decision{Ops: Rewrite(ns, &a.Pod.Spec, use)}
+	d := Decision{Ops: Rewrite(ns, &a.Pod.Spec, use), Use: use}
 	if len(gone) > 0 {
 		d.Live = live
 		d.Why = fmt.Sprintf("the snapshots %s of revision %s are gone (deleted by hand?): the pod reads those sources live; the next change of its config makes new ones", strings.Join(gone, ", "), a.InputsHash)

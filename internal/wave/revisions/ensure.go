@@ -55,7 +55,7 @@ func Ensure(ctx context.Context, api API, dg confighash.Digester, namespace, inp
 		}
 		obj, err := api.Get(ctx, s.Ref)
 		if err != nil {
-			return nil, fmt.Errorf("read %s to snapshot it: %w", s.Ref, redact(s.Ref.Kind, err))
+			return nil, fmt.Errorf("read %s to snapshot it: %w", s.Ref, Redact(s.Ref.Kind, err))
 		}
 		if obj.GetResourceVersion() != s.ResourceVersion {
 			return nil, fmt.Errorf("%s: %w (resourceVersion %s, decided on %s)", s.Ref, ErrSourceChanged, obj.GetResourceVersion(), s.ResourceVersion)
@@ -106,7 +106,7 @@ func create(ctx context.Context, api API, kind configref.Kind, obj metav1.Object
 	if apierrors.IsAlreadyExists(err) {
 		have, err := api.Get(ctx, ref)
 		if err != nil {
-			return fmt.Errorf("read %s, which exists already: %w", ref, redact(kind, err))
+			return fmt.Errorf("read %s, which exists already: %w", ref, Redact(kind, err))
 		}
 		if have.GetLabels()[ManagedByLabel] != ManagedBy || have.GetAnnotations()[ContentAnnotation] != content {
 			return fmt.Errorf("%s exists and is not configwave's snapshot of this content: rename or delete it, so that wave can keep the revision's config under that name", ref)
@@ -116,17 +116,17 @@ func create(ctx context.Context, api API, kind configref.Kind, obj metav1.Object
 	if apierrors.IsForbidden(err) {
 		if r := refusal.Of(err); r.Quota {
 			return fmt.Errorf("create %s: refused by %s: %w: raise the quota's count/%s (kubectl -n %s describe resourcequota), or turn revisions off for the workload (%s: \"false\")",
-				ref, r.By, redact(kind, err), kind.Resource(), ref.Namespace, OptInAnnotation)
+				ref, r.By, Redact(kind, err), kind.Resource(), ref.Namespace, OptInAnnotation)
 		}
 		return fmt.Errorf("create %s: %w: give wave's ServiceAccount create on %s in %s (a Role rule: apiGroups [\"\"], resources [%s], verbs [create])",
-			ref, redact(kind, err), kind.Resource(), ref.Namespace, kind.Resource())
+			ref, Redact(kind, err), kind.Resource(), ref.Namespace, kind.Resource())
 	}
-	return fmt.Errorf("create %s: %w", ref, redact(kind, err))
+	return fmt.Errorf("create %s: %w", ref, Redact(kind, err))
 }
 
-// redact keeps an API error of a Secret's create to its reason and code, still matched by
-// apierrors and errors.Is through Unwrap.
-func redact(kind configref.Kind, err error) error {
+// Redact keeps an API error of a Secret's write to its reason and code, still matched by
+// apierrors and errors.Is through Unwrap: a webhook's or a validation's text may quote the value.
+func Redact(kind configref.Kind, err error) error {
 	if kind != configref.Secret {
 		return err
 	}

@@ -65,6 +65,9 @@ type AppsV1 interface {
 	Deployments(namespace string) Resource[*appsv1.Deployment, *appsv1.DeploymentList]
 	StatefulSets(namespace string) Resource[*appsv1.StatefulSet, *appsv1.StatefulSetList]
 	DaemonSets(namespace string) Resource[*appsv1.DaemonSet, *appsv1.DaemonSetList]
+	// ControllerRevisions: a StatefulSet's or DaemonSet's revisions, which own their config's
+	// snapshots (package revisions).
+	ControllerRevisions(namespace string) Resource[*appsv1.ControllerRevision, *appsv1.ControllerRevisionList]
 }
 
 type BatchV1 interface {
@@ -213,6 +216,10 @@ func (g appsV1) StatefulSets(ns string) Resource[*appsv1.StatefulSet, *appsv1.St
 
 func (g appsV1) DaemonSets(ns string) Resource[*appsv1.DaemonSet, *appsv1.DaemonSetList] {
 	return resource(g.c, "daemonsets", ns, func() *appsv1.DaemonSet { return &appsv1.DaemonSet{} }, func() *appsv1.DaemonSetList { return &appsv1.DaemonSetList{} })
+}
+
+func (g appsV1) ControllerRevisions(ns string) Resource[*appsv1.ControllerRevision, *appsv1.ControllerRevisionList] {
+	return resource(g.c, "controllerrevisions", ns, func() *appsv1.ControllerRevision { return &appsv1.ControllerRevision{} }, func() *appsv1.ControllerRevisionList { return &appsv1.ControllerRevisionList{} })
 }
 
 type batchV1 struct{ c rest.Interface }

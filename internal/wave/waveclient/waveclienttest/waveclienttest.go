@@ -72,6 +72,10 @@ func (g appsV1) DaemonSets(ns string) waveclient.Resource[*appsv1.DaemonSet, *ap
 	return g.c.DaemonSets(ns)
 }
 
+func (g appsV1) ControllerRevisions(ns string) waveclient.Resource[*appsv1.ControllerRevision, *appsv1.ControllerRevisionList] {
+	return g.c.ControllerRevisions(ns)
+}
+
 type batchV1 struct{ c typedbatchv1.BatchV1Interface }
 
 func (g batchV1) CronJobs(ns string) waveclient.Resource[*batchv1.CronJob, *batchv1.CronJobList] {

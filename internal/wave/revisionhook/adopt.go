@@ -1,0 +1,147 @@
+package revisionhook
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/revisions"
+	"github.com/configwave/configwave/internal/wave/waveclient"
+)
+
+// Adopter gives each snapshot and index that a new pod reads an owner reference to the pod's
+// revision object (revisions.OwnerOf), off the admission's path: the webhook answers at once,
+// and the references are added a moment later, in the order pods were admitted. It patches
+// only objects this feature made (the managed-by label), and each (object, owner) once.
+type Adopter struct {
+	Client waveclient.Interface
+	// Failed, when set, counts references that could not be added.
+	Failed func()
+
+	once  sync.Once
+	queue chan adoption
+	mu    sync.Mutex
+	done  map[string]bool
+}
+
+type adoption struct {
+	owner   revisions.Owner
+	objects []configref.Ref
+}
+
+// adoptQueue bounds the adoptions waiting; past it, one is dropped and said: the next pod of
+// the same revision asks again.
+const adoptQueue = 1024
+
+// maxDone bounds what Adopter remembers having done; past it, it forgets all and checks again
+// (a check is one read).
+const maxDone = 16384
+
+func (a *Adopter) init() {
+	a.once.Do(func() { a.queue, a.done = make(chan adoption, adoptQueue), map[string]bool{} })
+}
+
+// Add asks for the objects (in owner's namespace) to live as long as owner. It never blocks.
+func (a *Adopter) Add(namespace string, owner revisions.Owner, objects []configref.Ref) {
+	a.init()
+	var todo []configref.Ref
+	a.mu.Lock()
+	for _, ref := range objects {
+		if !a.done[doneKey(ref, owner)] {
+			todo = append(todo, ref)
+		}
+	}
+	a.mu.Unlock()
+	if len(todo) == 0 {
+		return
+	}
+	select {
+	case a.queue <- adoption{owner: owner, objects: todo}:
+	default:
+		klog.InfoS("config revisions: too many owner references waiting; this one is left for the revision's next pod", "namespace", namespace, "owner", owner.Kind+"/"+owner.Name)
+	}
+}
+
+func doneKey(ref configref.Ref, owner revisions.Owner) string {
+	return ref.String() + "\x00" + owner.Kind + "/" + owner.Name + "\x00" + string(owner.UID)
+}
+
+// Run adds the references until ctx ends.
+func (a *Adopter) Run(ctx context.Context) error {
+	a.init()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ad := <-a.queue:
+			for _, ref := range ad.objects {
+				if err := a.adopt(ctx, ref, ad.owner); err != nil {
+					klog.ErrorS(err, "config revisions: could not make a snapshot live as long as its revision; it stays until deleted by hand", "object", ref.String(), "owner", ad.owner.Kind+"/"+ad.owner.Name)
+					if a.Failed != nil {
+						a.Failed()
+					}
+					continue
+				}
+				a.mu.Lock()
+				if len(a.done) >= maxDone {
+					a.done = map[string]bool{}
+				}
+				a.done[doneKey(ref, ad.owner)] = true
+				a.mu.Unlock()
+			}
+		}
+	}
+}
+
+func (a *Adopter) adopt(ctx context.Context, ref configref.Ref, owner revisions.Owner) error {
+	if owner.UID == "" && owner.Kind == "ControllerRevision" {
+		cr, err := a.Client.AppsV1().ControllerRevisions(ref.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("read controllerrevision %s/%s: %w", ref.Namespace, owner.Name, err)
+		}
+		owner.UID = cr.UID
+	}
+	var have metav1.Object
+	var err error
+	switch ref.Kind {
+	case configref.ConfigMap:
+		have, err = a.Client.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	case configref.Secret:
+		have, err = a.Client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	default:
+		return fmt.Errorf("%s: not a ConfigMap or Secret", ref)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil // gone: nothing to keep
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", ref, revisions.Redact(ref.Kind, err))
+	}
+	if have.GetLabels()[revisions.ManagedByLabel] != revisions.ManagedBy {
+		return fmt.Errorf("%s is not configwave's snapshot (no %s=%s label): left as it is", ref, revisions.ManagedByLabel, revisions.ManagedBy)
+	}
+	patch, err := revisions.OwnerPatch(have.GetOwnerReferences(), owner)
+	if err != nil || patch == nil {
+		return err
+	}
+	opts := metav1.PatchOptions{FieldManager: "configwave-wave"}
+	switch ref.Kind {
+	case configref.ConfigMap:
+		_, err = a.Client.CoreV1().ConfigMaps(ref.Namespace).Patch(ctx, ref.Name, types.StrategicMergePatchType, patch, opts)
+	case configref.Secret:
+		_, err = a.Client.CoreV1().Secrets(ref.Namespace).Patch(ctx, ref.Name, types.StrategicMergePatchType, patch, opts)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("add the owner reference to %s: %w: give wave patch on %s (config/wave-revisions)", ref, revisions.Redact(ref.Kind, err), ref.Kind.Resource())
+	}
+	return nil
+}
