@@ -16,7 +16,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/testenv/testcerts"
@@ -333,4 +335,84 @@ func podOf(t *testing.T, client kubernetes.Interface, ns, revision string) *core
 		return false
 	}, eventually, tick, "no pod of revision %s", revision)
 	return found
+}
+
+// An Argo Rollouts canary of a config change is a canary with revisions: while the canary
+// step pauses, the canary pod reads the new revision's snapshot and the stable pods keep the
+// old one (kubelet's refresh of an immutable snapshot changes nothing); an abort leaves only
+// pods that read the old one, and wave does not roll again.
+func TestRevisionsCanaryIsolatesTheNewConfig(t *testing.T) {
+	client := adminClient(t)
+	testcluster.StartArgoRollouts(t, cluster)
+	dyn, err := dynamic.NewForConfig(cluster.Config())
+	require.NoError(t, err)
+	ns := testcluster.Namespace(t, client)
+	p := startWaveWithWebhook(t, client, ns)
+	createCM(t, client, ns, "cm", map[string]string{"a": "v1"})
+	r := argoRollout(ns, "web", map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"})
+	require.NoError(t, unstructured.SetNestedField(r.Object, int64(2), "spec", "replicas"))
+	require.NoError(t, unstructured.SetNestedSlice(r.Object, []any{map[string]any{"setWeight": int64(50)}, map[string]any{"pause": map[string]any{}}}, "spec", "strategy", "canary", "steps"))
+	rollouts := dyn.Resource(rolloutsResource).Namespace(ns)
+	_, err = rollouts.Create(ctx(t), r, metav1.CreateOptions{})
+	require.NoError(t, err)
+	revision := func() string {
+		u, err := rollouts.Get(ctx(t), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		v, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", rollout.InputsHashAnnotation)
+		return v
+	}
+	// pods maps each running pod's revision to the ConfigMaps its envFrom reads.
+	pods := func() map[string][]string {
+		list, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
+		require.NoError(t, err)
+		out := map[string][]string{}
+		for _, pod := range list.Items {
+			if pod.DeletionTimestamp == nil {
+				rev := pod.Annotations[rollout.InputsHashAnnotation]
+				out[rev] = append(out[rev], pod.Spec.Containers[0].EnvFrom[0].ConfigMapRef.Name)
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return revisions.IsRevision(revision()) }, eventually, tick, "turning revisions on rolls once")
+	v1 := revision()
+	// Turning on is a canary too: promote it, so that both pods run v1 from the snapshot.
+	promote := func() {
+		_, err := rollouts.Patch(ctx(t), "web", types.MergePatchType, []byte(`{"status":{"pauseConditions":null}}`), metav1.PatchOptions{}, "status")
+		require.NoError(t, err)
+	}
+	snap1 := index(t, client, ns, v1)["configmap.cm"]
+	require.Eventually(t, func() bool {
+		if len(pods()[v1]) < 1 {
+			return false
+		}
+		promote()
+		got := pods()
+		return len(got) == 1 && len(got[v1]) == 2
+	}, time.Minute, 200*time.Millisecond, "v1 on both pods")
+	assert.Equal(t, []string{snap1, snap1}, pods()[v1])
+	settle(t, p)
+
+	patchCM(t, client, ns, "cm", `{"data":{"a":"v2"}}`)
+	require.Eventually(t, func() bool { return revision() != v1 }, eventually, tick)
+	v2 := revision()
+	snap2 := index(t, client, ns, v2)["configmap.cm"]
+	require.Eventually(t, func() bool { got := pods(); return len(got[v2]) == 1 && len(got[v1]) >= 1 }, time.Minute, 100*time.Millisecond, "the canary step: one pod of v2 beside v1's")
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		got := pods()
+		require.Equal(t, []string{snap2}, got[v2], "the canary pod reads the new snapshot")
+		for _, name := range got[v1] {
+			require.Equal(t, snap1, name, "every stable pod keeps the old one")
+		}
+	}
+
+	// kubectl argo rollouts abort: status.abort, and the canary goes.
+	_, err = rollouts.Patch(ctx(t), "web", types.MergePatchType, []byte(`{"status":{"abort":true}}`), metav1.PatchOptions{}, "status")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { got := pods(); return len(got) == 1 && len(got[v1]) == 2 }, time.Minute, 100*time.Millisecond, "after the abort, only v1's pods")
+	assert.Equal(t, []string{snap1, snap1}, pods()[v1])
+	rolled := p.Metric(`configwave_wave_reconciles_total{result="rolled"}`)
+	settle(t, p)
+	assert.Equal(t, rolled, p.Metric(`configwave_wave_reconciles_total{result="rolled"}`), "wave rolls nothing after the abort")
+	assert.Equal(t, v2, revision(), "the template stays as Argo left it")
 }
