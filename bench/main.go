@@ -135,6 +135,7 @@ func run(ctx context.Context, full bool) error {
 		{"wave memory", waveMemory},
 		{"wave used and unused config", waveUsedMemory},
 		{"wave scale", waveScale},
+		{"wave revisions", waveRevisions},
 		{"micro-benchmarks", func(e *env, r *report) error { return micro(e, r, root) }},
 	}
 	for _, s := range steps {

@@ -106,6 +106,7 @@ type report struct {
 	UsedMemory  *UsedMemory   `json:"wave_used_memory"`
 	Memory      []Memory      `json:"wave_memory"`
 	Scale       []ScalePoint  `json:"wave_scale"`
+	Revisions   *Revisions    `json:"wave_revisions,omitempty"`
 	Micro       string        `json:"micro_benchmarks"`
 	// Rerun lists the steps run alone since (-only with -merge), each with when and how.
 	Rerun []string `json:"rerun,omitempty"`
@@ -290,6 +291,9 @@ func (r *report) markdown() string {
 	}
 	if len(r.Scale) > 0 {
 		b.WriteString(scaleMarkdown(r.Scale))
+	}
+	if v := r.Revisions; v != nil {
+		b.WriteString(v.markdown())
 	}
 	if r.Micro != "" {
 		b.WriteString("\n### Micro-benchmarks\n\n`go test -run '^$' -bench . -benchmem ./internal/wave/confighash ./internal/reloader/unpack` (benchstat-compatible). `FloorWriteFilesInPlace` writes the same 100 files in place, with no atomicity: the floor of `Write100Files1MiB`.\n\n```text\n")
