@@ -117,28 +117,7 @@ func run(ctx context.Context, full bool) error {
 			return err
 		}
 	}
-	steps := []struct {
-		name string
-		f    func(*env, *report) error
-	}{
-		{"reloader propagation", reloaderPropagation},
-		{"reloader burst", reloaderBurst},
-		{"sidecar footprint", sidecarFootprint},
-		{"reloader folders", reloaderFolders},
-		{"reloader rule files", reloaderRuleFiles},
-		{"reloader real pods", reloaderRealPods},
-		{"reloader one first", reloaderOneFirst},
-		{"wave trigger latency", waveLatency},
-		{"wave runaway writer", waveRunaway}, // before the shared step leaves kube-controller-manager busy
-		{"wave shared ConfigMap", waveShared},
-		{"wave coalescing", waveCoalescing},
-		{"wave memory", waveMemory},
-		{"wave used and unused config", waveUsedMemory},
-		{"wave scale", waveScale},
-		{"wave revisions", waveRevisions},
-		{"micro-benchmarks", func(e *env, r *report) error { return micro(e, r, root) }},
-	}
-	for _, s := range steps {
+	for _, s := range steps(root) {
 		if !strings.HasPrefix(s.name, only) {
 			continue
 		}
@@ -170,6 +149,33 @@ func run(ctx context.Context, full bool) error {
 		return nil
 	}
 	return rep.write(root)
+}
+
+// step is one part of make bench, run in this order.
+type step struct {
+	name string
+	f    func(*env, *report) error
+}
+
+func steps(root string) []step {
+	return []step{
+		{"reloader propagation", reloaderPropagation},
+		{"reloader burst", reloaderBurst},
+		{"sidecar footprint", sidecarFootprint},
+		{"reloader folders", reloaderFolders},
+		{"reloader rule files", reloaderRuleFiles},
+		{"reloader real pods", reloaderRealPods},
+		{"reloader one first", reloaderOneFirst},
+		{"wave trigger latency", waveLatency},
+		{"wave runaway writer", waveRunaway}, // before the shared step leaves kube-controller-manager busy
+		{"wave shared ConfigMap", waveShared},
+		{"wave coalescing", waveCoalescing},
+		{"wave memory", waveMemory},
+		{"wave used and unused config", waveUsedMemory},
+		{"wave scale", waveScale},
+		{"wave revisions", waveRevisions},
+		{"micro-benchmarks", func(e *env, r *report) error { return micro(e, r, root) }},
+	}
 }
 
 // only, reloaderBin and waveBin are for before/after comparisons, which must not overwrite the
