@@ -192,7 +192,7 @@ func waveWrites(p *proc) float64 {
 
 // registerWebhook registers wave's webhook for the pods of ns, as docs/revisions.md shows.
 func (e *env) registerWebhook(ns, url string, caPEM []byte) error {
-	ignore, none, timeout := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone, int32(5)
+	ignore, none, timeout := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNoneOnDryRun, int32(5)
 	_, err := e.client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(e.ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "configwave-revisions-" + ns},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{

@@ -221,11 +221,9 @@ func runWave(cfg *config) error {
 	}
 	defer ep.stop()                              // unless the run group took them over
 	var caches atomic.Pointer[rollout.Informers] // for the webhook's Events, once they are made
-	if cfg.revisionsWebhookAddress != "" {
-		srv, err := startRevisionWebhook(ctx, cfg, cl, reg, caches.Load, recorder)
-		if err != nil {
-			return err
-		}
+	if srv, err := startRevisionWebhook(ctx, cfg, cl, reg, caches.Load, recorder); err != nil {
+		return err
+	} else if srv != nil {
 		ep.serve(srv)
 	}
 	if cfg.installKeyName != "" {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
+	"github.com/configwave/configwave/internal/wave/autorollback"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rollout"
@@ -113,4 +114,65 @@ func TestRevisionsUndoBringsTheOldConfigBackOnARealNode(t *testing.T) {
 	file, env = runs("v3")
 	assert.Equal(t, "v3", file)
 	assert.Equal(t, "v3", env)
+}
+
+// On the real node, a change that makes the app crash-loop undoes itself: with
+// configwave.io/rollback-on-failure, wave reports ConfigRolloutFailed from kubelet's
+// CrashLoopBackOff, undoes the Deployment once, to the revision before, whose pods read the old
+// config from its snapshot, and holds it there.
+func TestRevisionsFailedChangeUndoesItselfOnARealNode(t *testing.T) {
+	c := testcluster.Need(t, cluster)
+	testcluster.NeedNode(t, c)
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	p := startWaveWithWebhook(t, client, ns)
+	createCM(t, client, ns, "app-config", map[string]string{"GREETING": "v1"})
+	grace, one := int64(1), int32(1)
+	tmpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			AutomountServiceAccountToken:  new(bool),
+			Containers: []corev1.Container{{
+				Name: "app", Image: testcluster.PauseImage, ImagePullPolicy: corev1.PullNever,
+				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}},
+			}},
+		},
+	}
+	testcluster.OnRealNode(&tmpl.Spec)
+	_, err := client.AppsV1().Deployments(ns).Create(ctx(t), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true",
+			revisions.OptInAnnotation: "true", autorollback.Annotation: "true"}},
+		// Ready 3 s before it counts as available: a container that exits a moment after it
+		// starts never completes the rollout.
+		Spec: appsv1.DeploymentSpec{Replicas: &one, MinReadySeconds: 3, Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return revisions.IsRevision(inputsHash(getDeployment(t, client, ns, "web"))) }, eventually, tick, "turning revisions on rolls once")
+	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "web", 2*time.Minute))
+	v1 := inputsHash(getDeployment(t, client, ns, "web"))
+
+	start := time.Now()
+	patchCM(t, client, ns, "app-config", `{"data":{"EXIT_CODE":"3"}}`)
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigRollbackStarted")) == 1 }, 2*time.Minute, tick,
+		"the crash-looping rollout is never undone")
+	t.Logf("patch to undo: %s", time.Since(start).Round(100*time.Millisecond))
+	assert.Contains(t, events(t, client, ns, "web", "ConfigRolloutFailed")[0].Message, "CrashLoopBackOff")
+	assert.Contains(t, events(t, client, ns, "web", "ConfigRollbackStarted")[0].Message, "undone to revision")
+	assert.Equal(t, v1, inputsHash(getDeployment(t, client, ns, "web")), "back at the revision before")
+	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "web", 2*time.Minute), "the old revision serves")
+	t.Logf("patch to rolled back and complete: %s", time.Since(start).Round(100*time.Millisecond))
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		require.Equal(t, v1, inputsHash(getDeployment(t, client, ns, "web")), "held at the old config: no loop")
+	}
+	assert.Equal(t, 1.0, p.Metric(`configwave_wave_rollbacks_total{kind="Deployment"}`), "exactly one undo")
+	assert.Len(t, events(t, client, ns, "web", "ConfigRollbackStarted"), 1)
+	pods, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp == nil {
+			assert.Equal(t, v1, pod.Annotations[rollout.InputsHashAnnotation], "only pods of the old revision are left")
+			assert.True(t, testcluster.PodReady(pod))
+		}
+	}
 }

@@ -298,7 +298,7 @@ func startWaveWithWebhook(t *testing.T, client kubernetes.Interface, ns string, 
 // does for every namespace wave watches: failurePolicy Ignore, so a pod never waits on wave.
 func registerRevisionWebhook(t *testing.T, client kubernetes.Interface, ns, url string, caPEM []byte) {
 	t.Helper()
-	ignore, none, timeout := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone, int32(5)
+	ignore, none, timeout := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNoneOnDryRun, int32(5)
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "configwave-revisions-" + ns},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{

@@ -23,16 +23,21 @@ const revisionWebhookPath = "/mutate-pods"
 
 // startRevisionWebhook serves the admission webhook that points the pods of a revision at
 // their snapshots, on every replica (leader or not: the API server may call any), from the
-// start: it reads the API server, not the caches. A pod it cannot help is still admitted,
+// start: it reads the API server, not the caches. Without --revisions-webhook-address it
+// serves nothing (nil). A pod it cannot help is still admitted,
 // and an Event on its workload (once per revision and reason) says it reads live.
 func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *prometheus.Registry, inf func() *rollout.Informers, recorder record.EventRecorder) (*serve.Server, error) {
+	// Registered whether or not the webhook is served, as every series wave has.
+	failed := prometheus.NewCounter(prometheus.CounterOpts{Name: "configwave_wave_revision_owner_failures_total",
+		Help: "Owner references to a revision that wave could not add to a snapshot or index (the log says why): that object stays until deleted by hand."})
+	reg.MustRegister(failed)
+	if cfg.revisionsWebhookAddress == "" {
+		return nil, nil
+	}
 	keys := &revisionhook.KeyPair{Dir: cfg.revisionsWebhookCertDir}
 	if err := keys.Load(); err != nil {
 		return nil, err
 	}
-	failed := prometheus.NewCounter(prometheus.CounterOpts{Name: "configwave_wave_revision_owner_failures_total",
-		Help: "Owner references to a revision that wave could not add to a snapshot or index (the log says why): that object stays until deleted by hand."})
-	reg.MustRegister(failed)
 	adopt := &revisionhook.Adopter{Client: cl.kube, Failed: failed.Inc}
 	go func() { _ = adopt.Run(ctx) }() // best effort: the revision's next pod asks again
 	ln, err := net.Listen("tcp", cfg.revisionsWebhookAddress)

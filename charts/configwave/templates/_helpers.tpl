@@ -13,6 +13,18 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/* wave's RBAC rules, the same as config/wave/clusterrole.yaml (a test keeps them equal). */}}
+{{/* "true" when the chart serves and registers the revisions webhook; it needs a certificate. */}}
+{{- define "configwave.revisionsWebhook" -}}
+{{- if and .Values.revisions.enabled .Values.revisions.webhook.enabled -}}
+{{- if not .Values.revisions.webhook.certSecret -}}
+{{- fail "revisions.webhook.enabled needs revisions.webhook.certSecret: a Secret in the release's namespace with tls.crt and tls.key for the webhook's Service (a cert-manager Certificate's secretName, with its CA injected by revisions.webhook.annotations; docs/revisions.md), or set revisions.webhook.enabled=false and register the webhook yourself" -}}
+{{- end -}}
+{{- if not (or .Values.revisions.webhook.caBundle .Values.revisions.webhook.annotations) -}}
+{{- fail "revisions.webhook needs the CA that signed its certificate: revisions.webhook.caBundle (base64 PEM), or revisions.webhook.annotations with cert-manager.io/inject-ca-from: NAMESPACE/CERTIFICATE for cert-manager's CA injector" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
 {{- define "configwave.rules" -}}
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets", "daemonsets"]
@@ -56,10 +68,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: ["configmaps", "secrets"]
   verbs: ["create", "patch"]
-# a StatefulSet's or DaemonSet's revision, to own its pods' snapshots
+# the revision a new pod names as its owner, read to check that it is one of the pod's config
+# before it owns the pod's snapshots
 - apiGroups: ["apps"]
-  resources: ["controllerrevisions"]
+  resources: ["replicasets", "controllerrevisions"]
   verbs: ["get"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get"]
+# configwave.io/rollback-on-failure: a Deployment's ReplicaSets, to undo it to the one before,
+# and an Argo Rollout's abort
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["list"]
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts/status"]
+  verbs: ["patch"]
 {{- end }}
 {{- if .Values.namespaceSelector }}
 # their labels, for Stakater Reloader's --namespace-selector (namespaceSelector); cluster-wide

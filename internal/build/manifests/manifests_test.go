@@ -3,6 +3,7 @@ package manifests_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"os"
@@ -260,6 +261,10 @@ func TestHelmChartApplies(t *testing.T) {
 			"metrics.serviceMonitor.metricRelabelings[0].action=drop", "metrics.serviceMonitor.metricRelabelings[0].sourceLabels={__name__}",
 			"metrics.serviceMonitor.metricRelabelings[0].regex=go_gc_.*",
 			"metrics.prometheusRule.enabled=true", "metrics.prometheusRule.namespace=monitoring"},
+		"config revisions with the webhook, its CA injected by cert-manager": {"revisions.enabled=true", "revisions.allWorkloads=true",
+			"revisions.webhook.certSecret=wave-webhook-tls", "revisions.webhook.annotations.cert-manager\\.io/inject-ca-from=configwave-system/wave-webhook"},
+		"config revisions with the webhook in two namespaces, its CA given": {"revisions.enabled=true", "namespaces={team-a,team-b}",
+			"revisions.webhook.certSecret=wave-webhook-tls", "revisions.webhook.caBundle=" + base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"))},
 		"a PodMonitor and the Grafana dashboard": {"metrics.podMonitor.enabled=true", "metrics.grafanaDashboard.enabled=true",
 			"metrics.grafanaDashboard.annotations.grafana_folder=Platform", "metrics.podMonitor.labels.release=kube-prometheus-stack",
 			"metrics.podMonitor.relabelings[0].action=labeldrop", "metrics.podMonitor.relabelings[0].regex=container"},
@@ -292,11 +297,22 @@ func TestHelmChartApplies(t *testing.T) {
 		"--resource-label-selector=reloader:enabled", "--reload-on-create=true", "--reload-on-delete=true", "--auto-reload-all=true"} {
 		assert.Contains(t, out, want)
 	}
+	hooked := string(helmTemplate(t, "revisions.enabled=true", "revisions.webhook.certSecret=wave-webhook-tls", "revisions.webhook.annotations.cert-manager\\.io/inject-ca-from=configwave-system/wave-webhook"))
+	for _, want := range []string{"--revisions-webhook-address=:9443", "--revisions-webhook-cert-dir=/var/run/secrets/configwave/webhook", "secretName: wave-webhook-tls",
+		"kind: MutatingWebhookConfiguration", "failurePolicy: Ignore", "cert-manager.io/inject-ca-from: configwave-system/wave-webhook", "path: /mutate-pods", "port: webhook"} {
+		assert.Contains(t, hooked, want)
+	}
+	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "revisions.enabled=true")
+	require.Error(t, err, "the webhook without a certificate")
+	assert.Contains(t, err.Error(), "revisions.webhook.enabled needs revisions.webhook.certSecret")
+	_, err = helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "revisions.enabled=true", "--set", "revisions.webhook.certSecret=x")
+	require.Error(t, err, "a certificate nobody can check")
+	assert.Contains(t, err.Error(), "revisions.webhook needs the CA that signed its certificate")
 	noRBAC := kinds(decode(t, helmTemplate(t, "rbac.create=false", "serviceAccount.create=false", "serviceAccount.name=mine")))
 	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"} {
 		assert.NotContains(t, noRBAC, kind, "rbac.create=false, serviceAccount.create=false: the platform team grants it")
 	}
-	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "image.digest=latest")
+	_, err = helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "image.digest=latest")
 	require.Error(t, err, "values.schema.json rejects a digest that is not one")
 	lint, err := helm(t, "lint", filepath.Join(root, "charts", "configwave"), "--strict", "--set", "rbac.create=false")
 	require.NoError(t, err, "helm lint, NOTES.txt included: %s", lint)
@@ -423,11 +439,14 @@ func TestChartRBACEqualsKustomizeRBAC(t *testing.T) {
 	assert.Contains(t, string(helmTemplate(t, "enableCSIIntegration=true")), "--enable-csi-integration=true")
 	assert.Equal(t, csiRules, rules(decode(t, kustomize(t, "config/wave-csi"))), "the Kustomize component for --enable-csi-integration")
 	revisionRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create", "patch"}},
-		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get"}}}
-	assert.Equal(t, append(kust, revisionRules...), rules(decode(t, helmTemplate(t, "revisions.enabled=true"))), "revisions.enabled: create for the snapshots, a patch the policy narrows, nothing else")
-	assert.Contains(t, kinds(decode(t, helmTemplate(t, "revisions.enabled=true"))), "ValidatingAdmissionPolicy", "the policy that narrows the patch comes with it")
-	assert.NotContains(t, string(helmTemplate(t, "revisions.enabled=true")), "--config-revisions", "per workload, by its annotation")
-	assert.Contains(t, string(helmTemplate(t, "revisions.enabled=true", "revisions.allWorkloads=true")), "--config-revisions=true")
+		{APIGroups: []string{"apps"}, Resources: []string{"replicasets", "controllerrevisions"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts/status"}, Verbs: []string{"patch"}}}
+	assert.Equal(t, append(kust, revisionRules...), rules(decode(t, helmTemplate(t, "revisions.enabled=true", "revisions.webhook.enabled=false"))), "revisions.enabled: create for the snapshots, a patch the policy narrows, nothing else")
+	assert.Contains(t, kinds(decode(t, helmTemplate(t, "revisions.enabled=true", "revisions.webhook.enabled=false"))), "ValidatingAdmissionPolicy", "the policy that narrows the patch comes with it")
+	assert.NotContains(t, string(helmTemplate(t, "revisions.enabled=true", "revisions.webhook.enabled=false")), "--config-revisions", "per workload, by its annotation")
+	assert.Contains(t, string(helmTemplate(t, "revisions.enabled=true", "revisions.allWorkloads=true", "revisions.webhook.enabled=false")), "--config-revisions=true")
 	assert.Equal(t, revisionRules, rules(decode(t, kustomize(t, "config/wave-revisions"))), "the Kustomize component for revisions")
 	_, err := helm(t, "template", "x", filepath.Join(root, "charts", "configwave"), "--set", "rbac.clusterWide=false", "--set", "namespaces={team-a}", "--set", "namespaceSelector={team:a}")
 	require.Error(t, err, "a namespaced install cannot read namespaces")

@@ -31,8 +31,9 @@ type Adopter struct {
 }
 
 type adoption struct {
-	owner   revisions.Owner
-	objects []configref.Ref
+	owner    revisions.Owner
+	revision string // the pod's: its owner must be a revision of it
+	objects  []configref.Ref
 }
 
 // adoptQueue bounds the adoptions waiting; past it, one is dropped and said: the next pod of
@@ -47,8 +48,9 @@ func (a *Adopter) init() {
 	a.once.Do(func() { a.queue, a.done = make(chan adoption, adoptQueue), map[string]bool{} })
 }
 
-// Add asks for the objects (in owner's namespace) to live as long as owner. It never blocks.
-func (a *Adopter) Add(namespace string, owner revisions.Owner, objects []configref.Ref) {
+// Add asks for the objects (in owner's namespace) to live as long as owner, a revision object
+// of revision. It never blocks.
+func (a *Adopter) Add(namespace string, owner revisions.Owner, revision string, objects []configref.Ref) {
 	a.init()
 	var todo []configref.Ref
 	a.mu.Lock()
@@ -62,7 +64,7 @@ func (a *Adopter) Add(namespace string, owner revisions.Owner, objects []configr
 		return
 	}
 	select {
-	case a.queue <- adoption{owner: owner, objects: todo}:
+	case a.queue <- adoption{owner: owner, revision: revision, objects: todo}:
 	default:
 		klog.InfoS("config revisions: too many owner references waiting; this one is left for the revision's next pod", "namespace", namespace, "owner", owner.Kind+"/"+owner.Name)
 	}
@@ -80,8 +82,16 @@ func (a *Adopter) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case ad := <-a.queue:
+			owner, err := a.verify(ctx, ad.objects[0].Namespace, ad.owner, ad.revision)
+			if err != nil {
+				klog.ErrorS(err, "config revisions: a pod names an owner that is no revision of its config; no owner reference added", "namespace", ad.objects[0].Namespace, "owner", ad.owner.Kind+"/"+ad.owner.Name)
+				if a.Failed != nil {
+					a.Failed()
+				}
+				continue
+			}
 			for _, ref := range ad.objects {
-				if err := a.adopt(ctx, ref, ad.owner); err != nil {
+				if err := a.adopt(ctx, ref, owner); err != nil {
 					klog.ErrorS(err, "config revisions: could not make a snapshot live as long as its revision; it stays until deleted by hand", "object", ref.String(), "owner", ad.owner.Kind+"/"+ad.owner.Name)
 					if a.Failed != nil {
 						a.Failed()
@@ -99,14 +109,43 @@ func (a *Adopter) Run(ctx context.Context) error {
 	}
 }
 
-func (a *Adopter) adopt(ctx context.Context, ref configref.Ref, owner revisions.Owner) error {
-	if owner.UID == "" && owner.Kind == "ControllerRevision" {
-		cr, err := a.Client.AppsV1().ControllerRevisions(ref.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+// verify reads the owner a pod names and checks it is a revision of the pod's config
+// (revisions.CheckOwner): the AdmissionReview came over a port anyone who reaches it may send
+// to. It returns the owner with its uid.
+func (a *Adopter) verify(ctx context.Context, namespace string, owner revisions.Owner, revision string) (revisions.Owner, error) {
+	var uid types.UID
+	var template map[string]string
+	var data []byte
+	switch owner.Kind {
+	case "ReplicaSet":
+		rs, err := a.Client.AppsV1().ReplicaSets(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
 		if err != nil {
-			return fmt.Errorf("read controllerrevision %s/%s: %w", ref.Namespace, owner.Name, err)
+			return owner, fmt.Errorf("read replicaset %s/%s: %w", namespace, owner.Name, err)
 		}
-		owner.UID = cr.UID
+		uid, template = rs.UID, rs.Spec.Template.Annotations
+	case "Job":
+		job, err := a.Client.BatchV1().Jobs(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+		if err != nil {
+			return owner, fmt.Errorf("read job %s/%s: %w", namespace, owner.Name, err)
+		}
+		uid, template = job.UID, job.Spec.Template.Annotations
+	case "ControllerRevision":
+		cr, err := a.Client.AppsV1().ControllerRevisions(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+		if err != nil {
+			return owner, fmt.Errorf("read controllerrevision %s/%s: %w", namespace, owner.Name, err)
+		}
+		uid, data = cr.UID, cr.Data.Raw
+	default:
+		return owner, fmt.Errorf("%s %s: not a kind of revision", owner.Kind, owner.Name)
 	}
+	if err := revisions.CheckOwner(owner, uid, template, data, revision, InputsHashAnnotation); err != nil {
+		return owner, err
+	}
+	owner.UID = uid
+	return owner, nil
+}
+
+func (a *Adopter) adopt(ctx context.Context, ref configref.Ref, owner revisions.Owner) error {
 	var have metav1.Object
 	var err error
 	switch ref.Kind {

@@ -76,7 +76,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			for ref, snap := range d.Use {
 				objects = append(objects, configref.Ref{Kind: ref.Kind, Namespace: req.Pod.Namespace, Name: snap})
 			}
-			h.Adopt.Add(req.Pod.Namespace, owner, objects)
+			h.Adopt.Add(req.Pod.Namespace, owner, req.Pod.Annotations[InputsHashAnnotation], objects)
 		}
 	}
 	out, err := Respond(review, req, d)

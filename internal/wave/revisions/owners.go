@@ -66,3 +66,26 @@ func OwnerPatch(have []metav1.OwnerReference, owner Owner) ([]byte, error) {
 	ref := metav1.OwnerReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Name: owner.Name, UID: owner.UID, Controller: &no, BlockOwnerDeletion: &no}
 	return json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{ref}}})
 }
+
+// CheckOwner tells whether an object read from the API is the revision a pod claims as its
+// owner, and one whose pods read revision: the webhook's port answers whoever reaches it, so a
+// forged AdmissionReview must not make wave add a reference to a revision that does not use
+// the snapshot, or to no object at all (the garbage collector deletes an object whose every
+// owner is gone). uid is the found object's, and records the template it creates pods from:
+// a ReplicaSet's or Job's pod template annotations, a ControllerRevision's data.
+func CheckOwner(claimed Owner, uid types.UID, template map[string]string, data []byte, revision, inputsHashAnnotation string) error {
+	if claimed.UID != "" && claimed.UID != uid {
+		return fmt.Errorf("%s %s: uid %s, not the %s the pod names", claimed.Kind, claimed.Name, uid, claimed.UID)
+	}
+	switch claimed.Kind {
+	case "ControllerRevision":
+		if !strings.Contains(string(data), `"`+inputsHashAnnotation+`":"`+revision+`"`) {
+			return fmt.Errorf("%s %s: not a revision of %s", claimed.Kind, claimed.Name, revision)
+		}
+	default:
+		if template[inputsHashAnnotation] != revision {
+			return fmt.Errorf("%s %s: its pods are of revision %q, not %s", claimed.Kind, claimed.Name, template[inputsHashAnnotation], revision)
+		}
+	}
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestOwnerOf(t *testing.T) {
@@ -60,4 +61,36 @@ func TestOwnerPatch(t *testing.T) {
 	assert.Nil(t, patch, "there already")
 	_, err = OwnerPatch(nil, Owner{Kind: "ControllerRevision", Name: "db-1"})
 	assert.Error(t, err, "an owner without its uid")
+}
+
+func TestCheckOwner(t *testing.T) {
+	const ann = "configwave.io/config-inputs-hash"
+	rev := InputsHash("v1")
+	rs := Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "u1"}
+	cr := Owner{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: "db-1"}
+	crData := []byte(`{"spec":{"template":{"metadata":{"annotations":{"` + ann + `":"` + rev + `"}}}}}`)
+	for _, tc := range []struct {
+		name     string
+		claimed  Owner
+		uid      string
+		template map[string]string
+		data     []byte
+		errHas   string
+	}{
+		{"a ReplicaSet of the revision", rs, "u1", map[string]string{ann: rev}, nil, ""},
+		{"another object under its name", rs, "u2", map[string]string{ann: rev}, nil, "not the u1 the pod names"},
+		{"a ReplicaSet of another revision", rs, "u1", map[string]string{ann: InputsHash("v2")}, nil, "not " + rev},
+		{"a ReplicaSet of no revision", rs, "u1", nil, nil, `revision ""`},
+		{"a ControllerRevision of the revision", cr, "u9", nil, crData, ""},
+		{"a ControllerRevision of another", cr, "u9", nil, []byte(`{"spec":{}}`), "not a revision of"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckOwner(tc.claimed, types.UID(tc.uid), tc.template, tc.data, rev, ann)
+			if tc.errHas == "" {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorContains(t, err, tc.errHas)
+			}
+		})
+	}
 }

@@ -60,9 +60,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", msg)
 	}
 	c.warned.set(key, d.Warned)
-	if d.Result == ResultRolledBack || d.Result == ResultRolled {
-		c.heldBack.set(key, d.HeldBack) // a rollout ends the hold
-	}
+	c.heldBack.set(key, d.HeldBack) // any other result than the hold ends it (a rollout, revisions off)
 	if d.Write == "rollout" {
 		if wait := c.pace.Turn(key, time.Now()); wait > 0 {
 			d = decision{Result: ResultHeld, HoldFor: wait, Wanted: d.Wanted,

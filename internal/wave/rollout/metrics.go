@@ -12,6 +12,8 @@ type Metrics struct {
 	Patches    *prometheus.CounterVec
 	Errors     prometheus.Counter
 	Rollouts   *prometheus.CounterVec
+	// Rollbacks: failed config rollouts wave undid (configwave.io/rollback-on-failure), by kind.
+	Rollbacks *prometheus.CounterVec
 	// TriggerLatency: from a config change reaching wave to the rollout patch written.
 	TriggerLatency prometheus.Histogram
 	// RolloutDuration: from the rollout patch to its outcome, by result.
@@ -50,7 +52,7 @@ const (
 )
 
 // Results are every reconcile result, the series of configwave_wave_reconciles_total.
-var Results = []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed}
+var Results = []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed, ResultRolledBack}
 
 // WorkloadStates are the values of the workloads gauge's "state" label: what the leader last
 // judged of each workload whose rollouts it follows (wave status shows the same states).
@@ -66,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64, w
 	m := &Metrics{
 		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "configwave_wave_reconciles_total",
-			Help: "Workload reconciles by result: unchanged, baseline, rolled, missing, held, error, retry, ignored, resumed.",
+			Help: "Workload reconciles by result: unchanged, baseline, rolled, missing, held, error, retry, ignored, resumed, rolled-back (held at an earlier config by a rollback).",
 		}, []string{"result"}),
 		Patches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "configwave_wave_patches_total",
@@ -80,6 +82,10 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64, w
 			Name: "configwave_wave_rollouts_total",
 			Help: "Config rollouts wave caused and followed to the end, by result: succeeded, failed (seen by the leader as they happened).",
 		}, []string{"result"}),
+		Rollbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "configwave_wave_rollbacks_total",
+			Help: "Failed config rollouts wave undid, by workload kind (configwave.io/rollback-on-failure).",
+		}, []string{"kind"}),
 	}
 	m.TriggerLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "configwave_wave_trigger_duration_seconds",
@@ -92,6 +98,9 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64, w
 		Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600},
 	}, []string{"result"})
 	m.Rollouts.WithLabelValues(RolloutSucceeded)
+	for _, kind := range []string{"Deployment", "Rollout"} { // the kinds undone automatically
+		m.Rollbacks.WithLabelValues(kind)
+	}
 	m.Rollouts.WithLabelValues(RolloutFailed)
 	m.RolloutDuration.WithLabelValues(RolloutSucceeded)
 	m.RolloutDuration.WithLabelValues(RolloutFailed)
@@ -105,7 +114,7 @@ func NewMetrics(reg prometheus.Registerer, queueDepth, tracked func() float64, w
 	for _, r := range Results {
 		m.Reconciles.WithLabelValues(r)
 	}
-	reg.MustRegister(m.Reconciles, m.Patches, m.Errors, m.Rollouts, m.TriggerLatency, m.RolloutDuration,
+	reg.MustRegister(m.Reconciles, m.Patches, m.Errors, m.Rollouts, m.Rollbacks, m.TriggerLatency, m.RolloutDuration,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_queue_depth", Help: "Workloads waiting in the work queue."}, queueDepth),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_workloads_tracked", Help: "Opted-in workloads in the reverse index."}, tracked),
 	)

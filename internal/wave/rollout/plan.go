@@ -72,8 +72,8 @@ type situation struct {
 	// Revisions: the workload's pods read snapshots of their revision's config
 	// (configwave.io/revisions, or --config-revisions). TemplateInputsHash is the template's
 	// configwave.io/config-inputs-hash; NewestRevision the revision label wave wrote with its
-	// last rollout, which an undo leaves; HeldBackSaid the template hash the last
-	// ConfigRolledBack Event was sent for ("" none).
+	// last rollout, which an undo leaves; HeldBackSaid what the last ConfigRolledBack Event
+	// was sent for (decision.HeldBack; "" none).
 	Revisions                    bool
 	TemplateInputsHash           string
 	NewestRevision, HeldBackSaid string
@@ -236,8 +236,10 @@ func (s situation) heldByRollback(r records) (decision, bool) {
 	if !s.Revisions || s.NewestRevision == "" || s.NewestRevision != revisions.InputsHash(r.value) || s.TemplateInputsHash == s.NewestRevision {
 		return decision{}, false
 	}
-	d := decision{Result: ResultRolledBack, HeldBack: s.TemplateInputsHash}
-	if s.HeldBackSaid != s.TemplateInputsHash {
+	// Marked, so that a template with no inputs hash at all (a revision from before wave) is
+	// remembered too.
+	d := decision{Result: ResultRolledBack, HeldBack: "at " + s.TemplateInputsHash}
+	if s.HeldBackSaid != d.HeldBack {
 		at := "revision " + s.TemplateInputsHash + ", its config as it was"
 		if !revisions.IsRevision(s.TemplateInputsHash) {
 			at = "a revision from before its revisions were on, on the live config"

@@ -67,7 +67,7 @@ func TestPlanRevisions(t *testing.T) {
 		}, func(t *testing.T, d decision) {
 			assert.Equal(t, ResultRolledBack, d.Result)
 			assert.Empty(t, d.Write, "nothing is written: the undo stands")
-			assert.Equal(t, rev(v1), d.HeldBack)
+			assert.Equal(t, "at "+rev(v1), d.HeldBack)
 			require.Len(t, d.Events, 1)
 			assert.Equal(t, "ConfigRolledBack", d.Events[0].Reason)
 			assert.Contains(t, d.Events[0].Message, "revision "+rev(v1))
@@ -75,10 +75,10 @@ func TestPlanRevisions(t *testing.T) {
 		}},
 		{"the same hold on the next look: nothing new to say", func() situation {
 			s := deployment(v2)
-			s.NewestRevision, s.HeldBackSaid = rev(v2), rev(v1)
+			s.NewestRevision, s.HeldBackSaid = rev(v2), "at "+rev(v1)
 			return s
 		}, func(t *testing.T, d decision) {
-			assert.Equal(t, decision{Result: ResultRolledBack, HeldBack: rev(v1)}, d)
+			assert.Equal(t, decision{Result: ResultRolledBack, HeldBack: "at " + rev(v1)}, d)
 		}},
 		{"a StatefulSet's undo: the template back at v1, the record still at v2: held", func() situation {
 			s := deployment(v2)
@@ -87,6 +87,15 @@ func TestPlanRevisions(t *testing.T) {
 		}, func(t *testing.T, d decision) {
 			assert.Equal(t, ResultRolledBack, d.Result)
 			assert.Len(t, d.Events, 1)
+		}},
+		{"an undo to the revision from before wave wrote any hash: held, and said", func() situation {
+			s := deployment(v2)
+			s.TemplateInputsHash, s.NewestRevision = "", rev(v2)
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolledBack, d.Result)
+			assert.Equal(t, "at ", d.HeldBack, "remembered, so said once")
+			require.Len(t, d.Events, 1)
 		}},
 		{"an undo to a revision from before revisions were on: held, on the live config", func() situation {
 			s := deployment(v2)
@@ -100,7 +109,7 @@ func TestPlanRevisions(t *testing.T) {
 		{"held at v1 by an undo, then the config changes again: it rolls forward", func() situation {
 			v3 := confighash.Inputs{Value: "configmap/a=3", Objects: map[string]string{"configmap/a": "3"}}
 			s := deployment(v3)
-			s.NewestRevision, s.HeldBackSaid = rev(v2), rev(v1)
+			s.NewestRevision, s.HeldBackSaid = rev(v2), "at "+rev(v1)
 			return s
 		}, func(t *testing.T, d decision) {
 			assert.Equal(t, ResultRolled, d.Result)

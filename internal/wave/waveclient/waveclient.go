@@ -65,8 +65,9 @@ type AppsV1 interface {
 	Deployments(namespace string) Resource[*appsv1.Deployment, *appsv1.DeploymentList]
 	StatefulSets(namespace string) Resource[*appsv1.StatefulSet, *appsv1.StatefulSetList]
 	DaemonSets(namespace string) Resource[*appsv1.DaemonSet, *appsv1.DaemonSetList]
-	// ControllerRevisions: a StatefulSet's or DaemonSet's revisions, which own their config's
-	// snapshots (package revisions).
+	// ReplicaSets and ControllerRevisions: the revisions of Deployments and Rollouts, and of
+	// StatefulSets and DaemonSets, which own their config's snapshots (package revisions).
+	ReplicaSets(namespace string) Resource[*appsv1.ReplicaSet, *appsv1.ReplicaSetList]
 	ControllerRevisions(namespace string) Resource[*appsv1.ControllerRevision, *appsv1.ControllerRevisionList]
 }
 
@@ -216,6 +217,10 @@ func (g appsV1) StatefulSets(ns string) Resource[*appsv1.StatefulSet, *appsv1.St
 
 func (g appsV1) DaemonSets(ns string) Resource[*appsv1.DaemonSet, *appsv1.DaemonSetList] {
 	return resource(g.c, "daemonsets", ns, func() *appsv1.DaemonSet { return &appsv1.DaemonSet{} }, func() *appsv1.DaemonSetList { return &appsv1.DaemonSetList{} })
+}
+
+func (g appsV1) ReplicaSets(ns string) Resource[*appsv1.ReplicaSet, *appsv1.ReplicaSetList] {
+	return resource(g.c, "replicasets", ns, func() *appsv1.ReplicaSet { return &appsv1.ReplicaSet{} }, func() *appsv1.ReplicaSetList { return &appsv1.ReplicaSetList{} })
 }
 
 func (g appsV1) ControllerRevisions(ns string) Resource[*appsv1.ControllerRevision, *appsv1.ControllerRevisionList] {

@@ -72,6 +72,10 @@ func (g appsV1) DaemonSets(ns string) waveclient.Resource[*appsv1.DaemonSet, *ap
 	return g.c.DaemonSets(ns)
 }
 
+func (g appsV1) ReplicaSets(ns string) waveclient.Resource[*appsv1.ReplicaSet, *appsv1.ReplicaSetList] {
+	return g.c.ReplicaSets(ns)
+}
+
 func (g appsV1) ControllerRevisions(ns string) waveclient.Resource[*appsv1.ControllerRevision, *appsv1.ControllerRevisionList] {
 	return g.c.ControllerRevisions(ns)
 }

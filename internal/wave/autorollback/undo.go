@@ -1,0 +1,85 @@
+// Package autorollback undoes a workload whose config rollout failed, when it asks for that
+// (configwave.io/rollback-on-failure: "true") and runs with config revisions, so that the undo
+// brings its old config back with its old template: a Deployment as `kubectl rollout undo`
+// does it, an Argo Rollout as `kubectl argo rollouts abort` does. What to write is decided
+// here, as pure functions; the controller reads the ReplicaSets and writes.
+package autorollback
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Annotation opts a workload in.
+const Annotation = "configwave.io/rollback-on-failure"
+
+// revisionAnnotation is the Deployment controller's revision number, on the Deployment and on
+// each of its ReplicaSets.
+const revisionAnnotation = "deployment.kubernetes.io/revision"
+
+// annotationsToSkip are the Deployment's own annotations that an undo keeps, as kubectl's
+// DeploymentRollbacker keeps them (k8s.io/kubectl/pkg/polymorphichelpers).
+var annotationsToSkip = map[string]bool{
+	corev1.LastAppliedConfigAnnotation:          true,
+	revisionAnnotation:                          true,
+	"deployment.kubernetes.io/revision-history": true,
+	"deployment.kubernetes.io/desired-replicas": true,
+	"deployment.kubernetes.io/max-replicas":     true,
+	appsv1.DeprecatedRollbackTo:                 true,
+}
+
+// Previous is the ReplicaSet an undo of d goes back to: the one of the highest revision below
+// d's own whose pods are of another revision of the config than the failed one (failed, the
+// template's inputs hash). An error says why there is none.
+func Previous(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnotation, failed string) (*appsv1.ReplicaSet, error) {
+	current, err := strconv.ParseInt(d.Annotations[revisionAnnotation], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("deployment %s/%s: no revision number (%s): %w", d.Namespace, d.Name, revisionAnnotation, err)
+	}
+	var best *appsv1.ReplicaSet
+	bestN := int64(0)
+	for i := range rss {
+		rs := &rss[i]
+		n, err := strconv.ParseInt(rs.Annotations[revisionAnnotation], 10, 64)
+		if err != nil || n >= current || n <= bestN || rs.Spec.Template.Annotations[inputsHashAnnotation] == failed {
+			continue
+		}
+		best, bestN = rs, n
+	}
+	if best == nil {
+		return nil, fmt.Errorf("deployment %s/%s has no revision before %d with other config to go back to (revisionHistoryLimit 0?)", d.Namespace, d.Name, current)
+	}
+	return best, nil
+}
+
+// UndoPatch is the JSON patch of `kubectl rollout undo`: rs's template (without its
+// pod-template-hash label) and its annotations but the Deployment's own bookkeeping, tested
+// against the Deployment's resourceVersion, so that a change made in between is not undone
+// blindly (the API server answers 409 and the next look decides again).
+func UndoPatch(d *appsv1.Deployment, rs *appsv1.ReplicaSet) ([]byte, error) {
+	annotations := map[string]string{}
+	for k := range annotationsToSkip {
+		if v, ok := d.Annotations[k]; ok {
+			annotations[k] = v
+		}
+	}
+	for k, v := range rs.Annotations {
+		if !annotationsToSkip[k] {
+			annotations[k] = v
+		}
+	}
+	template := rs.Spec.Template.DeepCopy()
+	delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	return json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": d.ResourceVersion},
+		{"op": "replace", "path": "/spec/template", "value": template},
+		{"op": "replace", "path": "/metadata/annotations", "value": annotations},
+	})
+}
+
+// AbortPatch is `kubectl argo rollouts abort`: a merge patch of the Rollout's status.
+var AbortPatch = []byte(`{"status":{"abort":true}}`)
