@@ -151,37 +151,71 @@ func TestRevisionSnapshotsGoWithTheirReplicaSets(t *testing.T) {
 	assert.Len(t, rss, 2, "revisionHistoryLimit 1: the current ReplicaSet and one before")
 }
 
-// A StatefulSet's pods name their ControllerRevision by a label, not by an owner reference:
-// the snapshot they read is owned by that ControllerRevision, read for its uid.
+// A StatefulSet's and a DaemonSet's pods name their ControllerRevision by a label (a
+// StatefulSet's its name, a DaemonSet's its hash), not by an owner reference: the snapshot
+// they read is owned by that ControllerRevision, read for its uid.
 func TestRevisionSnapshotsOfAStatefulSetAreOwnedByItsControllerRevision(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
 	startWaveWithWebhook(t, client, ns)
 	createCM(t, client, ns, "app", map[string]string{"k": "v1"})
-	tmpl := deployment(ns, "x", withEnvKey("app", "k")).Spec.Template
-	tmpl.Labels = map[string]string{"app": "db"}
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db",
-		Annotations: map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"}},
-		Spec: appsv1.StatefulSetSpec{Replicas: new(int32(1)), ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl}}
-	_, err := client.AppsV1().StatefulSets(ns).Create(ctx(t), sts, metav1.CreateOptions{})
+	annotations := map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"}
+	template := func(app string) corev1.PodTemplateSpec {
+		tmpl := deployment(ns, "x", withEnvKey("app", "k")).Spec.Template
+		tmpl.Labels = map[string]string{"app": app}
+		return tmpl
+	}
+	_, err := client.AppsV1().StatefulSets(ns).Create(ctx(t), &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Annotations: annotations},
+		Spec: appsv1.StatefulSetSpec{Replicas: new(int32(1)), ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Template: template("db")}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	var rev string
-	require.Eventually(t, func() bool {
-		s, err := client.AppsV1().StatefulSets(ns).Get(ctx(t), "db", metav1.GetOptions{})
-		require.NoError(t, err)
-		rev = s.Spec.Template.Annotations[rollout.InputsHashAnnotation]
-		return revisions.IsRevision(rev)
-	}, eventually, tick, "turning revisions on rolls the StatefulSet once")
-	pod := podOf(t, client, ns, rev)
-	snap := index(t, client, ns, rev)["configmap.app"]
-	assert.Equal(t, snap, pod.Spec.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name)
-	cr, err := client.AppsV1().ControllerRevisions(ns).Get(ctx(t), pod.Labels["controller-revision-hash"], metav1.GetOptions{})
+	_, err = client.AppsV1().DaemonSets(ns).Create(ctx(t), &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent", Annotations: annotations},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}, Template: template("agent")}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), snap, metav1.GetOptions{})
-		require.NoError(t, err)
-		return len(cm.OwnerReferences) == 1 && cm.OwnerReferences[0].UID == cr.UID && cm.OwnerReferences[0].Kind == "ControllerRevision"
-	}, eventually, tick, "the snapshot is owned by the pod's ControllerRevision")
+	for name, revisionOf := range map[string]func() string{
+		"db": func() string {
+			s, err := client.AppsV1().StatefulSets(ns).Get(ctx(t), "db", metav1.GetOptions{})
+			require.NoError(t, err)
+			return s.Spec.Template.Annotations[rollout.InputsHashAnnotation]
+		},
+		"agent": func() string {
+			d, err := client.AppsV1().DaemonSets(ns).Get(ctx(t), "agent", metav1.GetOptions{})
+			require.NoError(t, err)
+			return d.Spec.Template.Annotations[rollout.InputsHashAnnotation]
+		},
+	} {
+		require.Eventually(t, func() bool { return revisions.IsRevision(revisionOf()) }, eventually, tick, "%s: turning revisions on rolls it once", name)
+		rev := revisionOf()
+		var pod corev1.Pod // the two share the revision (the same config): this one's own pod
+		require.Eventually(t, func() bool {
+			pods, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{LabelSelector: "app=" + name})
+			require.NoError(t, err)
+			for _, p := range pods.Items {
+				if p.Annotations[rollout.InputsHashAnnotation] == rev {
+					pod = p
+					return true
+				}
+			}
+			return false
+		}, eventually, tick, "%s: no pod of revision %s", name, rev)
+		snap := index(t, client, ns, rev)["configmap.app"]
+		assert.Equal(t, snap, pod.Spec.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name, name)
+		crName := pod.Labels["controller-revision-hash"]
+		if name == "agent" {
+			crName = "agent-" + crName // a DaemonSet's pods carry the hash alone
+		}
+		cr, err := client.AppsV1().ControllerRevisions(ns).Get(ctx(t), crName, metav1.GetOptions{})
+		require.NoError(t, err, name)
+		require.Eventually(t, func() bool {
+			cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), snap, metav1.GetOptions{})
+			require.NoError(t, err)
+			for _, o := range cm.OwnerReferences {
+				if o.UID == cr.UID && o.Kind == "ControllerRevision" {
+					return true
+				}
+			}
+			return false
+		}, eventually, tick, "%s: the snapshot is owned by the pod's ControllerRevision", name)
+	}
 }
 
 // index reads a revision's index.
@@ -302,9 +336,12 @@ func registerRevisionWebhook(t *testing.T, client kubernetes.Interface, ns, url 
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "configwave-revisions-" + ns},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    "pods.revisions.configwave.io",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods", "pods/ephemeralcontainers"}}}},
+			Name:         "pods.revisions.configwave.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
+			Rules: []admissionregistrationv1.RuleWithOperations{
+				{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}},
+				{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"}}},
+			},
 			FailurePolicy:           &ignore,
 			SideEffects:             &none,
 			TimeoutSeconds:          &timeout,
@@ -415,4 +452,35 @@ func TestRevisionsCanaryIsolatesTheNewConfig(t *testing.T) {
 	settle(t, p)
 	assert.Equal(t, rolled, p.Metric(`configwave_wave_reconciles_total{result="rolled"}`), "wave rolls nothing after the abort")
 	assert.Equal(t, v2, revision(), "the template stays as Argo left it")
+}
+
+// wave stopped, its webhook gone: a scale-up still starts pods (failurePolicy Ignore), on the
+// live objects; wave started again finds nothing to roll.
+func TestRevisionsScaleUpWithWaveStoppedStartsPodsOnTheLiveConfig(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	p := startWaveWithWebhook(t, client, ns)
+	createCM(t, client, ns, "app", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", withEnvKey("app", "k"))
+	d.Annotations[revisions.OptInAnnotation] = "true"
+	createDeployment(t, client, d)
+	require.Eventually(t, func() bool { return revisions.IsRevision(inputsHash(getDeployment(t, client, ns, "web"))) }, eventually, tick)
+	rev := inputsHash(getDeployment(t, client, ns, "web"))
+	snap := index(t, client, ns, rev)["configmap.app"]
+	assert.Equal(t, snap, podOf(t, client, ns, rev).Spec.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name)
+	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "web", eventually))
+
+	p.Stop(5 * time.Second)
+	_, err := client.AppsV1().Deployments(ns).Patch(ctx(t), "web", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.NoError(t, testcluster.WaitDeploymentComplete(ctx(t), client, ns, "web", time.Minute), "the scale-up waits for nothing")
+	pods, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
+	require.NoError(t, err)
+	live := 0
+	for _, pod := range pods.Items {
+		if pod.Spec.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name == "app" {
+			live++
+		}
+	}
+	assert.Equal(t, 2, live, "the two pods made while wave was down read the live object")
 }

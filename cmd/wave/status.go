@@ -20,6 +20,7 @@ import (
 	"github.com/configwave/configwave/internal/kube/kubeclient"
 	"github.com/configwave/configwave/internal/process/startup"
 	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rollout"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 	"github.com/configwave/configwave/internal/wave/workload"
@@ -44,6 +45,7 @@ func newStatusFlagSet(o *statusOptions) *flag.FlagSet {
 		fmt.Fprintf(fs.Output(), `wave status lists the workloads that opted in to wave (in Wave's or Stakater Reloader's
 annotations), the ConfigMaps and Secrets each one uses, and whether its pods run the
 current config: up to date, rolling, failed, or waiting for missing config, and since when;
+"held by a rollback" when, with config revisions, an undo put it back at an earlier config;
 "not recorded" when wave has not looked at it yet, "filtered out" when the filters given here
 (as wave's) leave it out.
 It reads the records wave writes on the workloads, so it needs read access to Deployments,
@@ -251,6 +253,16 @@ func statusOf(w workload.Workload, now time.Time, deadline time.Duration, filter
 		return row
 	}
 	row.Verdict = rolloutrecord.Evaluate(rec, w.Progress, now, deadline)
+	// With config revisions, the label names the newest revision wave rolled: a template at
+	// another one was undone (kubectl rollout undo, an abort), and wave holds it there.
+	at := w.Template.Annotations[rollout.InputsHashAnnotation]
+	if newest := w.Meta.Labels[revisions.RevisionLabel]; newest != "" && at != newest && row.State != rolloutrecord.Rolling {
+		if at == "" {
+			at = "one from before wave rolled it"
+		}
+		row.Verdict = rolloutrecord.Verdict{State: rolloutrecord.HeldBack,
+			Reason: "its template is at revision " + at + ", not the newest (" + newest + "); the next change of its config rolls it forward"}
+	}
 	return row
 }
 

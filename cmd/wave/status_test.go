@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rollout"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 	"github.com/configwave/configwave/internal/wave/workload"
@@ -43,12 +44,20 @@ func TestStatusTable(t *testing.T) {
 		return m
 	}
 	rolled := rolloutrecord.Record{Change: "configmap/cm", Started: now.Add(-90 * time.Second)}.String()
+	// undone: a Deployment with revisions that kubectl rollout undo put back at revision rev-1
+	// after wave rolled it to rev-2.
+	undone := func(d *appsv1.Deployment) *appsv1.Deployment {
+		d.Labels = map[string]string{revisions.RevisionLabel: "rev-2222222222222222"}
+		d.Spec.Template.Annotations = map[string]string{rollout.InputsHashAnnotation: "rev-1111111111111111"}
+		return d
+	}
 	client := fake.NewSimpleClientset(
 		dep("rolling", optedIn(map[string]string{rolloutrecord.Annotation: rolled}), false),
 		dep("done", optedIn(map[string]string{rolloutrecord.Annotation: rolled}), true),
 		dep("fresh", optedIn(nil), true),
 		dep("broken-record", optedIn(map[string]string{rolloutrecord.Annotation: "{"}), true),
 		dep("not-opted-in", nil, true),
+		undone(dep("undone", optedIn(map[string]string{rolloutrecord.Annotation: rolled}), true)),
 		dep("never-seen", map[string]string{podrefs.StakaterAuto: "true"}, true),
 	)
 	rows, err := collectStatus(t.Context(), workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), nil, now, 10*time.Minute, statusFilter{dialects: rollout.Dialects{Wave: true, Stakater: true}})
@@ -56,7 +65,7 @@ func TestStatusTable(t *testing.T) {
 	var out bytes.Buffer
 	printStatusTable(&out, rows, now)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 6, out.String())
+	require.Len(t, lines, 7, out.String())
 	assert.Regexp(t, `^NAMESPACE +KIND +NAME +STATE +SINCE +CONFIG +DETAIL$`, lines[0])
 	assert.Regexp(t, `^ns +Deployment +broken-record +unknown +- +configmap/cm,secret/db +annotation configwave.io/rollout is not what wave writes`, lines[1])
 	assert.Regexp(t, `^ns +Deployment +done +up to date +90s +configmap/cm,secret/db +configmap/cm changed$`, lines[2])
@@ -64,6 +73,7 @@ func TestStatusTable(t *testing.T) {
 	assert.Regexp(t, `^ns +Deployment +never-seen +not recorded +- +configmap/cm +wave has not looked at it: check that wave runs and watches namespace ns`, lines[4],
 		"an opted-in workload wave never recorded is not up to date")
 	assert.Regexp(t, `^ns +Deployment +rolling +rolling +90s +configmap/cm,secret/db +configmap/cm changed$`, lines[5])
+	assert.Regexp(t, `^ns +Deployment +undone +held by a rollback +- +configmap/cm,secret/db +its template is at revision rev-1111111111111111, not the newest \(rev-2222222222222222\); the next change of its config rolls it forward$`, lines[6])
 
 	// wave's filters, as given to wave status: the workloads they leave out say so and why.
 	for _, tc := range []struct {

@@ -85,9 +85,37 @@ func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 	assert.Contains(t, err.Error(), "wave may only add owner references to its snapshots")
 	_, err = wave.CoreV1().Secrets(ns).Patch(ctx, snapshot.Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"x":"y"}}}`), metav1.PatchOptions{})
 	require.Error(t, err, "nor its annotations")
+	_, err = wave.CoreV1().Secrets(ns).Patch(ctx, snapshot.Name, types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{})
+	require.Error(t, err, "nor take an owner away (the garbage collector would delete what a revision still uses)")
+	assert.Contains(t, err.Error(), "wave may only add owner references to its snapshots")
 	got, err = admin.CoreV1().Secrets(ns).Get(ctx, snapshot.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Len(t, got.OwnerReferences, 1)
 	assert.Equal(t, "web-1", got.OwnerReferences[0].Name)
 	assert.Equal(t, revisions.ManagedBy, got.Labels[revisions.ManagedByLabel])
+
+	// Creates: only its own kind of snapshot; never a token for another ServiceAccount.
+	managed := map[string]string{revisions.ManagedByLabel: revisions.ManagedBy}
+	for _, tc := range []struct {
+		name   string
+		secret *corev1.Secret
+		ok     bool
+	}{
+		{"a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-abcdef0123", Labels: managed}, Immutable: &immutable}, true},
+		{"a Secret that is not a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anything"}}, false},
+		{"a mutable one labelled as a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-mutable", Labels: managed}}, false},
+		{"a ServiceAccount token labelled as a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Labels: managed,
+			Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Immutable: &immutable, Type: corev1.SecretTypeServiceAccountToken}, false},
+	} {
+		_, err := wave.CoreV1().Secrets(ns).Create(ctx, tc.secret, metav1.CreateOptions{})
+		if tc.ok {
+			assert.NoError(t, err, tc.name)
+		} else {
+			assert.ErrorContains(t, err, "wave may create only immutable snapshots", tc.name)
+		}
+	}
+	ensureNamespace(t, "configwave-system")
+	_ = admin.CoreV1().Secrets("configwave-system").Delete(ctx, "configwave-install-key", metav1.DeleteOptions{})
+	_, err = wave.CoreV1().Secrets("configwave-system").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "configwave-install-key"}, Data: map[string][]byte{"key": make([]byte, 32)}}, metav1.CreateOptions{})
+	assert.False(t, err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy"), "its install key is not a snapshot, and is let through: %v", err)
 }

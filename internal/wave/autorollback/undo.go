@@ -12,6 +12,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configwave/configwave/internal/wave/revisions"
 )
 
 // Annotation opts a workload in.
@@ -33,7 +35,7 @@ var annotationsToSkip = map[string]bool{
 }
 
 // Previous is the ReplicaSet an undo of d goes back to: the one of the highest revision below
-// d's own whose pods are of another revision of the config than the failed one (failed, the
+// d's own whose pods are of another config revision than the failed one (failed, the
 // template's inputs hash). An error says why there is none.
 func Previous(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnotation, failed string) (*appsv1.ReplicaSet, error) {
 	current, err := strconv.ParseInt(d.Annotations[revisionAnnotation], 10, 64)
@@ -45,13 +47,16 @@ func Previous(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnotatio
 	for i := range rss {
 		rs := &rss[i]
 		n, err := strconv.ParseInt(rs.Annotations[revisionAnnotation], 10, 64)
-		if err != nil || n >= current || n <= bestN || rs.Spec.Template.Annotations[inputsHashAnnotation] == failed {
+		hash := rs.Spec.Template.Annotations[inputsHashAnnotation]
+		// Only a revision's ReplicaSet: one from before revisions would start pods on the live,
+		// failed config, and be held there.
+		if err != nil || n >= current || n <= bestN || hash == failed || !revisions.IsRevision(hash) {
 			continue
 		}
 		best, bestN = rs, n
 	}
 	if best == nil {
-		return nil, fmt.Errorf("deployment %s/%s has no revision before %d with other config to go back to (revisionHistoryLimit 0?)", d.Namespace, d.Name, current)
+		return nil, fmt.Errorf("deployment %s/%s has no revision before %d with other config kept in snapshots to go back to (the first change after revisions were turned on, or revisionHistoryLimit 0): undo it by hand", d.Namespace, d.Name, current)
 	}
 	return best, nil
 }

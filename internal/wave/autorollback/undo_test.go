@@ -9,9 +9,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configwave/configwave/internal/wave/revisions"
 )
 
 const hashKey = "configwave.io/config-inputs-hash"
+
+var revA, revB, revC, revD = revisions.InputsHash("a"), revisions.InputsHash("b"), revisions.InputsHash("c"), revisions.InputsHash("d")
 
 func rs(name, revision, hash string) appsv1.ReplicaSet {
 	return appsv1.ReplicaSet{
@@ -29,13 +33,14 @@ func TestPrevious(t *testing.T) {
 		want   string
 		errHas string
 	}{
-		{"the revision before", []appsv1.ReplicaSet{rs("a", "1", "rev-a"), rs("b", "2", "rev-b"), rs("c", "3", "rev-c"), rs("d", "4", "rev-d")}, "c", ""},
-		{"past one of the same failed config (undone and redone)", []appsv1.ReplicaSet{rs("b", "2", "rev-b"), rs("c", "3", "rev-d"), rs("d", "4", "rev-d")}, "b", ""},
-		{"none before", []appsv1.ReplicaSet{rs("d", "4", "rev-d")}, "", "no revision before 4"},
-		{"a ReplicaSet without a number is not one", []appsv1.ReplicaSet{rs("x", "", "rev-x"), rs("d", "4", "rev-d")}, "", "no revision before 4"},
+		{"the revision before", []appsv1.ReplicaSet{rs("a", "1", revA), rs("b", "2", revB), rs("c", "3", revC), rs("d", "4", revD)}, "c", ""},
+		{"past one of the same failed config (undone and redone)", []appsv1.ReplicaSet{rs("b", "2", revB), rs("c", "3", revD), rs("d", "4", revD)}, "b", ""},
+		{"not to one from before revisions: it would start on the failed live config", []appsv1.ReplicaSet{rs("a", "1", "0123456789abcdef"), rs("d", "4", revD)}, "", "no revision before 4"},
+		{"none before", []appsv1.ReplicaSet{rs("d", "4", revD)}, "", "no revision before 4"},
+		{"a ReplicaSet without a number is not one", []appsv1.ReplicaSet{rs("x", "", revC), rs("d", "4", revD)}, "", "no revision before 4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Previous(d, tc.rss, hashKey, "rev-d")
+			got, err := Previous(d, tc.rss, hashKey, revD)
 			if tc.errHas != "" {
 				assert.ErrorContains(t, err, tc.errHas)
 				return
@@ -44,14 +49,14 @@ func TestPrevious(t *testing.T) {
 			assert.Equal(t, tc.want, got.Name)
 		})
 	}
-	_, err := Previous(&appsv1.Deployment{}, nil, hashKey, "rev-d")
+	_, err := Previous(&appsv1.Deployment{}, nil, hashKey, revD)
 	assert.ErrorContains(t, err, "no revision number")
 }
 
 func TestUndoPatch(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "77", Annotations: map[string]string{
 		revisionAnnotation: "4", corev1.LastAppliedConfigAnnotation: "{...}", "configwave.io/config-inputs": "the failed record"}}}
-	prev := rs("c", "3", "rev-c")
+	prev := rs("c", "3", revC)
 	b, err := UndoPatch(d, &prev)
 	require.NoError(t, err)
 	var ops []struct {
@@ -64,7 +69,7 @@ func TestUndoPatch(t *testing.T) {
 	assert.JSONEq(t, `"77"`, string(ops[0].Value), "a Deployment changed since it was read is not undone")
 	var tmpl corev1.PodTemplateSpec
 	require.NoError(t, json.Unmarshal(ops[1].Value, &tmpl))
-	assert.Equal(t, "rev-c", tmpl.Annotations[hashKey])
+	assert.Equal(t, revC, tmpl.Annotations[hashKey])
 	assert.NotContains(t, tmpl.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
 	var ann map[string]string
 	require.NoError(t, json.Unmarshal(ops[2].Value, &ann))

@@ -24,10 +24,11 @@ type Adopter struct {
 	// Failed, when set, counts references that could not be added.
 	Failed func()
 
-	once  sync.Once
-	queue chan adoption
-	mu    sync.Mutex
-	done  map[string]bool
+	once    sync.Once
+	queue   chan adoption
+	mu      sync.Mutex
+	done    map[string]bool
+	pending map[string]bool // owners queued: the pods of one scale-up ask once
 }
 
 type adoption struct {
@@ -45,7 +46,9 @@ const adoptQueue = 1024
 const maxDone = 16384
 
 func (a *Adopter) init() {
-	a.once.Do(func() { a.queue, a.done = make(chan adoption, adoptQueue), map[string]bool{} })
+	a.once.Do(func() {
+		a.queue, a.done, a.pending = make(chan adoption, adoptQueue), map[string]bool{}, map[string]bool{}
+	})
 }
 
 // Add asks for the objects (in owner's namespace) to live as long as owner, a revision object
@@ -53,25 +56,37 @@ func (a *Adopter) init() {
 func (a *Adopter) Add(namespace string, owner revisions.Owner, revision string, objects []configref.Ref) {
 	a.init()
 	var todo []configref.Ref
+	key := ownerKey(owner)
 	a.mu.Lock()
 	for _, ref := range objects {
 		if !a.done[doneKey(ref, owner)] {
 			todo = append(todo, ref)
 		}
 	}
+	queued := a.pending[key]
+	if len(todo) > 0 && !queued {
+		a.pending[key] = true
+	}
 	a.mu.Unlock()
-	if len(todo) == 0 {
+	if len(todo) == 0 || queued {
 		return
 	}
 	select {
 	case a.queue <- adoption{owner: owner, revision: revision, objects: todo}:
 	default:
+		a.mu.Lock()
+		delete(a.pending, key)
+		a.mu.Unlock()
 		klog.InfoS("config revisions: too many owner references waiting; this one is left for the revision's next pod", "namespace", namespace, "owner", owner.Kind+"/"+owner.Name)
 	}
 }
 
+func ownerKey(owner revisions.Owner) string {
+	return owner.Kind + "/" + owner.Name + "\x00" + string(owner.UID)
+}
+
 func doneKey(ref configref.Ref, owner revisions.Owner) string {
-	return ref.String() + "\x00" + owner.Kind + "/" + owner.Name + "\x00" + string(owner.UID)
+	return ref.String() + "\x00" + ownerKey(owner)
 }
 
 // Run adds the references until ctx ends.
@@ -82,6 +97,9 @@ func (a *Adopter) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case ad := <-a.queue:
+			a.mu.Lock()
+			delete(a.pending, ownerKey(ad.owner))
+			a.mu.Unlock()
 			owner, err := a.verify(ctx, ad.objects[0].Namespace, ad.owner, ad.revision)
 			if err != nil {
 				klog.ErrorS(err, "config revisions: a pod names an owner that is no revision of its config; no owner reference added", "namespace", ad.objects[0].Namespace, "owner", ad.owner.Kind+"/"+ad.owner.Name)

@@ -42,7 +42,15 @@ type Handler struct {
 
 	mu   sync.Mutex
 	told map[string]bool
+
+	inFlight chan struct{} // bounds the reviews answered at once (maxInFlight)
+	once     sync.Once
 }
+
+// maxInFlight bounds the reviews answered at once: the port answers whoever reaches it, and each
+// review may read the API server. One over the bound is answered 429, which the API server,
+// under failurePolicy Ignore, takes as admitting the pod unchanged.
+const maxInFlight = 64
 
 // maxTold bounds what Handler remembers of what it told; past it, it forgets all and may say a
 // reason once more.
@@ -51,6 +59,14 @@ const maxTold = 4096
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST an admission.k8s.io/v1 AdmissionReview", http.StatusMethodNotAllowed)
+		return
+	}
+	h.once.Do(func() { h.inFlight = make(chan struct{}, maxInFlight) })
+	select {
+	case h.inFlight <- struct{}{}:
+		defer func() { <-h.inFlight }()
+	default:
+		http.Error(w, "too many reviews at once", http.StatusTooManyRequests)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReview))

@@ -23,9 +23,9 @@ import (
 	"github.com/configwave/configwave/internal/wave/revisions"
 )
 
-// maxReview bounds the body read: the API server's own limit on an object is 3 MiB, and an
-// AdmissionReview of a pod carries the pod once (twice for an update).
-const maxReview = 7 << 20
+// maxReview bounds the body read: the API server's own limit on a request is 3 MiB, and a pod
+// is far smaller; an AdmissionReview of an update carries it twice.
+const maxReview = 3 << 20
 
 // ephemeralSubresource is the subresource `kubectl debug` adds ephemeral containers through: an
 // update of the pod in which only spec.ephemeralContainers may change.

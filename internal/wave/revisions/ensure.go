@@ -1,9 +1,12 @@
 package revisions
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,6 +70,9 @@ func Ensure(ctx context.Context, api API, dg confighash.Digester, namespace, inp
 		secretType := ""
 		if sec, ok := obj.(*corev1.Secret); ok {
 			secretType = string(sec.Type)
+			if !copyable(sec.Type) {
+				continue // the API server makes these itself: the pods read it live
+			}
 		}
 		id := ContentID(confighash.KeyDigests(digested), secretType)
 		snap, err := SnapshotOf(obj, id)
@@ -108,8 +114,10 @@ func create(ctx context.Context, api API, kind configref.Kind, obj metav1.Object
 		if err != nil {
 			return fmt.Errorf("read %s, which exists already: %w", ref, Redact(kind, err))
 		}
-		if have.GetLabels()[ManagedByLabel] != ManagedBy || have.GetAnnotations()[ContentAnnotation] != content {
-			return fmt.Errorf("%s exists and is not configwave's snapshot of this content: rename or delete it, so that wave can keep the revision's config under that name", ref)
+		// Its labels alone prove nothing: whoever may create ConfigMaps in the namespace may
+		// write them. It must hold, immutably, exactly what wave would have written.
+		if have.GetLabels()[ManagedByLabel] != ManagedBy || have.GetAnnotations()[ContentAnnotation] != content || !sameContent(have, obj) {
+			return fmt.Errorf("%s exists and is not configwave's snapshot of this content: delete it (kubectl -n %s delete %s %s), so that wave can keep the revision's config under that name", ref, ref.Namespace, kind.Lower(), ref.Name)
 		}
 		return nil
 	}
@@ -118,10 +126,33 @@ func create(ctx context.Context, api API, kind configref.Kind, obj metav1.Object
 			return fmt.Errorf("create %s: refused by %s: %w: raise the quota's count/%s (kubectl -n %s describe resourcequota), or turn revisions off for the workload (%s: \"false\")",
 				ref, r.By, Redact(kind, err), kind.Resource(), ref.Namespace, OptInAnnotation)
 		}
+		if r := refusal.Of(err); !strings.Contains(err.Error(), "cannot create resource") { // not RBAC's wording
+			return fmt.Errorf("create %s: refused by %s: %w: have it admit wave's snapshots (labelled %s=%s), or turn revisions off for the workload (%s: \"false\")",
+				ref, r.By, Redact(kind, err), ManagedByLabel, ManagedBy, OptInAnnotation)
+		}
 		return fmt.Errorf("create %s: %w: give wave's ServiceAccount create on %s in %s (a Role rule: apiGroups [\"\"], resources [%s], verbs [create])",
 			ref, Redact(kind, err), kind.Resource(), ref.Namespace, kind.Resource())
 	}
 	return fmt.Errorf("create %s: %w", ref, Redact(kind, err))
+}
+
+// copyable tells whether a Secret of this type can be created as a copy: a ServiceAccount's
+// token is made by the API server for the account it names, and a copy would be refused.
+func copyable(t corev1.SecretType) bool {
+	return t != corev1.SecretTypeServiceAccountToken
+}
+
+// sameContent: have is immutable and holds want's data, binary data and type, byte for byte.
+func sameContent(have, want metav1.Object) bool {
+	switch h := have.(type) {
+	case *corev1.ConfigMap:
+		w, ok := want.(*corev1.ConfigMap)
+		return ok && h.Immutable != nil && *h.Immutable && maps.Equal(h.Data, w.Data) && maps.EqualFunc(h.BinaryData, w.BinaryData, bytes.Equal)
+	case *corev1.Secret:
+		w, ok := want.(*corev1.Secret)
+		return ok && h.Immutable != nil && *h.Immutable && h.Type == w.Type && maps.EqualFunc(h.Data, w.Data, bytes.Equal)
+	}
+	return false
 }
 
 // Redact keeps an API error of a Secret's write to its reason and code, still matched by

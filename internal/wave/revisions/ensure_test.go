@@ -102,11 +102,23 @@ func TestEnsureRefuses(t *testing.T) {
 			snaps, err := Ensure(context.Background(), api, confighash.Digester{}, "shop", h1, atDecision[:1])
 			require.NoError(t, err)
 			m.objs[configref.Ref{Kind: configref.ConfigMap, Namespace: "shop", Name: snaps[cmApp]}] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: snaps[cmApp], Namespace: "shop"}}
-		}, atDecision[:1], "is not configwave's snapshot of this content: rename or delete it", nil, ""},
+		}, atDecision[:1], "is not configwave's snapshot of this content: delete it (kubectl -n shop delete configmap app-", nil, ""},
+		{"one made to look like wave's, with other data (whoever may create ConfigMaps there)", func(m *memAPI) {
+			api := shop()
+			snaps, err := Ensure(context.Background(), api, confighash.Digester{}, "shop", h1, atDecision[:1])
+			require.NoError(t, err)
+			ref := configref.Ref{Kind: configref.ConfigMap, Namespace: "shop", Name: snaps[cmApp]}
+			forged := api.objs[ref].(*corev1.ConfigMap).DeepCopy()
+			forged.Data = map[string]string{"k": "theirs"}
+			m.objs[ref] = forged
+		}, atDecision[:1], "is not configwave's snapshot of this content", nil, ""},
 		{"RBAC without create", func(m *memAPI) { m.createErr = map[configref.Kind]error{configref.ConfigMap: rbac} }, atDecision,
 			`give wave's ServiceAccount create on configmaps in shop (a Role rule: apiGroups [""], resources [configmaps], verbs [create])`, nil, ""},
 		{"a quota", func(m *memAPI) { m.createErr = map[configref.Kind]error{configref.Secret: quota} }, atDecision,
 			"refused by ResourceQuota objects (exceeded quota): Forbidden (HTTP 403; the API server's message is not repeated for a Secret): raise the quota's count/secrets", nil, ""},
+		{"a webhook refuses it: named, not taken for RBAC", func(m *memAPI) {
+			m.createErr = map[configref.Kind]error{configref.ConfigMap: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "app-x", errors.New(`admission webhook "policy.example.com" denied the request: no`))}
+		}, atDecision, "refused by admission webhook policy.example.com", nil, ""},
 		{"a webhook's text about a Secret is never repeated", func(m *memAPI) { m.createErr = map[configref.Kind]error{configref.Secret: webhook} }, atDecision,
 			"create secret shop/db-", nil, "hunter2"},
 	} {
@@ -143,3 +155,14 @@ func TestEnsureOfNoSourceMakesNothing(t *testing.T) {
 
 // Two revisions' inputs hashes, as wave writes them.
 var h1, h2 = InputsHash("configmap.app=1"), InputsHash("configmap.app=2")
+
+// A ServiceAccount's token Secret cannot be copied (the API server makes those itself): it is
+// read live, and the rest of the revision keeps its snapshots.
+func TestEnsureLeavesATokenSecretLive(t *testing.T) {
+	api := shop()
+	api.objs[secDB].(*corev1.Secret).Type = corev1.SecretTypeServiceAccountToken
+	snaps, err := Ensure(context.Background(), api, confighash.Digester{SecretsByMetadata: true}, "shop", h1, atDecision)
+	require.NoError(t, err)
+	assert.Contains(t, snaps, cmApp)
+	assert.NotContains(t, snaps, secDB)
+}

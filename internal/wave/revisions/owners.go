@@ -23,8 +23,8 @@ type Owner struct {
 	UID                    types.UID
 }
 
-// ControllerRevisionLabel is the label a StatefulSet's and a DaemonSet's pods carry with the
-// name of their ControllerRevision.
+// ControllerRevisionLabel is the label a StatefulSet's pods carry with the name of their
+// ControllerRevision, and a DaemonSet's with its hash.
 const ControllerRevisionLabel = "controller-revision-hash"
 
 // OwnerOf is the revision object of a pod being created: its controller when that is a
@@ -40,11 +40,18 @@ func OwnerOf(pod *corev1.Pod) (owner Owner, ok bool) {
 	case ref.Kind == "ReplicaSet" && ref.APIVersion == "apps/v1", ref.Kind == "Job" && ref.APIVersion == "batch/v1":
 		return Owner{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID}, true
 	case (ref.Kind == "StatefulSet" || ref.Kind == "DaemonSet") && ref.APIVersion == "apps/v1":
-		name := pod.Labels[ControllerRevisionLabel]
-		if name == "" || !strings.HasPrefix(name, ref.Name+"-") {
+		// A StatefulSet's pods carry the ControllerRevision's name, a DaemonSet's its hash
+		// alone (the revision is named NAME-HASH).
+		label := pod.Labels[ControllerRevisionLabel]
+		switch {
+		case label == "":
+			return Owner{}, false
+		case ref.Kind == "DaemonSet":
+			label = ref.Name + "-" + label
+		case !strings.HasPrefix(label, ref.Name+"-"):
 			return Owner{}, false
 		}
-		return Owner{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: name}, true
+		return Owner{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: label}, true
 	}
 	return Owner{}, false
 }
@@ -75,7 +82,7 @@ func OwnerPatch(have []metav1.OwnerReference, owner Owner) ([]byte, error) {
 // a ReplicaSet's or Job's pod template annotations, a ControllerRevision's data.
 func CheckOwner(claimed Owner, uid types.UID, template map[string]string, data []byte, revision, inputsHashAnnotation string) error {
 	if claimed.UID != "" && claimed.UID != uid {
-		return fmt.Errorf("%s %s: uid %s, not the %s the pod names", claimed.Kind, claimed.Name, uid, claimed.UID)
+		return fmt.Errorf("%s %s: uid %s, not the %s the pod names (a forged request, or a revision made again under its name)", claimed.Kind, claimed.Name, uid, claimed.UID)
 	}
 	switch claimed.Kind {
 	case "ControllerRevision":

@@ -69,7 +69,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 	}
 	ctx, cancel := finishing(ctx)
 	defer cancel()
-	if d.Revision != "" && !c.DryRun {
+	if d.Revision != "" && d.Write == "rollout" && !c.DryRun {
 		// Before the template names the revision, so that its first pod finds the snapshots.
 		// A source written since the decision is decided again on its new content; anything
 		// else rolls on the live objects, and says so once here (the webhook says it per pod).
@@ -84,7 +84,15 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		// Before the write: once the record says rolled, no later look would start the Job. A
 		// repeated try finds the Job made (RestartID); one that cannot be made is said in an
 		// Event, and the change is recorded all the same: its next scheduled run uses it.
-		restartErr = retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.clients(), w, d.RestartID) })
+		written := map[string]string{}
+		if d.InputsHash != "" {
+			written[InputsHashAnnotation] = d.InputsHash
+		}
+		if d.Hash != "" {
+			written[podrefs.ConfigHashAnnotation] = d.Hash
+		}
+		rw := workload.WithTemplateAnnotations(w, written)
+		restartErr = retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.clients(), rw, d.RestartID) })
 	}
 	var err error
 	switch d.Write {
@@ -204,7 +212,13 @@ func (c *Controller) ensureRevision(ctx context.Context, w workload.Workload, re
 		}
 		sources = append(sources, revisions.Source{Ref: ref, ResourceVersion: m.GetResourceVersion()})
 	}
-	if _, err := revisions.Ensure(ctx, revisions.ClientAPI{Core: c.Client.CoreV1()}, c.Informers.digester, ns, revision, sources); err != nil {
+	dg := c.Informers.digester
+	if len(dg.Key) == 0 {
+		// Plain digests of a Secret's values would make a snapshot's name a test of guesses
+		// (--install-key-secret ""): its uid and resourceVersion name its content instead.
+		dg.SecretsByMetadata = true
+	}
+	if _, err := revisions.Ensure(ctx, revisions.ClientAPI{Core: c.Client.CoreV1()}, dg, ns, revision, sources); err != nil {
 		return fmt.Errorf("keep the config of revision %s: %w", revision, err)
 	}
 	return nil

@@ -182,9 +182,15 @@ func plan(s situation) (decision, error) {
 	}
 	turnOn := false // revisions on, and the template names no revision of the current config
 	if s.HasRecord && r.id == s.KeyID && r.ownHash == r.writeOwn && r.inputs == s.Inputs.Value {
-		turnOn = s.Revisions && s.TemplateInputsHash != revisions.InputsHash(r.value)
+		want := revisions.InputsHash(r.value)
+		turnOn = s.Revisions && s.TemplateInputsHash != want
 		switch {
 		case turnOn:
+		case s.Revisions && s.NewestRevision != want:
+			// Held by an undo, then the config itself went back to what the template runs: the
+			// pods run the current config, and the label says so again, so that the config's
+			// next change rolls (with the old label it would read as the undo's).
+			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: s.Rec, Revision: want}), nil
 		case r.present != s.Rec: // the config is back as it was: nothing to roll
 			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: r.present}), nil
 		default:

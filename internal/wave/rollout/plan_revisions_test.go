@@ -116,6 +116,16 @@ func TestPlanRevisions(t *testing.T) {
 			assert.True(t, revisions.IsRevision(d.Revision))
 			assert.Empty(t, d.HeldBack, "the rollout ends the hold")
 		}},
+		{"held by an undo, then the config goes back to what the template runs: the label follows, nothing rolls", func() situation {
+			s := deployment(v1) // the undo put back v1's record and template; the label says v2
+			s.NewestRevision = rev(v2)
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultUnchanged, d.Result)
+			assert.Equal(t, "missing", d.Write, "a metadata write: it rolls nothing")
+			assert.Equal(t, rev(v1), d.Revision, "so that v2 coming back is a change, not the undo's")
+			assert.Empty(t, d.InputsHash)
+		}},
 		{"revisions off for a workload that had them: its rollout takes the label off", func() situation {
 			s := deployment(v2)
 			s.Revisions = false

@@ -93,6 +93,9 @@ const (
 	Rolling  State = "rolling"                    // a rollout wave caused is under way
 	Failed   State = "failed"                     // that rollout is stuck; the old pods keep serving
 	Waiting  State = "waiting for missing config" // required config does not exist; nothing rolls
+	// HeldBack: with config revisions, an undo put the template back at an earlier config;
+	// wave rolls it forward on the next change of its config.
+	HeldBack State = "held by a rollback"
 	// What wave status says of an opted-in workload that wave has not judged (no record):
 	NotRecorded State = "not recorded" // wave has not looked at it: not running, or not watching there
 	FilteredOut State = "filtered out" // wave's filters (as given to wave status) leave it out

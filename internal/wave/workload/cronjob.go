@@ -70,6 +70,25 @@ func (cronJobType) Restart(ctx context.Context, c Clients, w Workload, change st
 	return nil
 }
 
+// WithTemplateAnnotations is w with annotations set on a copy of its pod template, for a Job
+// started with a rollout: the Job is made from the template as the rollout writes it (its new
+// inputs hash names the config revision its pods read), not as the cache held it before.
+func WithTemplateAnnotations(w Workload, annotations map[string]string) Workload {
+	cj, ok := w.Object.(*batchv1.CronJob)
+	if !ok || len(annotations) == 0 {
+		return w
+	}
+	cj = cj.DeepCopy()
+	tmpl := &cj.Spec.JobTemplate.Spec.Template
+	if tmpl.Annotations == nil {
+		tmpl.Annotations = map[string]string{}
+	}
+	maps.Copy(tmpl.Annotations, annotations)
+	out := w
+	out.Object, out.Template = cj, tmpl
+	return out
+}
+
 // TemplatePath: a CronJob's pod template is its Job template's.
 func (cronJobType) TemplatePath() []string {
 	return []string{"spec", "jobTemplate", "spec", "template"}
