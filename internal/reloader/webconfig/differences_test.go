@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/exporter-toolkit/web"
@@ -90,7 +91,9 @@ func sameVerdict(t testing.TB, theirs, ours error) {
 				return
 			}
 		}
-		assert.Equal(t, theirs.Error(), inToolkitTerms(ours))
+		// The toolkit's config.Secret unmarshals through a local type named plain, which its
+		// message names where a Secret is given a sequence or a map: the same type.
+		assert.Equal(t, strings.ReplaceAll(theirs.Error(), "config.plain", "config.Secret"), inToolkitTerms(ours))
 	}
 }
 
