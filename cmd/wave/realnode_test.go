@@ -27,22 +27,7 @@ func TestRealPodsReplacedOnARealNode(t *testing.T) {
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"GREETING": "v1"})
 
-	grace := int64(2)
-	template := func(app string) corev1.PodTemplateSpec {
-		tmpl := corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
-			Spec: corev1.PodSpec{
-				TerminationGracePeriodSeconds: &grace,
-				AutomountServiceAccountToken:  new(bool),
-				Containers: []corev1.Container{{
-					Name: "app", Image: testcluster.PauseImage, ImagePullPolicy: corev1.PullNever,
-					EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}},
-				}},
-			},
-		}
-		testcluster.OnRealNode(&tmpl.Spec)
-		return tmpl
-	}
+	template := func(app string) corev1.PodTemplateSpec { return pauseOnRealNode(app, "app-config") }
 	optedIn := map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true"}
 	one := int32(1)
 	selector := func(app string) *metav1.LabelSelector {
@@ -98,4 +83,23 @@ func TestRealPodsReplacedOnARealNode(t *testing.T) {
 	assert.Regexp(t, `the configmap/app-config change failed: pod web-[a-z0-9-]+ of the new config: container "app" is in CrashLoopBackOff`,
 		events(t, client, ns, "web", "ConfigRolloutFailed")[0].Message)
 	assert.Equal(t, after["web"], running()["web"], "the pod from before the change still runs")
+}
+
+// pauseOnRealNode is a pod template for the real node: the pause image (which exits with
+// $EXIT_CODE when its config sets one), labelled app, its environment from configMap.
+func pauseOnRealNode(app, configMap string) corev1.PodTemplateSpec {
+	grace := int64(1)
+	tmpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			AutomountServiceAccountToken:  new(bool),
+			Containers: []corev1.Container{{
+				Name: "app", Image: testcluster.PauseImage, ImagePullPolicy: corev1.PullNever,
+				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref(configMap)}}},
+			}},
+		},
+	}
+	testcluster.OnRealNode(&tmpl.Spec)
+	return tmpl
 }

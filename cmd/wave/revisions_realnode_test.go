@@ -33,21 +33,9 @@ func TestRevisionsUndoBringsTheOldConfigBackOnARealNode(t *testing.T) {
 	startWaveWithWebhook(t, client, ns)
 	createCM(t, client, ns, "app-config", map[string]string{"GREETING": "v1"})
 
-	grace, one := int64(1), int32(1)
-	tmpl := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
-		Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: &grace,
-			AutomountServiceAccountToken:  new(bool),
-			Volumes:                       []corev1.Volume{{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app-config")}}}},
-			Containers: []corev1.Container{{
-				Name: "app", Image: testcluster.PauseImage, ImagePullPolicy: corev1.PullNever,
-				EnvFrom:      []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "conf", MountPath: "/etc/app"}},
-			}},
-		},
-	}
-	testcluster.OnRealNode(&tmpl.Spec)
+	one := int32(1)
+	tmpl := pauseOnRealNode("web", "app-config")
+	withVolume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app-config")}}})(&tmpl.Spec)
 	_, err := client.AppsV1().Deployments(ns).Create(ctx(t), &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"}},
 		Spec:       appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl},
@@ -127,19 +115,8 @@ func TestRevisionsFailedChangeUndoesItselfOnARealNode(t *testing.T) {
 	ns := testcluster.Namespace(t, client)
 	p := startWaveWithWebhook(t, client, ns)
 	createCM(t, client, ns, "app-config", map[string]string{"GREETING": "v1"})
-	grace, one := int64(1), int32(1)
-	tmpl := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
-		Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: &grace,
-			AutomountServiceAccountToken:  new(bool),
-			Containers: []corev1.Container{{
-				Name: "app", Image: testcluster.PauseImage, ImagePullPolicy: corev1.PullNever,
-				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref("app-config")}}},
-			}},
-		},
-	}
-	testcluster.OnRealNode(&tmpl.Spec)
+	one := int32(1)
+	tmpl := pauseOnRealNode("web", "app-config")
 	_, err := client.AppsV1().Deployments(ns).Create(ctx(t), &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true",
 			revisions.OptInAnnotation: "true", autorollback.Annotation: "true"}},
