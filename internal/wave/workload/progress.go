@@ -60,7 +60,10 @@ func statefulSetProgress(s *appsv1.StatefulSet) Progress {
 		want = *s.Spec.Replicas
 	}
 	st := s.Status
-	if !observed || st.ReadyReplicas < want {
+	// Available, not only ready, as a Deployment's rollout is judged: with minReadySeconds a
+	// pod that is ready for a moment and then crashes on the new config has not rolled out.
+	// (kubectl rollout status looks at ready alone.)
+	if !observed || st.ReadyReplicas < want || st.AvailableReplicas < want {
 		return Progress{Observed: observed}
 	}
 	if ru := s.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil && *ru.Partition > 0 {
