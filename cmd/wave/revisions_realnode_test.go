@@ -153,3 +153,59 @@ func TestRevisionsFailedChangeUndoesItselfOnARealNode(t *testing.T) {
 		}
 	}
 }
+
+// On the real node, a StatefulSet of OrderedReady pods (its default) undoes a change that
+// makes its app exit at start: wave applies the ControllerRevision before, as kubectl rollout
+// undo does, and deletes the pod that crash-loops on the failed config, which the
+// StatefulSet's controller would otherwise wait for forever (Kubernetes' "Forced rollback").
+// The pod made again reads the old config from its snapshot and is ready.
+func TestRevisionsFailedChangeUndoesAStatefulSetOnARealNode(t *testing.T) {
+	c := testcluster.Need(t, cluster)
+	testcluster.NeedNode(t, c)
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	p := startWaveWithWebhook(t, client, ns)
+	createCM(t, client, ns, "app-config", map[string]string{"GREETING": "v1"})
+	one := int32(1)
+	tmpl := pauseOnRealNode("db", "app-config")
+	_, err := client.AppsV1().StatefulSets(ns).Create(ctx(t), &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Annotations: map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true",
+			revisions.OptInAnnotation: "true", autorollback.Annotation: "true"}},
+		Spec: appsv1.StatefulSetSpec{Replicas: &one, MinReadySeconds: 3, Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	get := func() *appsv1.StatefulSet {
+		s, err := client.AppsV1().StatefulSets(ns).Get(ctx(t), "db", metav1.GetOptions{})
+		require.NoError(t, err)
+		return s
+	}
+	// serving: db-0 is of the set's current template, available, and the set has taken it.
+	serving := func() bool {
+		s := get()
+		pod, err := client.CoreV1().Pods(ns).Get(ctx(t), "db-0", metav1.GetOptions{})
+		return err == nil && pod.DeletionTimestamp == nil && testcluster.PodReady(*pod) &&
+			pod.Annotations[rollout.InputsHashAnnotation] == s.Spec.Template.Annotations[rollout.InputsHashAnnotation] &&
+			s.Status.ObservedGeneration == s.Generation && s.Status.AvailableReplicas == 1 && s.Status.UpdateRevision == s.Status.CurrentRevision
+	}
+	require.Eventually(t, func() bool {
+		return revisions.IsRevision(get().Spec.Template.Annotations[rollout.InputsHashAnnotation])
+	}, eventually, tick, "turning revisions on rolls once")
+	require.Eventually(t, serving, 2*time.Minute, tick, "db-0 never served the first revision")
+	v1 := get().Spec.Template.Annotations[rollout.InputsHashAnnotation]
+
+	start := time.Now()
+	patchCM(t, client, ns, "app-config", `{"data":{"EXIT_CODE":"3"}}`)
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "db", "ConfigRollbackStarted")) == 1 }, 2*time.Minute, tick,
+		"the crash-looping rollout is never undone")
+	t.Logf("patch to undo: %s", time.Since(start).Round(100*time.Millisecond))
+	assert.Contains(t, events(t, client, ns, "db", "ConfigRolloutFailed")[0].Message, "CrashLoopBackOff")
+	assert.Contains(t, events(t, client, ns, "db", "ConfigRollbackStarted")[0].Message, "deleted pod db-0, not ready on the failed config")
+	assert.Equal(t, v1, get().Spec.Template.Annotations[rollout.InputsHashAnnotation], "back at the revision before")
+	require.Eventually(t, serving, 2*time.Minute, tick, "db-0 never served the old revision again: the set waits for its pod of the failed config")
+	t.Logf("patch to db-0 serving the old revision: %s", time.Since(start).Round(100*time.Millisecond))
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		require.Equal(t, v1, get().Spec.Template.Annotations[rollout.InputsHashAnnotation], "held at the old config: no loop")
+	}
+	assert.Equal(t, 1.0, p.Metric(`configwave_wave_rollbacks_total{kind="StatefulSet"}`), "exactly one undo")
+	assert.Len(t, events(t, client, ns, "db", "ConfigRollbackStarted"), 1)
+}

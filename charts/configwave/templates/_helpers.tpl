@@ -76,14 +76,20 @@ true
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get"]
-# configwave.io/rollback-on-failure: a Deployment's ReplicaSets, to undo it to the one before,
-# and an Argo Rollout's abort
+# configwave.io/rollback-on-failure: a Deployment's ReplicaSets and a StatefulSet's or
+# DaemonSet's ControllerRevisions, to undo it to the one before, and an Argo Rollout's abort
 - apiGroups: ["apps"]
-  resources: ["replicasets"]
+  resources: ["replicasets", "controllerrevisions"]
   verbs: ["list"]
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts/status"]
   verbs: ["patch"]
+# ... and, after the undo of a StatefulSet of OrderedReady pods, its pod that is not ready on
+# the failed config, which its controller would wait for forever; a ValidatingAdmissionPolicy
+# lets wave delete no other pod
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["delete"]
 {{- end }}
 {{- if .Values.namespaceSelector }}
 # their labels, for Stakater Reloader's --namespace-selector (namespaceSelector); cluster-wide

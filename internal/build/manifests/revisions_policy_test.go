@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +23,8 @@ import (
 
 // config/wave-revisions, applied for real: wave's ServiceAccount may add an owner reference to
 // a snapshot it made, and the API server refuses every other write of it to a ConfigMap or
-// Secret, although its RBAC grants patch on all of them.
+// Secret, although its RBAC grants patch on all of them; and it may delete only a pod that a
+// StatefulSet controls and that is not ready, although its RBAC grants delete on every pod.
 func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 	testcluster.Need(t, cluster)
 	admin, err := kubernetes.NewForConfig(cluster.Config())
@@ -118,4 +120,37 @@ func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 	_ = admin.CoreV1().Secrets("configwave-system").Delete(ctx, "configwave-install-key", metav1.DeleteOptions{})
 	_, err = wave.CoreV1().Secrets("configwave-system").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "configwave-install-key"}, Data: map[string][]byte{"key": make([]byte, 32)}}, metav1.CreateOptions{})
 	assert.False(t, err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy"), "its install key is not a snapshot, and is let through: %v", err)
+
+	// Deletes of pods: only one a StatefulSet controls that is not ready, which wave deletes
+	// after undoing an OrderedReady StatefulSet. Its pods on the kwok node are ready; those
+	// of a set that no node takes stay pending.
+	one := int32(1)
+	set := func(name string, nodeSelector map[string]string) {
+		labels := map[string]string{"app": name}
+		_, err := admin.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.StatefulSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{NodeSelector: nodeSelector, Containers: []corev1.Container{{Name: "app", Image: "app"}}}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	set("ready", nil)
+	set("stuck", map[string]string{"no-such-node": "true"})
+	_, err = admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lone", Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: "x"}},
+		Spec: corev1.PodSpec{NodeSelector: map[string]string{"no-such-node": "true"}, Containers: []corev1.Container{{Name: "app", Image: "app"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		p, err := admin.CoreV1().Pods(ns).Get(ctx, "ready-0", metav1.GetOptions{})
+		return err == nil && testcluster.PodReady(*p)
+	}, time.Minute, 200*time.Millisecond, "the kwok node never made ready-0 ready")
+	require.Eventually(t, func() bool {
+		_, err := admin.CoreV1().Pods(ns).Get(ctx, "stuck-0", metav1.GetOptions{})
+		return err == nil
+	}, time.Minute, 200*time.Millisecond, "stuck-0 was never created")
+	for _, pod := range []string{"ready-0", "lone"} {
+		err := wave.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{})
+		assert.ErrorContains(t, err, "wave may delete only a pod that a StatefulSet controls and that is not ready", pod)
+		_, err = admin.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		assert.NoError(t, err, "%s is still there", pod)
+	}
+	assert.NoError(t, wave.CoreV1().Pods(ns).Delete(ctx, "stuck-0", metav1.DeleteOptions{}), "a StatefulSet's pod that is not ready")
 }

@@ -1,8 +1,9 @@
 // Package autorollback undoes a workload whose config rollout failed, when it asks for that
 // (configwave.io/rollback-on-failure: "true") and runs with config revisions, so that the undo
-// brings its old config back with its old template: a Deployment as `kubectl rollout undo`
-// does it, an Argo Rollout as `kubectl argo rollouts abort` does. What to write is decided
-// here, as pure functions; the controller reads the ReplicaSets and writes.
+// brings its old config back with its old template: a Deployment, StatefulSet or DaemonSet as
+// `kubectl rollout undo` does it, an Argo Rollout as `kubectl argo rollouts abort` does. What
+// to write is decided here, as pure functions; the controller reads the ReplicaSets or
+// ControllerRevisions and writes.
 package autorollback
 
 import (

@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -103,6 +107,8 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 			return "", err
 		}
 		return "revision " + prev.Annotations["deployment.kubernetes.io/revision"] + ", ReplicaSet " + prev.Name, nil
+	case workload.StatefulSet, workload.DaemonSet:
+		return c.undoToControllerRevision(ctx, w, failed)
 	case workload.ArgoRollout:
 		if c.Dynamic == nil {
 			return "", fmt.Errorf("no client for Argo Rollouts")
@@ -112,5 +118,121 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 		}
 		return "its stable ReplicaSet (aborted)", nil
 	}
-	return "", fmt.Errorf("a %s is not undone automatically yet: undo it by hand (kubectl rollout undo %s/%s)", w.Kind, w.Kind, name)
+	return "", fmt.Errorf("a %s is not undone automatically: undo it by hand", w.Kind)
+}
+
+// undoToControllerRevision undoes a StatefulSet or DaemonSet as kubectl rollout undo does, to
+// the revision autorollback.PreviousRevision picks, read afresh and tested against the
+// resourceVersion read. A StatefulSet of OrderedReady pods then waits forever for its pod that
+// crash-loops on the failed config, so that pod is deleted once the set's controller took the
+// undo, as Kubernetes' documentation says to do by hand ("Forced rollback").
+func (c *Controller) undoToControllerRevision(ctx context.Context, w workload.Workload, failed string) (string, error) {
+	ns, name := w.Meta.Namespace, w.Meta.Name
+	what := strings.ToLower(string(w.Kind)) + "/" + name + " -n " + ns // as kubectl takes it
+	sel, err := metav1.LabelSelectorAsSelector(w.Selector)
+	if err != nil {
+		return "", fmt.Errorf("its selector: %w", err)
+	}
+	list, err := c.Client.AppsV1().ControllerRevisions(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return "", fmt.Errorf("list its ControllerRevisions: %w", err)
+	}
+	var owned []appsv1.ControllerRevision
+	for _, cr := range list.Items {
+		if ref := metav1.GetControllerOfNoCopy(&cr); ref != nil && ref.Kind == string(w.Kind) && ref.UID == w.Meta.UID {
+			owned = append(owned, cr)
+		}
+	}
+	var prev, bad *appsv1.ControllerRevision
+	var sts *appsv1.StatefulSet
+	err = retry.OnError(retry.DefaultBackoff, func(err error) bool { return apierrors.IsInvalid(err) || apierrors.IsConflict(err) }, func() error {
+		var template *corev1.PodTemplateSpec
+		var resourceVersion string
+		if w.Kind == workload.StatefulSet {
+			s, err := c.Client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("read the StatefulSet: %w", err)
+			}
+			sts, template, resourceVersion = s, &s.Spec.Template, s.ResourceVersion
+		} else {
+			d, err := c.Client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("read the DaemonSet: %w", err)
+			}
+			template, resourceVersion = &d.Spec.Template, d.ResourceVersion
+		}
+		if template.Annotations[InputsHashAnnotation] != failed {
+			return fmt.Errorf("its template changed since the rollout failed: left as it is")
+		}
+		if prev, bad, err = autorollback.PreviousRevision(what, owned, InputsHashAnnotation, failed); err != nil {
+			return err
+		}
+		patch, err := autorollback.RevisionPatch(resourceVersion, prev)
+		if err != nil {
+			return err
+		}
+		if w.Kind == workload.StatefulSet {
+			sts, err = c.Client.AppsV1().StatefulSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "configwave-wave"})
+		} else {
+			_, err = c.Client.AppsV1().DaemonSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "configwave-wave"})
+		}
+		if err != nil {
+			return fmt.Errorf("patch the %s: %w", w.Kind, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	to := fmt.Sprintf("revision %d, ControllerRevision %s", prev.Revision, prev.Name)
+	if sts == nil || sts.Spec.PodManagementPolicy == appsv1.ParallelPodManagement {
+		return to, nil
+	}
+	deleted, err := c.deleteStuckPods(ctx, sts, sel, prev.Name, bad.Name)
+	if err != nil {
+		return "", fmt.Errorf("undone to %s, but its pods of the failed config could not be deleted, and a StatefulSet of OrderedReady pods waits for them: %w; delete them by hand (kubectl delete pod -l %s=%s)", to, err, appsv1.ControllerRevisionHashLabelKey, bad.Name)
+	}
+	if len(deleted) > 0 {
+		to += "; deleted " + strings.Join(deleted, ", ") + ", not ready on the failed config, which its OrderedReady pods would wait for forever"
+	}
+	return to, nil
+}
+
+// deleteStuckPods deletes the pods of sts that an OrderedReady StatefulSet waits for after an
+// undo (autorollback.StuckPods), once its controller has taken the undo (its status names
+// the revision gone back to as the update revision), so that no pod is made again on the
+// failed template. Each delete is preconditioned on the pod's UID.
+func (c *Controller) deleteStuckPods(ctx context.Context, sts *appsv1.StatefulSet, sel labels.Selector, to, bad string) ([]string, error) {
+	ns, name, generation := sts.Namespace, sts.Name, sts.Generation
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := c.Client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("read the StatefulSet: %w", err)
+		}
+		return s.Status.ObservedGeneration >= generation && s.Status.UpdateRevision == to, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("its controller did not take the undo within 30s: %w", err)
+	}
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list its pods: %w", err)
+	}
+	var owned []corev1.Pod
+	for _, p := range pods.Items {
+		if ref := metav1.GetControllerOfNoCopy(&p); ref != nil && ref.Kind == "StatefulSet" && ref.UID == sts.UID {
+			owned = append(owned, p)
+		}
+	}
+	var deleted []string
+	for _, p := range autorollback.StuckPods(owned, bad) {
+		// The UID alone: kubelet writes the status of a crash-looping pod at every restart.
+		uid := p.UID
+		err := c.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return deleted, fmt.Errorf("delete pod %s: %w", p.Name, err)
+		}
+		deleted = append(deleted, "pod "+p.Name)
+	}
+	return deleted, nil
 }

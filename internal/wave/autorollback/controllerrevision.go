@@ -1,0 +1,102 @@
+package autorollback
+
+import (
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configwave/configwave/internal/wave/revisions"
+)
+
+// A StatefulSet's and a DaemonSet's revisions are ControllerRevisions, each holding its
+// template as a strategic merge patch of spec.template; kubectl's StatefulSetRollbacker and
+// DaemonSetRollbacker undo by applying that patch (k8s.io/kubectl/pkg/polymorphichelpers).
+
+// revisionTemplate is the pod template a ControllerRevision holds.
+func revisionTemplate(cr *appsv1.ControllerRevision) (corev1.PodTemplateSpec, error) {
+	var data struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
+		return corev1.PodTemplateSpec{}, fmt.Errorf("ControllerRevision %s: its data is not a template patch: %w", cr.Name, err)
+	}
+	return data.Spec.Template, nil
+}
+
+// PreviousRevision is the ControllerRevision an undo of a StatefulSet or DaemonSet (what, as
+// kubectl takes it: "statefulset/db -n shop") goes back to, among the revisions its controller owns (crs): the one
+// of the highest revision below the failed one's (the newest whose template has the inputs
+// hash failed) whose template is of another config revision. bad is the failed one, whose
+// name its pods carry in their controller-revision-hash label. An error says why there is
+// none.
+func PreviousRevision(what string, crs []appsv1.ControllerRevision, inputsHashAnnotation, failed string) (prev, bad *appsv1.ControllerRevision, err error) {
+	hashes := make([]string, len(crs))
+	for i := range crs {
+		t, err := revisionTemplate(&crs[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", what, err)
+		}
+		hashes[i] = t.Annotations[inputsHashAnnotation]
+		if hashes[i] == failed && (bad == nil || crs[i].Revision > bad.Revision) {
+			bad = &crs[i]
+		}
+	}
+	if bad == nil {
+		return nil, nil, fmt.Errorf("%s has no ControllerRevision of the failed template yet: undo it by hand (kubectl rollout undo %s)", what, what)
+	}
+	for i := range crs {
+		cr := &crs[i]
+		// Only a revision's template: one from before revisions would start pods on the live,
+		// failed config, and be held there.
+		if cr.Revision >= bad.Revision || hashes[i] == failed || !revisions.IsRevision(hashes[i]) || prev != nil && cr.Revision <= prev.Revision {
+			continue
+		}
+		prev = cr
+	}
+	if prev == nil {
+		return nil, nil, fmt.Errorf("%s has no revision before %d with other config kept in snapshots to go back to (the first change after revisions were turned on, or revisionHistoryLimit 0): undo it by hand", what, bad.Revision)
+	}
+	return prev, bad, nil
+}
+
+// RevisionPatch is the strategic merge patch kubectl's undo applies, cr's data, with the
+// resourceVersion the workload was read at, which the API server takes as a precondition: a
+// change made in between is not undone blindly (409, and the next look decides again).
+func RevisionPatch(resourceVersion string, cr *appsv1.ControllerRevision) ([]byte, error) {
+	var patch map[string]any
+	if err := json.Unmarshal(cr.Data.Raw, &patch); err != nil || patch == nil {
+		return nil, fmt.Errorf("ControllerRevision %s: its data is not a template patch: %v", cr.Name, err)
+	}
+	patch["metadata"] = map[string]any{"resourceVersion": resourceVersion}
+	return json.Marshal(patch)
+}
+
+// StuckPods are the pods a StatefulSet of OrderedReady pods would wait for forever after an
+// undo: those of the failed revision (bad, by their controller-revision-hash label) that are
+// not ready and not going. Its controller replaces a pod of an old revision only once every
+// pod before it is ready, so the pod that crash-loops on the failed config stays; Kubernetes'
+// documentation says to delete it by hand after reverting the template ("Forced rollback").
+// Pods of the set only: the caller lists them by the set's selector and controller.
+func StuckPods(pods []corev1.Pod, bad string) []corev1.Pod {
+	var stuck []corev1.Pod
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.Labels[appsv1.ControllerRevisionHashLabelKey] != bad || podReady(&p) {
+			continue
+		}
+		stuck = append(stuck, p)
+	}
+	return stuck
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

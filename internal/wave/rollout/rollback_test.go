@@ -1,0 +1,163 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/configwave/configwave/internal/wave/confighash"
+	"github.com/configwave/configwave/internal/wave/revisions"
+	"github.com/configwave/configwave/internal/wave/waveclient/waveclienttest"
+	"github.com/configwave/configwave/internal/wave/workload"
+)
+
+// A StatefulSet or DaemonSet is undone to the ControllerRevision before the failed one, as
+// kubectl rollout undo applies it; an OrderedReady StatefulSet's pod that is not ready on the
+// failed revision is deleted once its controller has taken the undo, and no other pod.
+func TestUndoToControllerRevision(t *testing.T) {
+	revA, revC, revD := revisions.InputsHash("a"), revisions.InputsHash("c"), revisions.InputsHash("d")
+	template := func(hash string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}, Annotations: map[string]string{InputsHashAnnotation: hash}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}}
+	}
+	for _, tc := range []struct {
+		name        string
+		kind        workload.Kind
+		policy      appsv1.PodManagementPolicyType
+		wantDeleted []string
+	}{
+		{"daemonset", workload.DaemonSet, "", nil},
+		{"statefulset, parallel: its controller replaces the pods itself", workload.StatefulSet, appsv1.ParallelPodManagement, nil},
+		{"statefulset, ordered ready", workload.StatefulSet, appsv1.OrderedReadyPodManagement, []string{"db-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			uid := types.UID("uid-db")
+			meta := metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: uid, ResourceVersion: "7", Generation: 3}
+			sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}
+			var obj runtime.Object
+			if tc.kind == workload.DaemonSet {
+				obj = &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: sel, Template: template(revD)}}
+			} else {
+				obj = &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Selector: sel, Template: template(revD), PodManagementPolicy: tc.policy},
+					Status: appsv1.StatefulSetStatus{ObservedGeneration: 3, UpdateRevision: "db-d"}}
+			}
+			controlled := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: string(tc.kind), Name: "db", UID: uid, Controller: new(true)}}
+			cr := func(name string, revision int64, hash string, owners []metav1.OwnerReference) *appsv1.ControllerRevision {
+				// as the controllers write it: the template, replacing the set's whole
+				b, err := json.Marshal(template(hash))
+				require.NoError(t, err)
+				var tmpl map[string]any
+				require.NoError(t, json.Unmarshal(b, &tmpl))
+				tmpl["$patch"] = "replace"
+				raw, err := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl}})
+				require.NoError(t, err)
+				return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"app": "db"}, OwnerReferences: owners},
+					Revision: revision, Data: runtime.RawExtension{Raw: raw}}
+			}
+			other := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: string(tc.kind), Name: "db", UID: "an-older-db", Controller: new(true)}}
+			pod := func(name, revision string, ready bool) *corev1.Pod {
+				status := map[bool]corev1.ConditionStatus{true: corev1.ConditionTrue, false: corev1.ConditionFalse}[ready]
+				return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name), OwnerReferences: controlled,
+					Labels: map[string]string{"app": "db", appsv1.ControllerRevisionHashLabelKey: revision}},
+					Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
+			}
+			client := fake.NewSimpleClientset(obj,
+				cr("db-a", 1, revA, controlled), cr("db-c", 2, revC, controlled), cr("db-d", 3, revD, controlled),
+				cr("db-x", 9, revA, other), // of another object of that name, gone: not this one's history
+				pod("db-0", "db-d", true), pod("db-1", "db-d", false), pod("db-2", "db-c", false))
+			// The set's controller takes the undo a moment after the patch: until then its
+			// status names the failed revision, and no pod may be deleted.
+			patched, sawOld := false, false
+			client.PrependReactor("patch", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+				patched = true
+				return false, nil, nil
+			})
+			client.PrependReactor("get", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+				o, err := client.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("statefulsets"), "ns", "db")
+				require.NoError(t, err)
+				s := o.(*appsv1.StatefulSet).DeepCopy()
+				if patched && sawOld {
+					s.Status.UpdateRevision = "db-c"
+				}
+				sawOld = sawOld || patched
+				return true, s, nil
+			})
+			client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				s, err := client.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("statefulsets"), "ns", "db")
+				require.NoError(t, err)
+				assert.Equal(t, revC, s.(*appsv1.StatefulSet).Spec.Template.Annotations[InputsHashAnnotation], "a pod deleted before the undo was written")
+				assert.True(t, sawOld, "a pod deleted before the set's controller took the undo")
+				return false, nil, nil
+			})
+			c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
+				Recorder: record.NewFakeRecorder(10), Metrics: testMetrics()})
+			require.NoError(t, err)
+			w, ok := workload.Of(obj)
+			require.True(t, ok)
+
+			to, err := c.undo(context.Background(), w, revD)
+			require.NoError(t, err)
+			assert.Contains(t, to, "revision 2, ControllerRevision db-c")
+			var got corev1.PodTemplateSpec
+			if tc.kind == workload.DaemonSet {
+				d, err := client.AppsV1().DaemonSets("ns").Get(context.Background(), "db", metav1.GetOptions{})
+				require.NoError(t, err)
+				got = d.Spec.Template
+			} else {
+				s, err := client.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("statefulsets"), "ns", "db")
+				require.NoError(t, err)
+				got = s.(*appsv1.StatefulSet).Spec.Template
+			}
+			assert.Equal(t, template(revC), got, "the template of the revision before, whole")
+			pods, err := client.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
+			require.NoError(t, err)
+			left := map[string]bool{}
+			for _, p := range pods.Items {
+				left[p.Name] = true
+			}
+			for _, name := range []string{"db-0", "db-1", "db-2"} {
+				deleted := assert.ObjectsAreEqual([]string{name}, tc.wantDeleted)
+				assert.Equal(t, !deleted, left[name], name)
+			}
+			if tc.wantDeleted != nil {
+				assert.Contains(t, to, "deleted pod db-1, not ready on the failed config")
+			}
+		})
+	}
+}
+
+// Without a revision to go back to, nothing is written, and the error names the object and
+// what to do.
+func TestUndoToControllerRevisionWithoutOneBefore(t *testing.T) {
+	revD := revisions.InputsHash("d")
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "agent", UID: "u", ResourceVersion: "7"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}, Annotations: map[string]string{InputsHashAnnotation: revD}}}}}
+	raw, err := json.Marshal(map[string]any{"spec": map[string]any{"template": ds.Spec.Template}})
+	require.NoError(t, err)
+	client := fake.NewSimpleClientset(ds, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "agent-d", Labels: map[string]string{"app": "agent"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "u", Controller: new(true)}}}, Revision: 1, Data: runtime.RawExtension{Raw: raw}})
+	c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
+		Recorder: record.NewFakeRecorder(10), Metrics: testMetrics()})
+	require.NoError(t, err)
+	w, _ := workload.Of(ds)
+	_, err = c.undo(context.Background(), w, revD)
+	assert.ErrorContains(t, err, "daemonset/agent -n ns has no revision before 1")
+	assert.ErrorContains(t, err, "undo it by hand")
+	for _, a := range client.Actions() {
+		assert.NotEqual(t, "patch", a.GetVerb(), "nothing written")
+	}
+}
