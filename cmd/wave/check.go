@@ -31,7 +31,9 @@ type config struct {
 	reloadAlertEnv   alert.StakaterEnv // its message
 	installKeyNS     string            // the install key Secret; "" name: none
 	installKeyName   string
-	csi              bool // --enable-csi-integration
+	// --revisions-webhook-cert-secret as namespace and name; "" name: the cert dir is read
+	webhookCertNS, webhookCertName string
+	csi                            bool // --enable-csi-integration
 }
 
 // translate turns what the peers' flags and environment ask into wave's own options: Stakater
@@ -79,7 +81,7 @@ func (o *options) check() (*config, error) {
 	}
 	c := &config{options: t, selector: labels.Everything(), countByNamespace: env.countByNamespace}
 	c.reloadAlertEnv = alert.ReadStakaterEnv(getenv)
-	for _, step := range []func(*config) error{checkScope, checkDialects, checkHash, checkPacing, checkWebhooks, checkLeaderElection} {
+	for _, step := range []func(*config) error{checkScope, checkDialects, checkHash, checkPacing, checkWebhooks, checkRevisionsWebhook, checkLeaderElection} {
 		if err := step(c); err != nil {
 			return nil, err
 		}
@@ -186,6 +188,33 @@ func checkWebhooks(c *config) error {
 		if c.changeWebhook, err = alert.NewWith(c.stakater.webhookURL, alert.Options{Format: alert.StakaterWebhook, Setting: "--webhook-url", AllowHTTP: c.allowHTTPWebhooks}); err != nil {
 			return fmt.Errorf("--webhook-url: %w", err)
 		}
+	}
+	return nil
+}
+
+// checkRevisionsWebhook: where the revisions webhook's certificate comes from.
+func checkRevisionsWebhook(c *config) error {
+	if c.revisionsWebhookCertSecret == "" {
+		if c.revisionsWebhookService != "" || c.revisionsWebhookConfiguration != "" {
+			return fmt.Errorf("--revisions-webhook-service and --revisions-webhook-configuration go with --revisions-webhook-cert-secret, the Secret wave keeps the webhook's certificate in: give it too, or drop them and mount a certificate in --revisions-webhook-cert-dir")
+		}
+		return nil
+	}
+	if c.revisionsWebhookAddress == "" {
+		return fmt.Errorf("--revisions-webhook-cert-secret=%q: the webhook is not served; give --revisions-webhook-address too", c.revisionsWebhookCertSecret)
+	}
+	c.webhookCertNS, c.webhookCertName = configref.DefaultNamespace(), c.revisionsWebhookCertSecret
+	if ns, name, ok := strings.Cut(c.revisionsWebhookCertSecret, "/"); ok {
+		c.webhookCertNS, c.webhookCertName = ns, name
+	}
+	if len(validation.IsDNS1123Label(c.webhookCertNS)) > 0 || len(validation.IsDNS1123Subdomain(c.webhookCertName)) > 0 {
+		return fmt.Errorf("--revisions-webhook-cert-secret=%q: give a Secret as NAME or NAMESPACE/NAME", c.revisionsWebhookCertSecret)
+	}
+	if errs := validation.IsDNS1035Label(c.revisionsWebhookService); len(errs) > 0 {
+		return fmt.Errorf("--revisions-webhook-service=%q: give the name of the webhook's Service in namespace %s, which the certificate is made for (%s)", c.revisionsWebhookService, c.webhookCertNS, strings.Join(errs, "; "))
+	}
+	if c.revisionsWebhookConfiguration != "" && len(validation.IsDNS1123Subdomain(c.revisionsWebhookConfiguration)) > 0 {
+		return fmt.Errorf("--revisions-webhook-configuration=%q: give the name of a MutatingWebhookConfiguration", c.revisionsWebhookConfiguration)
 	}
 	return nil
 }

@@ -155,6 +155,20 @@ func TestFlags(t *testing.T) {
 		{name: "lease shorter than a second", args: []string{"--leader-election", "--leader-election-lease-duration=900ms", "--leader-election-renew-deadline=800ms", "--leader-election-retry-period=100ms"}, wantErr: "at least 1s"},
 		{name: "missing hash key file", args: []string{"--hash-key-file=/does/not/exist"}, wantErr: `--hash-key-file="/does/not/exist": read the key from /does/not/exist: no such file or directory (is the Secret mounted there?)`},
 		{name: "lease name", args: []string{"--leader-election", "--leader-election-id=Bad Name"}, wantErr: "--leader-election-id"},
+		{name: "the webhook's certificate made by wave, as the chart renders it", args: []string{"--revisions-webhook-address=:9443",
+			"--revisions-webhook-cert-secret=configwave-system/cw-webhook-cert", "--revisions-webhook-service=cw-webhook", "--revisions-webhook-configuration=cw-revisions"},
+			check: func(t *testing.T, c *config) {
+				assert.Equal(t, "configwave-system", c.webhookCertNS)
+				assert.Equal(t, "cw-webhook-cert", c.webhookCertName)
+			}},
+		{name: "the webhook's certificate without the webhook", args: []string{"--revisions-webhook-cert-secret=cert", "--revisions-webhook-service=cw"},
+			wantErr: `--revisions-webhook-cert-secret="cert": the webhook is not served; give --revisions-webhook-address too`},
+		{name: "the webhook's certificate without its Service", args: []string{"--revisions-webhook-address=:9443", "--revisions-webhook-cert-secret=cert"},
+			wantErr: `--revisions-webhook-service="": give the name of the webhook's Service in namespace`},
+		{name: "a Service for a certificate wave does not make", args: []string{"--revisions-webhook-address=:9443", "--revisions-webhook-service=cw"},
+			wantErr: "go with --revisions-webhook-cert-secret"},
+		{name: "a bad certificate Secret", args: []string{"--revisions-webhook-address=:9443", "--revisions-webhook-cert-secret=a/b/c", "--revisions-webhook-service=cw"},
+			wantErr: `--revisions-webhook-cert-secret="a/b/c": give a Secret as NAME or NAMESPACE/NAME`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -97,22 +97,24 @@ type options struct {
 	configRevisions    bool
 	// the admission webhook that points a revision's pods at their snapshots
 	revisionsWebhookAddress, revisionsWebhookCertDir string
-	rolloutDeadline                                  time.Duration
-	coalesce                                         time.Duration
-	minInterval                                      time.Duration
-	updateRate                                       float64
-	updateBurst                                      int
-	notifyWebhook                                    string
-	migrate                                          bool
-	listenAddress                                    string
-	kubeconfig                                       string
-	version                                          bool
-	stakater                                         stakaterFlags
-	waveOnly                                         waveFlags
-	metricsAddr                                      string                 // Wave's --metrics-addr: --listen-address
-	changed                                          func(name string) bool // whether a flag was given
-	stakaterListen                                   string                 // --reloader-listen-address
-	getenv                                           func(string) string    // os.Getenv; tests give their own
+	// wave's own certificate for it: the Secret, the Service it serves, the configuration
+	revisionsWebhookCertSecret, revisionsWebhookService, revisionsWebhookConfiguration string
+	rolloutDeadline                                                                    time.Duration
+	coalesce                                                                           time.Duration
+	minInterval                                                                        time.Duration
+	updateRate                                                                         float64
+	updateBurst                                                                        int
+	notifyWebhook                                                                      string
+	migrate                                                                            bool
+	listenAddress                                                                      string
+	kubeconfig                                                                         string
+	version                                                                            bool
+	stakater                                                                           stakaterFlags
+	waveOnly                                                                           waveFlags
+	metricsAddr                                                                        string                 // Wave's --metrics-addr: --listen-address
+	changed                                                                            func(name string) bool // whether a flag was given
+	stakaterListen                                                                     string                 // --reloader-listen-address
+	getenv                                                                             func(string) string    // os.Getenv; tests give their own
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
@@ -146,7 +148,10 @@ Flags:
 	fs.StringVar(&o.installKey, "install-key-secret", "configwave-install-key", "Secret ([NAMESPACE/]NAME, default namespace: wave's own) holding the install key, 32 random bytes under \"key\" that key the digests of the configwave.io/config-inputs records, so that they test no guess of a Secret value. wave creates it on first start where RBAC lets it create Secrets there (a ResourceQuota that refuses it is waited out, not ready meanwhile); it is kept nowhere but in a Secret. Where it is absent and wave may not create it (a peer's chart), wave runs without a key: the records carry each Secret's uid and resourceVersion instead of digests of its values, so any write to a Secret, even of its metadata alone, rolls the workloads that use it; create the Secret to key them. When it exists and cannot be read, or is too short, wave exits and writes nothing. It keys the template hash too of a workload that had no Wave hash when wave first saw it; a Wave hash already there stays Wave's. Not read with --hash-key-file. Empty: plain digests of the values, on purpose: whoever can read the workloads can then test guesses of Secret values against them.")
 	fs.BoolVar(&o.configRevisions, "config-revisions", false, "every opted-in workload keeps the config of each revision (as configwave.io/revisions: \"true\" on a workload does; \"false\" there opts it out): wave copies each content of a ConfigMap or Secret its pods use into an immutable snapshot before it rolls, and pods of that revision read the snapshots, so that kubectl rollout undo brings the old config back with the old template. Turning it on rolls each workload once. Needs create on configmaps and secrets (config/wave-revisions); see docs/revisions.md.")
 	fs.StringVar(&o.revisionsWebhookAddress, "revisions-webhook-address", "", "serve the admission webhook of config revisions (HTTPS, path /mutate-pods) on this address, e.g. :9443: it points each new pod of a revision at that revision's snapshots. Register it with failurePolicy Ignore (the chart does), so that a pod is never held up by it. Empty: not served; pods then read the live objects.")
-	fs.StringVar(&o.revisionsWebhookCertDir, "revisions-webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder holding the webhook's certificate and key as tls.crt and tls.key (a cert-manager Certificate's Secret mounted there); read again when they change.")
+	fs.StringVar(&o.revisionsWebhookCertDir, "revisions-webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder holding the webhook's certificate and key as tls.crt and tls.key (a cert-manager Certificate's Secret mounted there); read again when they change. Not read with --revisions-webhook-cert-secret.")
+	fs.StringVar(&o.revisionsWebhookCertSecret, "revisions-webhook-cert-secret", "", "make and keep the webhook's certificate in this Secret ([NAMESPACE/]NAME, default namespace: wave's own), for a cluster without cert-manager: a CA and a serving certificate for --revisions-webhook-service, made by the first replica, renewed before either ends (the serving certificate 30 days before, under the same CA), served by every replica. Needs get, create and update on it. Empty: the certificate is read from --revisions-webhook-cert-dir.")
+	fs.StringVar(&o.revisionsWebhookService, "revisions-webhook-service", "", "with --revisions-webhook-cert-secret: the Service, in the Secret's namespace, through which the API server calls the webhook; the certificate is made for NAME.NAMESPACE.svc and NAME.NAMESPACE.svc.cluster.local.")
+	fs.StringVar(&o.revisionsWebhookConfiguration, "revisions-webhook-configuration", "", "with --revisions-webhook-cert-secret: the MutatingWebhookConfiguration whose caBundle wave keeps at its CA, put back within 5 minutes when a GitOps sync empties it. Needs get and update on it. Empty: put the Secret's ca.crt there yourself.")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide, log and emit Events, but write nothing.")
 	fs.BoolVar(&o.crossNamespace, "allow-cross-namespace-refs", false, "let wave.pusher.com/extra-configmaps and extra-secrets name objects in other namespaces (Wave's behaviour). Off by default: whoever may edit a workload could otherwise make wave read another tenant's config and publish a hash of it.")
 	fs.DurationVar(&o.coalesce, "coalesce", defaultCoalesce, "after the first change that reaches a quiet workload, wait this long for more before rolling, so that a ConfigMap and a Secret changed together (one kubectl apply, one Helm upgrade) roll it once. At most 1s; 0 rolls at once.")

@@ -15,6 +15,7 @@ import (
 	"github.com/configwave/configwave/internal/process/serve"
 	"github.com/configwave/configwave/internal/wave/revisionhook"
 	"github.com/configwave/configwave/internal/wave/rollout"
+	"github.com/configwave/configwave/internal/wave/webhookcert"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
 
@@ -34,8 +35,8 @@ func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *pr
 	if cfg.revisionsWebhookAddress == "" {
 		return nil, nil
 	}
-	keys := &revisionhook.KeyPair{Dir: cfg.revisionsWebhookCertDir}
-	if err := keys.Load(); err != nil {
+	tlsConfig, from, err := webhookCertificate(ctx, cfg, cl)
+	if err != nil {
 		return nil, err
 	}
 	adopt := &revisionhook.Adopter{Client: cl.kube, Failed: failed.Inc}
@@ -56,7 +57,28 @@ func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *pr
 	}}
 	mux := http.NewServeMux()
 	mux.Handle(revisionWebhookPath, h)
-	srv := serve.New(tls.NewListener(ln, keys.TLSConfig()), mux)
-	klog.InfoS("serving the config revisions webhook", "address", srv.Addr(), "path", revisionWebhookPath, "certDir", cfg.revisionsWebhookCertDir)
+	srv := serve.New(tls.NewListener(ln, tlsConfig), mux)
+	klog.InfoS("serving the config revisions webhook", "address", srv.Addr(), "path", revisionWebhookPath, "certificate", from)
 	return srv, nil
+}
+
+// webhookCertificate is what the webhook serves: the certificate wave keeps in
+// --revisions-webhook-cert-secret, made or read before the first request, and looked at again
+// in the background; else the one mounted in --revisions-webhook-cert-dir.
+func webhookCertificate(ctx context.Context, cfg *config, cl *clients) (*tls.Config, string, error) {
+	if cfg.webhookCertName == "" {
+		keys := &revisionhook.KeyPair{Dir: cfg.revisionsWebhookCertDir}
+		if err := keys.Load(); err != nil {
+			return nil, "", err
+		}
+		return keys.TLSConfig(), "folder " + cfg.revisionsWebhookCertDir, nil
+	}
+	svc := cfg.revisionsWebhookService + "." + cfg.webhookCertNS + ".svc"
+	k := &webhookcert.Keeper{Client: cl.kube, Namespace: cfg.webhookCertNS, Name: cfg.webhookCertName,
+		Configuration: cfg.revisionsWebhookConfiguration, DNSNames: []string{svc, svc + ".cluster.local"}}
+	if err := k.Sync(ctx); err != nil {
+		return nil, "", fmt.Errorf("--revisions-webhook-cert-secret: %w", err)
+	}
+	go k.Run(ctx)
+	return k.TLSConfig(), "Secret " + cfg.webhookCertNS + "/" + cfg.webhookCertName + ", kept by wave", nil
 }

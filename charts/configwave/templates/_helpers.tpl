@@ -16,12 +16,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* "true" when the chart serves and registers the revisions webhook; it needs a certificate. */}}
 {{- define "configwave.revisionsWebhook" -}}
 {{- if and .Values.revisions.enabled .Values.revisions.webhook.enabled -}}
+{{- if not .Values.revisions.webhook.makeCertificate -}}
 {{- if not .Values.revisions.webhook.certSecret -}}
-{{- fail "revisions.webhook.enabled needs revisions.webhook.certSecret: a Secret in the release's namespace with tls.crt and tls.key for the webhook's Service (a cert-manager Certificate's secretName, with its CA injected by revisions.webhook.annotations; docs/revisions.md), or set revisions.webhook.enabled=false and register the webhook yourself" -}}
+{{- fail "revisions.webhook.enabled needs revisions.webhook.certSecret: a Secret in the release's namespace with tls.crt and tls.key for the webhook's Service (a cert-manager Certificate's secretName, with its CA injected by revisions.webhook.annotations; docs/revisions.md); or revisions.webhook.makeCertificate=true, for wave to make and renew it; or set revisions.webhook.enabled=false and register the webhook yourself" -}}
 {{- end -}}
 {{- if not (or .Values.revisions.webhook.caBundle .Values.revisions.webhook.annotations) -}}
 {{- fail "revisions.webhook needs the CA that signed its certificate: revisions.webhook.caBundle (base64 PEM), or revisions.webhook.annotations with cert-manager.io/inject-ca-from: NAMESPACE/CERTIFICATE for cert-manager's CA injector" -}}
 {{- end -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+{{/* The webhook's certificate is mounted from a Secret (not made by wave). */}}
+{{- define "configwave.webhookCertMounted" -}}
+{{- if and (include "configwave.revisionsWebhook" .) (not .Values.revisions.webhook.makeCertificate) -}}
 true
 {{- end -}}
 {{- end -}}

@@ -265,6 +265,7 @@ func TestHelmChartApplies(t *testing.T) {
 			"revisions.webhook.certSecret=wave-webhook-tls", "revisions.webhook.annotations.cert-manager\\.io/inject-ca-from=configwave-system/wave-webhook"},
 		"config revisions with the webhook in two namespaces, its CA given": {"revisions.enabled=true", "namespaces={team-a,team-b}",
 			"revisions.webhook.certSecret=wave-webhook-tls", "revisions.webhook.caBundle=" + base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"))},
+		"config revisions with the webhook's certificate made by wave": {"revisions.enabled=true", "revisions.webhook.makeCertificate=true"},
 		"a PodMonitor and the Grafana dashboard": {"metrics.podMonitor.enabled=true", "metrics.grafanaDashboard.enabled=true",
 			"metrics.grafanaDashboard.annotations.grafana_folder=Platform", "metrics.podMonitor.labels.release=kube-prometheus-stack",
 			"metrics.podMonitor.relabelings[0].action=labeldrop", "metrics.podMonitor.relabelings[0].regex=container"},

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -50,6 +51,7 @@ type Interface interface {
 	BatchV1() BatchV1
 	CoordinationV1() CoordinationV1
 	AuthorizationV1() AuthorizationV1
+	AdmissionregistrationV1() AdmissionregistrationV1
 	Discovery() Discovery
 }
 
@@ -80,6 +82,12 @@ type CoordinationV1 interface {
 	Leases(namespace string) Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]
 }
 
+// AdmissionregistrationV1: the revisions webhook's registration, whose caBundle wave keeps at
+// the CA it made (--revisions-webhook-cert-secret).
+type AdmissionregistrationV1 interface {
+	MutatingWebhookConfigurations() Resource[*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfigurationList]
+}
+
 type AuthorizationV1 interface {
 	SelfSubjectAccessReviews() Creator[*authorizationv1.SelfSubjectAccessReview]
 }
@@ -100,7 +108,7 @@ var (
 )
 
 func init() {
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, coordinationv1.AddToScheme, authorizationv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, coordinationv1.AddToScheme, authorizationv1.AddToScheme, admissionregistrationv1.AddToScheme} {
 		if err := add(Scheme); err != nil {
 			panic(err) // the types' own registration: a bug, found by every test
 		}
@@ -111,8 +119,8 @@ func init() {
 
 // Client is an Interface over one HTTP client, in protobuf as the generated clients speak.
 type Client struct {
-	core, apps, batch, coordination, authorization rest.Interface
-	discovery                                      rest.Interface
+	core, apps, batch, coordination, authorization, admission rest.Interface
+	discovery                                                 rest.Interface
 }
 
 var _ Interface = (*Client)(nil)
@@ -156,6 +164,7 @@ func New(cfg *rest.Config) (*Client, error) {
 		{&out.batch, batchv1.SchemeGroupVersion, "/apis"},
 		{&out.coordination, coordinationv1.SchemeGroupVersion, "/apis"},
 		{&out.authorization, authorizationv1.SchemeGroupVersion, "/apis"},
+		{&out.admission, admissionregistrationv1.SchemeGroupVersion, "/apis"},
 	} {
 		if *g.into, err = group(g.gv, g.path); err != nil {
 			return nil, err
@@ -182,6 +191,9 @@ func (c *Client) BatchV1() BatchV1                 { return batchV1{c.batch} }
 func (c *Client) CoordinationV1() CoordinationV1   { return coordinationV1{c.coordination} }
 func (c *Client) AuthorizationV1() AuthorizationV1 { return authorizationV1{c.authorization} }
 func (c *Client) Discovery() Discovery             { return discovery{c.discovery} }
+func (c *Client) AdmissionregistrationV1() AdmissionregistrationV1 {
+	return admissionregistrationV1{c.admission}
+}
 
 type coreV1 struct{ c rest.Interface }
 
@@ -249,6 +261,16 @@ func (g authorizationV1) SelfSubjectAccessReviews() Creator[*authorizationv1.Sel
 	return gentype.NewClient("selfsubjectaccessreviews", g.c, parameterCodec, "",
 		func() *authorizationv1.SelfSubjectAccessReview { return &authorizationv1.SelfSubjectAccessReview{} },
 		gentype.PrefersProtobuf[*authorizationv1.SelfSubjectAccessReview]())
+}
+
+type admissionregistrationV1 struct{ c rest.Interface }
+
+func (g admissionregistrationV1) MutatingWebhookConfigurations() Resource[*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfigurationList] {
+	return resource(g.c, "mutatingwebhookconfigurations", "", func() *admissionregistrationv1.MutatingWebhookConfiguration {
+		return &admissionregistrationv1.MutatingWebhookConfiguration{}
+	}, func() *admissionregistrationv1.MutatingWebhookConfigurationList {
+		return &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	})
 }
 
 type discovery struct{ c rest.Interface }

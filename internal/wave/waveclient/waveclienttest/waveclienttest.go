@@ -4,12 +4,14 @@
 package waveclienttest
 
 import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	typedadmissionregistrationv1 "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	typedappsv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 	typedauthorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	typedbatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
@@ -35,6 +37,17 @@ func (s clientset) AuthorizationV1() waveclient.AuthorizationV1 {
 	return authorizationV1{s.c.AuthorizationV1()}
 }
 func (s clientset) Discovery() waveclient.Discovery { return s.c.Discovery() }
+func (s clientset) AdmissionregistrationV1() waveclient.AdmissionregistrationV1 {
+	return admissionregistrationV1{s.c.AdmissionregistrationV1()}
+}
+
+type admissionregistrationV1 struct {
+	c typedadmissionregistrationv1.AdmissionregistrationV1Interface
+}
+
+func (g admissionregistrationV1) MutatingWebhookConfigurations() waveclient.Resource[*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfigurationList] {
+	return g.c.MutatingWebhookConfigurations()
+}
 
 // IsWatchListSemanticsUnSupported passes on what the fake says: informers must list, as it
 // cannot stream a list in a watch.

@@ -1,0 +1,108 @@
+package manifests_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/configwave/configwave/internal/testenv/testcluster"
+	"github.com/configwave/configwave/internal/wave/waveclient"
+	"github.com/configwave/configwave/internal/wave/webhookcert"
+)
+
+// revisions.webhook.makeCertificate, applied for real: as wave's ServiceAccount, the
+// certificate's Secret can be made and renewed and the webhook's caBundle set, although the
+// revisions policy refuses wave any other Secret of its making that is not a snapshot, and RBAC
+// any other webhook configuration.
+func TestChartLetsWaveMakeTheWebhookCertificate(t *testing.T) {
+	testcluster.Need(t, cluster)
+	const release, ns = "certs", "certs-system"
+	ensureNamespace(t, ns)
+	out, err := helm(t, "template", release, filepath.Join(root, "charts", "configwave"), "--namespace", ns,
+		"--set", "revisions.enabled=true", "--set", "revisions.webhook.makeCertificate=true")
+	require.NoError(t, err)
+	assert.NotContains(t, string(out), "--revisions-webhook-cert-dir", "nothing mounted")
+	assert.NotContains(t, string(out), "caBundle:", "wave sets it")
+	dyn, err := dynamic.NewForConfig(cluster.Config())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	resources := map[string]string{"Role": "roles", "RoleBinding": "rolebindings", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+		"ValidatingAdmissionPolicy": "validatingadmissionpolicies", "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+		"MutatingWebhookConfiguration": "mutatingwebhookconfigurations"}
+	for _, o := range decode(t, out) {
+		res, ok := resources[o.GetKind()]
+		if !ok {
+			continue
+		}
+		if o.GetKind() == "MutatingWebhookConfiguration" {
+			// No pod of the cluster's other tests is sent to a webhook that is not served here.
+			hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+			for _, h := range hooks {
+				h.(map[string]any)["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"no-such-namespace": "true"}}
+			}
+			require.NoError(t, unstructured.SetNestedSlice(o.Object, hooks, "webhooks"))
+		}
+		ri := dyn.Resource(o.GroupVersionKind().GroupVersion().WithResource(res))
+		var r dynamic.ResourceInterface = ri
+		if o.GetNamespace() != "" {
+			r = ri.Namespace(o.GetNamespace())
+		}
+		_, err := r.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "configwave-manifest-test", Force: true})
+		require.NoError(t, err, "%s %s", o.GetKind(), o.GetName())
+		t.Cleanup(func() { _ = r.Delete(context.Background(), o.GetName(), metav1.DeleteOptions{}) })
+	}
+	asWave := rest.CopyConfig(cluster.Config())
+	asWave.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + release + "-wave",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	wave, err := waveclient.New(asWave)
+	require.NoError(t, err)
+	dns := []string{release + "-wave-webhook." + ns + ".svc"}
+	keeper := &webhookcert.Keeper{Client: wave, Namespace: ns, Name: release + "-wave-webhook-cert", Configuration: release + "-wave-revisions", DNSNames: dns}
+	// RBAC and the policy reach the authorizer and admission a moment after they are made:
+	// until the policy refuses wave a Secret of another name (a new name at each try), and
+	// RBAC lets it make its own.
+	probe := 0
+	require.Eventually(t, func() bool {
+		probe++
+		other := &webhookcert.Keeper{Client: wave, Namespace: ns, Name: fmt.Sprintf("another-secret-%d", probe), DNSNames: dns}
+		err := other.Sync(ctx)
+		return err != nil && strings.Contains(err.Error(), "wave may create only immutable snapshots")
+	}, time.Minute, 200*time.Millisecond, "the policy never refused wave a Secret that is not the webhook's certificate")
+	require.Eventually(t, func() bool { return keeper.Sync(ctx) == nil }, time.Minute, 200*time.Millisecond, "wave could not make the certificate")
+	admin, err := kubernetes.NewForConfig(cluster.Config())
+	require.NoError(t, err)
+	secret, err := admin.CoreV1().Secrets(ns).Get(ctx, release+"-wave-webhook-cert", metav1.GetOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Secrets(ns).Delete(context.Background(), secret.Name, metav1.DeleteOptions{})
+	})
+	mwc, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, release+"-wave-revisions", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, secret.Data[webhookcert.CACertKey], mwc.Webhooks[0].ClientConfig.CABundle)
+
+	renewAt := time.Now().Add(webhookcert.ServingValidity - 10*24*time.Hour)
+	keeper.Now = func() time.Time { return renewAt }
+	require.NoError(t, keeper.Sync(ctx), "renewal, as wave")
+	renewed, err := admin.CoreV1().Secrets(ns).Get(ctx, secret.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotEqual(t, secret.Data["tls.crt"], renewed.Data["tls.crt"])
+
+	other := &webhookcert.Keeper{Client: wave, Namespace: ns, Name: "another-secret", DNSNames: dns}
+	assert.ErrorContains(t, other.Sync(ctx), "wave may create only immutable snapshots", "the policy lets only the certificate's Secret through")
+	elsewhere := &webhookcert.Keeper{Client: wave, Namespace: ns, Name: release + "-wave-webhook-cert", Configuration: "someone-elses-webhook", DNSNames: dns}
+	err = elsewhere.Sync(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "forbidden", "RBAC lets wave write its own configuration's caBundle only")
+}
