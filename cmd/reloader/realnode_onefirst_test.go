@@ -47,7 +47,9 @@ http {
 // namespace), under the shipped RBAC. A config that passes `nginx -t` but makes the readiness
 // location answer 503: sampled every 100 ms, at most one pod is unready at any moment and the
 // other three never have the bad config in their folder; the first pod is Ready again on the
-// old config within the soak and a reload. Then a good config reaches all four.
+// old config within the soak and a reload. Then a good config reaches all four; a newer change
+// during a soak supersedes the one under trial, which no second pod lays out; and the first
+// pod deleted mid-soak leaves nothing stuck.
 func TestOneFirstOnARealNode(t *testing.T) {
 	c := testcluster.Need(t, cluster)
 	testpod.Need(t)
@@ -207,6 +209,35 @@ func TestOneFirstOnARealNode(t *testing.T) {
 			assert.Zero(t, c.RestartCount, "pod %s: the reloader never restarted", p.Name)
 		}
 	}
+
+	// A newer change mid-soak supersedes the one under trial: v5 is laid out by one pod, v6
+	// comes during its soak, and v5 never reaches a second pod's folder (sampled every 100 ms
+	// until every pod is Ready on v6).
+	patched = time.Now()
+	patchData(t, client, ns, "app-config", fmt.Sprintf(`{"data":{"nginx.conf":%q}}`, nginxConf("v5", 200)))
+	hadV5 := map[string]bool{}
+	require.Eventually(t, func() bool {
+		for _, p := range pods() {
+			if strings.Contains(conf(p), `"v5\n"`) {
+				hadV5[p.Name] = true
+			}
+		}
+		return len(hadV5) > 0
+	}, eventually, 100*time.Millisecond, "one pod takes v5 first")
+	patchData(t, client, ns, "app-config", fmt.Sprintf(`{"data":{"nginx.conf":%q}}`, nginxConf("v6", 200)))
+	superseded := time.Now()
+	for !allOn("v6") {
+		require.Less(t, time.Since(superseded), 2*time.Minute, "every pod serves v6 after it superseded v5; pods: %s", testcluster.DescribePods(ctx(t), client, ns))
+		for _, p := range pods() {
+			if strings.Contains(conf(p), `"v5\n"`) {
+				hadV5[p.Name] = true
+			}
+		}
+		require.LessOrEqual(t, len(hadV5), 1, "a superseded change never reaches a second pod: %v", hadV5)
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("v6 during v5's soak: v5 laid out by %d pod, every pod on v6 %s after v6's patch (%s after v5's)", len(hadV5),
+		time.Since(superseded).Round(100*time.Millisecond), time.Since(patched).Round(100*time.Millisecond))
 
 	// The first pod deleted mid-soak: once its claim expires another pod takes its place, and
 	// the change still reaches every pod (the replacement starts on what its source holds).
