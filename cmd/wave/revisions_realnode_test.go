@@ -203,7 +203,7 @@ func TestRevisionsFailedChangeUndoesAStatefulSetOnARealNode(t *testing.T) {
 		"the crash-looping rollout is never undone")
 	t.Logf("patch to undo: %s", time.Since(start).Round(100*time.Millisecond))
 	assert.Contains(t, events(t, client, ns, "db", "ConfigRolloutFailed")[0].Message, "CrashLoopBackOff")
-	assert.Contains(t, events(t, client, ns, "db", "ConfigRollbackStarted")[0].Message, "deleted pod db-0, not ready on the failed config")
+	assert.Contains(t, events(t, client, ns, "db", "ConfigRollbackStarted")[0].Message, "deleted pod db-0, not available on the failed config")
 	assert.Equal(t, v1, get().Spec.Template.Annotations[rollout.InputsHashAnnotation], "back at the revision before")
 	require.Eventually(t, serving, 2*time.Minute, tick, "db-0 never served the old revision again: the set waits for its pod of the failed config")
 	t.Logf("patch to db-0 serving the old revision: %s", time.Since(start).Round(100*time.Millisecond))

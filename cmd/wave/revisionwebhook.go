@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -76,7 +77,11 @@ func webhookCertificate(ctx context.Context, cfg *config, cl *clients) (*tls.Con
 	svc := cfg.revisionsWebhookService + "." + cfg.webhookCertNS + ".svc"
 	k := &webhookcert.Keeper{Client: cl.kube, Namespace: cfg.webhookCertNS, Name: cfg.webhookCertName,
 		Configuration: cfg.revisionsWebhookConfiguration, DNSNames: []string{svc, svc + ".cluster.local"}}
-	if err := k.Sync(ctx); err != nil {
+	if err := k.Sync(ctx); errors.Is(err, webhookcert.ErrRegistration) {
+		// Served all the same: the registration may come after wave (Helm creates it after
+		// the Deployment); it is looked at again soon.
+		klog.ErrorS(err, "the revisions webhook's CA is not in its registration yet")
+	} else if err != nil {
 		return nil, "", fmt.Errorf("--revisions-webhook-cert-secret: %w", err)
 	}
 	go k.Run(ctx)

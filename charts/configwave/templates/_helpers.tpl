@@ -97,7 +97,7 @@ true
 # lets wave delete no other pod
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["delete"]
+  verbs: ["list", "delete"]
 {{- end }}
 {{- if .Values.namespaceSelector }}
 # their labels, for Stakater Reloader's --namespace-selector (namespaceSelector); cluster-wide

@@ -444,7 +444,7 @@ func TestChartRBACEqualsKustomizeRBAC(t *testing.T) {
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"replicasets", "controllerrevisions"}, Verbs: []string{"list"}},
 		{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts/status"}, Verbs: []string{"patch"}},
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}}}
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "delete"}}}
 	assert.Equal(t, append(kust, revisionRules...), rules(decode(t, helmTemplate(t, "revisions.enabled=true", "revisions.webhook.enabled=false"))), "revisions.enabled: create for the snapshots, a patch the policy narrows, nothing else")
 	assert.Contains(t, kinds(decode(t, helmTemplate(t, "revisions.enabled=true", "revisions.webhook.enabled=false"))), "ValidatingAdmissionPolicy", "the policy that narrows the patch comes with it")
 	assert.NotContains(t, string(helmTemplate(t, "revisions.enabled=true", "revisions.webhook.enabled=false")), "--config-revisions", "per workload, by its annotation")

@@ -125,16 +125,18 @@ func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 	// after undoing an OrderedReady StatefulSet. Its pods on the kwok node are ready; those
 	// of a set that no node takes stay pending.
 	one := int32(1)
-	set := func(name string, nodeSelector map[string]string) {
+	revision := map[string]string{"configwave.io/config-inputs-hash": revisions.InputsHash("x")}
+	set := func(name string, nodeSelector, annotations map[string]string) {
 		labels := map[string]string{"app": name}
 		_, err := admin.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: appsv1.StatefulSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec:       corev1.PodSpec{NodeSelector: nodeSelector, Containers: []corev1.Container{{Name: "app", Image: "app"}}}}}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	set("ready", nil)
-	set("stuck", map[string]string{"no-such-node": "true"})
+	set("ready", nil, revision)
+	set("stuck", map[string]string{"no-such-node": "true"}, revision)
+	set("starting", map[string]string{"no-such-node": "true"}, nil) // a database still starting, of no config revision
 	_, err = admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lone", Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: "x"}},
 		Spec: corev1.PodSpec{NodeSelector: map[string]string{"no-such-node": "true"}, Containers: []corev1.Container{{Name: "app", Image: "app"}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -144,11 +146,12 @@ func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 	}, time.Minute, 200*time.Millisecond, "the kwok node never made ready-0 ready")
 	require.Eventually(t, func() bool {
 		_, err := admin.CoreV1().Pods(ns).Get(ctx, "stuck-0", metav1.GetOptions{})
-		return err == nil
-	}, time.Minute, 200*time.Millisecond, "stuck-0 was never created")
-	for _, pod := range []string{"ready-0", "lone"} {
+		_, err2 := admin.CoreV1().Pods(ns).Get(ctx, "starting-0", metav1.GetOptions{})
+		return err == nil && err2 == nil
+	}, time.Minute, 200*time.Millisecond, "stuck-0 and starting-0 were never created")
+	for _, pod := range []string{"ready-0", "lone", "starting-0"} {
 		err := wave.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{})
-		assert.ErrorContains(t, err, "wave may delete only a pod that a StatefulSet controls and that is not ready", pod)
+		assert.ErrorContains(t, err, "wave may delete only a pod of a config revision that a StatefulSet controls", pod)
 		_, err = admin.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 		assert.NoError(t, err, "%s is still there", pod)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -80,9 +82,16 @@ func TestChartLetsWaveMakeTheWebhookCertificate(t *testing.T) {
 		err := other.Sync(ctx)
 		return err != nil && strings.Contains(err.Error(), "wave may create only immutable snapshots")
 	}, time.Minute, 200*time.Millisecond, "the policy never refused wave a Secret that is not the webhook's certificate")
-	require.Eventually(t, func() bool { return keeper.Sync(ctx) == nil }, time.Minute, 200*time.Millisecond, "wave could not make the certificate")
 	admin, err := kubernetes.NewForConfig(cluster.Config())
 	require.NoError(t, err)
+	waveKube, err := kubernetes.NewForConfig(asWave)
+	require.NoError(t, err)
+	// The name let through is let through as a TLS Secret only: never as a token of a
+	// ServiceAccount of wave's namespace, which wave could then read.
+	_, err = waveKube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: release + "-wave-webhook-cert",
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken}, metav1.CreateOptions{})
+	assert.ErrorContains(t, err, "wave may write its webhook's certificate only as a kubernetes.io/tls Secret")
+	require.Eventually(t, func() bool { return keeper.Sync(ctx) == nil }, time.Minute, 200*time.Millisecond, "wave could not make the certificate")
 	secret, err := admin.CoreV1().Secrets(ns).Get(ctx, release+"-wave-webhook-cert", metav1.GetOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -91,6 +100,36 @@ func TestChartLetsWaveMakeTheWebhookCertificate(t *testing.T) {
 	mwc, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, release+"-wave-revisions", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, secret.Data[webhookcert.CACertKey], mwc.Webhooks[0].ClientConfig.CABundle)
+
+	// wave may change its registration's caBundle only: not its failure policy (tried until the
+	// policy is in force; a change let through before is undone).
+	require.Eventually(t, func() bool {
+		m, err := waveKube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwc.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		before := *m.Webhooks[0].FailurePolicy
+		fail := admissionregistrationv1.Fail
+		m.Webhooks[0].FailurePolicy = &fail
+		_, err = waveKube.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, m, metav1.UpdateOptions{})
+		if err == nil {
+			m, err = admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwc.Name, metav1.GetOptions{})
+			require.NoError(t, err)
+			m.Webhooks[0].FailurePolicy = &before
+			_, err = admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, m, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			return false
+		}
+		return strings.Contains(err.Error(), "wave may change only the caBundle of its webhook's registration")
+	}, time.Minute, 200*time.Millisecond, "the policy never refused wave a change of its registration's failure policy")
+	m, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwc.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	m.Webhooks[0].ClientConfig.CABundle = nil
+	_, err = admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, m, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, keeper.Sync(ctx), "the caBundle put back, as wave, through the policy")
+	m, err = admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwc.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, secret.Data[webhookcert.CACertKey], m.Webhooks[0].ClientConfig.CABundle)
+	assert.Equal(t, admissionregistrationv1.Ignore, *m.Webhooks[0].FailurePolicy)
 
 	renewAt := time.Now().Add(webhookcert.ServingValidity - 10*24*time.Hour)
 	keeper.Now = func() time.Time { return renewAt }

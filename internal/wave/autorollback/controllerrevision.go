@@ -3,6 +3,7 @@ package autorollback
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -76,15 +77,23 @@ func RevisionPatch(resourceVersion string, cr *appsv1.ControllerRevision) ([]byt
 }
 
 // StuckPods are the pods a StatefulSet of OrderedReady pods would wait for forever after an
-// undo: those of the failed revision (bad, by their controller-revision-hash label) that are
-// not ready and not going. Its controller replaces a pod of an old revision only once every
-// pod before it is ready, so the pod that crash-loops on the failed config stays; Kubernetes'
+// undo: those of the failed revision (bad, by their controller-revision-hash label), not
+// going, that are not available as its controller judges it (ready for minReadySeconds at
+// now): not ready, or ready for less than that after a restart (a crash loop that is up for a
+// moment). Its controller replaces a pod of an old revision only once every pod before it is
+// available, so the pod that crash-loops on the failed config stays; Kubernetes'
 // documentation says to delete it by hand after reverting the template ("Forced rollback").
+// A pod ready for less than minReadySeconds that never restarted is left to become available.
 // Pods of the set only: the caller lists them by the set's selector and controller.
-func StuckPods(pods []corev1.Pod, bad string) []corev1.Pod {
+func StuckPods(pods []corev1.Pod, bad string, minReadySeconds int32, now time.Time) []corev1.Pod {
 	var stuck []corev1.Pod
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil || p.Labels[appsv1.ControllerRevisionHashLabelKey] != bad || podReady(&p) {
+		if p.DeletionTimestamp != nil || p.Labels[appsv1.ControllerRevisionHashLabelKey] != bad {
+			continue
+		}
+		ready, since := podReady(&p)
+		available := ready && !since.Add(time.Duration(minReadySeconds)*time.Second).After(now)
+		if available || ready && !restarted(&p) {
 			continue
 		}
 		stuck = append(stuck, p)
@@ -92,10 +101,19 @@ func StuckPods(pods []corev1.Pod, bad string) []corev1.Pod {
 	return stuck
 }
 
-func podReady(p *corev1.Pod) bool {
+func podReady(p *corev1.Pod) (bool, time.Time) {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+			return c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
+		}
+	}
+	return false, time.Time{}
+}
+
+func restarted(p *corev1.Pod) bool {
+	for _, c := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if c.RestartCount > 0 {
+			return true
 		}
 	}
 	return false

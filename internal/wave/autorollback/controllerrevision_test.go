@@ -85,30 +85,38 @@ func TestRevisionPatch(t *testing.T) {
 }
 
 func TestStuckPods(t *testing.T) {
-	pod := func(name, revision string, ready bool, going bool) corev1.Pod {
+	now := time.Unix(1000, 0)
+	pod := func(name, revision string, ready bool, readyFor time.Duration, restarts int32, going bool) corev1.Pod {
 		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: revision}}}
 		status := corev1.ConditionFalse
 		if ready {
 			status = corev1.ConditionTrue
 		}
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Time{Time: now.Add(-readyFor)}}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", RestartCount: restarts}}
 		if going {
-			p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+			p.DeletionTimestamp = &metav1.Time{Time: now}
 		}
 		return p
 	}
 	pods := []corev1.Pod{
-		pod("db-0", "db-good", true, false),
-		pod("db-1", "db-good", false, false), // not ready on the good revision: its controller's to wait for
-		pod("db-2", "db-bad", false, false),  // the one it waits for forever
-		pod("db-3", "db-bad", true, false),   // ready on the failed revision: replaced in order
-		pod("db-4", "db-bad", false, true),   // already going
-		{ObjectMeta: metav1.ObjectMeta{Name: "db-5", Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: "db-bad"}}}, // no status yet
+		pod("db-0", "db-good", true, time.Hour, 0, false),
+		pod("db-1", "db-good", false, 0, 3, false),         // not ready on the good revision: its controller's to wait for
+		pod("db-2", "db-bad", false, 0, 4, false),          // the one it waits for forever
+		pod("db-3", "db-bad", true, time.Hour, 0, false),   // available on the failed revision: replaced in order
+		pod("db-4", "db-bad", false, 0, 4, true),           // already going
+		pod("db-5", "db-bad", true, time.Second, 5, false), // a crash loop up for a moment: not available
+		pod("db-6", "db-bad", true, time.Second, 0, false), // just ready, never restarted: left to become available
+		{ObjectMeta: metav1.ObjectMeta{Name: "db-7", Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: "db-bad"}}}, // no status yet
 	}
-	var names []string
-	for _, p := range StuckPods(pods, "db-bad") {
-		names = append(names, p.Name)
+	names := func(ps []corev1.Pod) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return out
 	}
-	assert.Equal(t, []string{"db-2", "db-5"}, names)
-	assert.Empty(t, StuckPods(pods, "db-other"))
+	assert.Equal(t, []string{"db-2", "db-5", "db-7"}, names(StuckPods(pods, "db-bad", 10, now)))
+	assert.Equal(t, []string{"db-2", "db-7"}, names(StuckPods(pods, "db-bad", 0, now)), "without minReadySeconds a ready pod is available")
+	assert.Empty(t, StuckPods(pods, "db-other", 10, now))
 }

@@ -188,35 +188,44 @@ func (c *Controller) undoToControllerRevision(ctx context.Context, w workload.Wo
 	if sts == nil || sts.Spec.PodManagementPolicy == appsv1.ParallelPodManagement {
 		return to, nil
 	}
-	deleted, err := c.deleteStuckPods(ctx, sts, sel, prev.Name, bad.Name)
-	if err != nil {
-		return "", fmt.Errorf("undone to %s, but its pods of the failed config could not be deleted, and a StatefulSet of OrderedReady pods waits for them: %w; delete them by hand (kubectl delete pod -l %s=%s)", to, err, appsv1.ControllerRevisionHashLabelKey, bad.Name)
-	}
+	deleted, left, err := c.deleteStuckPods(ctx, sts, sel, bad.Name)
 	if len(deleted) > 0 {
-		to += "; deleted " + strings.Join(deleted, ", ") + ", not ready on the failed config, which its OrderedReady pods would wait for forever"
+		to += "; deleted pod " + strings.Join(deleted, ", pod ") + ", not available on the failed config, which its OrderedReady pods would wait for forever"
+	}
+	if err != nil {
+		// The undo is made and stands; what is left is the controller's wait.
+		msg := fmt.Sprintf("undone to %s, but a StatefulSet of OrderedReady pods waits for its pods of the failed config, which wave could not delete: %v", to, err)
+		if len(left) > 0 {
+			msg += "; delete them by hand: kubectl delete pod -n " + sts.Namespace + " " + strings.Join(left, " ")
+		}
+		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "RollbackIncomplete", msg)
+		klog.ErrorS(err, "undid a failed config rollout, but could not delete the pods its StatefulSet waits for", "workload", w.String(), "pods", left)
 	}
 	return to, nil
 }
 
 // deleteStuckPods deletes the pods of sts that an OrderedReady StatefulSet waits for after an
-// undo (autorollback.StuckPods), once its controller has taken the undo (its status names
-// the revision gone back to as the update revision), so that no pod is made again on the
-// failed template. Each delete is preconditioned on the pod's UID.
-func (c *Controller) deleteStuckPods(ctx context.Context, sts *appsv1.StatefulSet, sel labels.Selector, to, bad string) ([]string, error) {
+// undo (autorollback.StuckPods), once its controller has taken the undo (it has seen the
+// undo's generation and its update revision is no longer the failed one; it may be a new
+// ControllerRevision with the old template, when defaulting changed since), so that no pod is
+// made again on the failed template. Each delete is preconditioned on the pod's UID: one
+// replaced meanwhile is not its to delete. It says which pods it deleted, and which it could
+// not (left) with the first error.
+func (c *Controller) deleteStuckPods(ctx context.Context, sts *appsv1.StatefulSet, sel labels.Selector, bad string) (deleted, left []string, err error) {
 	ns, name, generation := sts.Namespace, sts.Name, sts.Generation
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := c.Client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, fmt.Errorf("read the StatefulSet: %w", err)
 		}
-		return s.Status.ObservedGeneration >= generation && s.Status.UpdateRevision == to, nil
+		return s.Status.ObservedGeneration >= generation && s.Status.UpdateRevision != "" && s.Status.UpdateRevision != bad, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("its controller did not take the undo within 30s: %w", err)
+		return nil, nil, fmt.Errorf("its controller did not take the undo within 30s: %w", err)
 	}
 	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
-		return nil, fmt.Errorf("list its pods: %w", err)
+		return nil, nil, fmt.Errorf("list its pods (RBAC: list on pods): %w", err)
 	}
 	var owned []corev1.Pod
 	for _, p := range pods.Items {
@@ -224,15 +233,22 @@ func (c *Controller) deleteStuckPods(ctx context.Context, sts *appsv1.StatefulSe
 			owned = append(owned, p)
 		}
 	}
-	var deleted []string
-	for _, p := range autorollback.StuckPods(owned, bad) {
+	var first error
+	for _, p := range autorollback.StuckPods(owned, bad, sts.Spec.MinReadySeconds, time.Now()) {
 		// The UID alone: kubelet writes the status of a crash-looping pod at every restart.
 		uid := p.UID
 		err := c.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return deleted, fmt.Errorf("delete pod %s: %w", p.Name, err)
+		switch {
+		case err == nil:
+			deleted = append(deleted, p.Name)
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// gone, or already replaced by another pod of that name
+		default:
+			left = append(left, p.Name)
+			if first == nil {
+				first = fmt.Errorf("delete pod %s: %w", p.Name, err)
+			}
 		}
-		deleted = append(deleted, "pod "+p.Name)
 	}
-	return deleted, nil
+	return deleted, left, first
 }

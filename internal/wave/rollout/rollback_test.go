@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,10 +40,12 @@ func TestUndoToControllerRevision(t *testing.T) {
 		kind        workload.Kind
 		policy      appsv1.PodManagementPolicyType
 		wantDeleted []string
+		refused     bool // the pod's delete is refused (a policy, RBAC)
 	}{
-		{"daemonset", workload.DaemonSet, "", nil},
-		{"statefulset, parallel: its controller replaces the pods itself", workload.StatefulSet, appsv1.ParallelPodManagement, nil},
-		{"statefulset, ordered ready", workload.StatefulSet, appsv1.OrderedReadyPodManagement, []string{"db-1"}},
+		{"daemonset", workload.DaemonSet, "", nil, false},
+		{"statefulset, parallel: its controller replaces the pods itself", workload.StatefulSet, appsv1.ParallelPodManagement, nil, false},
+		{"statefulset, ordered ready", workload.StatefulSet, appsv1.OrderedReadyPodManagement, []string{"db-1"}, false},
+		{"statefulset, ordered ready, the delete refused: the undo stands, and the Event says what to do", workload.StatefulSet, appsv1.OrderedReadyPodManagement, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			uid := types.UID("uid-db")
@@ -100,10 +104,14 @@ func TestUndoToControllerRevision(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, revC, s.(*appsv1.StatefulSet).Spec.Template.Annotations[InputsHashAnnotation], "a pod deleted before the undo was written")
 				assert.True(t, sawOld, "a pod deleted before the set's controller took the undo")
+				if tc.refused {
+					return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "db-1", errors.New("refused"))
+				}
 				return false, nil, nil
 			})
+			recorder := record.NewFakeRecorder(10)
 			c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
-				Recorder: record.NewFakeRecorder(10), Metrics: testMetrics()})
+				Recorder: recorder, Metrics: testMetrics()})
 			require.NoError(t, err)
 			w, ok := workload.Of(obj)
 			require.True(t, ok)
@@ -133,7 +141,15 @@ func TestUndoToControllerRevision(t *testing.T) {
 				assert.Equal(t, !deleted, left[name], name)
 			}
 			if tc.wantDeleted != nil {
-				assert.Contains(t, to, "deleted pod db-1, not ready on the failed config")
+				assert.Contains(t, to, "deleted pod db-1, not available on the failed config")
+			}
+			if tc.refused {
+				require.Len(t, recorder.Events, 1)
+				ev := <-recorder.Events
+				assert.Contains(t, ev, "Warning RollbackIncomplete")
+				assert.Contains(t, ev, "kubectl delete pod -n ns db-1", "names the pod, its namespace and what to do")
+			} else {
+				assert.Empty(t, recorder.Events)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -127,17 +128,33 @@ func (k *Keeper) Sync(ctx context.Context) error {
 	if k.Configuration == "" {
 		return nil
 	}
-	return k.inject(ctx, s.Data[CACertKey])
+	// Read again just before the write: a replica that read the Secret before another made a
+	// new CA would otherwise put the bundle back without it.
+	latest, err := secrets.Get(ctx, k.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("%w: read %s again: %w", ErrRegistration, what, err)
+	}
+	if latest.ResourceVersion != s.ResourceVersion {
+		return fmt.Errorf("%w: %s changed meanwhile; it will be looked at again", ErrRegistration, what)
+	}
+	return k.inject(ctx, Bundle(s.Data, now()))
 }
 
-// inject puts ca in the caBundle of every webhook of the configuration: all of them are
+// ErrRegistration: the certificate is served, and its CA could not be put in the webhook's
+// registration (not there yet, RBAC, a conflict). Looked at again soon; never a reason to stop.
+var ErrRegistration = errors.New("the webhook's registration")
+
+// inject puts the bundle ca in the caBundle of every webhook of the configuration: all of them are
 // wave's (the chart registers one).
 func (k *Keeper) inject(ctx context.Context, ca []byte) error {
 	configs := k.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	for attempt := 0; attempt < 5; attempt++ {
 		c, err := configs.Get(ctx, k.Configuration, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: MutatingWebhookConfiguration %s is not there (yet): register the webhook under that name, or give its name in --revisions-webhook-configuration", ErrRegistration, k.Configuration)
+		}
 		if err != nil {
-			return fmt.Errorf("read MutatingWebhookConfiguration %s, to put the webhook's CA in it: %w; grant wave get and update on it", k.Configuration, err)
+			return fmt.Errorf("%w: read MutatingWebhookConfiguration %s, to put the webhook's CA in it: %w; grant wave get and update on it", ErrRegistration, k.Configuration, err)
 		}
 		if !needsCA(c, ca) {
 			return nil
@@ -151,12 +168,12 @@ func (k *Keeper) inject(ctx context.Context, ca []byte) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("put the webhook's CA in MutatingWebhookConfiguration %s: %w; grant wave update on it", k.Configuration, err)
+			return fmt.Errorf("%w: put the webhook's CA in MutatingWebhookConfiguration %s: %w; grant wave update on it", ErrRegistration, k.Configuration, err)
 		}
 		klog.InfoS("put the revisions webhook's CA in its configuration", "configuration", k.Configuration)
 		return nil
 	}
-	return fmt.Errorf("MutatingWebhookConfiguration %s: written by another writer at every try; it will be looked at again", k.Configuration)
+	return fmt.Errorf("%w: MutatingWebhookConfiguration %s: written by another writer at every try; it will be looked at again", ErrRegistration, k.Configuration)
 }
 
 func needsCA(c *admissionregistrationv1.MutatingWebhookConfiguration, ca []byte) bool {

@@ -22,10 +22,13 @@ import (
 )
 
 // The Secret's keys: a kubernetes.io/tls Secret's two, and the CA beside them, its key too, so
-// that any replica can renew the serving certificate under the CA the API server trusts.
+// that any replica can renew the serving certificate under the CA the API server trusts; and
+// the CA before it, which stays in the caBundle after a new CA is made, so that a replica
+// still serving a certificate under it is trusted until it looks at the Secret again.
 const (
-	CACertKey = "ca.crt"
-	CAKeyKey  = "ca.key"
+	CACertKey         = "ca.crt"
+	CAKeyKey          = "ca.key"
+	PreviousCACertKey = "ca-previous.crt"
 )
 
 // Lifetimes, and how long before its end each is made again. A new CA changes the caBundle,
@@ -61,8 +64,7 @@ func Decide(data map[string][]byte, dnsNames []string, now time.Time) (Action, s
 		return NewAll, "no usable CA (" + err.Error() + ")"
 	case !ca.IsCA:
 		return NewAll, "its CA certificate is not a CA"
-	case now.Before(ca.NotBefore):
-		return NewAll, "its CA is not valid yet"
+	// (A CA not valid yet by this clock is another replica's clock ahead: kept, not replaced.)
 	case ca.NotAfter.Sub(now) < CARenewBefore:
 		return NewAll, fmt.Sprintf("its CA expires %s", ca.NotAfter.UTC().Format(time.DateOnly))
 	}
@@ -98,7 +100,11 @@ func Make(a Action, data map[string][]byte, dnsNames []string, now time.Time) (m
 			return nil, fmt.Errorf("renew the serving certificate under its CA: %w", err)
 		}
 		ca, caKey = c, k
-		out[CACertKey], out[CAKeyKey] = data[CACertKey], data[CAKeyKey]
+		for _, key := range []string{CACertKey, CAKeyKey, PreviousCACertKey} {
+			if v, ok := data[key]; ok {
+				out[key] = v
+			}
+		}
 	} else {
 		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
@@ -116,6 +122,9 @@ func Make(a Action, data map[string][]byte, dnsNames []string, now time.Time) (m
 		caKey = k
 		if out[CACertKey], out[CAKeyKey], err = encode(der, k); err != nil {
 			return nil, err
+		}
+		if old, _, err := parsePair(data[CACertKey], data[CAKeyKey]); err == nil && old.IsCA && now.Before(old.NotAfter) {
+			out[PreviousCACertKey] = data[CACertKey]
 		}
 	}
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -135,6 +144,19 @@ func Make(a Action, data map[string][]byte, dnsNames []string, now time.Time) (m
 		return nil, err
 	}
 	return out, nil
+}
+
+// Bundle is the caBundle for data: its CA, and the CA before it while that one is valid.
+func Bundle(data map[string][]byte, now time.Time) []byte {
+	out := append([]byte{}, data[CACertKey]...)
+	if prev := data[PreviousCACertKey]; len(prev) > 0 {
+		if b, _ := pem.Decode(prev); b != nil {
+			if c, err := x509.ParseCertificate(b.Bytes); err == nil && now.Before(c.NotAfter) {
+				out = append(out, prev...)
+			}
+		}
+	}
+	return out
 }
 
 func sign(tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, key *ecdsa.PrivateKey) ([]byte, error) {

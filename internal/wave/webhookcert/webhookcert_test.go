@@ -130,7 +130,7 @@ func TestKeeperMakesOneCertificateForEveryReplica(t *testing.T) {
 }
 
 // Near its end, the serving certificate is renewed under the same CA, so the caBundle stays;
-// a replica that renews at the same moment as another takes the other's.
+// an update that meets another writer's (409) reads the Secret again and decides again.
 func TestKeeperRenewsUnderTheSameCA(t *testing.T) {
 	client := fake.NewSimpleClientset()
 	now := time.Now()
@@ -169,4 +169,67 @@ func served(t *testing.T, k *Keeper) *x509.Certificate {
 
 func errConflict() error {
 	return apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, "cert", errors.New("changed meanwhile"))
+}
+
+// A new CA keeps the one before in the bundle while it is valid, so that a replica still
+// serving a certificate under it is trusted until it reads the Secret again; a new serving
+// certificate keeps both.
+func TestANewCAKeepsTheOldOneInTheBundle(t *testing.T) {
+	now := time.Now()
+	first, err := Make(NewAll, nil, names, now)
+	require.NoError(t, err)
+	assert.Empty(t, first[PreviousCACertKey], "nothing before the first")
+	assert.Equal(t, first[CACertKey], Bundle(first, now))
+	later := now.Add(CAValidity - 300*24*time.Hour)
+	// What a replica serves under the old CA by then: a serving certificate renewed under it.
+	stillOld, err := Make(NewServing, first, names, later.Add(-48*time.Hour))
+	require.NoError(t, err)
+	second, err := Make(NewAll, stillOld, names, later)
+	require.NoError(t, err)
+	assert.Equal(t, first[CACertKey], second[PreviousCACertKey])
+	bundle := Bundle(second, later)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(bundle))
+	for _, data := range []map[string][]byte{stillOld, second} {
+		_, err := leaf(t, data).Verify(x509.VerifyOptions{Roots: roots, DNSName: names[0], CurrentTime: later.Add(-time.Hour)})
+		assert.NoError(t, err, "both the old replica's certificate and the new one's are trusted")
+	}
+	renewed, err := Make(NewServing, second, names, later)
+	require.NoError(t, err)
+	assert.Equal(t, bundle, Bundle(renewed, later), "a new serving certificate changes no CA")
+	assert.Equal(t, second[CACertKey], Bundle(second, now.Add(CAValidity+time.Hour)), "the old CA leaves the bundle once it has expired")
+}
+
+// The registration may come after wave (Helm creates it after the Deployment): the
+// certificate is served all the same, and the error says what is missing.
+func TestKeeperServesBeforeTheRegistrationExists(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	k := &Keeper{Client: waveclienttest.Wrap(client), Namespace: "ns", Name: "cert", Configuration: "configwave-wave-revisions", DNSNames: names}
+	err := k.Sync(context.Background())
+	require.ErrorIs(t, err, ErrRegistration)
+	assert.ErrorContains(t, err, "MutatingWebhookConfiguration configwave-wave-revisions is not there (yet)")
+	served(t, k)
+}
+
+// Run looks again every Every: a caBundle emptied by a sync from Git is put back without a
+// restart.
+func TestKeeperRunPutsTheCABack(t *testing.T) {
+	client := fake.NewSimpleClientset(&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "reg"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "pods.revisions.configwave.io"}}})
+	k := &Keeper{Client: waveclienttest.Wrap(client), Namespace: "ns", Name: "cert", Configuration: "reg", DNSNames: names, Every: 20 * time.Millisecond}
+	require.NoError(t, k.Sync(context.Background()))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { k.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	regs := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	c, err := regs.Get(context.Background(), "reg", metav1.GetOptions{})
+	require.NoError(t, err)
+	c.Webhooks[0].ClientConfig.CABundle = nil
+	_, err = regs.Update(context.Background(), c, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Eventually(t, func() bool {
+		c, err := regs.Get(context.Background(), "reg", metav1.GetOptions{})
+		return err == nil && len(c.Webhooks[0].ClientConfig.CABundle) > 0
+	}, 5*time.Second, 10*time.Millisecond, "the caBundle is put back by the next look")
 }
