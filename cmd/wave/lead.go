@@ -56,6 +56,10 @@ func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.E
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
 	}
+	if cfg.revisionsWebhookAddress != "" {
+		// The pods its webhook missed (wave down, a failed call) are said every sync period.
+		rc.LivePodsEvery = cfg.syncPeriod
+	}
 	var err error
 	if w.ctrl, err = rollout.NewController(rc); err != nil {
 		return nil, err

@@ -455,7 +455,7 @@ func TestRevisionsCanaryIsolatesTheNewConfig(t *testing.T) {
 }
 
 // wave stopped, its webhook gone: a scale-up still starts pods (failurePolicy Ignore), on the
-// live objects; wave started again finds nothing to roll.
+// live objects; wave started again says so, once for each such pod.
 func TestRevisionsScaleUpWithWaveStoppedStartsPodsOnTheLiveConfig(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
@@ -483,4 +483,18 @@ func TestRevisionsScaleUpWithWaveStoppedStartsPodsOnTheLiveConfig(t *testing.T) 
 		}
 	}
 	assert.Equal(t, 2, live, "the two pods made while wave was down read the live object")
+
+	// wave back (its webhook served): it says so, once per pod, on the workload.
+	ca := testcerts.NewCA(t, "webhook-ca-again")
+	dir := t.TempDir()
+	crt, key := ca.Server(t, "configwave-wave.configwave-system.svc")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600))
+	startWave(t, ns, "--revisions-webhook-address="+testcluster.FreeAddr(t), "--revisions-webhook-cert-dir="+dir)
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigRevisionLive")) == 2 }, eventually, tick,
+		"an Event for each pod that reads live")
+	for _, e := range events(t, client, ns, "web", "ConfigRevisionLive") {
+		assert.Equal(t, corev1.EventTypeWarning, e.Type)
+		assert.Regexp(t, `^pod web-[a-z0-9]+-[a-z0-9]+ of revision `+rev+` reads configmap/app live, not its snapshots: wave's webhook did not answer when the pod was made`, e.Message)
+	}
 }

@@ -104,6 +104,11 @@ type Config struct {
 	// Revisions turns revisions on for every opted-in workload whose configwave.io/revisions
 	// does not say "false" (--config-revisions).
 	Revisions bool
+	// LivePodsEvery, when set, has the leader look that often (and once its caches synced) for
+	// pods of a revision that read a source live because wave's webhook did not answer when
+	// they were made, and say so once per pod (ConfigRevisionLive). Set it where wave serves
+	// the webhook: without it every such pod reads live by design.
+	LivePodsEvery time.Duration
 	// Alert, when set, receives one line of text for each failed config rollout and each
 	// recovery (--notify-webhook). It names workloads and objects, never a value.
 	Alert func(text string)
@@ -117,6 +122,7 @@ func (c *Controller) clients() workload.Clients {
 // Controller keeps opted-in workloads' config hash current.
 type Controller struct {
 	Config
+	live   livePods
 	keyID  string // names DigestKey in the inputs records, or confighash.MetaID
 	queue  workqueue.TypedRateLimitingInterface[string]
 	full   *fullObjects
@@ -410,6 +416,9 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	var wg sync.WaitGroup
 	if c.crash != nil {
 		wg.Go(func() { c.crash.Run(ctx) })
+	}
+	if c.LivePodsEvery > 0 {
+		wg.Go(func() { c.watchLivePods(ctx, c.LivePodsEvery) })
 	}
 	for range workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })

@@ -177,3 +177,22 @@ func TestUndoToControllerRevisionWithoutOneBefore(t *testing.T) {
 		assert.NotEqual(t, "patch", a.GetVerb(), "nothing written")
 	}
 }
+
+// A pod of a revision reads live what its spec names by the source's own name where the
+// revision's index has a snapshot; one pointed at its snapshots, or a source opted out (not in
+// the index), reads nothing live.
+func TestReadsLive(t *testing.T) {
+	snaps := revisions.Snapshots{
+		{Kind: "ConfigMap", Namespace: "ns", Name: "app"}: "app-0123456789",
+		{Kind: "Secret", Namespace: "ns", Name: "db"}:     "db-0123456789",
+	}
+	pod := func(cm, secret string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns"}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}},
+			Volumes:    []corev1.Volume{{Name: "db", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}}}}}
+	}
+	assert.Equal(t, []string{"configmap/app", "secret/db"}, readsLive(pod("app", "db"), snaps), "made while the webhook did not answer")
+	assert.Empty(t, readsLive(pod("app-0123456789", "db-0123456789"), snaps), "pointed at its snapshots")
+	assert.Equal(t, []string{"configmap/app"}, readsLive(pod("app", "db-0123456789"), snaps))
+	assert.Empty(t, readsLive(pod("other", "rotated"), snaps), "sources with no snapshot (opted out) are read live by design")
+}
