@@ -85,7 +85,7 @@ func (c *Controller) lookForLivePods(ctx context.Context) {
 					continue
 				}
 				c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "ConfigRevisionLive",
-					"pod %s of revision %s reads %s live, not its snapshots: wave's webhook did not answer when the pod was made (wave down, or the call failed; failurePolicy Ignore admitted it). It keeps the live config until it is replaced (kubectl rollout restart)",
+					"pod %s of revision %s reads %s live, not its snapshots: wave's webhook did not answer when the pod was made (wave down, or the call failed; failurePolicy Ignore admitted it), or a snapshot was gone then. It keeps the live config until it is replaced (kubectl rollout restart)",
 					pod.Name, hash, strings.Join(live, ", "))
 			}
 			if list.Continue == "" {
