@@ -13,10 +13,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/wave/autorollback"
@@ -223,28 +219,13 @@ func TestRevisionsCanaryOnARealNode(t *testing.T) {
 	node := testcluster.NeedNode(t, c)
 	client := adminClient(t)
 	testcluster.StartArgoRollouts(t, cluster)
-	dyn, err := dynamic.NewForConfig(cluster.Config())
-	require.NoError(t, err)
 	ns := testcluster.Namespace(t, client)
 	p := startWaveWithWebhook(t, client, ns)
 	createCM(t, client, ns, "app-config", map[string]string{"GREETING": "v1"})
 	tmpl := pauseOnRealNode("web", "app-config")
 	withVolume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app-config")}}})(&tmpl.Spec)
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&tmpl)
-	require.NoError(t, err)
-	r := argoRollout(ns, "web", map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"})
-	require.NoError(t, unstructured.SetNestedField(r.Object, u, "spec", "template"))
-	require.NoError(t, unstructured.SetNestedField(r.Object, int64(2), "spec", "replicas"))
-	require.NoError(t, unstructured.SetNestedSlice(r.Object, []any{map[string]any{"setWeight": int64(50)}, map[string]any{"pause": map[string]any{}}}, "spec", "strategy", "canary", "steps"))
-	rollouts := dyn.Resource(rolloutsResource).Namespace(ns)
-	_, err = rollouts.Create(ctx(t), r, metav1.CreateOptions{})
-	require.NoError(t, err)
-	revision := func() string {
-		u, err := rollouts.Get(ctx(t), "web", metav1.GetOptions{})
-		require.NoError(t, err)
-		v, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", rollout.InputsHashAnnotation)
-		return v
-	}
+	canary := startCanary(t, ns, &tmpl)
+	revision, promote := canary.revision, canary.promote
 	// reads maps each revision to what the files of its ready pods hold.
 	reads := func() map[string][]string {
 		list, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
@@ -260,10 +241,6 @@ func TestRevisionsCanaryOnARealNode(t *testing.T) {
 			out[rev] = append(out[rev], string(b))
 		}
 		return out
-	}
-	promote := func() {
-		_, err := rollouts.Patch(ctx(t), "web", types.MergePatchType, []byte(`{"status":{"pauseConditions":null}}`), metav1.PatchOptions{}, "status")
-		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { return revisions.IsRevision(revision()) }, eventually, tick, "turning revisions on rolls once")
 	v1 := revision()
@@ -286,8 +263,7 @@ func TestRevisionsCanaryOnARealNode(t *testing.T) {
 		require.Equal(t, []string{"v1"}, got[v1], "the stable pod keeps the old, past kubelet's refreshes")
 	}
 
-	_, err = rollouts.Patch(ctx(t), "web", types.MergePatchType, []byte(`{"status":{"abort":true}}`), metav1.PatchOptions{}, "status")
-	require.NoError(t, err)
+	canary.abort()
 	require.Eventually(t, func() bool { got := reads(); return len(got) == 1 && len(got[v1]) == 2 }, 2*time.Minute, 200*time.Millisecond, "after the abort, only v1's pods")
 	assert.Equal(t, []string{"v1", "v1"}, reads()[v1], "both read the old config, while the ConfigMap holds v2")
 	rolled := p.Metric(`configwave_wave_reconciles_total{result="rolled"}`)

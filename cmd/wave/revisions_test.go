@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -381,23 +382,11 @@ func podOf(t *testing.T, client kubernetes.Interface, ns, revision string) *core
 func TestRevisionsCanaryIsolatesTheNewConfig(t *testing.T) {
 	client := adminClient(t)
 	testcluster.StartArgoRollouts(t, cluster)
-	dyn, err := dynamic.NewForConfig(cluster.Config())
-	require.NoError(t, err)
 	ns := testcluster.Namespace(t, client)
 	p := startWaveWithWebhook(t, client, ns)
 	createCM(t, client, ns, "cm", map[string]string{"a": "v1"})
-	r := argoRollout(ns, "web", map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"})
-	require.NoError(t, unstructured.SetNestedField(r.Object, int64(2), "spec", "replicas"))
-	require.NoError(t, unstructured.SetNestedSlice(r.Object, []any{map[string]any{"setWeight": int64(50)}, map[string]any{"pause": map[string]any{}}}, "spec", "strategy", "canary", "steps"))
-	rollouts := dyn.Resource(rolloutsResource).Namespace(ns)
-	_, err = rollouts.Create(ctx(t), r, metav1.CreateOptions{})
-	require.NoError(t, err)
-	revision := func() string {
-		u, err := rollouts.Get(ctx(t), "web", metav1.GetOptions{})
-		require.NoError(t, err)
-		v, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", rollout.InputsHashAnnotation)
-		return v
-	}
+	c := startCanary(t, ns, nil)
+	revision, promote := c.revision, c.promote
 	// pods maps each running pod's revision to the ConfigMaps its envFrom reads.
 	pods := func() map[string][]string {
 		list, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
@@ -414,10 +403,6 @@ func TestRevisionsCanaryIsolatesTheNewConfig(t *testing.T) {
 	require.Eventually(t, func() bool { return revisions.IsRevision(revision()) }, eventually, tick, "turning revisions on rolls once")
 	v1 := revision()
 	// Turning on is a canary too: promote it, so that both pods run v1 from the snapshot.
-	promote := func() {
-		_, err := rollouts.Patch(ctx(t), "web", types.MergePatchType, []byte(`{"status":{"pauseConditions":null}}`), metav1.PatchOptions{}, "status")
-		require.NoError(t, err)
-	}
 	snap1 := index(t, client, ns, v1)["configmap.cm"]
 	require.Eventually(t, func() bool {
 		if len(pods()[v1]) < 1 {
@@ -444,14 +429,53 @@ func TestRevisionsCanaryIsolatesTheNewConfig(t *testing.T) {
 	}
 
 	// kubectl argo rollouts abort: status.abort, and the canary goes.
-	_, err = rollouts.Patch(ctx(t), "web", types.MergePatchType, []byte(`{"status":{"abort":true}}`), metav1.PatchOptions{}, "status")
-	require.NoError(t, err)
+	c.abort()
 	require.Eventually(t, func() bool { got := pods(); return len(got) == 1 && len(got[v1]) == 2 }, time.Minute, 100*time.Millisecond, "after the abort, only v1's pods")
 	assert.Equal(t, []string{snap1, snap1}, pods()[v1])
 	rolled := p.Metric(`configwave_wave_reconciles_total{result="rolled"}`)
 	settle(t, p)
 	assert.Equal(t, rolled, p.Metric(`configwave_wave_reconciles_total{result="rolled"}`), "wave rolls nothing after the abort")
 	assert.Equal(t, v2, revision(), "the template stays as Argo left it")
+}
+
+// canary is an Argo Rollout "web" of 2 pods with a canary step at setWeight 50 and a pause,
+// opted in to revisions, and what the tests do with it as kubectl argo rollouts does.
+type canary struct {
+	revision func() string // the template's inputs hash
+	promote  func()        // past the pause
+	abort    func()
+}
+
+// startCanary creates it, with template as its pod template (nil: argoRollout's).
+func startCanary(t *testing.T, ns string, template *corev1.PodTemplateSpec) canary {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cluster.Config())
+	require.NoError(t, err)
+	r := argoRollout(ns, "web", map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"})
+	if template != nil {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(template)
+		require.NoError(t, err)
+		require.NoError(t, unstructured.SetNestedField(r.Object, u, "spec", "template"))
+	}
+	require.NoError(t, unstructured.SetNestedField(r.Object, int64(2), "spec", "replicas"))
+	require.NoError(t, unstructured.SetNestedSlice(r.Object, []any{map[string]any{"setWeight": int64(50)}, map[string]any{"pause": map[string]any{}}}, "spec", "strategy", "canary", "steps"))
+	rollouts := dyn.Resource(rolloutsResource).Namespace(ns)
+	_, err = rollouts.Create(ctx(t), r, metav1.CreateOptions{})
+	require.NoError(t, err)
+	status := func(patch string) {
+		_, err := rollouts.Patch(ctx(t), "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+		require.NoError(t, err)
+	}
+	return canary{
+		revision: func() string {
+			u, err := rollouts.Get(ctx(t), "web", metav1.GetOptions{})
+			require.NoError(t, err)
+			v, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", rollout.InputsHashAnnotation)
+			return v
+		},
+		promote: func() { status(`{"status":{"pauseConditions":null}}`) },
+		abort:   func() { status(`{"status":{"abort":true}}`) },
+	}
 }
 
 // wave stopped, its webhook gone: a scale-up still starts pods (failurePolicy Ignore), on the
