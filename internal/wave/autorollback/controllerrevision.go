@@ -69,8 +69,11 @@ func PreviousRevision(what string, crs []appsv1.ControllerRevision, inputsHashAn
 // change made in between is not undone blindly (409, and the next look decides again).
 func RevisionPatch(resourceVersion string, cr *appsv1.ControllerRevision) ([]byte, error) {
 	var patch map[string]any
-	if err := json.Unmarshal(cr.Data.Raw, &patch); err != nil || patch == nil {
-		return nil, fmt.Errorf("ControllerRevision %s: its data is not a template patch: %v", cr.Name, err)
+	if err := json.Unmarshal(cr.Data.Raw, &patch); err != nil {
+		return nil, fmt.Errorf("ControllerRevision %s: its data is not a template patch: %w", cr.Name, err)
+	}
+	if patch == nil {
+		return nil, fmt.Errorf("ControllerRevision %s: it holds no template patch", cr.Name)
 	}
 	patch["metadata"] = map[string]any{"resourceVersion": resourceVersion}
 	return json.Marshal(patch)

@@ -180,7 +180,7 @@ func encode(der []byte, key *ecdsa.PrivateKey) (certPEM, keyPEM []byte, err erro
 func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w", err)
+		return nil, nil, err
 	}
 	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
 	if !ok {
