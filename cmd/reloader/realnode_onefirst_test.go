@@ -48,8 +48,9 @@ http {
 // location answer 503: sampled every 100 ms, at most one pod is unready at any moment and the
 // other three never have the bad config in their folder; the first pod is Ready again on the
 // old config within the soak and a reload. Then a good config reaches all four; a newer change
-// during a soak supersedes the one under trial, which no second pod lays out; and the first
-// pod deleted mid-soak leaves nothing stuck.
+// during a soak supersedes the one under trial, which no second pod lays out; the first pod
+// deleted mid-soak leaves nothing stuck; and a sidecar cut off from the API server keeps what
+// it has while the others take a change, and follows once it is back.
 func TestOneFirstOnARealNode(t *testing.T) {
 	c := testcluster.Need(t, cluster)
 	testpod.Need(t)
@@ -256,6 +257,52 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	require.NoError(t, client.CoreV1().Pods(ns).Delete(ctx(t), tried, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return allOn("v4") }, 3*time.Minute, 200*time.Millisecond, "the change reaches every pod after its first pod was deleted mid-soak")
 	t.Logf("first pod deleted mid-soak: every pod on the change %s after the patch (its claim expires after %s)", time.Since(patched).Round(100*time.Millisecond), soak*3/2+15*time.Second)
+
+	// One sidecar cut off from the API server mid-soak: once a first pod has laid v7 out, the
+	// node's relay to the API server closes a second pod's connections and refuses its new ones.
+	// That pod has seen v7 in its watch but never its promotion: sampled every 100 ms while the
+	// other three take v7 and for a soak and 5 s after, it keeps v4 and stays Ready. Restored, it follows.
+	patched = time.Now()
+	patchData(t, client, ns, "app-config", fmt.Sprintf(`{"data":{"nginx.conf":%q}}`, nginxConf("v7", 200)))
+	var cut corev1.Pod
+	require.Eventually(t, func() bool {
+		ps := pods()
+		for _, p := range ps {
+			if strings.Contains(conf(p), `"v7\n"`) {
+				for _, q := range ps {
+					if q.Name != p.Name && q.DeletionTimestamp == nil {
+						cut = q
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}, eventually, 100*time.Millisecond, "one pod takes v7 first")
+	restore := node.CutAPI(t, cut.Status.PodIP)
+	cutAt := time.Now()
+	var othersOn time.Time
+	for othersOn.IsZero() || time.Since(othersOn) < soak+5*time.Second {
+		require.Less(t, time.Since(cutAt), 2*time.Minute, "the other three take v7 while one sidecar is cut off; pods: %s", testcluster.DescribePods(ctx(t), client, ns))
+		others := 0
+		for _, p := range pods() {
+			if p.Name == cut.Name {
+				require.Contains(t, conf(p), `"v4\n"`, "the sidecar cut off keeps what it has")
+				require.True(t, testcluster.PodReady(p), "the pod cut off stays Ready")
+			} else if testcluster.PodReady(p) && strings.Contains(conf(p), `"v7\n"`) {
+				others++
+			}
+		}
+		if others == int(replicas)-1 && othersOn.IsZero() {
+			othersOn = time.Now()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	restore()
+	restored := time.Now()
+	require.Eventually(t, func() bool { return allOn("v7") }, 2*time.Minute, 200*time.Millisecond, "restored, the sidecar cut off follows")
+	t.Logf("one sidecar cut off mid-soak: the other three on v7 %s after the patch, the one cut off on v4 until its restore and on v7 %s after it",
+		othersOn.Sub(patched).Round(100*time.Millisecond), time.Since(restored).Round(100*time.Millisecond))
 }
 
 // getFromPod reads a path of a pod's address from this host (the node's bridge).

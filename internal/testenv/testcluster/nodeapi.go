@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // The cluster's Service range, and the ClusterIP of the kubernetes Service in it (its first
@@ -30,6 +31,7 @@ type apiRelay struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	cut   map[string]bool // pod addresses cut off from the API server (CutAPI)
 }
 
 // relayAPI puts the Service's ClusterIP on an interface of its own, recorded before it is made
@@ -49,8 +51,12 @@ func (n *Node) relayAPI(apiAddr string) error {
 	if err != nil {
 		return fmt.Errorf("relay the kubernetes Service to the API server: %w", err)
 	}
-	r := &apiRelay{ln: ln, conns: map[net.Conn]struct{}{}}
-	n.relay = r
+	n.relay = startRelay(ln, apiAddr)
+	return nil
+}
+
+func startRelay(ln net.Listener, apiAddr string) *apiRelay {
+	r := &apiRelay{ln: ln, conns: map[net.Conn]struct{}{}, cut: map[string]bool{}}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -63,7 +69,44 @@ func (n *Node) relayAPI(apiAddr string) error {
 			go func() { defer r.wg.Done(); r.pass(c, apiAddr) }()
 		}
 	}()
-	return nil
+	return r
+}
+
+// CutAPI cuts the pod of address ip off from the API server, as a partition between that one
+// pod and the control plane would, while every other pod keeps its access: the relay closes
+// the pod's open connections (its watches) and every new one as it comes, until the returned
+// restore is called or the test ends. The pods of a Deployment share one ServiceAccount and
+// one route, so neither RBAC nor a route can cut one of them alone.
+func (n *Node) CutAPI(t testing.TB, ip string) (restore func()) {
+	t.Helper()
+	restore = n.relay.cutOff(ip)
+	t.Cleanup(restore)
+	return restore
+}
+
+// cutOff closes ip's connections and refuses its new ones until the returned func is called.
+func (r *apiRelay) cutOff(ip string) (restore func()) {
+	r.mu.Lock()
+	r.cut[ip] = true
+	for c := range r.conns {
+		if remoteIP(c) == ip {
+			c.Close() // its pass closes the upstream half
+		}
+	}
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.cut, ip)
+	}
+}
+
+func remoteIP(c net.Conn) string {
+	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return ""
+	}
+	return host
 }
 
 // pass copies both ways between a pod's connection and a new one to the API server.
@@ -94,7 +137,7 @@ func (r *apiRelay) pass(c net.Conn, apiAddr string) {
 func (r *apiRelay) track(cs ...net.Conn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.conns == nil { // stopped meanwhile
+	if r.conns == nil || r.cut[remoteIP(cs[0])] { // stopped meanwhile, or the pod cut off
 		for _, c := range cs {
 			c.Close()
 		}
