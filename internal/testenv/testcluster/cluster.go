@@ -78,6 +78,10 @@ type Cluster struct {
 
 	nodeMu sync.Mutex
 	node   *Node // the real node, once a test asked for it
+
+	useMu     sync.Mutex
+	nodeUsers int         // tests of this binary using the node now (NeedNode)
+	idle      *time.Timer // gives the node up to a waiting binary (nodeshare.go)
 }
 
 // Start builds the binaries if needed, starts every component, and returns once the API server

@@ -102,6 +102,8 @@ func lockNodeHost(out io.Writer) (func(), error) {
 		return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 	}
 	fmt.Fprintf(out, "Waiting for the real node another test binary runs (one per host) to stop\n")
+	waited := waitingForNode(f)
+	defer waited()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("take the real node's host lock %s: %w", nodeLockPath, err)

@@ -102,6 +102,7 @@ func NeedNode(t testing.TB, c *Cluster) *Node {
 		}
 		t.Skip(err)
 	}
+	t.Cleanup(c.holdNode())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	n, err := c.Node(ctx)
