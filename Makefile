@@ -7,8 +7,8 @@ STATICCHECK_VERSION := v0.8.2
 # hack/testprograms, with the other programs they run.
 HELM        := $(shell $(GO) env GOPATH)/bin/helm
 HELM_VERSION := v4.3.1
-# A cold control-plane build takes ~10 minutes on 2 cores; the tests themselves far less.
-TEST_TIMEOUT ?= 20m
+# Per package: a package may wait for the real node while other packages use it.
+TEST_TIMEOUT ?= 30m
 
 # Each fuzz target runs briefly in every `make test`; `make fuzz FUZZTIME=500000x` runs longer.
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can report a spurious
@@ -26,7 +26,7 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/reloader/unpack FuzzParseRef:./inter
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: build image release test lint format staticcheck programs fuzz deps controlplane argo-rollouts prometheus-operator demo bench docs clean
+.PHONY: build image release test beside-go-test lint format staticcheck programs fuzz deps controlplane argo-rollouts prometheus-operator demo bench docs clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/reloader ./cmd/wave
@@ -96,11 +96,18 @@ prometheus-operator:
 	$(GO) run ./hack/devcluster --build-prometheus-operator
 
 # Each phase prints its time (hack/timed). The programs the tests run are built by one process,
-# all at once, while staticcheck compiles our packages for the tests.
+# all at once, while staticcheck compiles our packages for the tests. Then go test, three
+# packages at a time: the real node runs one package's tests at a time (a package gives it up
+# between its tests when another waits, testcluster's nodeshare.go), and a third package keeps
+# the cores busy meanwhile; beside it, at the lowest priority, the bench checks and the fuzz
+# targets (hack/beside), in the cores' idle time.
 test:
 	@hack/timed "format and modules" $(MAKE) --no-print-directory format
 	@hack/timed "staticcheck and the programs the tests run" $(MAKE) --no-print-directory -j2 staticcheck programs
-	@hack/timed "go test -race (go vet inside)" $(GO) test -race -vet=all -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@hack/timed "go test, with the bench checks and fuzz beside it" hack/beside "$(MAKE) --no-print-directory beside-go-test" \
+	  hack/timed "go test -race (go vet inside)" $(GO) test -race -vet=all -count=1 -p 3 -timeout $(TEST_TIMEOUT) ./...
+
+beside-go-test:
 	@hack/timed "bench: vet, staticcheck, test" sh -c 'cd bench && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 ./...'
 	@hack/timed "fuzz" $(MAKE) --no-print-directory fuzz
 
