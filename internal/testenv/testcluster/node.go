@@ -106,6 +106,10 @@ type NodeOptions struct {
 	// DefaultSyncPeriod runs kubelet at its own default sync period (1 minute) instead of 1 s:
 	// mounted ConfigMaps then change as late as on users' nodes.
 	DefaultSyncPeriod bool
+
+	// heldLock is the host's node lock, taken already: a test that plays a killed run hands its
+	// lock on to the next start, so that no other test binary's node takes the host between.
+	heldLock func()
 }
 
 // Node starts the cluster's real node, once, and returns it. Later calls return the same node.
@@ -141,9 +145,17 @@ func (c *Cluster) nodeLocked(ctx context.Context, o NodeOptions) (*Node, error) 
 
 func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (_ *Node, err error) {
 	start := time.Now()
-	unlock, err := lockNodeHost(c.out)
-	if err != nil {
-		return nil, err
+	unlock := o.heldLock
+	if unlock == nil {
+		if unlock, err = lockNodeHost(c.out); err != nil {
+			return nil, err
+		}
+	}
+	// The caller's deadline is for the start, not for another test binary's tests on the node.
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d.Add(time.Since(start)))
+		defer cancel()
 	}
 	if err := restoreStaleHost(); err != nil {
 		unlock()

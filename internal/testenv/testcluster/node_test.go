@@ -62,13 +62,14 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 	others := other.makes(t, n.host)
 	require.NotEmpty(t, logLinksInto(n.dir), "kubelet linked the pod's log into /var/log/containers")
 
-	// The run dies: kubelet and containerd are killed; the lock and the API relay's socket go
-	// with the process.
+	// The run dies: kubelet and containerd are killed; the API relay's socket goes with the
+	// process, and so would the lock, which this test hands on to the next start instead, so
+	// that no other test binary's node takes the host between.
 	for _, p := range n.procs {
 		p.kill()
 	}
 	require.NoError(t, n.relay.stop())
-	n.unlock()
+	held := n.unlock
 	c.nodeMu.Lock()
 	c.node = nil
 	c.nodeMu.Unlock()
@@ -77,7 +78,9 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 	require.NotEmpty(t, mountsUnder(n.dir), "and its mounts")
 	require.NotEmpty(t, shimsOf(n.dir), "and its containers' shims")
 
-	n2, err := c.Node(ctx)
+	c.nodeMu.Lock()
+	n2, err := c.nodeLocked(ctx, NodeOptions{heldLock: held})
+	c.nodeMu.Unlock()
 	require.NoError(t, err, "a node starts after a killed one")
 	assert.Empty(t, mountsUnder(n.dir), "the killed node's mounts are gone")
 	assert.Empty(t, shimsOf(n.dir), "its shims are gone")
