@@ -487,6 +487,6 @@ func (f *Folders) markdown() string {
 	if f.Peer != "" {
 		fmt.Fprintf(&b, ", configmap-reload RSS **%.1f MiB** (%.1f MiB anonymous; binary %.1f MiB)", f.PeerRSSMiB, f.PeerAnonMiB, f.PeerBinMiB)
 	}
-	b.WriteString(". The rest of each RSS is the binary's own pages, which every container started from the same image on a node shares.\n")
+	b.WriteString(". The rest of each RSS is the binary's own pages, which every container started from the same image on a node shares; the reloader's builds give back those that start-up touched (internal/process/binarypages), configmap-reload keeps them.\n")
 	return b.String()
 }

@@ -12,12 +12,14 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/process/binarypages"
 	"github.com/configwave/configwave/internal/process/serve"
 	"github.com/configwave/configwave/internal/process/startup"
 	"github.com/configwave/configwave/internal/reloader/notify"
@@ -319,6 +321,12 @@ func actors(ctx context.Context, cfg *config, r *reload.Reloader, src runningSou
 	} else {
 		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 	}
+	// The pages of the program that start-up and each burst of work touched, given back.
+	addContextActor(g, ctx, func(ctx context.Context) error {
+		binarypages.Run(ctx, r.Ready, 2*time.Second, time.Minute)
+		<-ctx.Done() // a group ends when any of its actors returns
+		return nil
+	})
 	addReaperUser(func(ctx context.Context) error { // the loop
 		if err := r.Run(ctx); err != nil {
 			return err
