@@ -226,7 +226,7 @@ func (r *report) markdown() string {
 			u.Updates, u.Spread, u.Reloads, u.FinalOnDisk)
 	}
 	if f := r.Footprint; f != nil {
-		fmt.Fprintf(&b, "\n### Sidecar footprint\n\nAn idle reloader watching one ConfigMap for %.0f s: RSS %.1f MiB, CPU %.2f %% of one core. Binaries built as the Dockerfile builds them (static, `-trimpath -ldflags=\"-s -w\"`): reloader %.1f MiB, wave %.1f MiB. The reloader gives back the pages of its binary that start-up touched, 2 s after its first set is in place and every minute after (internal/process/binarypages), so the rest of its RSS is the code its idle loop runs.\n",
+		fmt.Fprintf(&b, "\n### Sidecar footprint\n\nAn idle reloader watching one ConfigMap for %.0f s: RSS %.1f MiB, CPU %.2f %% of one core. Binaries built as the Dockerfile builds them (static, `-trimpath -ldflags=\"-s -w\"`): reloader %.1f MiB, wave %.1f MiB. The reloader gives back the pages of its binary that start-up touched, 2 s after its first set is in place and every minute after (internal/process/binarypages), so what stays of its binary in its RSS is the code its idle loop runs.\n",
 			f.Window, f.RSSMiB, f.CPUPercent, f.BinaryMiB["reloader"], f.BinaryMiB["wave"])
 	}
 	if f := r.Folders; f != nil {

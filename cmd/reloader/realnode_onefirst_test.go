@@ -228,7 +228,9 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	patchData(t, client, ns, "app-config", fmt.Sprintf(`{"data":{"nginx.conf":%q}}`, nginxConf("v6", 200)))
 	superseded := time.Now()
 	for !allOn("v6") {
-		require.Less(t, time.Since(superseded), 2*time.Minute, "every pod serves v6 after it superseded v5; pods: %s", testcluster.DescribePods(ctx(t), client, ns))
+		if time.Since(superseded) > 2*time.Minute { // described only then: two LISTs a sample would slow the sampling
+			t.Fatalf("every pod serves v6 after it superseded v5; pods: %s", testcluster.DescribePods(ctx(t), client, ns))
+		}
 		for _, p := range pods() {
 			if strings.Contains(conf(p), `"v5\n"`) {
 				hadV5[p.Name] = true
@@ -260,8 +262,9 @@ func TestOneFirstOnARealNode(t *testing.T) {
 
 	// One sidecar cut off from the API server mid-soak: once a first pod has laid v7 out, the
 	// node's relay to the API server closes a second pod's connections and refuses its new ones.
-	// That pod has seen v7 in its watch but never its promotion: sampled every 100 ms while the
-	// other three take v7 and for a soak and 5 s after, it keeps v4 and stays Ready. Restored, it follows.
+	// Its watch has most likely brought it v7 by then, and it can never see v7's promotion:
+	// sampled every 100 ms while the other three take v7 and for a soak and 5 s after, it keeps
+	// v4, and its sidecar neither exits nor restarts (the pod stays Ready). Restored, it follows.
 	patched = time.Now()
 	patchData(t, client, ns, "app-config", fmt.Sprintf(`{"data":{"nginx.conf":%q}}`, nginxConf("v7", 200)))
 	var cut corev1.Pod
@@ -283,7 +286,9 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	cutAt := time.Now()
 	var othersOn time.Time
 	for othersOn.IsZero() || time.Since(othersOn) < soak+5*time.Second {
-		require.Less(t, time.Since(cutAt), 2*time.Minute, "the other three take v7 while one sidecar is cut off; pods: %s", testcluster.DescribePods(ctx(t), client, ns))
+		if time.Since(cutAt) > 2*time.Minute {
+			t.Fatalf("the other three take v7 while one sidecar is cut off; pods: %s", testcluster.DescribePods(ctx(t), client, ns))
+		}
 		others := 0
 		for _, p := range pods() {
 			if p.Name == cut.Name {

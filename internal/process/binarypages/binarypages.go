@@ -28,19 +28,30 @@ type Region struct {
 	Perms      string
 }
 
-// ReadOnlyRegions picks, from /proc/PID/smaps, the private read-only mappings of the file of
-// inode ino that hold none of the process's own pages, resident or swapped out: code, read-only data and the function
-// tables. A writable mapping (the data segment) holds what the program wrote, and so does a
-// read-only one with anonymous pages (a dynamic loader's relocations, made read-only after, or
-// a debugger's breakpoints): dropping either would lose them, so neither is ever among them.
-func ReadOnlyRegions(smaps io.Reader, ino uint64) ([]Region, error) {
+// File names the executable as smaps may show it: its device (major:minor, in hex) and inode,
+// or its path. A container's overlay file shows in smaps with the device and inode of the
+// layer's file on some kernels, while stat gives the overlay's; the path is the same.
+type File struct {
+	Dev   string
+	Inode uint64
+	Path  string
+}
+
+// ReadOnlyRegions picks, from /proc/PID/smaps, the private read-only mappings of file that
+// smaps shows holding none of the process's own pages, resident or swapped out: code,
+// read-only data and the function tables. A writable mapping (the data segment) holds what the
+// program wrote, and so does a read-only one with anonymous pages (a dynamic loader's
+// relocations, made read-only after, or a debugger's breakpoints): dropping either would lose
+// them, so neither is ever among them, nor is a mapping whose counts smaps does not show.
+func ReadOnlyRegions(smaps io.Reader, file File) ([]Region, error) {
 	var out []Region
 	var cur *Region
+	var anonZero, swapZero bool
 	keep := func() {
-		if cur != nil {
+		if cur != nil && anonZero && swapZero {
 			out = append(out, *cur)
 		}
-		cur = nil
+		cur, anonZero, swapZero = nil, false, false
 	}
 	s := bufio.NewScanner(smaps)
 	for s.Scan() {
@@ -49,9 +60,11 @@ func ReadOnlyRegions(smaps io.Reader, ino uint64) ([]Region, error) {
 		case len(f) == 0:
 		case !strings.HasSuffix(f[0], ":"): // a mapping's first line: range perms offset dev inode [path]
 			keep()
-			cur = mapping(f, ino)
-		case cur != nil && (f[0] == "Anonymous:" || f[0] == "Swap:") && (len(f) < 2 || f[1] != "0"):
-			cur = nil // pages of the process's own, resident or swapped out: never dropped
+			cur = mapping(f, file)
+		case f[0] == "Anonymous:":
+			anonZero = len(f) >= 2 && f[1] == "0"
+		case f[0] == "Swap:":
+			swapZero = len(f) >= 2 && f[1] == "0"
 		}
 	}
 	keep()
@@ -61,14 +74,18 @@ func ReadOnlyRegions(smaps io.Reader, ino uint64) ([]Region, error) {
 	return out, nil
 }
 
-// mapping is the region of a smaps header line when it maps file ino private and read-only.
-func mapping(f []string, ino uint64) *Region {
+// mapping is the region of a smaps header line when it maps file private and read-only.
+func mapping(f []string, file File) *Region {
 	if len(f) < 6 {
 		return nil // anonymous
 	}
 	perms := f[1]
 	n, err := strconv.ParseUint(f[4], 10, 64)
-	if err != nil || n != ino || len(perms) != 4 || perms[0] != 'r' || perms[1] != '-' || perms[3] != 'p' {
+	same := err == nil && n == file.Inode && f[3] == file.Dev
+	if path := strings.Join(f[5:], " "); file.Path != "" && path == file.Path {
+		same = true
+	}
+	if !same || len(perms) != 4 || perms[0] != 'r' || perms[1] != '-' || perms[3] != 'p' {
 		return nil
 	}
 	lo, hi, ok := strings.Cut(f[0], "-")
@@ -96,7 +113,9 @@ func Release() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read this process's mappings: %w", err)
 	}
-	regions, err := ReadOnlyRegions(f, st.Ino)
+	exe := File{Dev: fmt.Sprintf("%02x:%02x", unix.Major(st.Dev), unix.Minor(st.Dev)), Inode: st.Ino}
+	exe.Path, _ = os.Readlink("/proc/self/exe")
+	regions, err := ReadOnlyRegions(f, exe)
 	f.Close()
 	if err != nil {
 		return 0, err

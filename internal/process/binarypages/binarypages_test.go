@@ -16,7 +16,7 @@ func smapsEntry(header string, anon, swap int) string {
 }
 
 func TestReadOnlyRegions(t *testing.T) {
-	const ino = 10011217
+	exe := File{Dev: "fe:00", Inode: 10011217, Path: "/reloader"}
 	tests := []struct {
 		name  string
 		smaps string
@@ -32,20 +32,25 @@ func TestReadOnlyRegions(t *testing.T) {
 		{"another file", smapsEntry("7f00000000-7f00001000 r--p 00000000 fe:00 42 /lib/libc.so.6", 0, 0), nil},
 		{"anonymous", smapsEntry("c000000000-c000400000 rw-p 00000000 00:00 0", 0, 0), nil},
 		{"no access (a guard)", smapsEntry("00400000-00401000 ---p 00000000 fe:00 10011217 /reloader", 0, 0), nil},
+		{"the overlay's path, the layer's device and inode", smapsEntry("00400000-00896000 r-xp 00000000 00:2a 77 /reloader", 0, 0),
+			[]Region{{0x400000, 0x896000, "r-xp"}}},
+		{"another path of the same name's start", smapsEntry("00400000-00896000 r-xp 00000000 00:2a 77 /reloader-fileonly", 0, 0), nil},
+		{"same inode on another device", smapsEntry("00400000-00896000 r-xp 00000000 fe:01 10011217 /other/reloader", 0, 0), nil},
+		{"counts not shown", "00400000-00896000 r-xp 00000000 fe:00 10011217 /reloader\nSize: 100 kB\n", nil},
 		{"garbled range", smapsEntry("zz-00401000 r--p 00000000 fe:00 10011217 /reloader", 0, 0), nil},
 		{"empty", "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ReadOnlyRegions(strings.NewReader(tt.smaps), ino)
+			got, err := ReadOnlyRegions(strings.NewReader(tt.smaps), exe)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})
 	}
 }
 
-// Release in this very process (a race build, so dynamically linked, with a relocated
-// read-only segment it must leave alone): the file pages it maps fall, and the process runs on.
+// Release in this very process (the test binary): the file pages it maps fall, and the process
+// runs on.
 func TestReleaseDropsThisProgramsPages(t *testing.T) {
 	before := rssFileKiB(t)
 	n, err := Release()

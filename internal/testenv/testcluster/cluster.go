@@ -81,7 +81,8 @@ type Cluster struct {
 
 	useMu     sync.Mutex
 	nodeUsers int         // tests of this binary using the node now (NeedNode)
-	idle      *time.Timer // gives the node up to a waiting binary (nodeshare.go)
+	idle      *time.Timer // the next look for a binary waiting for the node (nodeshare.go)
+	idleGen   int         // counts holds, so that a look armed before the latest one gives up
 }
 
 // Start builds the binaries if needed, starts every component, and returns once the API server

@@ -133,6 +133,9 @@ func (c *Cluster) RestartNode(ctx context.Context, o NodeOptions) (*Node, error)
 
 func (c *Cluster) nodeLocked(ctx context.Context, o NodeOptions) (*Node, error) {
 	if err := CanRunNode(); err != nil {
+		if o.heldLock != nil {
+			o.heldLock()
+		}
 		return nil, err
 	}
 	n, err := c.startNode(ctx, o)
@@ -151,11 +154,18 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (_ *Node, err er
 			return nil, err
 		}
 	}
-	// The caller's deadline is for the start, not for another test binary's tests on the node.
+	// The caller's deadline is for the start, not for another test binary's tests on the node;
+	// a cancel (an interrupt) still stops it.
 	if d, ok := ctx.Deadline(); ok {
+		parent := ctx
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d.Add(time.Since(start)))
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(parent), d.Add(time.Since(start)))
 		defer cancel()
+		defer context.AfterFunc(parent, func() {
+			if !errors.Is(parent.Err(), context.DeadlineExceeded) {
+				cancel()
+			}
+		})()
 	}
 	if err := restoreStaleHost(); err != nil {
 		unlock()

@@ -69,7 +69,8 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 		p.kill()
 	}
 	require.NoError(t, n.relay.stop())
-	held := n.unlock
+	held := sync.OnceFunc(n.unlock)
+	t.Cleanup(held) // a failure before the next start owns it: no other binary waits forever
 	c.nodeMu.Lock()
 	c.node = nil
 	c.nodeMu.Unlock()

@@ -1,10 +1,12 @@
 package testcluster
 
 import (
+	"context"
 	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/client-go/kubernetes"
 )
 
 // One real node runs on a host at a time, and a test binary that started one keeps it while
@@ -16,8 +18,11 @@ import (
 
 // nodeIdleRelease is how long a node stays up with no test using it before a waiting binary
 // gets it: longer than the set-up between two real-node tests of one package, so that
-// consecutive ones share one node.
-const nodeIdleRelease = 10 * time.Second
+// consecutive ones share one node. After it, the holder looks for a waiter every nodeIdleLook.
+const (
+	nodeIdleRelease = 10 * time.Second
+	nodeIdleLook    = 2 * time.Second
+)
 
 // holdNode marks the real node in use by one more test until the returned release, which
 // starts the idle countdown when it was the last.
@@ -25,6 +30,7 @@ func (c *Cluster) holdNode() (release func()) {
 	c.useMu.Lock()
 	defer c.useMu.Unlock()
 	c.nodeUsers++
+	c.idleGen++ // a look already under way gives up
 	if c.idle != nil {
 		c.idle.Stop()
 		c.idle = nil
@@ -34,19 +40,49 @@ func (c *Cluster) holdNode() (release func()) {
 		defer c.useMu.Unlock()
 		c.nodeUsers--
 		if c.nodeUsers == 0 {
-			c.idle = time.AfterFunc(nodeIdleRelease, c.releaseIdleNode)
+			c.lookForWaiterLocked(nodeIdleRelease)
 		}
 	}
 }
 
-// releaseIdleNode stops the node when no test of this binary uses it and another binary waits.
-func (c *Cluster) releaseIdleNode() {
+// lookForWaiterLocked arms the next look; c.useMu is held.
+func (c *Cluster) lookForWaiterLocked(after time.Duration) {
+	gen := c.idleGen
+	c.idle = time.AfterFunc(after, func() { c.releaseIdleNode(gen) })
+}
+
+// releaseIdleNode stops the node when no test of this binary uses it, another binary waits,
+// and the API server answers (a test of this binary may have stopped it or etcd, and the node's
+// pods are deleted through it); otherwise it looks again a little later, while the node is up.
+func (c *Cluster) releaseIdleNode(gen int) {
 	c.useMu.Lock()
 	defer c.useMu.Unlock()
-	if c.nodeUsers > 0 || !othersWaitForNode(nodeLockPath) {
+	if c.nodeUsers > 0 || gen != c.idleGen || !c.hasNode() {
+		return
+	}
+	if !othersWaitForNode(nodeLockPath) || !c.apiServerReady() {
+		c.lookForWaiterLocked(nodeIdleLook)
 		return
 	}
 	c.stopNode()
+}
+
+func (c *Cluster) hasNode() bool {
+	c.nodeMu.Lock()
+	defer c.nodeMu.Unlock()
+	return c.node != nil
+}
+
+// apiServerReady says whether the API server answers /readyz within a second.
+func (c *Cluster) apiServerReady() bool {
+	client, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	return err == nil
 }
 
 // A binary waiting for the node host lock (a flock of nodeLockPath) also holds a read lock on
