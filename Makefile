@@ -63,7 +63,7 @@ lint: format $(STATICCHECK)
 	GOFLAGS=-race $(STATICCHECK) ./...
 	$(GO) vet -tags configwave_fileonly ./cmd/reloader
 	GOFLAGS=-race $(STATICCHECK) -tags configwave_fileonly ./cmd/reloader
-	cd bench && $(GO) vet ./... && $(STATICCHECK) ./...
+	cd bench && $(GO) vet ./... && GOFLAGS=-race $(STATICCHECK) ./...
 
 format:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -85,8 +85,8 @@ deps:
 controlplane:
 	$(GO) run ./hack/devcluster --build-only
 
-# Builds the Argo Rollouts controller once into the same cache: the tests of wave's Rollout kind
-# run it beside kube-controller-manager.
+# Builds the Argo Rollouts controller once into the same cache (with the other programs when they
+# are missing too): the tests of wave's Rollout kind run it beside kube-controller-manager.
 argo-rollouts:
 	$(GO) run ./hack/devcluster --build-argo-rollouts
 
@@ -100,7 +100,8 @@ prometheus-operator:
 # packages at a time: the real node runs one package's tests at a time (a package gives it up
 # between its tests when another waits, testcluster's nodeshare.go), and a third package keeps
 # the cores busy meanwhile; beside it, at the lowest priority, the bench checks and the fuzz
-# targets (hack/beside), in the cores' idle time.
+# targets (hack/beside), in the cores' idle time. The bench module's checks build with -race, like
+# ours, so that they reuse the packages go test compiles.
 test:
 	@hack/timed "format and modules" $(MAKE) --no-print-directory format
 	@hack/timed "staticcheck and the programs the tests run" $(MAKE) --no-print-directory -j2 staticcheck programs
@@ -108,7 +109,7 @@ test:
 	  hack/timed "go test -race (go vet inside)" $(GO) test -race -vet=all -count=1 -p 3 -timeout $(TEST_TIMEOUT) ./...
 
 beside-go-test:
-	@hack/timed "bench: vet, staticcheck, test" sh -c 'cd bench && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 ./...'
+	@hack/timed "bench: staticcheck, test (go vet inside)" sh -c 'cd bench && GOFLAGS=-race $(STATICCHECK) ./... && $(GO) test -race -vet=all -count=1 ./...'
 	@hack/timed "fuzz" $(MAKE) --no-print-directory fuzz
 
 staticcheck: $(STATICCHECK)
@@ -116,9 +117,9 @@ staticcheck: $(STATICCHECK)
 	GOFLAGS=-race $(STATICCHECK) -tags configwave_fileonly ./cmd/reloader
 
 # Every program the tests run, built at once into the cache (each is reused while its version
-# stands): the control plane, kwok, the Prometheus Operator and Helm in one go build from
-# hack/testprograms, so that the packages they share compile once, beside the Argo Rollouts
-# controller, whose module graph is its own.
+# stands): the control plane, kwok, Helm, the Prometheus Operator and the Argo Rollouts
+# controller in one go build from one module graph (hack/testprograms), so that the packages they
+# share compile once. After a version in its go.mod is changed: go run ./hack/devcluster --tidy-programs.
 programs:
 	$(GO) run -race ./hack/devcluster --build-only --build-argo-rollouts --build-prometheus-operator --build-helm
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,25 +24,24 @@ import (
 const KubernetesVersion = "v1.37.2"
 
 // programsDir is the nested Go module (relative to the repository root) that builds the programs
-// the tests run from one module graph: etcd, the Kubernetes components, kwok and Helm. One graph
-// means one version of client-go, apimachinery, grpc and the rest, compiled once for them all;
-// kwok and Helm each compiled copies of their own before. The Prometheus Operator has a module
-// of its own below it: it needs an older controller-runtime than Helm's.
+// the tests run from one module graph: etcd, the Kubernetes components, kwok, Helm, the
+// Prometheus Operator and the Argo Rollouts controller. One graph means one version of
+// client-go, apimachinery, grpc and the rest, compiled once for them all by one go build; each
+// compiled copies of its own before.
 const programsDir = "hack/testprograms"
 
-// program is one program the tests run: the package that builds it, in the module in folder
-// (below programsDir). The binary is named after the package's last element.
-type program struct{ folder, pkg string }
-
-var programs = map[string]program{
-	"etcd":                    {".", "./etcd"},
-	"kube-apiserver":          {".", "./kube-apiserver"},
-	"kube-controller-manager": {".", "./kube-controller-manager"},
-	"kube-scheduler":          {".", "./kube-scheduler"},
-	"kubelet":                 {".", "./kubelet"},
-	"kwok":                    {".", kwokModule + "/cmd/kwok"},
-	"helm":                    {".", "helm.sh/helm/v4/cmd/helm"},
-	"operator":                {prometheusOperatorFolder, prometheusOperatorModule + "/cmd/operator"},
+// programs are the programs the tests run, each the package that builds it in the programs
+// module. The binary is named after the package's last element.
+var programs = map[string]string{
+	"etcd":                    "./etcd",
+	"kube-apiserver":          "./kube-apiserver",
+	"kube-controller-manager": "./kube-controller-manager",
+	"kube-scheduler":          "./kube-scheduler",
+	"kubelet":                 "./kubelet",
+	"kwok":                    kwokModule + "/cmd/kwok",
+	"helm":                    "helm.sh/helm/v4/cmd/helm",
+	"operator":                prometheusOperatorModule + "/cmd/operator",
+	"rollouts-controller":     argoRolloutsModule + "/cmd/rollouts-controller",
 }
 
 const kwokModule = "sigs.k8s.io/kwok"
@@ -73,6 +71,7 @@ func EnsureBinaries(ctx context.Context, out io.Writer) (Binaries, error) {
 type Programs struct {
 	Dir        string // one binary per program, named as in programs
 	kwokStages string
+	argoCRDs   string // folder of the Argo Rollouts CRDs, copied from its module at build time
 }
 
 // Path is the binary of one program.
@@ -99,7 +98,7 @@ func EnsurePrograms(ctx context.Context, out io.Writer, names ...string) (Progra
 		return Programs{}, err
 	}
 	dir := filepath.Join(base, "programs-"+key)
-	p := Programs{Dir: filepath.Join(dir, "bin"), kwokStages: filepath.Join(dir, "kwok-stages.yaml")}
+	p := Programs{Dir: filepath.Join(dir, "bin"), kwokStages: filepath.Join(dir, "kwok-stages.yaml"), argoCRDs: filepath.Join(dir, "argo-rollouts-crds")}
 	built := filepath.Join(dir, "built")
 	missing := func() []string {
 		var m []string
@@ -133,7 +132,7 @@ func EnsurePrograms(ctx context.Context, out io.Writer, names ...string) (Progra
 	fmt.Fprintf(out, "Building %s from %s into %s.\nThe first build of them all is the longest step of a cold make test and needs ~5 GB of disk; later runs reuse it.\n",
 		strings.Join(todo, ", "), programsDir, dir)
 	start := time.Now()
-	if err := buildPrograms(ctx, out, src, p.Dir, todo); err != nil {
+	if err := buildPrograms(ctx, out, src, filepath.Join(dir, "src"), p, todo); err != nil {
 		return Programs{}, err
 	}
 	if slices.Contains(todo, "kwok") {
@@ -141,6 +140,7 @@ func EnsurePrograms(ctx context.Context, out io.Writer, names ...string) (Progra
 			return Programs{}, err
 		}
 	}
+
 	for _, name := range todo {
 		if err := os.WriteFile(filepath.Join(built, name), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
 			return Programs{}, fmt.Errorf("mark %s built: %w", name, err)
@@ -150,39 +150,39 @@ func EnsurePrograms(ctx context.Context, out io.Writer, names ...string) (Progra
 	return p, nil
 }
 
-// buildPrograms builds names with one go build per module they come from, one after the other:
-// each go build uses both cores, and two at once would compile shared packages twice.
-func buildPrograms(ctx context.Context, out io.Writer, src, binDir string, names []string) error {
-	byFolder := map[string][]string{}
+// buildPrograms builds names with one go build, which uses both cores: two at once would
+// compile shared packages twice. Its go.mod is the programs module's with the patched modules
+// in place (writeBuildModule), written into work and removed after.
+func buildPrograms(ctx context.Context, out io.Writer, src, work string, p Programs, names []string) error {
+	modfile, err := writeBuildModule(ctx, src, work)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	if slices.Contains(names, "rollouts-controller") {
+		if err := copyArgoRolloutsCRDs(patchedCopy(work, argoRolloutsModule), p.argoCRDs); err != nil {
+			return err
+		}
+	}
+	ldflags, err := versionFlags(ctx, src, names)
+	if err != nil {
+		return err
+	}
+	args := []string{"build", "-modfile=" + modfile, "-trimpath", "-ldflags", strings.Join(append([]string{"-s", "-w"}, ldflags...), " "), "-o", p.Dir + string(filepath.Separator)}
 	for _, name := range names {
-		f := programs[name].folder
-		byFolder[f] = append(byFolder[f], name)
+		args = append(args, programs[name])
 	}
-	for _, folder := range slices.Sorted(maps.Keys(byFolder)) {
-		dir := filepath.Join(src, folder)
-		ldflags, err := versionFlags(ctx, dir, byFolder[folder])
-		if err != nil {
-			return err
-		}
-		args := []string{"build", "-trimpath", "-ldflags", strings.Join(append([]string{"-s", "-w"}, ldflags...), " "), "-o", binDir + string(filepath.Separator)}
-		for _, name := range byFolder[folder] {
-			args = append(args, programs[name].pkg)
-		}
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local")
-		if err := runWithProgress(ctx, out, cmd, "go build "+strings.Join(byFolder[folder], " ")); err != nil {
-			return err
-		}
-	}
-	return nil
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local")
+	return runWithProgress(ctx, out, cmd, "go build "+strings.Join(names, " "))
 }
 
 // versionFlags stamp the versions the programs report, which are v0.0.0 or master without them.
-func versionFlags(ctx context.Context, dir string, names []string) ([]string, error) {
+func versionFlags(ctx context.Context, src string, names []string) ([]string, error) {
 	var flags []string
 	if slices.Contains(names, "operator") {
-		operator, err := moduleOf(ctx, dir, prometheusOperatorModule)
+		operator, err := pinnedModule(ctx, src, prometheusOperatorModule)
 		if err != nil {
 			return nil, err
 		}
@@ -198,31 +198,13 @@ func versionFlags(ctx context.Context, dir string, names []string) ([]string, er
 	return flags, nil
 }
 
-// module is a module of the programs module's build list.
+// module is a module of the programs module's build list, in the module cache.
 type module struct{ Path, Version, Dir string }
-
-// moduleOf finds a module of the build list of the module in src in the module cache
-// (downloading it first if need be), so that what the tests read from it (kwok's stages, the
-// operator's CRDs) is the version that was built.
-func moduleOf(ctx context.Context, src, path string) (module, error) {
-	download := exec.CommandContext(ctx, "go", "mod", "download", "-json", path)
-	download.Dir = src
-	download.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local")
-	b, err := download.Output()
-	if err != nil {
-		return module{}, fmt.Errorf("find %s in the module in %s: %w", path, src, err)
-	}
-	var m module
-	if err := json.Unmarshal(b, &m); err != nil || m.Dir == "" || m.Version == "" {
-		return module{}, fmt.Errorf("find %s in the module in %s: go mod download printed no folder or version (%v)", path, src, err)
-	}
-	return m, nil
-}
 
 // writeKwokStages keeps our own copy of kwok's "fast" node and pod stages, which kwok will not
 // start without, so that a cleaned module cache cannot break a cached build.
 func writeKwokStages(ctx context.Context, src, dest string) error {
-	kwok, err := moduleOf(ctx, src, kwokModule)
+	kwok, err := pinnedModule(ctx, src, kwokModule)
 	if err != nil {
 		return err
 	}
@@ -280,10 +262,10 @@ func runWithProgress(ctx context.Context, out io.Writer, cmd *exec.Cmd, what str
 }
 
 // cacheKey hashes what decides the build's output: the programs module's files (its go.mod
-// and go.sum pin every version) and the Go toolchain.
+// and go.sum pin every version), the edits made to patched modules and the Go toolchain.
 func cacheKey(src string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n", runtime.Version())
+	fmt.Fprintf(h, "%s\n%#v\n", runtime.Version(), patchedModules)
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err

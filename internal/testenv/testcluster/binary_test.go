@@ -27,7 +27,8 @@ func TestLogTailKeepsRaceReports(t *testing.T) {
 }
 
 // The versions said outside hack/testprograms are the ones its go.mod pins: the Kubernetes
-// version stamped into the components, and the Helm that `make release` installs.
+// version stamped into the components, the Argo Rollouts version the tests name, and the Helm
+// that `make release` installs.
 func TestVersionsMatchTheProgramsModule(t *testing.T) {
 	gomod, err := os.ReadFile(filepath.Join("..", "..", "..", programsDir, "go.mod"))
 	require.NoError(t, err)
@@ -39,6 +40,7 @@ func TestVersionsMatchTheProgramsModule(t *testing.T) {
 		return string(m[1])
 	}
 	assert.Equal(t, KubernetesVersion, required("k8s.io/kubernetes"))
+	assert.Equal(t, ArgoRolloutsVersion, required(argoRolloutsModule))
 	helm := regexp.MustCompile(`(?m)^HELM_VERSION\s*:=\s*(\S+)`).FindSubmatch(makefile)
 	require.NotNil(t, helm, "the Makefile sets no HELM_VERSION")
 	assert.Equal(t, required("helm.sh/helm/v4"), string(helm[1]), "make release installs the Helm the tests build")

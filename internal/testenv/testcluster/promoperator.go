@@ -17,10 +17,7 @@ import (
 // chart's monitoring objects are checked against the operator's own schema; and the operator
 // itself (StartPrometheusOperator), whose reloader containers the image must run. Both come from
 // the version the programs module pins.
-const (
-	prometheusOperatorModule = "github.com/prometheus-operator/prometheus-operator"
-	prometheusOperatorFolder = "prometheus-operator" // its module, below programsDir
-)
+const prometheusOperatorModule = "github.com/prometheus-operator/prometheus-operator"
 
 var prometheusOperatorKinds = []string{"servicemonitors", "podmonitors", "prometheusrules"}
 
@@ -53,7 +50,7 @@ func prometheusOperator(ctx context.Context) (module, error) {
 	if err != nil {
 		return module{}, err
 	}
-	return moduleOf(ctx, filepath.Join(root, programsDir, prometheusOperatorFolder), prometheusOperatorModule)
+	return pinnedModule(ctx, filepath.Join(root, programsDir), prometheusOperatorModule)
 }
 
 // PrometheusOperatorBin returns the operator's binary, building it first if the cache does not
