@@ -140,7 +140,6 @@ func EnsurePrograms(ctx context.Context, out io.Writer, names ...string) (Progra
 			return Programs{}, err
 		}
 	}
-
 	for _, name := range todo {
 		if err := os.WriteFile(filepath.Join(built, name), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
 			return Programs{}, fmt.Errorf("mark %s built: %w", name, err)
