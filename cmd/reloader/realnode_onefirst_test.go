@@ -261,10 +261,12 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	t.Logf("first pod deleted mid-soak: every pod on the change %s after the patch (its claim expires after %s)", time.Since(patched).Round(100*time.Millisecond), soak*3/2+15*time.Second)
 
 	// One sidecar cut off from the API server mid-soak: once a first pod has laid v7 out, the
-	// node's relay to the API server closes a second pod's connections and refuses its new ones.
-	// Its watch has most likely brought it v7 by then, and it can never see v7's promotion:
-	// sampled every 100 ms while the other three take v7 and for a soak and 5 s after, it keeps
-	// v4, and its sidecar neither exits nor restarts (the pod stays Ready). Restored, it follows.
+	// node's relay to the API server closes the connections of a second pod whose sidecar has
+	// v7 waiting for its turn (its rollout_waiting gauge), and refuses its new ones. It can never
+	// see v7's promotion: sampled every 100 ms while the other three take v7 and for a soak and
+	// 5 s after, it keeps v4, and its sidecar neither exits nor restarts (the pod stays Ready).
+	// Restored, it follows.
+	const waiting = "configwave_reloader_rollout_waiting 1\n"
 	patched = time.Now()
 	patchData(t, client, ns, "app-config", fmt.Sprintf(`{"data":{"nginx.conf":%q}}`, nginxConf("v7", 200)))
 	var cut corev1.Pod
@@ -273,7 +275,7 @@ func TestOneFirstOnARealNode(t *testing.T) {
 		for _, p := range ps {
 			if strings.Contains(conf(p), `"v7\n"`) {
 				for _, q := range ps {
-					if q.Name != p.Name && q.DeletionTimestamp == nil {
+					if q.Name != p.Name && q.DeletionTimestamp == nil && strings.Contains(metricsOf(q), waiting) {
 						cut = q
 						return true
 					}
@@ -281,7 +283,7 @@ func TestOneFirstOnARealNode(t *testing.T) {
 			}
 		}
 		return false
-	}, eventually, 100*time.Millisecond, "one pod takes v7 first")
+	}, eventually, 100*time.Millisecond, "one pod takes v7 first, and another's sidecar has v7 waiting")
 	restore := node.CutAPI(t, cut.Status.PodIP)
 	cutAt := time.Now()
 	var othersOn time.Time
@@ -303,11 +305,25 @@ func TestOneFirstOnARealNode(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	require.Contains(t, metricsOf(cut), waiting, "the sidecar cut off still has v7 waiting")
 	restore()
 	restored := time.Now()
 	require.Eventually(t, func() bool { return allOn("v7") }, 2*time.Minute, 200*time.Millisecond, "restored, the sidecar cut off follows")
 	t.Logf("one sidecar cut off mid-soak: the other three on v7 %s after the patch, the one cut off on v4 until its restore and on v7 %s after it",
 		othersOn.Sub(patched).Round(100*time.Millisecond), time.Since(restored).Round(100*time.Millisecond))
+}
+
+// metricsOf is a pod's sidecar metrics, read from this host (the node's bridge), or "" when it
+// does not answer.
+func metricsOf(p corev1.Pod) string {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + p.Status.PodIP + ":9533/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 // getFromPod reads a path of a pod's address from this host (the node's bridge).
