@@ -85,8 +85,8 @@ deps:
 controlplane:
 	$(GO) run ./hack/devcluster --build-only
 
-# Builds the Argo Rollouts controller once into the same cache (with the other programs when they
-# are missing too): the tests of wave's Rollout kind run it beside kube-controller-manager.
+# Builds the Argo Rollouts controller once into the same cache, from the same module graph: the
+# tests of wave's Rollout kind run it beside kube-controller-manager.
 argo-rollouts:
 	$(GO) run ./hack/devcluster --build-argo-rollouts
 

@@ -32,9 +32,9 @@ type ArgoRollouts struct {
 	CRDs []string // YAML files
 }
 
-// EnsureArgoRollouts returns the Argo Rollouts controller, building it first with the other
-// programs if the cache does not hold it (EnsurePrograms). It is built from a copy of its module
-// that listens on loopback only (patchedModules).
+// EnsureArgoRollouts returns the Argo Rollouts controller, building it first if the cache does
+// not hold it (EnsurePrograms). It is built from a copy of its module that listens on loopback
+// only (patchedModules).
 func EnsureArgoRollouts(ctx context.Context, out io.Writer) (ArgoRollouts, error) {
 	p, err := EnsurePrograms(ctx, out, "rollouts-controller")
 	if err != nil {
@@ -42,29 +42,30 @@ func EnsureArgoRollouts(ctx context.Context, out io.Writer) (ArgoRollouts, error
 	}
 	crds, err := filepath.Glob(filepath.Join(p.argoCRDs, "*-crd.yaml"))
 	if err != nil || len(crds) == 0 {
-		return ArgoRollouts{}, fmt.Errorf("no Argo Rollouts CRDs in %s (%v): remove %s to build the programs again", p.argoCRDs, err, filepath.Dir(p.Dir))
+		marker := filepath.Join(filepath.Dir(p.Dir), "built", "rollouts-controller")
+		return ArgoRollouts{}, fmt.Errorf("no Argo Rollouts %s CRDs in %s: remove %s to build the controller and copy them again", ArgoRolloutsVersion, p.argoCRDs, marker)
 	}
 	sort.Strings(crds)
 	return ArgoRollouts{Bin: p.Path("rollouts-controller"), CRDs: crds}, nil
 }
 
-// copyArgoRolloutsCRDs keeps our own copy of the CRDs of the Argo Rollouts that is built (from
-// the module's copy in argo), so that a cleaned module cache cannot break a cached build.
+// copyArgoRolloutsCRDs copies the CRDs of the Argo Rollouts that is built out of its patched
+// copy in argo, which goes after the build, into the cache beside the controller.
 func copyArgoRolloutsCRDs(argo, dest string) error {
 	crds, err := filepath.Glob(filepath.Join(argo, "manifests", "crds", "*-crd.yaml"))
 	if err != nil || len(crds) == 0 {
-		return fmt.Errorf("no Argo Rollouts CRDs under %s/manifests/crds (%v)", argo, err)
+		return fmt.Errorf("no CRDs under manifests/crds of Argo Rollouts %s: check where this version keeps them (testcluster's copyArgoRolloutsCRDs)", ArgoRolloutsVersion)
 	}
 	if err := os.MkdirAll(dest, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dest, err)
+		return fmt.Errorf("create %s for the Argo Rollouts CRDs: %w", dest, err)
 	}
 	for _, f := range crds {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return err
+			return fmt.Errorf("read the Argo Rollouts CRD %s: %w", filepath.Base(f), err)
 		}
 		if err := os.WriteFile(filepath.Join(dest, filepath.Base(f)), b, 0o644); err != nil {
-			return fmt.Errorf("copy the Argo Rollouts CRDs: %w", err)
+			return fmt.Errorf("copy the Argo Rollouts CRD %s: %w", filepath.Base(f), err)
 		}
 	}
 	return nil

@@ -77,12 +77,13 @@ type Programs struct {
 // Path is the binary of one program.
 func (p Programs) Path(name string) string { return filepath.Join(p.Dir, name) }
 
-// EnsurePrograms returns the programs named, building those the cache does not hold yet with one
-// `go build` per module they come from, so that the packages they share compile once. The cache lives outside the clone
+// EnsurePrograms returns the programs named, building those the cache does not hold yet with
+// one go build, so that the packages they share compile once. The cache lives outside the clone
 // (CONFIGWAVE_CACHE, else the user cache folder) so every clone and every later run reuses one
-// build; its folder is named from a hash of the programs module and the toolchain, so a new set
-// is built beside the old. A file lock keeps parallel test packages from building at once (two
-// go commands would compile the same packages twice). Progress goes to out.
+// build; its folder is named from a hash of the programs module, the edits made to patched
+// modules and the toolchain, so a new set is built beside the old. A file lock keeps parallel
+// test packages from building at once (two go commands would compile the same packages twice).
+// Progress goes to out.
 func EnsurePrograms(ctx context.Context, out io.Writer, names ...string) (Programs, error) {
 	root, err := RepoRoot(ctx)
 	if err != nil {
@@ -153,11 +154,11 @@ func EnsurePrograms(ctx context.Context, out io.Writer, names ...string) (Progra
 // compile shared packages twice. Its go.mod is the programs module's with the patched modules
 // in place (writeBuildModule), written into work and removed after.
 func buildPrograms(ctx context.Context, out io.Writer, src, work string, p Programs, names []string) error {
+	defer os.RemoveAll(work)
 	modfile, err := writeBuildModule(ctx, src, work)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
 	if slices.Contains(names, "rollouts-controller") {
 		if err := copyArgoRolloutsCRDs(patchedCopy(work, argoRolloutsModule), p.argoCRDs); err != nil {
 			return err
@@ -173,8 +174,11 @@ func buildPrograms(ctx context.Context, out io.Writer, src, work string, p Progr
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local")
-	return runWithProgress(ctx, out, cmd, "go build "+strings.Join(names, " "))
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local", "GOWORK=off")
+	if err := runWithProgress(ctx, out, cmd, "go build "+strings.Join(names, " ")); err != nil {
+		return fmt.Errorf("%w (after a version in %s/go.mod is changed, run go run ./hack/devcluster --tidy-programs)", err, programsDir)
+	}
+	return nil
 }
 
 // versionFlags stamp the versions the programs report, which are v0.0.0 or master without them.

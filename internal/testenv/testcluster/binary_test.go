@@ -35,9 +35,9 @@ func TestVersionsMatchTheProgramsModule(t *testing.T) {
 	makefile, err := os.ReadFile(filepath.Join("..", "..", "..", "Makefile"))
 	require.NoError(t, err)
 	required := func(module string) string {
-		m := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(module) + `\s+(v\S+)`).FindSubmatch(gomod)
-		require.NotNil(t, m, "%s is not required by %s/go.mod", module, programsDir)
-		return string(m[1])
+		v, err := requiredVersion(string(gomod), module)
+		require.NoError(t, err)
+		return v
 	}
 	assert.Equal(t, KubernetesVersion, required("k8s.io/kubernetes"))
 	assert.Equal(t, ArgoRolloutsVersion, required(argoRolloutsModule))

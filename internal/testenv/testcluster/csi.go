@@ -3,7 +3,6 @@ package testcluster
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ const (
 // SecretsStoreCRDs downloads the driver's module (once, into the module cache) and returns its
 // CRD files.
 func SecretsStoreCRDs(ctx context.Context) ([]string, error) {
-	dir, err := downloadModule(ctx, append(os.Environ(), "GOFLAGS=-mod=readonly"), secretsStoreModule, SecretsStoreVersion)
+	dir, err := downloadModule(ctx, secretsStoreModule, SecretsStoreVersion)
 	if err != nil {
 		return nil, err
 	}

@@ -4,13 +4,15 @@ import (
 	"archive/zip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	goversion "go/version"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -28,7 +30,7 @@ type patchedModule struct {
 }
 
 // sourceEdit replaces from, which must occur exactly once in file, with to: a new version that
-// moved the line fails the build instead of building unchanged.
+// changed the line fails the build instead of building unpatched.
 type sourceEdit struct{ file, from, to string }
 
 var patchedModules = []patchedModule{
@@ -49,27 +51,29 @@ func applyEdits(module, file, content string, edits []sourceEdit) (string, error
 			continue
 		}
 		if n := strings.Count(content, e.from); n != 1 {
-			return "", fmt.Errorf("%s: %s has %q %d times, not once: check the line a new version changed before building it for the tests (testcluster's patchedModules)", module, file, e.from, n)
+			return "", fmt.Errorf("%s: %s has %q %d times, not once: %s", module, file, e.from, n, checkEdits)
 		}
 		content = strings.Replace(content, e.from, e.to, 1)
 	}
 	return content, nil
 }
 
-// buildableGoLine lowers a module's go directive to the language's first release when it asks
-// for a later patch release of the language the machine's Go speaks (Argo Rollouts v1.10.2 asks
-// for 1.26.10), so that the one go build of every program runs with the machine's Go and shares
-// its standard library; the toolchain line goes. A later language is left as it is, for the go
-// command to refuse with its own message.
-func buildableGoLine(gomod, localGo string) string {
-	lines := strings.Split(gomod, "\n")
+const checkEdits = "check the line a new version changed, and testcluster's patchedModules, before building it for the tests"
+
+// buildableGoLine lowers a module's go directive to the programs module's (ours) when it asks
+// for a later patch release of the same language (Argo Rollouts v1.10.2 asks for 1.26.10):
+// with GOTOOLCHAIN=local the go command refuses a dependency whose go line is above the main
+// module's, and a patch release changes no language. The toolchain line goes. A later language
+// is left as it is, for the go command to refuse with its own message. The result does not
+// depend on the machine's Go, so every machine resolves the same module graph.
+func buildableGoLine(gomod, ours string) string {
 	var out []string
-	for _, line := range lines {
+	for _, line := range strings.Split(gomod, "\n") {
 		trimmed := strings.TrimSpace(line)
 		if v, ok := strings.CutPrefix(trimmed, "go "); ok {
-			want := "go" + strings.TrimSpace(v)
-			if goversion.IsValid(want) && goversion.Lang(want) == goversion.Lang(localGo) {
-				line = "go " + strings.TrimPrefix(goversion.Lang(localGo), "go") + ".0"
+			want, have := "go"+strings.TrimSpace(v), "go"+ours
+			if goversion.IsValid(want) && goversion.IsValid(have) && goversion.Lang(want) == goversion.Lang(have) && goversion.Compare(want, have) > 0 {
+				line = "go " + ours
 			}
 		}
 		if strings.HasPrefix(trimmed, "toolchain ") {
@@ -80,13 +84,42 @@ func buildableGoLine(gomod, localGo string) string {
 	return strings.Join(out, "\n")
 }
 
-// requiredVersion is the version of module that go.mod requires.
-func requiredVersion(gomod, module string) (string, error) {
-	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + `\s+(v\S+)`).FindStringSubmatch(gomod)
-	if m == nil {
-		return "", fmt.Errorf("%s/go.mod requires no %s", programsDir, module)
+// goLine is the version of a go.mod's go directive.
+func goLine(gomod string) string {
+	for _, line := range strings.Split(gomod, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go "); ok {
+			return strings.TrimSpace(v)
+		}
 	}
-	return m[1], nil
+	return ""
+}
+
+// requiredVersion is the version of module that a require directive of go.mod names (alone or
+// in a block); replace and exclude directives are not read.
+func requiredVersion(gomod, module string) (string, error) {
+	inBlock := false
+	for _, line := range strings.Split(gomod, "\n") {
+		line, _, _ = strings.Cut(line, "//")
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) == 0:
+			continue
+		case len(fields) == 2 && fields[0] == "require" && fields[1] == "(":
+			inBlock = true
+			continue
+		case inBlock && fields[0] == ")":
+			inBlock = false
+			continue
+		case fields[0] == "require":
+			fields = fields[1:]
+		case !inBlock:
+			continue
+		}
+		if len(fields) == 2 && fields[0] == module {
+			return fields[1], nil
+		}
+	}
+	return "", fmt.Errorf("%s/go.mod requires no %s: add it with go mod edit -require, then run go run ./hack/devcluster --tidy-programs", programsDir, module)
 }
 
 // pinnedModule finds in the module cache (downloading it once) the version of module that the
@@ -101,25 +134,77 @@ func pinnedModule(ctx context.Context, src, path string) (module, error) {
 	if err != nil {
 		return module{}, err
 	}
-	dir, err := downloadModule(ctx, append(os.Environ(), "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local"), path, version)
+	dir, err := downloadModule(ctx, path, version)
 	if err != nil {
 		return module{}, err
 	}
 	return module{Path: path, Version: version, Dir: dir}, nil
 }
 
-// downloadModule brings module@version into the module cache (from the module proxy, once)
-// and returns its folder. It runs outside any module, so no go.mod's go line can refuse it.
-func downloadModule(ctx context.Context, env []string, module, version string) (string, error) {
-	download := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version)
-	download.Env, download.Dir = env, os.TempDir()
-	b, err := download.Output()
-	var mod struct{ Dir, Error string }
-	if jsonErr := json.Unmarshal(b, &mod); jsonErr != nil || mod.Dir == "" {
-		return "", fmt.Errorf("download %s@%s: %v %s", module, version, err, mod.Error)
+// downloaded is what go mod download -json says of one module.
+type downloaded struct{ Dir, Zip, Sum, GoModSum, Error string }
+
+// download brings module@version into the module cache (from the module proxy, once). It runs
+// outside any module, so that no go.mod or go.sum is read or written, and with the machine's
+// Go: a module whose go.mod asks for a later Go is reported with an Error, after the go command
+// fetched its zip and checked it against the checksum database.
+func download(ctx context.Context, module, version string) (downloaded, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version)
+	cmd.Env, cmd.Dir = append(os.Environ(), "GOTOOLCHAIN=local", "GOWORK=off"), os.TempDir()
+	b, err := cmd.Output()
+	var d downloaded
+	if jsonErr := json.Unmarshal(b, &d); jsonErr != nil {
+		return downloaded{}, fmt.Errorf("download %s@%s: %w (check GOPROXY and that the module proxy can be reached)", module, version, errors.Join(err, jsonErr))
 	}
-	return mod.Dir, nil
+	return d, nil
 }
+
+// downloadModule is the folder of module@version in the module cache, downloaded once.
+func downloadModule(ctx context.Context, module, version string) (string, error) {
+	d, err := download(ctx, module, version)
+	if err != nil {
+		return "", err
+	}
+	if d.Dir == "" {
+		return "", fmt.Errorf("download %s@%s: %s (check GOPROXY and that the module proxy can be reached)", module, version, d.Error)
+	}
+	return d.Dir, nil
+}
+
+// moduleZip is the zip of module@version in the module cache, whatever its go line asks for,
+// once its hash is the one the programs module's go.sum pins.
+func moduleZip(ctx context.Context, gosum, module, version string) (string, error) {
+	d, err := download(ctx, module, version)
+	if err != nil {
+		return "", err
+	}
+	if d.Zip == "" || d.Sum == "" {
+		return "", fmt.Errorf("download %s@%s: %s (check GOPROXY and that the module proxy can be reached)", module, version, d.Error)
+	}
+	if _, err := os.Stat(d.Zip); err != nil {
+		return "", fmt.Errorf("download %s@%s: %w", module, version, err)
+	}
+	if err := checkPinned(gosum, module, version, d.Sum); err != nil {
+		return "", err
+	}
+	return d.Zip, nil
+}
+
+// checkPinned refuses a module whose hash go.sum does not pin, or pins as another.
+func checkPinned(gosum, module, version, sum string) error {
+	prefix := module + " " + version + " "
+	for _, line := range strings.Split(gosum, "\n") {
+		if pinned, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			if pinned == sum {
+				return nil
+			}
+			return fmt.Errorf("%s/go.sum pins %s@%s as %s, but the module cache holds %s: a version's content never changes, so find out which is wrong before building it", programsDir, module, version, pinned, sum)
+		}
+	}
+	return fmt.Errorf("%s/go.sum does not pin %s@%s: run go run ./hack/devcluster --tidy-programs", programsDir, module, version)
+}
+
+func sumLine(module, version, sum string) string { return module + " " + version + " " + sum }
 
 // writeBuildModule writes into work the patched copies of patchedModules and a go.mod (with
 // its go.sum) that is the programs module's with those copies in place of the modules, and
@@ -133,29 +218,30 @@ func writeBuildModule(ctx context.Context, src, work string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read the programs module's go.sum: %w", err)
 	}
-	local, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOVERSION: %w", err)
+	if work, err = filepath.Abs(work); err != nil {
+		return "", fmt.Errorf("the build's folder %s: %w", work, err)
 	}
-	_ = os.RemoveAll(work)
-	replaces := []string{string(gomod)}
+	if err := os.RemoveAll(work); err != nil {
+		return "", fmt.Errorf("empty %s for the build: %w", work, err)
+	}
+	build := []string{string(gomod)}
 	for _, m := range patchedModules {
 		version, err := requiredVersion(string(gomod), m.path)
 		if err != nil {
 			return "", err
 		}
-		archive, err := moduleZip(ctx, m.path, version)
+		archive, err := moduleZip(ctx, string(gosum), m.path, version)
 		if err != nil {
 			return "", err
 		}
 		dst := patchedCopy(work, m.path)
-		if err := copyPatched(m.path+"@"+version, archive, dst, m.edits, strings.TrimSpace(string(local))); err != nil {
+		if err := copyPatched(m.path+"@"+version, archive, dst, m.edits, goLine(string(gomod))); err != nil {
 			return "", err
 		}
-		replaces = append(replaces, fmt.Sprintf("replace %s %s => %s", m.path, version, dst))
+		build = append(build, replaceLine(m.path, version, dst))
 	}
 	modfile := filepath.Join(work, "programs.mod")
-	if err := os.WriteFile(modfile, []byte(strings.Join(replaces, "\n")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(modfile, []byte(strings.Join(build, "\n")+"\n"), 0o644); err != nil {
 		return "", fmt.Errorf("write the build's go.mod: %w", err)
 	}
 	if err := os.WriteFile(strings.TrimSuffix(modfile, ".mod")+".sum", gosum, 0o644); err != nil {
@@ -164,30 +250,20 @@ func writeBuildModule(ctx context.Context, src, work string) (string, error) {
 	return modfile, nil
 }
 
-// moduleZip downloads module@version (from the module proxy, once) and returns its zip in the
-// module cache. The go command fetches the zip, checked against the checksum database, before
-// it refuses a module whose go.mod asks for a later Go than the machine's, so the zip is used
-// whatever its go line says.
-func moduleZip(ctx context.Context, module, version string) (string, error) {
-	download := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version)
-	download.Env, download.Dir = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local"), os.TempDir()
-	b, err := download.Output()
-	var mod struct{ Zip, Error string }
-	if jsonErr := json.Unmarshal(b, &mod); jsonErr != nil || mod.Zip == "" {
-		return "", fmt.Errorf("download %s@%s: %v %s", module, version, err, mod.Error)
-	}
-	if _, err := os.Stat(mod.Zip); err != nil {
-		return "", fmt.Errorf("download %s@%s: %w (%s)", module, version, err, mod.Error)
-	}
-	return mod.Zip, nil
+// replaceLine puts the folder dir in place of module@version; the folder is quoted, as a cache
+// folder may have a space in it.
+func replaceLine(module, version, dir string) string {
+	return fmt.Sprintf("replace %s %s => %s", module, version, strconv.Quote(dir))
 }
 
 // patchedCopy is the folder in work of the patched copy of module.
-func patchedCopy(work, module string) string { return filepath.Join(work, filepath.Base(module)) }
+func patchedCopy(work, module string) string {
+	return filepath.Join(work, strings.ReplaceAll(module, "/", "_"))
+}
 
-// copyPatched unpacks the module zip into dst with its edits made and a go line the machine's Go
-// builds.
-func copyPatched(module, archive, dst string, edits []sourceEdit, localGo string) error {
+// copyPatched unpacks the module zip into dst with its edits made and a go line the programs
+// module (whose go line is ours) builds.
+func copyPatched(module, archive, dst string, edits []sourceEdit, ours string) error {
 	r, err := zip.OpenReader(archive)
 	if err != nil {
 		return fmt.Errorf("open %s's zip: %w", module, err)
@@ -196,12 +272,12 @@ func copyPatched(module, archive, dst string, edits []sourceEdit, localGo string
 	prefix := module + "/"
 	edited := map[string]bool{}
 	for _, f := range r.File {
+		if strings.HasSuffix(f.Name, "/") {
+			continue
+		}
 		name, ok := strings.CutPrefix(f.Name, prefix)
 		if !ok || !filepath.IsLocal(name) {
-			return fmt.Errorf("%s's zip holds %q, outside %s", module, f.Name, prefix)
-		}
-		if strings.HasSuffix(name, "/") {
-			continue
+			return fmt.Errorf("%s's zip holds %q, outside %s: remove it from the module cache (go clean -modcache) and build again", module, f.Name, prefix)
 		}
 		b, err := readZipFile(f)
 		if err != nil {
@@ -212,7 +288,7 @@ func copyPatched(module, archive, dst string, edits []sourceEdit, localGo string
 			return err
 		}
 		if name == "go.mod" {
-			content = buildableGoLine(content, localGo)
+			content = buildableGoLine(content, ours)
 		}
 		for _, e := range edits {
 			if e.file == name {
@@ -221,7 +297,7 @@ func copyPatched(module, archive, dst string, edits []sourceEdit, localGo string
 		}
 		path := filepath.Join(dst, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
+			return fmt.Errorf("unpack %s: %w", module, err)
 		}
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			return fmt.Errorf("unpack %s: %w", module, err)
@@ -229,7 +305,7 @@ func copyPatched(module, archive, dst string, edits []sourceEdit, localGo string
 	}
 	for _, e := range edits {
 		if !edited[e.file] {
-			return fmt.Errorf("%s has no %s: check the line a new version moved before building it for the tests (testcluster's patchedModules)", module, e.file)
+			return fmt.Errorf("%s has no %s: %s", module, e.file, checkEdits)
 		}
 	}
 	return nil
@@ -246,34 +322,63 @@ func readZipFile(f *zip.File) ([]byte, error) {
 
 // TidyPrograms runs go mod tidy on the programs module, after a version in its go.mod is
 // changed, with the patched modules in place as the build has them, and writes back its go.mod
-// and go.sum without the replace directives that point at the copies. A plain go mod tidy
-// there fails: Argo Rollouts' go.mod asks for a later Go than the machine's.
+// without the replace directives that point at the copies, and its go.sum with the hashes of the
+// patched modules added (tidy leaves out those of replaced modules). A plain go mod tidy there
+// fails: Argo Rollouts' go.mod asks for a later Go than ours.
 func TidyPrograms(ctx context.Context, out io.Writer) error {
 	root, err := RepoRoot(ctx)
 	if err != nil {
 		return err
 	}
 	src := filepath.Join(root, programsDir)
-	work, err := os.MkdirTemp("", "configwave-tidy-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(work)
-	modfile, err := writeBuildModule(ctx, src, filepath.Join(work, "module"))
-	if err != nil {
-		return err
-	}
 	gomod, err := os.ReadFile(filepath.Join(src, "go.mod"))
 	if err != nil {
-		return err
+		return fmt.Errorf("read the programs module: %w", err)
 	}
-	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
-	steps := [][]string{{"mod", "tidy", "-modfile=" + modfile}}
+	work, err := os.MkdirTemp("", "configwave-tidy-")
+	if err != nil {
+		return fmt.Errorf("make a folder for the tidy: %w", err)
+	}
+	defer os.RemoveAll(work)
+	// moduleZip checks the patched modules' hashes against go.sum, which a new version is not
+	// in yet: their hashes are put in first, from what the module proxy serves (and the go
+	// command checked against the checksum database).
+	var pins []string
 	for _, m := range patchedModules {
 		version, err := requiredVersion(string(gomod), m.path)
 		if err != nil {
 			return err
 		}
+		d, err := download(ctx, m.path, version)
+		if err != nil {
+			return err
+		}
+		if d.Sum == "" || d.GoModSum == "" {
+			return fmt.Errorf("download %s@%s: %s (check GOPROXY and that the module proxy can be reached)", m.path, version, d.Error)
+		}
+		pins = append(pins, sumLine(m.path, version, d.Sum), sumLine(m.path, version+"/go.mod", d.GoModSum))
+	}
+	gosum, err := os.ReadFile(filepath.Join(src, "go.sum"))
+	if err != nil {
+		return fmt.Errorf("read the programs module's go.sum: %w", err)
+	}
+	pinned := filepath.Join(work, "pinned")
+	if err := os.MkdirAll(pinned, 0o755); err != nil {
+		return fmt.Errorf("make a folder for the tidy: %w", err)
+	}
+	for name, b := range map[string][]byte{"go.mod": gomod, "go.sum": withLines(gosum, pins)} {
+		if err := os.WriteFile(filepath.Join(pinned, name), b, 0o644); err != nil {
+			return fmt.Errorf("write the tidy's %s: %w", name, err)
+		}
+	}
+	modfile, err := writeBuildModule(ctx, pinned, filepath.Join(work, "module"))
+	if err != nil {
+		return err
+	}
+	env := append(os.Environ(), "GOTOOLCHAIN=local", "GOWORK=off")
+	steps := [][]string{{"mod", "tidy", "-modfile=" + modfile}}
+	for _, m := range patchedModules {
+		version, _ := requiredVersion(string(gomod), m.path)
 		steps = append(steps, []string{"mod", "edit", "-modfile=" + modfile, "-dropreplace=" + m.path + "@" + version})
 	}
 	for _, args := range steps {
@@ -283,14 +388,47 @@ func TidyPrograms(ctx context.Context, out io.Writer) error {
 			return fmt.Errorf("go %s in %s: %w", strings.Join(args, " "), programsDir, err)
 		}
 	}
-	for from, to := range map[string]string{modfile: "go.mod", strings.TrimSuffix(modfile, ".mod") + ".sum": "go.sum"} {
-		b, err := os.ReadFile(from)
-		if err != nil {
-			return err
+	tidied, err := os.ReadFile(modfile)
+	if err != nil {
+		return fmt.Errorf("read the tidied go.mod: %w", err)
+	}
+	tidiedSum, err := os.ReadFile(strings.TrimSuffix(modfile, ".mod") + ".sum")
+	if err != nil {
+		return fmt.Errorf("read the tidied go.sum: %w", err)
+	}
+	// go.sum first: a go.mod that names versions its go.sum lacks fails every build, while the
+	// other way round the next tidy mends it.
+	if err := writeFileAtomic(filepath.Join(src, "go.sum"), withLines(tidiedSum, pins)); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(src, "go.mod"), tidied)
+}
+
+// withLines is a go.sum with lines added where missing, each before the first line that sorts
+// after it, so that the order go writes stays.
+func withLines(gosum []byte, lines []string) []byte {
+	all := strings.Split(strings.TrimSpace(string(gosum)), "\n")
+	for _, l := range lines {
+		if slices.Contains(all, l) {
+			continue
 		}
-		if err := os.WriteFile(filepath.Join(src, to), b, 0o644); err != nil {
-			return fmt.Errorf("write %s/%s: %w", programsDir, to, err)
+		i := slices.IndexFunc(all, func(have string) bool { return have > l })
+		if i < 0 {
+			i = len(all)
 		}
+		all = slices.Insert(all, i, l)
+	}
+	return []byte(strings.Join(all, "\n") + "\n")
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

@@ -34,39 +34,79 @@ func TestApplyEdits(t *testing.T) {
 }
 
 func TestBuildableGoLine(t *testing.T) {
-	for _, tc := range []struct{ name, in, local, want string }{
-		{"a later patch release of the same language", "module m\n\ngo 1.26.10\n\ntoolchain go1.26.11\n", "go1.26.8", "module m\n\ngo 1.26.0\n\n"},
-		{"an earlier language stays", "module m\n\ngo 1.24.0\n\ntoolchain go1.24.3\n", "go1.26.8", "module m\n\ngo 1.24.0\n\n"},
-		{"a later language stays, for go to refuse", "module m\n\ngo 1.27.1\n", "go1.26.8", "module m\n\ngo 1.27.1\n"},
+	for _, tc := range []struct{ name, in, ours, want string }{
+		{"a later patch release of our language", "module m\n\ngo 1.26.10\n\ntoolchain go1.26.11\n", "1.26.0", "module m\n\ngo 1.26.0\n\n"},
+		{"our own go line stays", "module m\n\ngo 1.26.0\n", "1.26.0", "module m\n\ngo 1.26.0\n"},
+		{"an earlier language stays", "module m\n\ngo 1.24.0\n\ntoolchain go1.24.3\n", "1.26.0", "module m\n\ngo 1.24.0\n\n"},
+		{"a later language stays, for go to refuse", "module m\n\ngo 1.27.1\n", "1.26.0", "module m\n\ngo 1.27.1\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, buildableGoLine(tc.in, tc.local))
+			assert.Equal(t, tc.want, buildableGoLine(tc.in, tc.ours))
 		})
 	}
 }
 
 func TestRequiredVersion(t *testing.T) {
-	gomod := "module m\n\nrequire example.com/one v1.2.3\n\nrequire (\n\texample.com/two v0.4.0 // indirect\n\texample.com/two/sub v9.9.9\n)\n"
+	gomod := `module m
+
+go 1.26.0
+
+require example.com/one v1.2.3
+
+require (
+	example.com/two v0.4.0 // indirect
+	example.com/two/sub v9.9.9
+)
+
+replace example.com/four v1.0.0 => ../four
+
+replace (
+	example.com/five => example.com/five v2.0.0
+)
+
+exclude example.com/six v1.0.0
+`
 	for module, want := range map[string]string{"example.com/one": "v1.2.3", "example.com/two": "v0.4.0", "example.com/two/sub": "v9.9.9"} {
 		got, err := requiredVersion(gomod, module)
 		require.NoError(t, err)
 		assert.Equal(t, want, got, module)
 	}
-	_, err := requiredVersion(gomod, "example.com/three")
-	assert.ErrorContains(t, err, "requires no example.com/three")
+	for _, module := range []string{"example.com/three", "example.com/four", "example.com/five", "example.com/six"} {
+		_, err := requiredVersion(gomod, module)
+		assert.ErrorContains(t, err, "requires no "+module, "only require directives are read")
+	}
+}
+
+func TestWithLines(t *testing.T) {
+	gosum := []byte("a.example v1.0.0 h1:a=\nc.example v1.0.0 h1:c=\n")
+	got := withLines(gosum, []string{"b.example v1.0.0 h1:b=", "a.example v1.0.0 h1:a=", "d.example v1.0.0/go.mod h1:d="})
+	assert.Equal(t, "a.example v1.0.0 h1:a=\nb.example v1.0.0 h1:b=\nc.example v1.0.0 h1:c=\nd.example v1.0.0/go.mod h1:d=\n", string(got))
+}
+
+func TestCheckPinned(t *testing.T) {
+	gosum := "example.com/m v1.0.0 h1:good=\nexample.com/m v1.0.0/go.mod h1:mod=\n"
+	assert.NoError(t, checkPinned(gosum, "example.com/m", "v1.0.0", "h1:good="))
+	assert.ErrorContains(t, checkPinned(gosum, "example.com/m", "v1.0.0", "h1:other="), "pins example.com/m@v1.0.0 as h1:good=, but the module cache holds h1:other=")
+	assert.ErrorContains(t, checkPinned(gosum, "example.com/m", "v1.1.0", "h1:good="), "does not pin example.com/m@v1.1.0: run go run ./hack/devcluster --tidy-programs")
+}
+
+func TestReplaceLineQuotesTheFolder(t *testing.T) {
+	assert.Equal(t, `replace example.com/m v1.0.0 => "/cache dir/m"`, replaceLine("example.com/m", "v1.0.0", "/cache dir/m"))
+	assert.NotEqual(t, patchedCopy("w", "example.com/a/v2"), patchedCopy("w", "example.com/b/v2"))
 }
 
 func TestCopyPatched(t *testing.T) {
 	dir := t.TempDir()
 	archive := filepath.Join(dir, "m.zip")
 	writeZip(t, archive, map[string]string{
+		"example.com/m@v1.0.0/":            "",
 		"example.com/m@v1.0.0/go.mod":      "module example.com/m\n\ngo 1.26.10\n",
 		"example.com/m@v1.0.0/srv/main.go": `addr := "0.0.0.0:%d"`,
 		"example.com/m@v1.0.0/README":      "hello",
 	})
 	edits := []sourceEdit{{"srv/main.go", `"0.0.0.0:%d"`, `"127.0.0.1:%d"`}}
 	dst := filepath.Join(dir, "copy")
-	require.NoError(t, copyPatched("example.com/m@v1.0.0", archive, dst, edits, "go1.26.8"))
+	require.NoError(t, copyPatched("example.com/m@v1.0.0", archive, dst, edits, "1.26.0"))
 	for file, want := range map[string]string{"go.mod": "module example.com/m\n\ngo 1.26.0\n", "srv/main.go": `addr := "127.0.0.1:%d"`, "README": "hello"} {
 		b, err := os.ReadFile(filepath.Join(dst, file))
 		require.NoError(t, err)
@@ -74,12 +114,17 @@ func TestCopyPatched(t *testing.T) {
 	}
 
 	missing := []sourceEdit{{"srv/gone.go", "a", "b"}}
-	assert.ErrorContains(t, copyPatched("example.com/m@v1.0.0", archive, filepath.Join(dir, "copy2"), missing, "go1.26.8"), "has no srv/gone.go")
+	assert.ErrorContains(t, copyPatched("example.com/m@v1.0.0", archive, filepath.Join(dir, "copy2"), missing, "1.26.0"), "has no srv/gone.go")
 
-	evil := filepath.Join(dir, "evil.zip")
-	writeZip(t, evil, map[string]string{"example.com/m@v1.0.0/../../escape": "x"})
-	assert.ErrorContains(t, copyPatched("example.com/m@v1.0.0", evil, filepath.Join(dir, "copy3"), nil, "go1.26.8"), "outside example.com/m@v1.0.0/")
-	assert.NoFileExists(t, filepath.Join(dir, "escape"))
+	for name, entry := range map[string]string{"up": "example.com/m@v1.0.0/../../escape", "absolute": "example.com/m@v1.0.0//escape", "another module": "example.com/other@v1.0.0/escape"} {
+		evil := filepath.Join(dir, "evil.zip")
+		writeZip(t, evil, map[string]string{entry: "x"})
+		dst := filepath.Join(dir, "copy3")
+		assert.ErrorContains(t, copyPatched("example.com/m@v1.0.0", evil, dst, nil, "1.26.0"), "outside example.com/m@v1.0.0/", name)
+		assert.NoFileExists(t, filepath.Join(filepath.Dir(dir), "escape"), name)
+		assert.NoFileExists(t, "/escape", name)
+		assert.NoDirExists(t, dst, name)
+	}
 }
 
 func writeZip(t *testing.T, path string, files map[string]string) {
