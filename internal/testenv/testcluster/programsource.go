@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/configwave/configwave/internal/reloader/atomicfile"
 )
 
 // Two programs of the programs module are built from a copy of their module with a line
@@ -398,10 +400,15 @@ func TidyPrograms(ctx context.Context, out io.Writer) error {
 	}
 	// go.sum first: a go.mod that names versions its go.sum lacks fails every build, while the
 	// other way round the next tidy mends it.
-	if err := writeFileAtomic(filepath.Join(src, "go.sum"), withLines(tidiedSum, pins)); err != nil {
-		return err
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"go.sum", withLines(tidiedSum, pins)}, {"go.mod", tidied}} {
+		if _, err := atomicfile.Write(filepath.Join(src, f.name), f.data, 0o644); err != nil {
+			return fmt.Errorf("write %s/%s: %w", programsDir, f.name, err)
+		}
 	}
-	return writeFileAtomic(filepath.Join(src, "go.mod"), tidied)
+	return nil
 }
 
 // withLines is a go.sum with lines added where missing, each before the first line that sorts
@@ -419,16 +426,4 @@ func withLines(gosum []byte, lines []string) []byte {
 		all = slices.Insert(all, i, l)
 	}
 	return []byte(strings.Join(all, "\n") + "\n")
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
