@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -68,12 +69,13 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 			}
 		}
 	}
+	readPod := func(ctx context.Context) (onefirst.PodState, error) {
+		m.requests.WithLabelValues("pod", "GET").Inc()
+		p, err := onefirst.ReadPod(ctx, client, ns, pod)
+		return p.PodState, err
+	}
 	health := &onefirst.Health{
-		Ready: func(ctx context.Context) (bool, error) {
-			m.requests.WithLabelValues("pod", "GET").Inc()
-			p, err := onefirst.ReadPod(ctx, client, ns, pod)
-			return p.Ready, err
-		},
+		Pod:          readPod,
 		ReloadFailed: reloadFailedSince(r),
 		URL:          cfg.rollout.healthURL,
 		Soak:         cfg.rollout.soak,
@@ -81,7 +83,7 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		Clock:        time.Now,
 	}
 	gate := onefirst.NewGate(src, store, onefirst.Options{
-		Pod: pod, Soak: cfg.rollout.soak, Expiry: expiry, MaxBusy: maxBusy, Failed: health.Failed, Began: health.Begin,
+		Pod: pod, Soak: cfg.rollout.soak, Expiry: expiry, MaxBusy: maxBusy, ReadPod: readPod, Failed: health.Failed, Began: health.Begin,
 		Poll:   10 * time.Second, // the Lease's watch wakes the gate; this is the safety net
 		Sample: time.Second,
 		Jitter: 300 * time.Millisecond,
@@ -103,7 +105,20 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		return 0
 	}
 	klog.InfoS("one pod first: the pods of this workload agree through a Lease which one takes a new config first", "workload", me.WorkloadKind+"/"+me.Workload, "lease", ns+"/"+store.Name, "soak", cfg.rollout.soak)
+	for _, w := range onefirst.JudgeWarnings(me, cfg.rollout.soak, cfg.rollout.healthURL, listenPort(cfg.listen)) {
+		tell("ConfigUnjudged", w, false)
+	}
 	return gatedSource{gate}, recorders, nil
+}
+
+// listenPort is the port of --listen, where the reloader's own /readyz is: a readiness probe
+// there judges the reloader, not the app.
+func listenPort(listen string) string {
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	return port
 }
 
 // gatedSource is the gate as the reload loop's source, with its part of /status.

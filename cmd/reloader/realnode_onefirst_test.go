@@ -71,7 +71,7 @@ func TestOneFirstOnARealNode(t *testing.T) {
 		require.NoError(t, err, "nginx -t: %s", out)
 	}
 
-	ns := testcluster.Namespace(t, client)
+	ns := c.Namespace(t, client)
 	applyReloaderRBAC(t, client, ns)
 	applyOneFirstRBAC(t, client, ns)
 	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app-config", map[string]string{"nginx.conf": nginxConf("v1", 200)}, nil), metav1.CreateOptions{})

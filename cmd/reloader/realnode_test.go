@@ -30,7 +30,7 @@ func TestAPIModeSubprocessOnARealNode(t *testing.T) {
 	const image = "localhost/configwave:node"
 	require.NoError(t, node.ImportLayoutImage(ctx(t), testpod.Layout(t), "reloader", image))
 
-	ns := testcluster.Namespace(t, client)
+	ns := c.Namespace(t, client)
 	applyReloaderRBAC(t, client, ns)
 	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app-config", map[string]string{"app.yaml": "v1"}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)

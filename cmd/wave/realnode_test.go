@@ -24,7 +24,7 @@ func TestRealPodsReplacedOnARealNode(t *testing.T) {
 	c := testcluster.Need(t, cluster)
 	testcluster.NeedNode(t, c)
 	client := adminClient(t)
-	ns := testcluster.Namespace(t, client)
+	ns := c.Namespace(t, client)
 	createCM(t, client, ns, "app-config", map[string]string{"GREETING": "v1"})
 
 	template := func(app string) corev1.PodTemplateSpec { return pauseOnRealNode(app, "app-config") }

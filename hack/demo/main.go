@@ -108,7 +108,10 @@ func run(ctx context.Context, out io.Writer, o options) error {
 	if err := d.start(ctx); err != nil {
 		return err
 	}
-	s := d.pickStory(ctx, o.kwok)
+	s, waited := d.pickStory(ctx, o.kwok)
+	// The wait for another program's real node on this host is no part of the demo's time.
+	ctx, cancel := testcluster.MoveDeadline(ctx, waited)
+	defer cancel()
 	if _, err := d.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -173,17 +176,17 @@ func (d *demo) start(ctx context.Context) error {
 
 // pickStory starts a real node where the machine can run one, and says why not where it
 // cannot.
-func (d *demo) pickStory(ctx context.Context, kwokOnly bool) story {
+func (d *demo) pickStory(ctx context.Context, kwokOnly bool) (story, time.Duration) {
 	if kwokOnly {
-		return &kwokStory{}
+		return &kwokStory{}, 0
 	}
 	if err := testcluster.CanRunNode(); err != nil {
 		d.say("no real node here (%v): kwok's pods stand in, and the sidecar runs on this machine", err)
-		return &kwokStory{}
+		return &kwokStory{}, 0
 	}
 	if _, err := testcluster.LookProgram("nginx", "nginx-light"); err != nil {
 		d.say("no nginx for the real node's app (%v): kwok's pods stand in, and the sidecar runs on this machine", err)
-		return &kwokStory{}
+		return &kwokStory{}, 0
 	}
 	// Say it before the host changes: the demo runs as root, and -kwok leaves the host alone.
 	d.say("starting a real node on this machine (root, with containerd, runc and the CNI plugins): while it runs it changes %s; all of it is put back when the demo stops, or at the next start after a killed run. go run ./hack/demo -kwok runs the demo without touching the host",
@@ -192,10 +195,10 @@ func (d *demo) pickStory(ctx context.Context, kwokOnly bool) story {
 	node, err := d.c.Node(ctx)
 	if err != nil {
 		d.say("the real node did not start (%v): kwok's pods stand in, and the sidecar runs on this machine", err)
-		return &kwokStory{}
+		return &kwokStory{}, 0
 	}
 	d.say("real node %s ready in %.1fs: kubelet, containerd and runc; the pods below really run", node.Name, time.Since(started).Seconds())
-	return &realStory{node: node}
+	return &realStory{node: node}, node.Waited
 }
 
 // applyApp creates the Deployment wave rolls and waits until it runs and wave has recorded

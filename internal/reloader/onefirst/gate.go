@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -49,8 +50,12 @@ type Options struct {
 	// waiting sidecar over up to this long, so that the first one's write reaches the others
 	// (through the watch) before they write, instead of N writes of which N-1 conflict; 0 none.
 	Jitter time.Duration
-	// Failed says how the app failed since the content was laid out at since ("" healthy).
-	Failed func(ctx context.Context, since time.Time) string
+	// ReadPod reads how this pod stands, where a decision depends on it (a claim, a place in
+	// a batch, a soak); nil: the pod is taken as Ready and not being deleted.
+	ReadPod func(ctx context.Context) (PodState, error)
+	// Failed says how the app failed since the content was laid out at since ("" healthy),
+	// pod being how the pod stands now (nil: it could not be read).
+	Failed func(ctx context.Context, since time.Time, pod *PodState) string
 	// Began, when set, is told that this pod lays out a content to soak at since, before the
 	// reload loop tells the app: how the app stood then is what the soak is judged against.
 	Began func(ctx context.Context, since time.Time)
@@ -92,9 +97,16 @@ type Gate struct {
 	told      map[string]bool // contents whose rejection or refusal was reported
 
 	// deferred is the write (its action and the record's version) held back by Jitter until
-	// deferredAt; only Run's goroutine uses them.
+	// deferredAt; only Run's goroutine uses them, and the fields below.
 	deferred   string
 	deferredAt time.Time
+	// unclaimedSince is when this sidecar last saw the content it holds now (seenWant) with
+	// no pod trying it: View.Unclaimed.
+	seenWant       string
+	unclaimedSince time.Time
+	// stopping: this pod's sidecar is stopping (SIGTERM): it gives back its claim or place in
+	// the batch and does nothing else (released once it did).
+	stopping, released bool
 }
 
 // NewGate gates inner with the record in store.
@@ -112,7 +124,7 @@ func NewGate(inner Source, store Store, opts Options) *Gate {
 		opts.Clock = time.Now
 	}
 	if opts.Failed == nil {
-		opts.Failed = func(context.Context, time.Time) string { return "" }
+		opts.Failed = func(context.Context, time.Time, *PodState) string { return "" }
 	}
 	return &Gate{inner: inner, store: store, opts: opts, changed: make(chan struct{}, 1), synced: make(chan struct{}), told: map[string]bool{}}
 }
@@ -167,6 +179,7 @@ func (g *Gate) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			g.giveBack()
 			return
 		case <-g.inner.Changed():
 		case <-recordChanged:
@@ -188,6 +201,25 @@ func (g *Gate) Run(ctx context.Context) {
 // callTimeout bounds one step's calls to the API (the record, the pod): a connection that died
 // silently must not hold the gate until client-go's health check finds it.
 const callTimeout = 10 * time.Second
+
+// giveBackTimeout bounds the give-back at SIGTERM: short, as kubelet's grace period runs.
+const giveBackTimeout = 3 * time.Second
+
+// giveBack gives this pod's claim or place in the batch back as its sidecar stops (the pod is
+// deleted, or the container stopped): another pod takes it at once, rather than after the
+// claim expires, and nothing judges the config by an app that is shutting down. A write that
+// another sidecar's overtook is decided again, a few times.
+func (g *Gate) giveBack() {
+	ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
+	defer cancel()
+	g.stopping = true
+	for range 3 {
+		g.step(ctx)
+		if g.released || g.CurrentStatus().Doing != Release || ctx.Err() != nil {
+			return
+		}
+	}
+}
 
 // step decides once and applies the decision; it returns when to decide again (zero: on the
 // next change only).
@@ -211,18 +243,63 @@ func (g *Gate) step(parent context.Context) time.Time {
 	g.mu.Lock()
 	have, laidAt := g.pubID, g.laidAt
 	g.mu.Unlock()
-	failed := ""
-	if have == want && have != "" && soaks(rec, want, g.opts.Pod) {
-		failed = g.opts.Failed(ctx, laidAt) // a read of the pod: only while it soaks
-	}
 	maxBusy := 1
 	if g.opts.MaxBusy != nil {
 		maxBusy = g.opts.MaxBusy()
 	}
-	act := Decide(View{Pod: g.opts.Pod, Want: want, Have: have, Record: rec, Failed: failed, Now: now,
-		Soak: g.opts.Soak, Expiry: g.opts.Expiry, MaxBusy: maxBusy})
-	klog.V(4).InfoS("rollout decision", "do", act.Do, "want", want, "have", have, "at", act.At)
-	return g.apply(ctx, snap, want, rec, version, act, now, failed)
+	v := View{Pod: g.opts.Pod, Want: want, Have: have, Record: rec, Now: now,
+		Soak: g.opts.Soak, Expiry: g.opts.Expiry, MaxBusy: maxBusy, Unclaimed: g.unclaimed(rec, want, now)}
+	// The pod is read only where the decision depends on it: while it soaks, and before a
+	// claim or a join.
+	soaking := have == want && have != "" && soaks(rec, want, g.opts.Pod)
+	if soaking || g.stopping {
+		v = g.withPod(ctx, v, soaking, laidAt)
+	}
+	act := Decide(v)
+	if !soaking && !g.stopping && (act.Do == Claim || act.Do == Join) {
+		v = g.withPod(ctx, v, false, laidAt)
+		act = Decide(v)
+	}
+	klog.V(4).InfoS("rollout decision", "do", act.Do, "want", want, "have", have, "standing", v.Standing, "at", act.At)
+	if g.stopping && act.Do != Release {
+		g.note(rec, want, act)
+		return time.Time{} // a stopping sidecar lays nothing out
+	}
+	return g.apply(ctx, snap, want, rec, version, act, now, v.Failed)
+}
+
+// withPod adds to v how this pod stands and, while it soaks, how its app failed since laidAt.
+func (g *Gate) withPod(ctx context.Context, v View, soaking bool, laidAt time.Time) View {
+	if g.stopping {
+		v.Standing = Terminating
+		return v
+	}
+	var pod *PodState
+	if g.opts.ReadPod != nil {
+		st, err := g.opts.ReadPod(ctx)
+		if err != nil {
+			klog.V(2).InfoS("cannot read this pod; no verdict on this sample", "err", err.Error())
+			v.Standing = Unread
+		} else {
+			pod, v.Standing = &st, st.Standing()
+		}
+	} else {
+		pod = &PodState{Ready: true}
+	}
+	if soaking && v.Standing != Terminating {
+		v.Failed = g.opts.Failed(ctx, laidAt, pod)
+	}
+	return v
+}
+
+// unclaimed is how long this sidecar has seen want with no pod trying it (View.Unclaimed).
+func (g *Gate) unclaimed(rec *Record, want string, now time.Time) time.Duration {
+	tried := rec != nil && rec.Content == want &&
+		(rec.State == Promoted || rec.State == Soaking && rec.First != "" && now.Before(rec.Renewed.Add(g.opts.Expiry)))
+	if want != g.seenWant || tried {
+		g.seenWant, g.unclaimedSince = want, now
+	}
+	return now.Sub(g.unclaimedSince)
 }
 
 // soaks says whether pod soaks content want now: the first pod of a content under trial, or a
@@ -332,6 +409,23 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		return time.Time{}
 	case PutBack:
 		g.putBack(now)
+		return poll
+	case Release:
+		r := *rec
+		if r.State == Soaking && r.First == g.opts.Pod {
+			r.First, r.Renewed = "", now
+		}
+		r.Batch = maps.Clone(rec.Batch)
+		delete(r.Batch, g.opts.Pod)
+		if put(r) {
+			g.released = true
+			klog.InfoS("this pod is being deleted or its reloader stops: gave back its turn to try the config, without a verdict", "content", want)
+		}
+		return poll
+	case Follow:
+		g.publish(snap, want, now)
+		g.setGood(snap, want)
+		klog.InfoS("this pod is not Ready, so it cannot judge a config: it follows the config the other pods promoted, without a place in the batch", "content", want)
 		return poll
 	}
 	g.mu.Lock()

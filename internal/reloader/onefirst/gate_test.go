@@ -74,6 +74,7 @@ type pod struct {
 	src    *fakeSource
 	gate   *Gate
 	failed string
+	state  PodState
 	events []string
 }
 
@@ -84,11 +85,12 @@ func TestGateOneFirst(t *testing.T) {
 	clock := func() time.Time { return now }
 	store := &memStore{}
 	newPod := func(name string) *pod {
-		p := &pod{src: &fakeSource{}}
+		p := &pod{src: &fakeSource{}, state: PodState{Ready: true}}
 		p.src.set("1")
 		p.gate = NewGate(p.src, store, Options{Pod: name, Soak: 10 * time.Second, Expiry: 20 * time.Second, Clock: clock,
 			MaxBusy:    func() int { return 1 },
-			Failed:     func(context.Context, time.Time) string { return p.failed },
+			ReadPod:    func(context.Context) (PodState, error) { return p.state, nil },
+			Failed:     func(context.Context, time.Time, *PodState) string { return p.failed },
 			OnRejected: func(c, why string) { p.events = append(p.events, "rejected: "+why) },
 			OnRefused:  func(c, why string) { p.events = append(p.events, "refused: "+why) }})
 		return p
@@ -182,7 +184,7 @@ func TestGatePutsBackThePromotedContentMidSoak(t *testing.T) {
 	src.set("1")
 	failed := ""
 	g := NewGate(src, store, Options{Pod: "b", Soak: 10 * time.Second, Expiry: 20 * time.Second, Clock: func() time.Time { return now },
-		Failed: func(context.Context, time.Time) string { return failed }})
+		Failed: func(context.Context, time.Time, *PodState) string { return failed }})
 	ctx := context.Background()
 	g.step(ctx) // starts on v1
 	// Another pod tried v2 and promoted it.
@@ -243,4 +245,107 @@ func TestGateStartsOnAnEmptySnapshot(t *testing.T) {
 	assert.True(t, g.WaitForSync(ctx), "synced on the empty content")
 	assert.NotEmpty(t, SnapshotID(source.Snapshot{}))
 	g.step(ctx) // a second step neither panics nor publishes again
+}
+
+// The first pod deleted mid-soak: its app drains and goes not Ready, which says nothing of the
+// config. It gives its claim back without a verdict, and another pod takes the content at once
+// (before, it rejected the content for the whole workload, and its replacement started on it
+// alone: the change never reached the others).
+func TestGateFirstPodDeletedMidSoakGivesItsClaimBack(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	store := &memStore{}
+	newPod := func(name string) *pod {
+		p := &pod{src: &fakeSource{}, state: PodState{Ready: true}}
+		p.src.set("1")
+		p.gate = NewGate(p.src, store, Options{Pod: name, Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: clock,
+			ReadPod: func(context.Context) (PodState, error) { return p.state, nil },
+			// The app's health as Health judges it: a pod that was Ready and is not failed.
+			Failed: func(_ context.Context, _ time.Time, st *PodState) string {
+				if st != nil && !st.Ready {
+					return "the pod became not Ready after the config was laid out"
+				}
+				return ""
+			},
+			OnRejected: func(c, why string) { p.events = append(p.events, "rejected: "+why) }})
+		return p
+	}
+	ctx := context.Background()
+	a, b := newPod("a"), newPod("b")
+	a.gate.step(ctx)
+	b.gate.step(ctx)
+	a.src.set("2")
+	b.src.set("2")
+	a.gate.step(ctx)
+	require.Equal(t, "a", store.rec.First)
+	require.Equal(t, "v2", a.laid())
+
+	// a is deleted: its app drains (not Ready) while its sidecar still runs.
+	a.state = PodState{Ready: false, Terminating: true}
+	now = now.Add(2 * time.Second)
+	a.gate.step(ctx)
+	assert.Equal(t, Soaking, store.rec.State, "no verdict from a pod being deleted")
+	assert.Empty(t, store.rec.First, "its claim is given back")
+	assert.Empty(t, a.events)
+	b.gate.step(ctx)
+	assert.Equal(t, "b", store.rec.First, "another pod takes the content at once, not after expiry")
+	assert.Equal(t, "v2", b.laid())
+}
+
+// A sidecar that stops (SIGTERM) gives back its claim as Run returns; one that holds none
+// writes nothing.
+func TestGateGivesBackItsClaimWhenItStops(t *testing.T) {
+	store := &memStore{}
+	src := &fakeSource{}
+	src.set("1")
+	g := NewGate(src, store, Options{Pod: "a", Soak: time.Hour, Poll: time.Hour, Sample: time.Hour,
+		ReadPod: func(context.Context) (PodState, error) { return PodState{Ready: true}, nil }})
+	g.step(context.Background()) // starts on v1
+	src.set("2")
+	g.step(context.Background()) // claims v2
+	require.Equal(t, "a", store.rec.First)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.Run(ctx); close(done) }()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return after its context ended")
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	assert.Empty(t, store.rec.First, "the claim was given back")
+	assert.Equal(t, Soaking, store.rec.State)
+}
+
+// A pod that is not Ready for its own reasons does not claim a new content while a Ready pod
+// can; it follows once that content is promoted.
+func TestGateUnreadyPodLeavesTheTrialToAReadyOne(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	mk := func(name string, ready bool) *pod {
+		p := &pod{src: &fakeSource{}, state: PodState{Ready: ready}}
+		p.src.set("1")
+		p.gate = NewGate(p.src, store, Options{Pod: name, Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: func() time.Time { return now },
+			ReadPod: func(context.Context) (PodState, error) { return p.state, nil }})
+		return p
+	}
+	ctx := context.Background()
+	slow, ready := mk("slow", false), mk("ready", true)
+	slow.gate.step(ctx)
+	ready.gate.step(ctx)
+	slow.src.set("2")
+	ready.src.set("2")
+	slow.gate.step(ctx)
+	assert.Nil(t, store.rec, "the pod that is not Ready does not claim")
+	assert.Equal(t, "v1", slow.laid())
+	ready.gate.step(ctx)
+	require.Equal(t, "ready", store.rec.First)
+	now = now.Add(10 * time.Second)
+	ready.gate.step(ctx)
+	require.Equal(t, Promoted, store.rec.State)
+	slow.gate.step(ctx)
+	assert.Equal(t, "v2", slow.laid(), "it follows the promoted content")
+	assert.Empty(t, store.rec.Batch, "without a place in the batch")
 }

@@ -12,9 +12,9 @@ import (
 // reports it, the reload loop's result, and --health-url where given. Its reasons go on the
 // Lease, in Events and on /status, so they say what failed and never quote the config.
 type Health struct {
-	Ready        func(ctx context.Context) (bool, error) // the pod's Ready condition
-	ReloadFailed func(since time.Time) string            // the reload loop's failure since, or ""
-	URL          string                                  // --health-url; "" none
+	Pod          func(ctx context.Context) (PodState, error) // the pod as the API has it now
+	ReloadFailed func(since time.Time) string                // the reload loop's failure since, or ""
+	URL          string                                      // --health-url; "" none
 	Client       *http.Client
 	Soak, Poll   time.Duration
 	Clock        func() time.Time
@@ -27,14 +27,15 @@ type Health struct {
 // Begin notes how the pod stands as a content is laid out at since: a pod Ready then that goes
 // not Ready fails at once, rather than at the soak's end.
 func (h *Health) Begin(ctx context.Context, since time.Time) {
-	ready, err := h.Ready(ctx)
+	pod, err := h.Pod(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.since, h.wasReady = since, err == nil && ready
+	h.since, h.wasReady = since, err == nil && pod.Ready
 }
 
-// Failed says how the app failed since the content was laid out at since; "" when healthy.
-func (h *Health) Failed(ctx context.Context, since time.Time) string {
+// Failed says how the app failed since the content was laid out at since, pod being how the
+// pod stands now (nil: it could not be read); "" when healthy.
+func (h *Health) Failed(ctx context.Context, since time.Time, pod *PodState) string {
 	if why := h.ReloadFailed(since); why != "" {
 		return why
 	}
@@ -43,10 +44,10 @@ func (h *Health) Failed(ctx context.Context, since time.Time) string {
 			return why
 		}
 	}
-	ready, err := h.Ready(ctx)
-	if err != nil {
-		return "" // the API's trouble is not the app's: the soak goes on
+	if pod == nil {
+		return "" // the API's trouble is not the app's: the soak goes on, and ends on a sample that saw the pod
 	}
+	ready := pod.Ready
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.since.Equal(since) {

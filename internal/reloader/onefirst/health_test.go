@@ -36,28 +36,28 @@ func TestHealthFailed(t *testing.T) {
 	ready, code, reload := true, http.StatusOK, ""
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }))
 	defer app.Close()
-	h := &Health{Ready: func(context.Context) (bool, error) { return ready, nil }, ReloadFailed: func(time.Time) string { return reload },
+	h := &Health{Pod: func(context.Context) (PodState, error) { return PodState{Ready: ready}, nil }, ReloadFailed: func(time.Time) string { return reload },
 		URL: app.URL, Soak: 10 * time.Second, Poll: time.Second, Clock: func() time.Time { return now }}
 	ctx := context.Background()
 	since := now
-	assert.Empty(t, h.Failed(ctx, since))
+	assert.Empty(t, h.Failed(ctx, since, &PodState{Ready: ready}))
 	ready = false
-	assert.Contains(t, h.Failed(ctx, since), "became not Ready")
+	assert.Contains(t, h.Failed(ctx, since, &PodState{Ready: ready}), "became not Ready")
 	ready, code = true, http.StatusServiceUnavailable
-	assert.Equal(t, "--health-url answered 503", h.Failed(ctx, since))
+	assert.Equal(t, "--health-url answered 503", h.Failed(ctx, since, &PodState{Ready: ready}))
 	code, reload = http.StatusOK, "the app refused the reload request"
-	assert.Equal(t, "the app refused the reload request", h.Failed(ctx, since))
+	assert.Equal(t, "the app refused the reload request", h.Failed(ctx, since, &PodState{Ready: ready}))
 	reload = ""
 	ready = false
 	since = now.Add(time.Second) // a new content: what was seen of the last does not count
-	assert.Empty(t, h.Failed(ctx, since), "not Ready before and since: early in the soak, no verdict")
+	assert.Empty(t, h.Failed(ctx, since, &PodState{Ready: ready}), "not Ready before and since: early in the soak, no verdict")
 
 	// Ready as the content is laid out, not Ready at the first look after: failed at once.
 	ready = true
 	since = now.Add(2 * time.Second)
 	h.Begin(ctx, since)
 	ready = false
-	assert.Contains(t, h.Failed(ctx, since), "became not Ready")
+	assert.Contains(t, h.Failed(ctx, since, &PodState{Ready: ready}), "became not Ready")
 }
 
 // A redirect from the health URL is an answer of its own (a 302 to a login page is no health),

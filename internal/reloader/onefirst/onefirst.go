@@ -68,7 +68,35 @@ type View struct {
 	// Soak, so that only a pod that is gone loses it.
 	Expiry  time.Duration
 	MaxBusy int // --rollout-max-unavailable, resolved against the replicas; at least 1
+	// Standing is whether this pod can judge a config now, read from its pod where a decision
+	// depends on it (a claim, a place in a batch, a soak); Able where it was not read.
+	Standing Standing
+	// Unclaimed is how long this sidecar has seen Want with no pod trying it: a pod that is
+	// not Ready claims it only when no Ready pod has for Expiry. It starts again at 0 when the
+	// sidecar restarts: a restarted sidecar waits longer, never shorter.
+	Unclaimed time.Duration
 }
+
+// Standing is whether a pod can judge a config: only a pod that is Ready, and not being
+// deleted, can tell a config that breaks its app from its own trouble.
+type Standing int
+
+const (
+	// Able: Ready and not being deleted.
+	Able Standing = iota
+	// NotReady: not Ready for a reason of its own (a slow start, a readiness gate, a dependency
+	// down) or of the config it runs. It claims a new content only when no Ready pod has for
+	// a while (every pod may be unready for want of exactly that change), and it follows a
+	// promoted content without a place in the batch: it is unavailable already.
+	NotReady
+	// Terminating: being deleted. A draining app fails its readiness probe after SIGTERM,
+	// which says nothing of the config: the pod gives back its claim or place in the batch
+	// without a verdict, and takes no new content.
+	Terminating
+	// Unread: the pod could not be read (the API did not answer). A soak is not ended on
+	// such a sample, either way: it goes on until the pod can be read.
+	Unread
+)
 
 // Do is what a sidecar does next.
 type Do string
@@ -101,6 +129,12 @@ const (
 	// PutBack: Want was rejected and this pod runs it: lay out Record.Good, or the pod's last
 	// good files, and tell the app.
 	PutBack Do = "PutBack"
+	// Release: this pod is being deleted while it tries Want first or in a batch: give its
+	// claim or place back without a verdict, so that another pod takes it at once.
+	Release Do = "Release"
+	// Follow: Want is promoted and this pod is not Ready: lay it out without a place in the
+	// batch (the pod is unavailable already), and take it as good.
+	Follow Do = "Follow"
 )
 
 // Action is Decide's answer: what to do, and when to look again (zero: on the next change).
@@ -125,7 +159,7 @@ func Decide(v View) Action {
 		if v.Have == v.Want {
 			return Action{Do: Nothing} // runs it already; the record is about another content
 		}
-		return Action{Do: Claim} // Want is newer than the record's content: it supersedes it
+		return claim(v) // Want is newer than the record's content: it supersedes it
 	}
 	switch r.State {
 	case Rejected:
@@ -137,7 +171,7 @@ func Decide(v View) Action {
 		if r.First == v.Pod {
 			return firstSoak(v, r)
 		}
-		if expires := r.Renewed.Add(v.Expiry); v.Now.Before(expires) {
+		if expires := r.Renewed.Add(v.Expiry); r.First != "" && v.Now.Before(expires) {
 			if v.Have == v.Want {
 				return Action{Do: Nothing} // started on it while it is tried
 			}
@@ -146,13 +180,16 @@ func Decide(v View) Action {
 		if v.Have == v.Want {
 			return Action{Do: Nothing}
 		}
-		return Action{Do: Claim} // the first pod stopped renewing: take its place
+		return claim(v) // the first pod gave its claim back or stopped renewing: take its place
 	case Promoted:
 		if joined, ok := r.Batch[v.Pod]; ok {
 			return batchSoak(v, joined)
 		}
-		if v.Have == v.Want {
+		switch {
+		case v.Have == v.Want, v.Standing == Terminating:
 			return Action{Do: Nothing}
+		case v.Standing == NotReady:
+			return Action{Do: Follow}
 		}
 		busy, next := batchLoad(r.Batch, v.Now, v.Expiry)
 		if busy < max(v.MaxBusy, 1) {
@@ -165,13 +202,28 @@ func Decide(v View) Action {
 	return Action{Do: Nothing}
 }
 
+// claim is the step of a pod that would claim Want: only a pod that can judge it does.
+func claim(v View) Action {
+	switch {
+	case v.Standing == Terminating:
+		return Action{Do: Nothing} // its replacement starts on what the source holds
+	case v.Standing == NotReady && v.Unclaimed < v.Expiry:
+		return Action{Do: Wait, At: v.Now.Add(v.Expiry - v.Unclaimed)}
+	}
+	return Action{Do: Claim}
+}
+
 // firstSoak is the first pod's step while it soaks Want.
 func firstSoak(v View, r *Record) Action {
 	switch {
+	case v.Standing == Terminating:
+		return Action{Do: Release}
 	case v.Have != v.Want:
-		return Action{Do: Claim} // claimed, but not laid out (the sidecar restarted): again
+		return claim(v) // claimed, but not laid out (the sidecar restarted): again
 	case v.Failed != "":
 		return Action{Do: Reject}
+	case v.Standing == Unread:
+		return Action{Do: Renew} // no verdict on a sample that could not see the pod
 	case !v.Now.Before(r.Since.Add(v.Soak)):
 		return Action{Do: Promote}
 	}
@@ -181,10 +233,14 @@ func firstSoak(v View, r *Record) Action {
 // batchSoak is a batch pod's step while it soaks promoted Want.
 func batchSoak(v View, joined time.Time) Action {
 	switch {
+	case v.Standing == Terminating:
+		return Action{Do: Release}
 	case v.Have != v.Want:
 		return Action{Do: Join} // joined, but not laid out (the sidecar restarted): again
 	case v.Failed != "":
 		return Action{Do: Reject}
+	case v.Standing == Unread:
+		return Action{Do: Soak}
 	case !v.Now.Before(joined.Add(v.Soak)):
 		return Action{Do: Leave}
 	}

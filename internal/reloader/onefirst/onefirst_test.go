@@ -27,6 +27,8 @@ func TestDecide(t *testing.T) {
 		failed string
 		now    time.Duration
 		busy   int
+		stand  Standing
+		waited time.Duration // View.Unclaimed
 		do     Do
 		at     time.Duration // 0: no time
 	}{
@@ -68,12 +70,33 @@ func TestDecide(t *testing.T) {
 
 		{name: "rejected, never laid out here: keep what the pod has", pod: "b", want: "new", have: "old", rec: rejected, do: Refuse},
 		{name: "rejected, laid out here: put the good files back", pod: "a", want: "new", have: "new", rec: rejected, do: PutBack},
+
+		// Only a pod that can judge a config takes part.
+		{name: "a pod being deleted claims nothing: its replacement starts on what the source holds", pod: "b", want: "new", have: "old", stand: Terminating, do: Nothing},
+		{name: "a pod not Ready waits for a Ready pod to claim", pod: "b", want: "new", have: "old", stand: NotReady, waited: 10 * time.Second, do: Wait, at: 35 * time.Second},
+		{name: "just restarted, not Ready: it waits the whole expiry again", pod: "b", want: "new", have: "old", stand: NotReady, waited: 0, do: Wait, at: expiry},
+		{name: "a pod not Ready claims once no Ready pod did for the expiry (every pod may wait for this change)", pod: "b", want: "new", have: "old", stand: NotReady, waited: expiry, do: Claim},
+		{name: "the first pod, being deleted mid-soak, gives its claim back without a verdict", pod: "a", want: "new", have: "new", rec: soaking("a", 0, 0),
+			failed: "the pod became not Ready", now: 5 * time.Second, stand: Terminating, do: Release},
+		{name: "a claim given back is taken at once, not after expiry", pod: "b", want: "new", have: "old", rec: &Record{Content: "new", State: Soaking, Renewed: at(5 * time.Second)},
+			now: 6 * time.Second, do: Claim},
+		{name: "a claim given back: a pod not Ready still waits", pod: "b", want: "new", have: "old", rec: &Record{Content: "new", State: Soaking, Renewed: at(5 * time.Second)},
+			now: 6 * time.Second, stand: NotReady, do: Wait, at: 6*time.Second + expiry},
+		{name: "first: the pod could not be read at the soak's end: no verdict yet", pod: "a", want: "new", have: "new", rec: soaking("a", 0, 25*time.Second), now: soak, stand: Unread, do: Renew},
+		{name: "in the batch, being deleted: gives its place back", pod: "b", want: "new", have: "new",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 45 * time.Second, busy: 1, stand: Terminating, do: Release},
+		{name: "in the batch, not read at the soak's end: soak on", pod: "b", want: "new", have: "new",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 61 * time.Second, busy: 1, stand: Unread, do: Soak},
+		{name: "promoted, this pod not Ready: it follows without a place in the batch", pod: "c", want: "new", have: "old",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 40 * time.Second, busy: 1, stand: NotReady, do: Follow},
+		{name: "promoted, this pod being deleted: it keeps what it has", pod: "c", want: "new", have: "old", rec: promoted(nil), busy: 1, stand: Terminating, do: Nothing},
+
 		{name: "a state a newer sidecar wrote: leave the pod as it is", pod: "b", want: "new", have: "old",
 			rec: &Record{Content: "new", State: "Paused"}, do: Nothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Decide(View{Pod: tc.pod, Want: tc.want, Have: tc.have, Record: tc.rec, Failed: tc.failed,
-				Now: at(tc.now), Soak: soak, Expiry: expiry, MaxBusy: tc.busy})
+				Now: at(tc.now), Soak: soak, Expiry: expiry, MaxBusy: tc.busy, Standing: tc.stand, Unclaimed: tc.waited})
 			want := Action{Do: tc.do}
 			if tc.at != 0 {
 				want.At = at(tc.at)

@@ -1,27 +1,73 @@
 package onefirst
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
 
-// Pod is what a sidecar reads of its own pod: the workload it belongs to, and whether kubelet
-// reports it Ready.
+// Pod is what a sidecar reads of its own pod: the workload it belongs to, whether kubelet
+// reports it Ready, whether it is being deleted, and what judges its readiness.
 type Pod struct {
 	WorkloadKind, Workload string
-	Ready                  bool
+	PodState
+	// Probes are the readiness probes of its containers; ReadinessGates counts the spec's
+	// readiness gates (conditions another controller sets).
+	Probes         []Probe
+	ReadinessGates int
+}
+
+// PodState is how a pod stands now, for the gate.
+type PodState struct {
+	Ready       bool
+	Terminating bool // metadata.deletionTimestamp is set
+}
+
+// Standing is what the gate decides by.
+func (p PodState) Standing() Standing {
+	switch {
+	case p.Terminating:
+		return Terminating
+	case !p.Ready:
+		return NotReady
+	}
+	return Able
+}
+
+// Probe is one container's readiness probe: how long a failing app takes to show as not Ready.
+type Probe struct {
+	Container        string
+	HTTPPort         string // an httpGet probe's port, number or name; "" for another kind
+	PeriodSeconds    int32  // 0: the API's default, 10
+	FailureThreshold int32  // 0: the API's default, 3
 }
 
 type podJSON struct {
 	Metadata struct {
-		Labels          map[string]string `json:"labels"`
-		OwnerReferences []ownerRef        `json:"ownerReferences"`
+		Labels            map[string]string `json:"labels"`
+		OwnerReferences   []ownerRef        `json:"ownerReferences"`
+		DeletionTimestamp string            `json:"deletionTimestamp"`
 	} `json:"metadata"`
+	Spec struct {
+		Containers []struct {
+			Name           string `json:"name"`
+			ReadinessProbe *struct {
+				PeriodSeconds    int32 `json:"periodSeconds"`
+				FailureThreshold int32 `json:"failureThreshold"`
+				HTTPGet          *struct {
+					Port json.RawMessage `json:"port"`
+				} `json:"httpGet"`
+			} `json:"readinessProbe"`
+		} `json:"containers"`
+		ReadinessGates []json.RawMessage `json:"readinessGates"`
+	} `json:"spec"`
 	Status struct {
 		Conditions []struct {
 			Type   string `json:"type"`
@@ -58,7 +104,41 @@ func ReadPod(ctx context.Context, client rest.Interface, namespace, name string)
 			out.Ready = c.Status == "True"
 		}
 	}
+	out.Terminating = p.Metadata.DeletionTimestamp != ""
+	for _, c := range p.Spec.Containers {
+		if pr := c.ReadinessProbe; pr != nil {
+			probe := Probe{Container: c.Name, PeriodSeconds: pr.PeriodSeconds, FailureThreshold: pr.FailureThreshold}
+			if pr.HTTPGet != nil {
+				probe.HTTPPort = strings.Trim(string(pr.HTTPGet.Port), `"`)
+			}
+			out.Probes = append(out.Probes, probe)
+		}
+	}
+	out.ReadinessGates = len(p.Spec.ReadinessGates)
 	return out, nil
+}
+
+// JudgeWarnings says, at start, what keeps a soak from judging the app: nothing to judge it by
+// (no readiness probe, no readiness gate, no --health-url: only a refused reload fails a
+// config), or a soak shorter than a readiness probe needs to show a failing app as not Ready.
+// A probe on ownPort (the reloader's own /readyz, in a sidecar that is a regular container)
+// judges the reloader, not the app.
+func JudgeWarnings(p Pod, soak time.Duration, healthURL, ownPort string) []string {
+	p.Probes = slices.DeleteFunc(slices.Clone(p.Probes), func(pr Probe) bool { return ownPort != "" && pr.HTTPPort == ownPort })
+	if len(p.Probes) == 0 && p.ReadinessGates == 0 && healthURL == "" {
+		return []string{"nothing judges a new config during its soak: the pod's containers have no readiness probe and --health-url is not set, " +
+			"so only a refused reload rejects a config; add a readiness probe to the app's container or set --health-url"}
+	}
+	var out []string
+	for _, pr := range p.Probes {
+		period, threshold := cmp.Or(pr.PeriodSeconds, 10), cmp.Or(pr.FailureThreshold, 3)
+		if shows := time.Duration(period*threshold) * time.Second; soak < shows {
+			out = append(out, fmt.Sprintf("--rollout-soak=%s is shorter than container %s's readiness probe needs to show a failing app as not Ready "+
+				"(periodSeconds %d × failureThreshold %d = %s): a config that breaks the app can pass its soak; give a soak of at least %s",
+				soak, pr.Container, period, threshold, shows, shows))
+		}
+	}
+	return out
 }
 
 // WorkloadOf is the workload a pod's controller stands for: a ReplicaSet's Deployment (or Argo

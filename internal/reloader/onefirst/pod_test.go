@@ -3,6 +3,7 @@ package onefirst
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,4 +60,40 @@ func TestLeaseName(t *testing.T) {
 	assert.NotEqual(t, a, LeaseName("Deployment", "web", []string{"secret web/tls"}), "one Lease per source")
 	long := LeaseName("StatefulSet", strings.Repeat("a", 253), nil)
 	assert.LessOrEqual(t, len(long), 253)
+}
+
+func TestJudgeWarnings(t *testing.T) {
+	probe := func(container, port string, period, threshold int32) Probe {
+		return Probe{Container: container, HTTPPort: port, PeriodSeconds: period, FailureThreshold: threshold}
+	}
+	for _, tc := range []struct {
+		name      string
+		pod       Pod
+		soak      time.Duration
+		healthURL string
+		want      []string // substrings, one a warning
+	}{
+		{name: "nothing judges the app", pod: Pod{}, soak: 30 * time.Second, want: []string{"nothing judges a new config"}},
+		{name: "--health-url judges it", pod: Pod{}, soak: 30 * time.Second, healthURL: "http://localhost:8080/healthz"},
+		{name: "a readiness gate judges it", pod: Pod{ReadinessGates: 1}, soak: 30 * time.Second},
+		{name: "the reloader's own probe judges only the reloader", pod: Pod{Probes: []Probe{probe("reloader", "9533", 1, 1)}}, soak: 30 * time.Second,
+			want: []string{"nothing judges a new config"}},
+		{name: "a probe the soak outlasts", pod: Pod{Probes: []Probe{probe("app", "8080", 1, 3)}}, soak: 30 * time.Second},
+		{name: "a soak shorter than the probe needs", pod: Pod{Probes: []Probe{probe("app", "http", 10, 3)}}, soak: 10 * time.Second,
+			want: []string{"--rollout-soak=10s is shorter than container app's readiness probe needs", "give a soak of at least 30s"}},
+		{name: "the API's defaults: 10 s × 3", pod: Pod{Probes: []Probe{probe("app", "", 0, 0)}}, soak: 29 * time.Second,
+			want: []string{"periodSeconds 10 × failureThreshold 3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := JudgeWarnings(tc.pod, tc.soak, tc.healthURL, "9533")
+			if len(tc.want) == 0 {
+				assert.Empty(t, got)
+				return
+			}
+			require.Len(t, got, 1)
+			for _, w := range tc.want {
+				assert.Contains(t, got[0], w)
+			}
+		})
+	}
 }

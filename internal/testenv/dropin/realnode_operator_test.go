@@ -38,7 +38,7 @@ func TestPrometheusOperatorOnARealNode(t *testing.T) {
 	client := adminClient(t)
 	require.NoError(t, node.ImportLayoutImage(ctx(t), testpod.Layout(t), "reloader", ourImage))
 	importPrometheus(t, node, prometheus)
-	ns := testcluster.Namespace(t, client)
+	ns := c.Namespace(t, client)
 	testcluster.StartPrometheusOperator(t, cluster, ourImage, ns)
 	node.ScheduleHereOnly(t, client)
 	dyn, err := dynamic.NewForConfig(cluster.Config())

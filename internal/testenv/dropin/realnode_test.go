@@ -53,7 +53,7 @@ func TestPrometheusChartOnARealNode(t *testing.T) {
 		spec.Containers[i].Image = map[bool]string{true: ourImage, false: prometheusImage}[ctr.Name == "prometheus-server-configmap-reload"]
 	}
 
-	ns := testcluster.Namespace(t, client)
+	ns := c.Namespace(t, client)
 	node.ScheduleHereOnly(t, client)
 	promConfig := func(interval string) map[string]string {
 		return map[string]string{"prometheus.yml": "global:\n  scrape_interval: " + interval + "\n", "alerting_rules.yml": "{}\n"}

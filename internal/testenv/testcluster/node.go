@@ -26,7 +26,10 @@ import (
 // volumes, probes them and signals them. One runs per host at a time (kubelet and containerd
 // use fixed host paths); a cluster starts it on demand and stops it first when it stops.
 type Node struct {
-	Name        string
+	Name string
+	// Waited is how long its start waited for another test binary's node on this host: a
+	// caller moves its own deadline by it (MoveDeadline).
+	Waited      time.Duration
 	dir         string
 	sock        string
 	host        *hostState
@@ -101,6 +104,24 @@ func NodeHostChanges() string {
 		"only the node's entries are removed from them), and network interfaces of its own (the pods' bridge, the kubernetes Service's address)"
 }
 
+// MoveDeadline returns ctx with its deadline, if it has one, moved later by d: time spent
+// waiting for a shared resource (the host's node, held by another test binary) is no part of
+// a caller's time. A cancel of ctx (an interrupt) still ends the returned context; cancel
+// releases it.
+func MoveDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok || d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	moved, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(d))
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	return moved, func() { stop(); cancel() }
+}
+
 // NodeOptions change how the real node runs.
 type NodeOptions struct {
 	// DefaultSyncPeriod runs kubelet at its own default sync period (1 minute) instead of 1 s:
@@ -156,17 +177,9 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (_ *Node, err er
 	}
 	// The caller's deadline is for the start, not for another test binary's tests on the node;
 	// a cancel (an interrupt) still stops it.
-	if d, ok := ctx.Deadline(); ok {
-		parent := ctx
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(context.WithoutCancel(parent), d.Add(time.Since(start)))
-		defer cancel()
-		defer context.AfterFunc(parent, func() {
-			if !errors.Is(parent.Err(), context.DeadlineExceeded) {
-				cancel()
-			}
-		})()
-	}
+	waited := time.Since(start)
+	ctx, cancel := MoveDeadline(ctx, waited)
+	defer cancel()
 	if err := restoreStaleHost(); err != nil {
 		unlock()
 		return nil, err
@@ -183,7 +196,7 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (_ *Node, err er
 		unlock()
 		return nil, err
 	}
-	n := &Node{dir: dir, sock: filepath.Join(dir, "containerd", "containerd.sock"), host: host, opts: o}
+	n := &Node{dir: dir, sock: filepath.Join(dir, "containerd", "containerd.sock"), host: host, opts: o, Waited: waited}
 	n.unlock = unlock
 	defer func() {
 		if err != nil {

@@ -28,6 +28,22 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// nodeTestTimeout bounds what a node test does once its node runs: generous, so that a slow or
+// busy machine passes, and it never counts the wait for another test binary's node.
+const nodeTestTimeout = 5 * time.Minute
+
+// nodeForTest starts c's real node and returns it with the test's context, whose deadline starts
+// once the node is up: the wait for the host's node lock (another test binary's node) is no
+// part of the test's time, and the start has bounds of its own (containerd, kubelet Ready).
+func nodeForTest(t *testing.T, c *Cluster) (*Node, context.Context) {
+	t.Helper()
+	n, err := c.Node(t.Context())
+	require.NoError(t, err, "start the real node")
+	ctx, cancel := context.WithTimeout(t.Context(), nodeTestTimeout)
+	t.Cleanup(cancel)
+	return n, ctx
+}
+
 // A test binary killed while its node runs leaves kubelet's and containerd's changes behind:
 // containers and their shims, mounts, cgroups, sysctls, links to its logs. The next node's start
 // undoes them, and its own stop leaves the host as it was before either, touching nothing of
@@ -40,13 +56,10 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 	t.Cleanup(other.done) // after a failure; at the end of a pass it has run already
 	otherLink := other.logLink(t)
 	c := ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	n, ctx := nodeForTest(t, c)
 	client := kubernetes.NewForConfigOrDie(c.Config())
-	n, err := c.Node(ctx)
-	require.NoError(t, err)
 	ns := Namespace(t, client)
-	_, err = client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+	_, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "sleeper"},
 		Spec: corev1.PodSpec{
 			NodeName:    n.Name,
@@ -138,14 +151,11 @@ func TestNodeStartAfterAKilledRunCleansUp(t *testing.T) {
 func TestNodeKeepsPodsAndKubeletToTheHost(t *testing.T) {
 	needNodeHost(t)
 	c := ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	n, ctx := nodeForTest(t, c)
 	client := kubernetes.NewForConfigOrDie(c.Config())
-	n, err := c.Node(ctx)
-	require.NoError(t, err)
 	ns := Namespace(t, client)
 	no := false
-	_, err = client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+	_, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "sleeper"},
 		Spec: corev1.PodSpec{
 			NodeName:                     n.Name,
