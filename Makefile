@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 30m
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can report a spurious
 # "context deadline exceeded" at the boundary (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 20000x
-FUZZ_TARGETS := FuzzValidatePath:./internal/reloader/unpack FuzzParseRef:./internal/reloader/apisource FuzzParseRecord:./internal/reloader/onefirst FuzzParseIndex:./internal/wave/revisions FuzzParse:./internal/wave/revisionhook \
+FUZZ_TARGETS := FuzzValidatePath:./internal/reloader/unpack FuzzParseRef:./internal/reloader/apisource FuzzParseRecord:./internal/reloader/onefirst FuzzParseKept:./internal/reloader/onefirst FuzzParseIndex:./internal/wave/revisions FuzzParse:./internal/wave/revisionhook \
 	FuzzParseCodeSet:./internal/reloader/notify FuzzParseSignal:./internal/reloader/notify \
 	FuzzReloaderFlags:./cmd/reloader FuzzParseItem:./cmd/reloader FuzzParseHeader:./cmd/reloader \
 	FuzzWaveFlags:./cmd/wave FuzzLayoutFiles:./internal/reloader/reload \

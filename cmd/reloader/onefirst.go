@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -84,6 +85,7 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 	}
 	gate := onefirst.NewGate(src, store, onefirst.Options{
 		Pod: pod, Soak: cfg.rollout.soak, Expiry: expiry, MaxBusy: maxBusy, ReadPod: readPod, Failed: health.Failed, Began: health.Begin,
+		Keep: onefirst.KeptFile{Path: filepath.Join(cfg.root, onefirst.KeptName)}, Record: store.Name,
 		Poll:   10 * time.Second, // the Lease's watch wakes the gate; this is the safety net
 		Sample: time.Second,
 		Jitter: 300 * time.Millisecond,

@@ -64,6 +64,17 @@ type Options struct {
 	// content the others rejected (it has no other).
 	OnRejected, OnRefused, OnStartedRejected func(content, reason string)
 	Clock                                    func() time.Time
+	// Keep keeps what is laid out and what is good beside the config, for a restarted
+	// sidecar to resume from (KeptFile); nil keeps nothing. Record names the record (the
+	// Lease) the state belongs to.
+	Keep   Keeper
+	Record string
+}
+
+// Keeper keeps a sidecar's state across restarts of its container (KeptFile).
+type Keeper interface {
+	Load() (Kept, bool, error)
+	Save(Kept) error
 }
 
 // Status is what /status shows of the gate.
@@ -107,6 +118,9 @@ type Gate struct {
 	// stopping: this pod's sidecar is stopping (SIGTERM): it gives back its claim or place in
 	// the batch and does nothing else (released once it did).
 	stopping, released bool
+	// resumed: the sidecar restarted and resumed from its kept state; a soak it was in
+	// restarts, as the judgement of the app restarted with it (View.Resumed).
+	loaded, resumed bool
 }
 
 // NewGate gates inner with the record in store.
@@ -227,6 +241,10 @@ func (g *Gate) step(parent context.Context) time.Time {
 	ctx, cancel := context.WithTimeout(parent, callTimeout)
 	defer cancel()
 	now := g.opts.Clock()
+	if !g.loaded {
+		g.loaded = true
+		g.resume(now)
+	}
 	poll := now.Add(g.opts.Poll)
 	snap := g.inner.Snapshot()
 	want := SnapshotID(snap)
@@ -252,6 +270,8 @@ func (g *Gate) step(parent context.Context) time.Time {
 	// The pod is read only where the decision depends on it: while it soaks, and before a
 	// claim or a join.
 	soaking := have == want && have != "" && soaks(rec, want, g.opts.Pod)
+	v.Resumed = g.resumed && soaking
+	g.resumed = v.Resumed // a soak that begins later is a soak of its own
 	if soaking || g.stopping {
 		v = g.withPod(ctx, v, soaking, laidAt)
 	}
@@ -422,6 +442,23 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 			klog.InfoS("this pod is being deleted or its reloader stops: gave back its turn to try the config, without a verdict", "content", want)
 		}
 		return poll
+	case Resoak:
+		r := *rec
+		if r.State == Soaking && r.First == g.opts.Pod {
+			r.Since, r.Renewed = now, now
+		} else {
+			r.Batch = maps.Clone(rec.Batch)
+			r.Batch[g.opts.Pod] = now
+		}
+		if put(r) {
+			g.resumed = false
+			g.mu.Lock()
+			g.laidAt = now
+			g.mu.Unlock()
+			g.began(ctx, now)
+			klog.InfoS("the reloader restarted while this pod tried a config: its soak starts again", "content", want)
+		}
+		return now.Add(g.opts.Sample)
 	case Follow:
 		g.publish(snap, want, now)
 		g.setGood(snap, want)
@@ -480,21 +517,28 @@ func (g *Gate) putBack(now time.Time) {
 	g.publish(good, id, now)
 }
 
+// publish hands s to the reload loop to lay out. What is laid out is kept first (Keep): a
+// sidecar killed after the loop laid s out resumes with s, never with what it replaced.
 func (g *Gate) publish(s source.Snapshot, id string, now time.Time) {
 	if id == "" {
 		return // nothing to lay out: SnapshotID names every snapshot, even an empty one
 	}
 	g.mu.Lock()
 	first := g.pubID == ""
-	if g.pubID != id {
+	changed := g.pubID != id
+	if changed {
 		g.published, g.pubID, g.laidAt = s, id, now
 		g.status.Content = id
+	}
+	kept := g.keptLocked()
+	g.mu.Unlock()
+	if changed {
+		g.save(kept)
 		select {
 		case g.changed <- struct{}{}:
 		default:
 		}
 	}
-	g.mu.Unlock()
 	if first {
 		close(g.synced)
 	}
@@ -502,8 +546,66 @@ func (g *Gate) publish(s source.Snapshot, id string, now time.Time) {
 
 func (g *Gate) setGood(s source.Snapshot, id string) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	changed := g.goodID != id
 	g.good, g.goodID = s, id
+	kept := g.keptLocked()
+	g.mu.Unlock()
+	if changed {
+		g.save(kept)
+	}
+}
+
+// keptLocked is what Keep keeps now; g.mu is held.
+func (g *Gate) keptLocked() Kept {
+	k := Kept{Lease: g.opts.Record}
+	if g.pubID != "" {
+		snap := g.published
+		k.Laid = &KeptSet{ID: g.pubID, Snapshot: &snap}
+	}
+	if g.goodID != "" {
+		snap := g.good
+		k.Good = &KeptSet{ID: g.goodID, Snapshot: &snap}
+	}
+	return k
+}
+
+// save keeps k; a failure is logged, and the sidecar goes on with what it has in memory (a
+// restart then starts over, as without a kept state).
+func (g *Gate) save(k Kept) {
+	if g.opts.Keep == nil || k.Laid == nil {
+		return
+	}
+	if err := g.opts.Keep.Save(k); err != nil {
+		klog.ErrorS(err, "cannot keep what this pod laid out beside the config; a restart of the reloader would lay out the newest config over it")
+	}
+}
+
+// resume takes up the kept state of this sidecar's last run in this pod: what it laid out is
+// what it has (published at once, so the reload loop lays out nothing else), and a soak it was
+// in starts again.
+func (g *Gate) resume(now time.Time) {
+	if g.opts.Keep == nil {
+		return
+	}
+	k, ok, err := g.opts.Keep.Load()
+	switch {
+	case err != nil:
+		klog.InfoS("warning: "+err.Error()+"; starting as a new pod does", "pod", g.opts.Pod)
+		return
+	case !ok:
+		return
+	case k.Lease != g.opts.Record:
+		klog.InfoS("the kept one-first state is about other sources; starting as a new pod does", "kept", k.Lease, "lease", g.opts.Record)
+		return
+	}
+	g.mu.Lock()
+	if k.Good != nil {
+		g.good, g.goodID = *k.Good.Snapshot, k.Good.ID
+	}
+	g.mu.Unlock()
+	g.resumed = true
+	g.publish(*k.Laid.Snapshot, k.Laid.ID, now)
+	klog.InfoS("resumed after a restart: the config laid out before it stays until the pods decide otherwise", "content", k.Laid.ID, "good", g.goodID)
 }
 
 // note keeps what /status shows.

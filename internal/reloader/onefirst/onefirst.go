@@ -71,6 +71,9 @@ type View struct {
 	// Standing is whether this pod can judge a config now, read from its pod where a decision
 	// depends on it (a claim, a place in a batch, a soak); Able where it was not read.
 	Standing Standing
+	// Resumed: this sidecar restarted while this pod soaked Want (its kept state says what it
+	// had laid out): the judgement of the app restarted with it, so the soak starts again.
+	Resumed bool
 	// Unclaimed is how long this sidecar has seen Want with no pod trying it: a pod that is
 	// not Ready claims it only when no Ready pod has for Expiry. It starts again at 0 when the
 	// sidecar restarts: a restarted sidecar waits longer, never shorter.
@@ -132,6 +135,9 @@ const (
 	// Release: this pod is being deleted while it tries Want first or in a batch: give its
 	// claim or place back without a verdict, so that another pod takes it at once.
 	Release Do = "Release"
+	// Resoak: this pod soaks Want and its sidecar restarted meanwhile: start the soak again
+	// (the claim's Since, or the place in the batch) and judge the app from now.
+	Resoak Do = "Resoak"
 	// Follow: Want is promoted and this pod is not Ready: lay it out without a place in the
 	// batch (the pod is unavailable already), and take it as good.
 	Follow Do = "Follow"
@@ -220,6 +226,8 @@ func firstSoak(v View, r *Record) Action {
 		return Action{Do: Release}
 	case v.Have != v.Want:
 		return claim(v) // claimed, but not laid out (the sidecar restarted): again
+	case v.Resumed:
+		return Action{Do: Resoak}
 	case v.Failed != "":
 		return Action{Do: Reject}
 	case v.Standing == Unread:
@@ -237,6 +245,8 @@ func batchSoak(v View, joined time.Time) Action {
 		return Action{Do: Release}
 	case v.Have != v.Want:
 		return Action{Do: Join} // joined, but not laid out (the sidecar restarted): again
+	case v.Resumed:
+		return Action{Do: Resoak}
 	case v.Failed != "":
 		return Action{Do: Reject}
 	case v.Standing == Unread:

@@ -19,18 +19,19 @@ func TestDecide(t *testing.T) {
 	}
 	rejected := &Record{Content: "new", State: Rejected, First: "a", Reason: "not Ready", Good: "old"}
 	for _, tc := range []struct {
-		name   string
-		pod    string
-		want   string
-		have   string
-		rec    *Record
-		failed string
-		now    time.Duration
-		busy   int
-		stand  Standing
-		waited time.Duration // View.Unclaimed
-		do     Do
-		at     time.Duration // 0: no time
+		name    string
+		pod     string
+		want    string
+		have    string
+		rec     *Record
+		failed  string
+		now     time.Duration
+		busy    int
+		stand   Standing
+		waited  time.Duration // View.Unclaimed
+		resumed bool
+		do      Do
+		at      time.Duration // 0: no time
 	}{
 		{name: "nothing in the source yet", want: "", have: "", do: Nothing},
 		{name: "a pod's first content is laid out at once: an app cannot start on none", want: "new", have: "", rec: soaking("a", 0, 0), do: Start},
@@ -44,6 +45,11 @@ func TestDecide(t *testing.T) {
 		{name: "first: the soak is over and healthy: promote", pod: "a", want: "new", have: "new", rec: soaking("a", 0, 25*time.Second), now: soak, do: Promote},
 		{name: "first: its app failed: reject", pod: "a", want: "new", have: "new", rec: soaking("a", 0, 0), failed: "not Ready", now: 5 * time.Second, do: Reject},
 		{name: "first: a failure at the soak's last moment still rejects", pod: "a", want: "new", have: "new", rec: soaking("a", 0, 0), failed: "503", now: 40 * time.Second, do: Reject},
+		{name: "just restarted mid-soak (kept state): the soak starts again", pod: "a", want: "new", have: "new", rec: soaking("a", 0, 25*time.Second),
+			failed: "", now: soak, resumed: true, do: Resoak},
+		{name: "just restarted in the batch: the soak starts again", pod: "b", want: "new", have: "new",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 61 * time.Second, busy: 1, resumed: true, do: Resoak},
+		{name: "just restarted, being deleted: gives the claim back", pod: "a", want: "new", have: "new", rec: soaking("a", 0, 0), resumed: true, stand: Terminating, do: Release},
 		{name: "first: claimed but not laid out (the sidecar restarted): claim again", pod: "a", want: "new", have: "old", rec: soaking("a", 0, 0), now: 5 * time.Second, do: Claim},
 
 		{name: "another pod soaks it: wait for its claim to end", pod: "b", want: "new", have: "old", rec: soaking("a", 0, 10*time.Second), now: 20 * time.Second, do: Wait, at: 55 * time.Second},
@@ -96,7 +102,7 @@ func TestDecide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Decide(View{Pod: tc.pod, Want: tc.want, Have: tc.have, Record: tc.rec, Failed: tc.failed,
-				Now: at(tc.now), Soak: soak, Expiry: expiry, MaxBusy: tc.busy, Standing: tc.stand, Unclaimed: tc.waited})
+				Now: at(tc.now), Soak: soak, Expiry: expiry, MaxBusy: tc.busy, Standing: tc.stand, Unclaimed: tc.waited, Resumed: tc.resumed})
 			want := Action{Do: tc.do}
 			if tc.at != 0 {
 				want.At = at(tc.at)

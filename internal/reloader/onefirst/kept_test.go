@@ -1,0 +1,157 @@
+package onefirst
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestKeptFileRoundTrip(t *testing.T) {
+	f := KeptFile{Path: filepath.Join(t.TempDir(), KeptName)}
+	_, ok, err := f.Load()
+	require.NoError(t, err)
+	assert.False(t, ok, "no state before the first save")
+
+	src := &fakeSource{}
+	src.set("1")
+	good := src.Snapshot()
+	src.set("2")
+	laid := src.Snapshot()
+	for _, tc := range []struct {
+		name string
+		kept Kept
+	}{
+		{"a trial over a good content", Kept{Lease: "l", Laid: &KeptSet{ID: SnapshotID(laid), Snapshot: &laid}, Good: &KeptSet{ID: SnapshotID(good), Snapshot: &good}}},
+		{"the good content laid out, kept once", Kept{Lease: "l", Laid: &KeptSet{ID: SnapshotID(good), Snapshot: &good}, Good: &KeptSet{ID: SnapshotID(good), Snapshot: &good}}},
+		{"no good content known", Kept{Lease: "l", Laid: &KeptSet{ID: SnapshotID(laid), Snapshot: &laid}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, f.Save(tc.kept))
+			info, err := os.Stat(f.Path)
+			require.NoError(t, err)
+			assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), "it holds what the config holds")
+			got, ok, err := f.Load()
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.Equal(t, tc.kept, got)
+		})
+	}
+}
+
+func TestParseKeptRefuses(t *testing.T) {
+	src := &fakeSource{}
+	src.set("1")
+	snap := src.Snapshot()
+	for _, tc := range []struct{ name, body, err string }{
+		{"another format", `{"lease":"l"}`, "not a state this reloader wrote"},
+		{"not JSON", keptVersion + "{", "unexpected end"},
+		{"nothing laid out", keptVersion + `{"lease":"l"}`, "names no content laid out"},
+		{"objects that are not the content named", keptVersion + `{"lease":"l","laid":{"id":"0123","snapshot":{"Objects":[]}}}`, "does not match the objects kept for it"},
+		{"a good content without its objects", keptVersion + `{"lease":"l","laid":{"id":"` + SnapshotID(snap) + `","snapshot":{}},"good":{"id":"x"}}`, "has no objects"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseKept([]byte(tc.body))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.err)
+		})
+	}
+}
+
+func FuzzParseKept(f *testing.F) {
+	f.Add([]byte(keptVersion + `{"lease":"l","laid":{"id":"x","snapshot":{}}}`))
+	f.Add([]byte(keptVersion + `{"lease":"l","laid":{"id":"a","snapshot":{"Objects":[{"Kind":"ConfigMap","Name":"n","Data":{"k":"dg=="}}]}},"good":{"id":"a"}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, err := parseKept(b)
+		if err != nil {
+			return
+		}
+		// What it accepts names content it holds: ids match their objects.
+		if SnapshotID(*k.Laid.Snapshot) != k.Laid.ID || k.Good != nil && SnapshotID(*k.Good.Snapshot) != k.Good.ID {
+			t.Fatalf("accepted a state whose ids do not match their objects: %q", b)
+		}
+	})
+}
+
+// A sidecar restarted after its pod rejected a content (an OOM kill, a failed liveness probe):
+// it keeps the good config laid out, never the rejected one its source holds (before, it laid
+// the newest content out at start, called it good, and could never put it back).
+func TestGateRestartAfterARejectionKeepsTheGoodConfig(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	keep := KeptFile{Path: filepath.Join(t.TempDir(), KeptName)}
+	src := &fakeSource{}
+	src.set("1")
+	failed := ""
+	newGate := func() *Gate {
+		return NewGate(src, store, Options{Pod: "a", Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: func() time.Time { return now },
+			Failed: func(context.Context, time.Time, *PodState) string { return failed }, Keep: keep, Record: "web"})
+	}
+	ctx := context.Background()
+	g := newGate()
+	g.step(ctx)
+	src.set("2")
+	g.step(ctx)
+	require.Equal(t, "v2", string(g.Snapshot().Objects[0].Data["nginx.conf"]))
+	failed = "the pod became not Ready"
+	now = now.Add(2 * time.Second)
+	g.step(ctx)
+	require.Equal(t, Rejected, store.rec.State)
+	require.Equal(t, "v1", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "put back")
+
+	// The sidecar's container is killed and restarted: a new process, the same emptyDir.
+	failed = ""
+	now = now.Add(time.Second)
+	g = newGate()
+	g.step(ctx)
+	assert.Equal(t, "v1", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "the restarted sidecar keeps the good config")
+	assert.Equal(t, Refuse, g.CurrentStatus().Doing)
+	assert.False(t, g.CurrentStatus().RunsRejected)
+}
+
+// The first pod's sidecar restarted mid-soak: its judgement of the app restarted with it, so
+// it does not promote at the old soak's end; the soak starts again.
+func TestGateRestartMidSoakStartsTheSoakAgain(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	keep := KeptFile{Path: filepath.Join(t.TempDir(), KeptName)}
+	src := &fakeSource{}
+	src.set("1")
+	newGate := func() *Gate {
+		return NewGate(src, store, Options{Pod: "a", Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: func() time.Time { return now }, Keep: keep, Record: "web"})
+	}
+	ctx := context.Background()
+	g := newGate()
+	g.step(ctx)
+	src.set("2")
+	g.step(ctx)
+	require.Equal(t, "a", store.rec.First)
+	now = now.Add(9 * time.Second)
+	g = newGate() // restarted a second before the soak's end
+	g.step(ctx)
+	assert.Equal(t, "v2", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "it keeps the content under trial")
+	assert.Equal(t, now, store.rec.Since, "its soak starts again")
+	now = now.Add(2 * time.Second)
+	g.step(ctx)
+	assert.Equal(t, Soaking, store.rec.State, "not promoted at the old soak's end")
+	now = now.Add(8 * time.Second)
+	g.step(ctx)
+	assert.Equal(t, Promoted, store.rec.State, "promoted after a whole soak of its own")
+}
+
+// A state kept for other sources (the pod's flags changed) is not resumed.
+func TestGateIgnoresAStateForOtherSources(t *testing.T) {
+	keep := KeptFile{Path: filepath.Join(t.TempDir(), KeptName)}
+	src := &fakeSource{}
+	src.set("1")
+	old := src.Snapshot()
+	require.NoError(t, keep.Save(Kept{Lease: "other", Laid: &KeptSet{ID: SnapshotID(old), Snapshot: &old}}))
+	src.set("2")
+	g := NewGate(src, &memStore{}, Options{Pod: "a", Soak: time.Second, Keep: keep, Record: "web"})
+	g.step(context.Background())
+	assert.Equal(t, "v2", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "starts on what its source holds")
+}
