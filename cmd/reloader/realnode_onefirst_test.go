@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/testenv/testpod"
@@ -190,6 +192,36 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	metrics := getFromPod(t, first.Status.PodIP+":9533", "/metrics")
 	assert.Contains(t, metrics, "configwave_reloader_rollout_rejected_total 1")
 
+	// The first pod's sidecar killed after its rejection (SIGKILL, as an OOM kill does): kubelet
+	// restarts it, and it keeps the good config, never the rejected one its ConfigMap still
+	// holds (it resumes from what it keeps beside the config). Sampled every 100 ms for a soak
+	// and 5 s after the restart.
+	var sidecarID string
+	for _, c := range first.Status.InitContainerStatuses {
+		if c.Name == "reloader" {
+			sidecarID = c.ContainerID
+		}
+	}
+	pid, err := node.ContainerPID(ctx(t), sidecarID)
+	require.NoError(t, err, "the first pod's sidecar")
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	require.Eventually(t, func() bool {
+		p, err := client.CoreV1().Pods(ns).Get(ctx(t), first.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		for _, c := range p.Status.InitContainerStatuses {
+			if c.Name == "reloader" && c.RestartCount > 0 && c.Started != nil && *c.Started {
+				return true
+			}
+		}
+		return false
+	}, 2*time.Minute, 200*time.Millisecond, "kubelet restarts the killed sidecar")
+	for restarted := time.Now(); time.Since(restarted) < soak+5*time.Second; time.Sleep(100 * time.Millisecond) {
+		p, err := client.CoreV1().Pods(ns).Get(ctx(t), first.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Contains(t, conf(*p), `"v1\n"`, "the restarted sidecar keeps the good config, not the rejected one")
+	}
+	assert.NotContains(t, eventsAbout(t, client, ns, "Pod", first.Name), "RunsRejectedConfig", "the restarted sidecar does not start on the rejected config")
+
 	// A good config reaches all four.
 	patched = time.Now()
 	patchData(t, client, ns, "app-config", fmt.Sprintf(`{"data":{"nginx.conf":%q}}`, nginxConf("v3", 200)))
@@ -207,7 +239,9 @@ func TestOneFirstOnARealNode(t *testing.T) {
 
 	for _, p := range pods() {
 		for _, c := range p.Status.InitContainerStatuses {
-			assert.Zero(t, c.RestartCount, "pod %s: the reloader never restarted", p.Name)
+			if p.Name != first.Name { // killed on purpose above
+				assert.Zero(t, c.RestartCount, "pod %s: the reloader never restarted", p.Name)
+			}
 		}
 	}
 
@@ -311,6 +345,18 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	require.Eventually(t, func() bool { return allOn("v7") }, 2*time.Minute, 200*time.Millisecond, "restored, the sidecar cut off follows")
 	t.Logf("one sidecar cut off mid-soak: the other three on v7 %s after the patch, the one cut off on v4 until its restore and on v7 %s after it",
 		othersOn.Sub(patched).Round(100*time.Millisecond), time.Since(restored).Round(100*time.Millisecond))
+}
+
+// eventsAbout lists the reasons and messages of the Events about one object.
+func eventsAbout(t *testing.T, client kubernetes.Interface, ns, kind, name string) string {
+	t.Helper()
+	evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name})
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, e := range evs.Items {
+		fmt.Fprintf(&b, "%s: %s\n", e.Reason, e.Message)
+	}
+	return b.String()
 }
 
 // metricsOf is a pod's sidecar metrics, read from this host (the node's bridge), or "" when it

@@ -33,6 +33,11 @@ const (
 	// A label, because `kubectl rollout undo` puts back a Deployment's annotations with its
 	// template but not its labels: so wave tells an undo from a change.
 	RevisionLabel = "configwave.io/revision"
+	// FollowedLabel on a workload, beside RevisionLabel, is a hash of the part of the newest
+	// revision's config that a hold after an undo is about: the objects the workload follows
+	// and keeps in its revisions. A change of any other object (one opted out, which another
+	// system rotates in place; one the workload does not follow) leaves a hold as it is.
+	FollowedLabel = "configwave.io/revision-followed"
 	// SnapshotOfLabel on a snapshot selects every snapshot of one source; its value is the
 	// source's name where that is a valid label value, else a shortened name (SourceLabelValue).
 	SnapshotOfLabel = "configwave.io/snapshot-of"

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
@@ -151,9 +152,9 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, d decision)
 	var labels map[string]any
 	switch {
 	case d.Revision != "":
-		labels = map[string]any{revisions.RevisionLabel: d.Revision}
+		labels = map[string]any{revisions.RevisionLabel: d.Revision, revisions.FollowedLabel: nilIfEmpty(d.Followed)}
 	case d.ClearRevision:
-		labels = map[string]any{revisions.RevisionLabel: nil}
+		labels = map[string]any{revisions.RevisionLabel: nil, revisions.FollowedLabel: nil}
 	}
 	annotations := map[string]any{}
 	if inputs != nil {
@@ -197,6 +198,22 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, d decision)
 	return nil
 }
 
+// revisionsOff says whether the object opts out of revisions (configwave.io/revisions: "false"
+// on it): its pods read it live, and its changes are no part of a hold.
+func (c *Controller) revisionsOff(ref configref.Ref) bool {
+	obj, ok := c.Informers.config(ref)
+	m, isMeta := obj.(metav1.Object)
+	return ok && isMeta && m.GetAnnotations()[revisions.OptInAnnotation] == "false"
+}
+
+// nilIfEmpty is v for a merge patch: null (remove) for "".
+func nilIfEmpty(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
+}
+
 // ensureRevision makes the snapshots and the index of a revision: of every ConfigMap and Secret
 // its pod spec names in the workload's namespace, as the caches have them at the decision,
 // except those that opt out (configwave.io/revisions: "false"), those ignored, and optional
@@ -207,7 +224,7 @@ func (c *Controller) ensureRevision(ctx context.Context, w workload.Workload, re
 	for _, ref := range revisions.SourcesOf(ns, &w.Template.Spec) {
 		obj, ok := c.Informers.config(ref)
 		m, isMeta := obj.(metav1.Object)
-		if !ok || !isMeta || c.ignored(ref) || m.GetAnnotations()[revisions.OptInAnnotation] == "false" {
+		if !ok || !isMeta || c.ignored(ref) || c.revisionsOff(ref) {
 			continue
 		}
 		sources = append(sources, revisions.Source{Ref: ref, ResourceVersion: m.GetResourceVersion()})

@@ -54,6 +54,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 	s.TemplateInputsHash = w.Template.Annotations[InputsHashAnnotation]
 	s.NewestRevision = w.Meta.Labels[revisions.RevisionLabel]
+	s.NewestFollowed = w.Meta.Labels[revisions.FollowedLabel]
 	s.HeldBackSaid = c.heldBack.of(w.Key())
 	if !c.AllowCrossNamespaceRefs {
 		for r, where := range used.DropOtherNamespaces(ns) {
@@ -82,7 +83,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	s.Entries = make(map[string]entry, len(uses)+len(ignored))
 	for r := range uses {
 		// A class is there while pods report on it: their coming and going rolls nothing.
-		s.Entries[r.Short(ns)] = entry{Follows: c.follows(ns, used, sel, r), Transient: r.Kind == configref.SecretProviderClass}
+		s.Entries[r.Short(ns)] = entry{Follows: c.follows(ns, used, sel, r), Transient: r.Kind == configref.SecretProviderClass, RevisionsOff: c.revisionsOff(r)}
 	}
 	for r := range ignored {
 		s.Entries[r.Short(ns)] = entry{Ignored: true}

@@ -77,6 +77,9 @@ type situation struct {
 	Revisions                    bool
 	TemplateInputsHash           string
 	NewestRevision, HeldBackSaid string
+	// NewestFollowed is the FollowedLabel wave wrote with NewestRevision ("" before wave wrote
+	// one): what a hold compares.
+	NewestFollowed string
 
 	// WaveHash is Wave's hash of the current config (a *podrefs.MissingError when Wave's view
 	// misses an object). StakaterBehind reports whether a mark Reloader left on the template
@@ -105,6 +108,9 @@ type entry struct {
 	// Transient: it is there while the pods are (a SecretProviderClass, through their
 	// statuses), so only a change of it rolls, never its coming or going.
 	Transient bool
+	// RevisionsOff: the object opts out of revisions (configwave.io/revisions: "false"): its
+	// pods read it live, and its change is no part of a hold.
+	RevisionsOff bool
 }
 
 // decision is what plan returns: what to write, what to tell, what to follow. apply performs
@@ -124,6 +130,7 @@ type decision struct {
 	// remove it (""), when the workload's revisions are off and it has one.
 	Revision      string
 	ClearRevision bool
+	Followed      string // the FollowedLabel written with Revision
 	HeldBack      string // the template hash a rollback holds the workload at, to remember
 
 	Warn   []string // InvalidAnnotation warnings to send now: the workload's warnings changed
@@ -190,7 +197,7 @@ func plan(s situation) (decision, error) {
 			// Held by an undo, then the config itself went back to what the template runs: the
 			// pods run the current config, and the label says so again, so that the config's
 			// next change rolls (with the old label it would read as the undo's).
-			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: s.Rec, Revision: want}), nil
+			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: s.Rec, Revision: want, Followed: s.followedKey()}), nil
 		case r.present != s.Rec: // the config is back as it was: nothing to roll
 			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: r.present}), nil
 		default:
@@ -238,8 +245,21 @@ const revisionsOnMessage = "revisions are on (configwave.io/revisions): rolling 
 // the config of that revision, from its snapshots, and wave does not roll them forward; the
 // next change of the config does. A Deployment's undo also puts back the inputs record its
 // revision was made with (the annotations go back with the template), the label stays.
+//
+// The hold lasts while the config that counts is what the newest revision was made of: the
+// objects the workload follows and keeps in its revisions (NewestFollowed). A rotation of a
+// Secret that opts out of revisions, or a change of an object the workload does not follow,
+// leaves it held; rolling forward then would bring back the very config that was undone (with
+// rollback-on-failure, an undo and a failure at every rotation).
 func (s situation) heldByRollback(r records) (decision, bool) {
-	if !s.Revisions || s.NewestRevision == "" || s.NewestRevision != revisions.InputsHash(r.value) || s.TemplateInputsHash == s.NewestRevision {
+	if !s.Revisions || s.NewestRevision == "" || s.TemplateInputsHash == s.NewestRevision {
+		return decision{}, false
+	}
+	newest := s.NewestRevision == revisions.InputsHash(r.value)
+	if !newest && s.NewestFollowed != "" {
+		newest = s.NewestFollowed == s.followedKey()
+	}
+	if !newest {
 		return decision{}, false
 	}
 	// Marked, so that a template with no inputs hash at all (a revision from before wave) is
@@ -255,6 +275,26 @@ func (s situation) heldByRollback(r records) (decision, bool) {
 		d.Log = &logLine{Msg: "held at an earlier config by a rollback", KV: []any{"revision", s.TemplateInputsHash, "newest", s.NewestRevision}}
 	}
 	return d, true
+}
+
+// followedKey is FollowedLabel's value for the config as it is now: a hash of the digests of
+// the objects the workload follows (in its dialects) and keeps in its revisions. Only digests
+// go in, and only a hash of them comes out: the label tells nothing of a value.
+func (s situation) followedKey() string {
+	names := make([]string, 0, len(s.Inputs.Objects))
+	for name := range s.Inputs.Objects {
+		e, known := s.Entries[name]
+		if known && (e.Ignored || !e.Follows || e.RevisionsOff) || !known && !s.Wave {
+			continue
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	h := sha256.New()
+	for _, name := range names {
+		fmt.Fprintf(h, "%s=%s\n", name, s.Inputs.Objects[name])
+	}
+	return "f-" + hex.EncodeToString(h.Sum(nil))[:40]
 }
 
 // records is what the inputs record says, and what this look would write in its place.
@@ -476,7 +516,7 @@ func (s situation) rollout(what, value, hash string) decision {
 		d.Events[0].Message += " (restarting its pods through spec.restartAt: rollout-strategy restart)"
 	} else if s.Revisions {
 		d.InputsHash = revisions.InputsHash(value)
-		d.Revision, d.ClearRevision = d.InputsHash, false
+		d.Revision, d.ClearRevision, d.Followed = d.InputsHash, false, s.followedKey()
 		if what == revisionsTurnedOn {
 			d.Events[0] = event{corev1.EventTypeNormal, "ConfigRevisionsOn", revisionsOnMessage}
 			if s.DryRun {

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -30,6 +31,25 @@ func TestPlanRevisions(t *testing.T) {
 			TemplateInputsHash: rev(v1), NewestRevision: rev(v1),
 			WaveHash: func() (string, error) { return "wavehash", nil },
 		}
+	}
+	// withTLS is s with objects now: configmap/a followed, secret/tls followed but opted out of
+	// revisions (another system rotates it), configmap/other not followed.
+	withTLS := func(s situation, now map[string]string) situation {
+		s.Inputs = confighash.Inputs{Value: fmt.Sprint(now), Objects: now}
+		s.Entries = map[string]entry{"configmap/a": {Follows: true}, "secret/tls": {Follows: true, RevisionsOff: true}, "configmap/other": {}}
+		return s
+	}
+	// held: rolled to v2 with tls s1 (the label and the followed label say so), then undone
+	// to v1 (template and record), and the config is now "now".
+	held := func(now map[string]string) situation {
+		newest := withTLS(deployment(v2), map[string]string{"configmap/a": "2", "secret/tls": "s1"})
+		s := withTLS(deployment(v2), now)
+		s.Record = record(confighash.Inputs{Value: fmt.Sprint(map[string]string{"configmap/a": "1", "secret/tls": "s1"})})
+		s.TemplateInputsHash = revisions.InputsHash(s.Record)
+		s.NewestRevision = rev(newest.Inputs)
+		s.NewestFollowed = newest.followedKey()
+		s.HeldBackSaid = "at " + s.TemplateInputsHash
+		return s
 	}
 	tests := []struct {
 		name  string
@@ -125,6 +145,40 @@ func TestPlanRevisions(t *testing.T) {
 			assert.Equal(t, "missing", d.Write, "a metadata write: it rolls nothing")
 			assert.Equal(t, rev(v1), d.Revision, "so that v2 coming back is a change, not the undo's")
 			assert.Empty(t, d.InputsHash)
+		}},
+		// A hold holds: only a change of an object the workload follows and keeps in its
+		// revisions ends it.
+		{"held at v1 by an undo, then a Secret that opts out of revisions rotates: still held", func() situation {
+			s := held(map[string]string{"configmap/a": "2", "secret/tls": "s2"})
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolledBack, d.Result, "not rolled forward onto the config that was undone")
+			assert.Empty(t, d.Write)
+		}},
+		{"held at v1 by an undo, then an object it does not follow changes: still held", func() situation {
+			s := held(map[string]string{"configmap/a": "2", "secret/tls": "s1", "configmap/other": "o2"})
+			return s
+		}, func(t *testing.T, d decision) { assert.Equal(t, ResultRolledBack, d.Result) }},
+		{"held at v1 by an undo, then a followed object changes away from the undone config: it rolls", func() situation {
+			return held(map[string]string{"configmap/a": "3", "secret/tls": "s2"})
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolled, d.Result)
+			assert.Empty(t, d.HeldBack, "the rollout ends the hold")
+		}},
+		{"held by an undo under an older wave (no followed label): a rotation rolls, as it did", func() situation {
+			s := held(map[string]string{"configmap/a": "2", "secret/tls": "s2"})
+			s.NewestFollowed = ""
+			return s
+		}, func(t *testing.T, d decision) { assert.Equal(t, ResultRolled, d.Result) }},
+		{"a rollout labels the part of its config a hold compares", func() situation {
+			return withTLS(deployment(v2), map[string]string{"configmap/a": "2", "secret/tls": "s1"})
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolled, d.Result)
+			rotated := withTLS(deployment(v2), map[string]string{"configmap/a": "2", "secret/tls": "s9"})
+			other := withTLS(deployment(v2), map[string]string{"configmap/a": "9", "secret/tls": "s1"})
+			assert.Equal(t, rotated.followedKey(), d.Followed, "the opted-out Secret is no part of it")
+			assert.NotEqual(t, other.followedKey(), d.Followed, "the followed ConfigMap is")
+			assert.Regexp(t, `^f-[0-9a-f]{40}$`, d.Followed, "a valid label value")
 		}},
 		{"revisions off for a workload that had them: its rollout takes the label off", func() situation {
 			s := deployment(v2)
