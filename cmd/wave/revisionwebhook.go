@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +60,9 @@ func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *pr
 	mux := http.NewServeMux()
 	mux.Handle(revisionWebhookPath, h)
 	srv := serve.New(tls.NewListener(ln, tlsConfig), mux)
+	// The API server sends a review at once and waits for the answer at most its
+	// timeoutSeconds (at most 30 s): a client slower than that is no API server.
+	srv.Bound(5*time.Second, 10*time.Second, 30*time.Second, 90*time.Second, 64<<10)
 	klog.InfoS("serving the config revisions webhook", "address", srv.Addr(), "path", revisionWebhookPath, "certificate", from)
 	return srv, nil
 }

@@ -104,6 +104,14 @@ func New(ln net.Listener, h http.Handler) *Server {
 	return &Server{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 }
 
+// Bound limits what one client may hold: the time to send its headers and its whole request,
+// to read the answer, an idle keep-alive connection's life, and its headers' size. For a port
+// that anyone who can route to it reaches (a webhook): set before Run.
+func (s *Server) Bound(readHeader, read, write, idle time.Duration, maxHeaderBytes int) {
+	s.srv.ReadHeaderTimeout, s.srv.ReadTimeout, s.srv.WriteTimeout, s.srv.IdleTimeout = readHeader, read, write, idle
+	s.srv.MaxHeaderBytes = maxHeaderBytes
+}
+
 // Addr is the address actually bound.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 

@@ -2,10 +2,12 @@ package revisionhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,14 +45,31 @@ type Handler struct {
 	mu   sync.Mutex
 	told map[string]bool
 
-	inFlight chan struct{} // bounds the reviews answered at once (maxInFlight)
+	inFlight chan struct{} // bounds the reviews decided at once (maxInFlight)
+	reading  atomic.Int64  // bytes of bodies being read, against readBudget
 	once     sync.Once
 }
 
-// maxInFlight bounds the reviews answered at once: the port answers whoever reaches it, and each
-// review may read the API server. One over the bound is answered 429, which the API server,
-// under failurePolicy Ignore, takes as admitting the pod unchanged.
-const maxInFlight = 64
+// The port answers whoever reaches it (the API server, but also any pod that can route to it),
+// so what a request may hold is bounded before its body is read, and nothing scarce is taken
+// until it has been read in full:
+//   - a body must come within bodyWithin: a client that trickles it is cut off, and its
+//     connection closed, long before the API server's own timeout (the chart's 5 s);
+//   - a body over maxReview is refused from its Content-Length, unread;
+//   - the bodies being read at once hold at most readBudget bytes between them, counted as they
+//     arrive, so that slow clients cost a bounded amount of memory; past it a request is
+//     answered 429 at once;
+//   - only a whole, parsed review takes one of maxInFlight places to be decided, which may
+//     read the API server. A request over that bound is answered 429, which the API server,
+//     under failurePolicy Ignore, takes as admitting the pod unchanged.
+//
+// So clients that open many connections and send slowly hold connections and a little memory,
+// not the places the API server's reviews are decided in.
+const (
+	maxInFlight = 64
+	bodyWithin  = 2 * time.Second
+	readBudget  = 64 << 20
+)
 
 // maxTold bounds what Handler remembers of what it told; past it, it forgets all and may say a
 // reason once more.
@@ -62,16 +81,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.once.Do(func() { h.inFlight = make(chan struct{}, maxInFlight) })
+	body, status, err := h.readBody(w, r)
+	if err != nil {
+		http.Error(w, err.Error(), status)
+		return
+	}
 	select {
 	case h.inFlight <- struct{}{}:
 		defer func() { <-h.inFlight }()
 	default:
 		http.Error(w, "too many reviews at once", http.StatusTooManyRequests)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReview))
-	if err != nil {
-		http.Error(w, "read the request: "+err.Error(), http.StatusRequestEntityTooLarge)
 		return
 	}
 	review, req, err := Parse(body)
@@ -102,6 +121,38 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
+}
+
+// readBody reads a review's body within bodyWithin, counting the bytes it holds against
+// readBudget as they arrive (a client that announces a large body and trickles it holds only
+// what it sent); it answers the status to reply with on error.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+	if r.ContentLength > maxReview {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("an AdmissionReview of %d bytes is over the %d this webhook reads: a pod's review is far smaller", r.ContentLength, maxReview)
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyWithin))
+	in := http.MaxBytesReader(w, r.Body, maxReview)
+	var body []byte
+	held := int64(0)
+	defer func() { h.reading.Add(-held) }()
+	chunk := make([]byte, 32<<10)
+	for {
+		n, err := in.Read(chunk)
+		if n > 0 {
+			if h.reading.Add(int64(n)) > readBudget {
+				h.reading.Add(-int64(n))
+				return nil, http.StatusTooManyRequests, errors.New("too many review bodies being read at once")
+			}
+			held += int64(n)
+			body = append(body, chunk[:n]...)
+		}
+		if errors.Is(err, io.EOF) {
+			return body, 0, nil
+		}
+		if err != nil {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("read the request: %w", err)
+		}
+	}
 }
 
 // gather reads what Decide needs; a pod of no revision costs no read.

@@ -23,9 +23,11 @@ import (
 	"github.com/configwave/configwave/internal/wave/revisions"
 )
 
-// maxReview bounds the body read: the API server's own limit on a request is 3 MiB, and a pod
-// is far smaller; an AdmissionReview of an update carries it twice.
-const maxReview = 3 << 20
+// maxReview bounds the body read. A pod is rarely over 100 KiB, and the reviews this webhook is
+// registered for are of CREATE (one pod; an update through the ephemeralcontainers
+// subresource carries it twice). A larger one is refused unread: the API server, under
+// failurePolicy Ignore, admits that pod unchanged, reading its sources live.
+const maxReview = 1 << 20
 
 // ephemeralSubresource is the subresource `kubectl debug` adds ephemeral containers through: an
 // update of the pod in which only spec.ephemeralContainers may change.

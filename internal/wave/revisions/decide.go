@@ -71,7 +71,7 @@ func Decide(a Admission) Decision {
 	d := Decision{Ops: Rewrite(ns, &a.Pod.Spec, use), Use: use}
 	if len(gone) > 0 {
 		d.Live = live
-		d.Why = fmt.Sprintf("the snapshots %s of revision %s are gone (deleted by hand?): the pod reads those sources live; the next change of its config makes new ones", strings.Join(gone, ", "), a.InputsHash)
+		d.Why = fmt.Sprintf("the snapshots %s of revision %s are gone (deleted by hand?) or could not be read in time: the pod reads those sources live; the next change of its config makes new ones", strings.Join(gone, ", "), a.InputsHash)
 	}
 	return d
 }
