@@ -266,6 +266,8 @@ func TestHelmChartApplies(t *testing.T) {
 		"config revisions with the webhook in two namespaces, its CA given": {"revisions.enabled=true", "namespaces={team-a,team-b}",
 			"revisions.webhook.certSecret=wave-webhook-tls", "revisions.webhook.caBundle=" + base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"))},
 		"config revisions with the webhook's certificate made by wave": {"revisions.enabled=true", "revisions.webhook.makeCertificate=true"},
+		"config revisions with the webhook's port open to the API server's address only": {"revisions.enabled=true", "revisions.webhook.makeCertificate=true",
+			"networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.10/32"},
 		"a PodMonitor and the Grafana dashboard": {"metrics.podMonitor.enabled=true", "metrics.grafanaDashboard.enabled=true",
 			"metrics.grafanaDashboard.annotations.grafana_folder=Platform", "metrics.podMonitor.labels.release=kube-prometheus-stack",
 			"metrics.podMonitor.relabelings[0].action=labeldrop", "metrics.podMonitor.relabelings[0].regex=container"},
