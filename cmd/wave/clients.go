@@ -28,6 +28,10 @@ type clients struct {
 	kinds  []workload.Type
 	events waveclient.Interface
 	pods   waveclient.Interface // nil without --crash-loop-detection
+	// webhook reads and adopts for the revisions webhook: on a rate limit of its own, so that
+	// a burst of pods (a scale-up of hundreds) neither waits behind wave's patches and lease
+	// renewals nor delays them.
+	webhook waveclient.Interface
 }
 
 func newClients(cfg *config, reg *prometheus.Registry) (*clients, error) {
@@ -37,15 +41,15 @@ func newClients(cfg *config, reg *prometheus.Registry) (*clients, error) {
 	}
 	apiRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configwave_wave_api_requests_total",
-		Help: "Requests sent to the API server, by HTTP method and client: workloads (config and workloads: the hot path), events, pods (crash-loop checks). Watches count once, when opened.",
+		Help: "Requests sent to the API server, by HTTP method and client: workloads (config and workloads: the hot path), events, pods (crash-loop checks), webhook (the revisions webhook's reads and adoptions). Watches count once, when opened.",
 	}, []string{"method", "client"})
 	watchRestarts := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configwave_wave_watch_restarts_total",
 		Help: "Watches opened again (dropped connection, 410 Gone, API server restart, routine timeout), by resource.",
 	}, []string{"resource"})
 	reg.MustRegister(apiRequests, watchRestarts)
-	eventCfg, podCfg := rest.CopyConfig(restCfg), rest.CopyConfig(restCfg)
-	for c, cfg := range map[string]*rest.Config{"workloads": restCfg, "events": eventCfg, "pods": podCfg} {
+	eventCfg, podCfg, webhookCfg := rest.CopyConfig(restCfg), rest.CopyConfig(restCfg), rest.CopyConfig(restCfg)
+	for c, cfg := range map[string]*rest.Config{"workloads": restCfg, "events": eventCfg, "pods": podCfg, "webhook": webhookCfg} {
 		kubeclient.CountRequests(cfg, func(m string) { apiRequests.WithLabelValues(m, c).Inc() })
 	}
 	kubeclient.CountWatchRestarts(restCfg, func(resource string, again bool) {
@@ -73,6 +77,12 @@ func newClients(cfg *config, reg *prometheus.Registry) (*clients, error) {
 	if cfg.crashLoopDetection {
 		if cl.pods, err = waveclient.New(podCfg); err != nil {
 			return nil, fmt.Errorf("create the pods client: %w", err)
+		}
+	}
+	webhookCfg.QPS, webhookCfg.Burst, webhookCfg.RateLimiter = webhookQPS, webhookBurst, nil
+	if cfg.revisionsWebhookAddress != "" {
+		if cl.webhook, err = waveclient.New(webhookCfg); err != nil {
+			return nil, fmt.Errorf("create the revisions webhook's client: %w", err)
 		}
 	}
 	return cl, nil
@@ -114,6 +124,7 @@ func newInformers(ctx context.Context, cfg *config, cl *clients, dg digests, kin
 
 // The Events client's own rate limit, and the pods client's.
 const (
-	eventQPS, eventBurst = 50, 100
-	podQPS, podBurst     = 5, 10
+	eventQPS, eventBurst     = 50, 100
+	podQPS, podBurst         = 5, 10
+	webhookQPS, webhookBurst = 50, 100
 )

@@ -41,13 +41,13 @@ func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *pr
 	if err != nil {
 		return nil, err
 	}
-	adopt := &revisionhook.Adopter{Client: cl.kube, Failed: failed.Inc}
+	adopt := &revisionhook.Adopter{Client: cl.webhook, Failed: failed.Inc}
 	go func() { _ = adopt.Run(ctx) }() // best effort: the revision's next pod asks again
 	ln, err := net.Listen("tcp", cfg.revisionsWebhookAddress)
 	if err != nil {
 		return nil, fmt.Errorf("--revisions-webhook-address %s: %w", cfg.revisionsWebhookAddress, err)
 	}
-	h := &revisionhook.Handler{Look: &revisionhook.APILook{Core: cl.kube.CoreV1()}, Adopt: adopt, Tell: func(pod *corev1.Pod, why string) {
+	h := &revisionhook.Handler{Look: &revisionhook.APILook{Core: cl.webhook.CoreV1()}, Adopt: adopt, Tell: func(pod *corev1.Pod, why string) {
 		kind, name := revisionhook.WorkloadOf(pod)
 		i := inf()
 		if kind == "" || i == nil {
