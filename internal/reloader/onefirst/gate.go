@@ -115,6 +115,8 @@ type Gate struct {
 	// no pod trying it: View.Unclaimed.
 	seenWant       string
 	unclaimedSince time.Time
+	// seen is when this sidecar first saw each renewal and batch entry it holds (observe).
+	seen map[string]time.Time
 	// stopping: this pod's sidecar is stopping (SIGTERM): it gives back its claim or place in
 	// the batch and does nothing else (released once it did).
 	stopping, released bool
@@ -266,7 +268,9 @@ func (g *Gate) step(parent context.Context) time.Time {
 		maxBusy = g.opts.MaxBusy()
 	}
 	v := View{Pod: g.opts.Pod, Want: want, Have: have, Record: rec, Now: now,
-		Soak: g.opts.Soak, Expiry: g.opts.Expiry, MaxBusy: maxBusy, Unclaimed: g.unclaimed(rec, want, now)}
+		Soak: g.opts.Soak, Expiry: g.opts.Expiry, MaxBusy: maxBusy}
+	v.SeenRenewed, v.SeenJoined = g.observe(rec, now)
+	v.Unclaimed = g.unclaimed(v)
 	// The pod is read only where the decision depends on it: while it soaks, and before a
 	// claim or a join.
 	soaking := have == want && have != "" && soaks(rec, want, g.opts.Pod)
@@ -312,14 +316,41 @@ func (g *Gate) withPod(ctx context.Context, v View, soaking bool, laidAt time.Ti
 	return v
 }
 
-// unclaimed is how long this sidecar has seen want with no pod trying it (View.Unclaimed).
-func (g *Gate) unclaimed(rec *Record, want string, now time.Time) time.Duration {
-	tried := rec != nil && rec.Content == want &&
-		(rec.State == Promoted || rec.State == Soaking && rec.First != "" && now.Before(rec.Renewed.Add(g.opts.Expiry)))
-	if want != g.seenWant || tried {
-		g.seenWant, g.unclaimedSince = want, now
+// unclaimed is how long this sidecar has seen v.Want with no pod trying it (View.Unclaimed).
+func (g *Gate) unclaimed(v View) time.Duration {
+	rec := v.Record
+	tried := rec != nil && rec.Content == v.Want &&
+		(rec.State == Promoted || rec.State == Soaking && rec.First != "" && v.Now.Before(ClaimExpires(v, rec)))
+	if v.Want != g.seenWant || tried {
+		g.seenWant, g.unclaimedSince = v.Want, v.Now
 	}
-	return now.Sub(g.unclaimedSince)
+	return v.Now.Sub(g.unclaimedSince)
+}
+
+// observe notes, by this sidecar's clock, when it first saw the record's current renewal of
+// its claim and each of its batch entries (View.SeenRenewed, SeenJoined); what it no longer
+// holds is forgotten.
+func (g *Gate) observe(rec *Record, now time.Time) (renewed time.Time, joined map[string]time.Time) {
+	next := map[string]time.Time{}
+	at := func(key string) time.Time {
+		t, ok := g.seen[key]
+		if !ok {
+			t = now
+		}
+		next[key] = t
+		return t
+	}
+	if rec != nil && rec.First != "" {
+		renewed = at("claim\x00" + rec.First + "\x00" + rec.Renewed.String())
+	}
+	if rec != nil && len(rec.Batch) > 0 {
+		joined = make(map[string]time.Time, len(rec.Batch))
+		for pod, t := range rec.Batch {
+			joined[pod] = at("batch\x00" + pod + "\x00" + t.String())
+		}
+	}
+	g.seen = next
+	return renewed, joined
 }
 
 // soaks says whether pod soaks content want now: the first pod of a content under trial, or a

@@ -349,3 +349,24 @@ func TestGateUnreadyPodLeavesTheTrialToAReadyOne(t *testing.T) {
 	assert.Equal(t, "v2", slow.laid(), "it follows the promoted content")
 	assert.Empty(t, store.rec.Batch, "without a place in the batch")
 }
+
+// A first pod whose clock runs an hour ahead stamps its renewals in the future: the others
+// still take its place a duration after they last saw it renew (before, they waited until the
+// future timestamp passed, and the rollout stalled).
+func TestGateJudgesExpiryByItsOwnClock(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	src := &fakeSource{}
+	src.set("1")
+	g := NewGate(src, store, Options{Pod: "b", Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: func() time.Time { return now }})
+	ctx := context.Background()
+	g.step(ctx)
+	ahead := now.Add(time.Hour)
+	src.set("2")
+	store.rec = &Record{Content: SnapshotID(src.Snapshot()), State: Soaking, First: "a", Since: ahead, Renewed: ahead, Duration: 30 * time.Second}
+	g.step(ctx)
+	require.Equal(t, "a", store.rec.First, "a's claim lives")
+	now = now.Add(31 * time.Second) // a is gone: no renewal since
+	g.step(ctx)
+	assert.Equal(t, "b", store.rec.First, "b takes its place a duration after it saw a's last renewal")
+}

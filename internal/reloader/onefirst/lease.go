@@ -190,6 +190,9 @@ func (s *LeaseStore) parse(l lease) (*Record, error) {
 	since, _ := time.Parse(microTime, l.Spec.AcquireTime)
 	renewed, _ := time.Parse(microTime, l.Spec.RenewTime)
 	r, err := ParseRecord(l.Metadata.Annotations, l.Spec.HolderIdentity, since, renewed)
+	if err == nil {
+		r.Duration = time.Duration(l.Spec.LeaseDurationSeconds) * time.Second
+	}
 	if err != nil {
 		klog.InfoS("warning: the rollout Lease holds no valid record; the next claim writes over it", "lease", s.Namespace+"/"+s.Name, "err", err.Error())
 		return nil, err

@@ -22,6 +22,7 @@
 package onefirst
 
 import (
+	"cmp"
 	"time"
 )
 
@@ -44,7 +45,11 @@ type Record struct {
 	First   string    // the pod that tries Content first
 	Since   time.Time // when First laid Content out: its soak ends Soak later
 	Renewed time.Time // First's last renewal of its claim
-	Reason  string    // why Content was rejected: what failed, never a config value
+	// Duration is how long First's claim lives after a renewal, as First wrote it (the Lease's
+	// leaseDurationSeconds; 0 where unknown: View.Expiry). Pods with another --rollout-soak
+	// honour it, rather than cut the claim short by their own.
+	Duration time.Duration
+	Reason   string // why Content was rejected: what failed, never a config value
 	// Good is the last content that was promoted: what a pod started while Content is
 	// rejected should run.
 	Good string
@@ -71,6 +76,14 @@ type View struct {
 	// Standing is whether this pod can judge a config now, read from its pod where a decision
 	// depends on it (a claim, a place in a batch, a soak); Able where it was not read.
 	Standing Standing
+	// SeenRenewed is when this sidecar first saw the record's current renewal of First's claim,
+	// by its own clock; SeenJoined, likewise, each batch entry. A claim or a place expires a
+	// duration after this sidecar saw it, as client-go's leader election judges a Lease: never
+	// by comparing another machine's timestamp with this one's clock (a skew would make a
+	// second first pod, or a timestamp in the future stall the rollout). Zero: the record's own
+	// times (tests that hold the clocks alike).
+	SeenRenewed time.Time
+	SeenJoined  map[string]time.Time
 	// Resumed: this sidecar restarted while this pod soaked Want (its kept state says what it
 	// had laid out): the judgement of the app restarted with it, so the soak starts again.
 	Resumed bool
@@ -177,7 +190,7 @@ func Decide(v View) Action {
 		if r.First == v.Pod {
 			return firstSoak(v, r)
 		}
-		if expires := r.Renewed.Add(v.Expiry); r.First != "" && v.Now.Before(expires) {
+		if expires := ClaimExpires(v, r); r.First != "" && v.Now.Before(expires) {
 			if v.Have == v.Want {
 				return Action{Do: Nothing} // started on it while it is tried
 			}
@@ -197,7 +210,7 @@ func Decide(v View) Action {
 		case v.Standing == NotReady:
 			return Action{Do: Follow}
 		}
-		busy, next := batchLoad(r.Batch, v.Now, v.Expiry)
+		busy, next := batchLoad(v, r)
 		if busy < max(v.MaxBusy, 1) {
 			return Action{Do: Join}
 		}
@@ -257,14 +270,30 @@ func batchSoak(v View, joined time.Time) Action {
 	return Action{Do: Soak, At: joined.Add(v.Soak)}
 }
 
+// ClaimExpires is when r's claim ends as v's sidecar judges it: the claim's duration after
+// this sidecar saw its last renewal.
+func ClaimExpires(v View, r *Record) time.Time {
+	seen := v.SeenRenewed
+	if seen.IsZero() {
+		seen = r.Renewed
+	}
+	return seen.Add(cmp.Or(r.Duration, v.Expiry))
+}
+
 // batchLoad counts the batch's pods whose soak has not expired, and when the first of them
-// will: a pod that joined and was deleted frees its place after expiry.
-func batchLoad(batch map[string]time.Time, now time.Time, expiry time.Duration) (int, time.Time) {
+// will: a pod that joined and was deleted frees its place after expiry (the longer of this
+// sidecar's and the record's, so that no pod's place is cut short), counted from when this
+// sidecar saw it join.
+func batchLoad(v View, r *Record) (int, time.Time) {
 	busy := 0
 	var next time.Time
-	for _, joined := range batch {
+	expiry := max(v.Expiry, r.Duration)
+	for pod, joined := range r.Batch {
+		if seen, ok := v.SeenJoined[pod]; ok {
+			joined = seen
+		}
 		end := joined.Add(expiry)
-		if !now.Before(end) {
+		if !v.Now.Before(end) {
 			continue
 		}
 		busy++

@@ -30,6 +30,7 @@ func TestDecide(t *testing.T) {
 		stand   Standing
 		waited  time.Duration // View.Unclaimed
 		resumed bool
+		seen    time.Duration // View.SeenRenewed; 0: none
 		do      Do
 		at      time.Duration // 0: no time
 	}{
@@ -97,12 +98,29 @@ func TestDecide(t *testing.T) {
 			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 40 * time.Second, busy: 1, stand: NotReady, do: Follow},
 		{name: "promoted, this pod being deleted: it keeps what it has", pod: "c", want: "new", have: "old", rec: promoted(nil), busy: 1, stand: Terminating, do: Nothing},
 
+		// Time: a claim ends a duration after this sidecar saw its last renewal, by its own clock.
+		{name: "a renewal stamped 10 s in the future (another clock): it expires a duration after it was seen, not later", pod: "b", want: "new", have: "old",
+			rec: soaking("a", 0, 70*time.Second), seen: 10 * time.Second, now: 20 * time.Second, do: Wait, at: 55 * time.Second},
+		{name: "the same, a duration after it was seen: take its place", pod: "b", want: "new", have: "old",
+			rec: soaking("a", 0, 70*time.Second), seen: 10 * time.Second, now: 55 * time.Second, do: Claim},
+		{name: "a renewal stamped long ago (a clock behind): the claim lives a duration after it was seen", pod: "b", want: "new", have: "old",
+			rec: soaking("a", 0, -time.Hour), seen: 10 * time.Second, now: 20 * time.Second, do: Wait, at: 55 * time.Second},
+		{name: "the first pod's longer duration (its longer soak) is honoured", pod: "b", want: "new", have: "old",
+			rec: func() *Record { r := soaking("a", 0, 10*time.Second); r.Duration = 2 * time.Minute; return r }(), seen: 10 * time.Second, now: 60 * time.Second,
+			do: Wait, at: 130 * time.Second},
+		{name: "just restarted: a claim seen only now lives a whole duration from now", pod: "b", want: "new", have: "old",
+			rec: soaking("a", 0, 0), seen: 100 * time.Second, now: 100 * time.Second, do: Wait, at: 145 * time.Second},
+
 		{name: "a state a newer sidecar wrote: leave the pod as it is", pod: "b", want: "new", have: "old",
 			rec: &Record{Content: "new", State: "Paused"}, do: Nothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Decide(View{Pod: tc.pod, Want: tc.want, Have: tc.have, Record: tc.rec, Failed: tc.failed,
-				Now: at(tc.now), Soak: soak, Expiry: expiry, MaxBusy: tc.busy, Standing: tc.stand, Unclaimed: tc.waited, Resumed: tc.resumed})
+			v := View{Pod: tc.pod, Want: tc.want, Have: tc.have, Record: tc.rec, Failed: tc.failed,
+				Now: at(tc.now), Soak: soak, Expiry: expiry, MaxBusy: tc.busy, Standing: tc.stand, Unclaimed: tc.waited, Resumed: tc.resumed}
+			if tc.seen != 0 {
+				v.SeenRenewed = at(tc.seen)
+			}
+			got := Decide(v)
 			want := Action{Do: tc.do}
 			if tc.at != 0 {
 				want.At = at(tc.at)
