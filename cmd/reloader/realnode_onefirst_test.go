@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,11 +15,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/testenv/testpod"
@@ -76,6 +79,7 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	ns := c.Namespace(t, client)
 	applyReloaderRBAC(t, client, ns)
 	applyOneFirstRBAC(t, client, ns)
+	applyOneFirstPolicy(t, client) // every write below is a real sidecar's, through the policy
 	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx(t), configMap(ns, "app-config", map[string]string{"nginx.conf": nginxConf("v1", 200)}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
 	const soak = 6 * time.Second
@@ -345,6 +349,34 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	require.Eventually(t, func() bool { return allOn("v7") }, 2*time.Minute, 200*time.Millisecond, "restored, the sidecar cut off follows")
 	t.Logf("one sidecar cut off mid-soak: the other three on v7 %s after the patch, the one cut off on v4 until its restore and on v7 %s after it",
 		othersOn.Sub(patched).Round(100*time.Millisecond), time.Since(restored).Round(100*time.Millisecond))
+}
+
+// applyOneFirstPolicy creates config/reloader-rbac-one-first's admission policy and its binding
+// (cluster-wide) until the test ends.
+func applyOneFirstPolicy(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "reloader-rbac-one-first", "policy.yaml"))
+	require.NoError(t, err)
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		require.NoError(t, err)
+		api := client.AdmissionregistrationV1()
+		switch o := obj.(type) {
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			_, err = api.ValidatingAdmissionPolicies().Create(ctx(t), o, metav1.CreateOptions{})
+			t.Cleanup(func() {
+				_ = api.ValidatingAdmissionPolicies().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+			})
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			_, err = api.ValidatingAdmissionPolicyBindings().Create(ctx(t), o, metav1.CreateOptions{})
+			t.Cleanup(func() {
+				_ = api.ValidatingAdmissionPolicyBindings().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+			})
+		default:
+			t.Fatalf("policy.yaml holds a %T", obj)
+		}
+		require.NoError(t, err)
+	}
 }
 
 // eventsAbout lists the reasons and messages of the Events about one object.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
@@ -218,6 +219,7 @@ func (s *LeaseStore) Put(ctx context.Context, r Record, version string) error {
 	}
 	s.request(method)
 	raw, err := req.SetHeader("Content-Type", "application/json").SetHeader("Accept", "application/json").Body(body).Do(ctx).Raw()
+	err = withServerStatus(err, raw)
 	if err == nil {
 		// What was written is the record now, at the version the server gave it: the watch
 		// brings the same, or something newer after it.
@@ -246,6 +248,16 @@ func (s *LeaseStore) Put(ctx context.Context, r Record, version string) error {
 		return fmt.Errorf("write Lease %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	return nil
+}
+
+// withServerStatus is err with the message the API server sent in its Status (an admission
+// policy's denial among them), where the client could not read it from this client's scheme.
+func withServerStatus(err error, raw []byte) error {
+	var status metav1.Status
+	if err == nil || len(raw) == 0 || json.Unmarshal(raw, &status) != nil || status.Kind != "Status" || status.Message == "" {
+		return err
+	}
+	return &apierrors.StatusError{ErrStatus: status}
 }
 
 // LeaseName names the Lease of one workload and its sources: a name the API accepts
