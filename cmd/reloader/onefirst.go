@@ -54,19 +54,25 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		return nil, nil, err
 	}
 	recorders := []*podevents.Recorder{}
+	sources := map[*podevents.Recorder]configref.Ref{}
 	for _, ref := range cfg.refs {
-		recorders = append(recorders, podevents.New(client, podevents.Pod{Kind: string(ref.Kind), Namespace: ref.Namespace, Name: ref.Name}))
+		rec := podevents.New(client, podevents.Pod{Kind: string(ref.Kind), Namespace: ref.Namespace, Name: ref.Name})
+		recorders, sources[rec] = append(recorders, rec), ref
 	}
-	// tell logs a message and posts it on this pod; onSources, on the ConfigMaps and Secrets
-	// too (only the pod that rejects a content does, so that they get one Event, not one per pod).
-	tell := func(reason, message string, onSources bool) {
+	// tell logs a message and posts it on this pod; about a content, on its ConfigMaps and
+	// Secrets too, by their UIDs so that `kubectl describe` shows it (only the pod that rejects
+	// a content does, so that they get one Event, not one per pod).
+	tell := func(reason, message string, about *onefirst.Content) {
 		klog.InfoS("warning: "+message, "pod", ns+"/"+pod, "lease", store.Name)
 		if podEvents != nil {
 			podEvents.Event("Warning", reason, message)
 		}
+		if about == nil {
+			return
+		}
 		for _, rec := range recorders {
-			if onSources {
-				rec.Event("Warning", reason, message)
+			if uid, ok := about.UIDs[sources[rec]]; ok {
+				rec.EventAbout(uid, "Warning", reason, message)
 			}
 		}
 	}
@@ -89,15 +95,15 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		Poll:   10 * time.Second, // the Lease's watch wakes the gate; this is the safety net
 		Sample: time.Second,
 		Jitter: 300 * time.Millisecond,
-		OnRejected: func(content, why string) {
+		OnRejected: func(c onefirst.Content, why string) {
 			m.rejected.Inc()
-			tell("ConfigRejected", onefirst.Describe(content, why)+"; this pod put its last good config back", true)
+			tell("ConfigRejected", onefirst.Describe(c, why)+"; this pod put its last good config back", &c)
 		},
-		OnRefused: func(content, why string) {
-			tell("ConfigRefused", fmt.Sprintf("config %s was rejected by another pod (%s): this pod keeps its config", content, why), false)
+		OnRefused: func(c onefirst.Content, why string) {
+			tell("ConfigRefused", fmt.Sprintf("config %s (content %s) was rejected by another pod (%s): this pod keeps its config", c.Name, c.ID, why), nil)
 		},
-		OnStartedRejected: func(content, why string) {
-			tell("RunsRejectedConfig", fmt.Sprintf("this pod started on config %s, which another pod rejected (%s): it had no other; fix the ConfigMap or Secret", content, why), false)
+		OnStartedRejected: func(c onefirst.Content, why string) {
+			tell("RunsRejectedConfig", fmt.Sprintf("this pod started on config %s (content %s), which another pod rejected (%s): it had no other; fix the ConfigMap or Secret", c.Name, c.ID, why), nil)
 		},
 	})
 	m.waiting = func() float64 {
@@ -106,9 +112,10 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		}
 		return 0
 	}
+	m.runs = func() string { return gate.CurrentStatus().Runs }
 	klog.InfoS("one pod first: the pods of this workload agree through a Lease which one takes a new config first", "workload", me.WorkloadKind+"/"+me.Workload, "lease", ns+"/"+store.Name, "soak", cfg.rollout.soak)
 	for _, w := range onefirst.JudgeWarnings(me, cfg.rollout.soak, cfg.rollout.healthURL, listenPort(cfg.listen)) {
-		tell("ConfigUnjudged", w, false)
+		tell("ConfigUnjudged", w, nil)
 	}
 	return gatedSource{gate}, recorders, nil
 }
@@ -192,6 +199,7 @@ type rolloutMetrics struct {
 	rejected prometheus.Counter
 	requests *prometheus.CounterVec
 	waiting  func() float64
+	runs     func() string // where the content this pod runs stands (onefirst.RunsStates)
 }
 
 func newRolloutMetrics(reg prometheus.Registerer) *rolloutMetrics {
@@ -205,11 +213,24 @@ func newRolloutMetrics(reg prometheus.Registerer) *rolloutMetrics {
 			Help: "API requests of --rollout=one-first (the Lease it shares with the workload's other sidecars, its own pod), by object and method.",
 		}, []string{"object", "method"}),
 		waiting: func() float64 { return 0 },
+		runs:    func() string { return "" },
 	}
 	reg.MustRegister(m.rejected, m.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "configwave_reloader_rollout_waiting",
 		Help: "1 while a newer content of the sources waits, under --rollout=one-first, for its turn in this pod (tried elsewhere, a full batch, or rejected).",
 	}, func() float64 { return m.waiting() }))
+	for _, state := range onefirst.RunsStates {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "configwave_reloader_rollout_runs",
+			Help:        "1 for where the config this pod runs stands under --rollout=one-first: promoted (judged healthy, or what the pods ran before any change), trial (this pod soaks it now), untried (laid out without a soak while it is tried elsewhere), rejected (a pod's app failed on it, and this pod has no other).",
+			ConstLabels: prometheus.Labels{"state": state},
+		}, func() float64 {
+			if m.runs() == state {
+				return 1
+			}
+			return 0
+		}))
+	}
 	return m
 }
 

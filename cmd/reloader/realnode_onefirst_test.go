@@ -174,19 +174,23 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	require.True(t, sawBad, "one pod tried the bad config")
 	require.NotZero(t, back, "every pod Ready on v1 again within the soak and a reload; pods: %s", testcluster.DescribePods(ctx(t), client, ns))
 	t.Logf("bad config: one pod of 4 unready at most (%d), back on the old config %s after the patch (soak %s)", maxUnready, back.Round(100*time.Millisecond), soak)
+	// Said on the ConfigMap as `kubectl describe configmap` shows it (by its UID), naming the
+	// config by its resourceVersion.
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), "app-config", metav1.GetOptions{})
+	require.NoError(t, err)
 	var said []string
 	require.Eventually(t, func() bool {
-		evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=app-config"})
+		evs, err := client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=app-config,involvedObject.uid=" + string(cm.UID)})
 		require.NoError(t, err)
 		said = nil
 		for _, e := range evs.Items {
 			said = append(said, e.Reason+": "+e.Message)
-			if e.Reason == "ConfigRejected" && strings.Contains(e.Message, "became not Ready") {
+			if e.Reason == "ConfigRejected" && strings.Contains(e.Message, "became not Ready") && strings.Contains(e.Message, "configmap "+ns+"/app-config@") {
 				return true
 			}
 		}
 		return false
-	}, eventually, tick, "an Event on the ConfigMap says the config was rejected as the pod went not Ready: %q", &said)
+	}, eventually, tick, "an Event on the ConfigMap (its UID) says which config was rejected, as the pod went not Ready: %q", &said)
 	var first corev1.Pod
 	for _, p := range pods() {
 		if hadBad[p.Name] {

@@ -62,7 +62,7 @@ type Options struct {
 	// OnRejected is told once when this pod rejects a content, with why; OnRefused once when
 	// a rejected content is kept out of this pod; OnStartedRejected when the pod starts on a
 	// content the others rejected (it has no other).
-	OnRejected, OnRefused, OnStartedRejected func(content, reason string)
+	OnRejected, OnRefused, OnStartedRejected func(c Content, reason string)
 	Clock                                    func() time.Time
 	// Keep keeps what is laid out and what is good beside the config, for a restarted
 	// sidecar to resume from (KeptFile); nil keeps nothing. Record names the record (the
@@ -87,6 +87,47 @@ type Status struct {
 	Doing   Do     `json:"doing,omitempty"`
 	// RunsRejected: the pod started on a content the others rejected, having no other.
 	RunsRejected bool `json:"runsRejected,omitempty"`
+	// Runs is where the content this pod runs stands (RunsPromoted, ...).
+	Runs string `json:"runs,omitempty"`
+}
+
+// Where the content a pod runs stands, for /status and configwave_reloader_rollout_runs.
+const (
+	// RunsPromoted: judged healthy by a soak, or what the pods ran before any change was tried.
+	RunsPromoted = "promoted"
+	// RunsTrial: this pod soaks it now, first or in a batch.
+	RunsTrial = "trial"
+	// RunsUntried: laid out without a soak of its own while it is tried elsewhere (the pod
+	// started then, and an app cannot start on nothing).
+	RunsUntried = "untried"
+	// RunsRejected: a pod's app failed on it, and this pod has no other.
+	RunsRejected = "rejected"
+)
+
+// RunsStates lists the values of Status.Runs.
+var RunsStates = []string{RunsPromoted, RunsTrial, RunsUntried, RunsRejected}
+
+// runsState says where content runs stands for pod, rec being the record as last read and good
+// the content the pod last found, or saw promoted, healthy.
+func runsState(rec *Record, runs, good, pod string) string {
+	switch {
+	case runs == "":
+		return ""
+	case rec != nil && rec.Content == runs:
+		_, inBatch := rec.Batch[pod]
+		switch {
+		case rec.State == Rejected:
+			return RunsRejected
+		case rec.State == Soaking && rec.First == pod, rec.State == Promoted && inBatch:
+			return RunsTrial
+		case rec.State == Soaking:
+			return RunsUntried
+		}
+		return RunsPromoted
+	case rec == nil, rec.Good == runs, good == runs:
+		return RunsPromoted
+	}
+	return RunsUntried
 }
 
 // Gate hands the reload loop only the content this pod may lay out now (Decide), and takes
@@ -105,6 +146,7 @@ type Gate struct {
 	good      source.Snapshot // the last content this pod ran and found healthy: what PutBack lays out
 	goodID    string
 	status    Status
+	lastRec   *Record         // the record as last read (a copy: Store.Get returns one)
 	told      map[string]bool // contents whose rejection or refusal was reported
 
 	// deferred is the write (its action and the record's version) held back by Jitter until
@@ -169,7 +211,9 @@ func (g *Gate) Snapshot() source.Snapshot {
 func (g *Gate) CurrentStatus() Status {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.status
+	st := g.status
+	st.Runs = runsState(g.lastRec, g.pubID, g.goodID, g.opts.Pod)
+	return st
 }
 
 // watchingStore is a Store that watches its record and says when it changed.
@@ -391,7 +435,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 			g.mu.Lock()
 			g.status.RunsRejected = true
 			g.mu.Unlock()
-			g.once("start:"+want, func() { call(g.opts.OnStartedRejected, want, rec.Reason) })
+			g.once("start:"+want, func() { call(g.opts.OnStartedRejected, ContentOf(snap), rec.Reason) })
 		}
 		return poll
 	case Claim:
@@ -424,7 +468,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 			return poll
 		}
 		g.putBack(now)
-		g.once("reject:"+want, func() { call(g.opts.OnRejected, want, failed) })
+		g.once("reject:"+want, func() { call(g.opts.OnRejected, ContentOf(snap), failed) })
 		return poll
 	case Join:
 		r := *rec
@@ -456,7 +500,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 	case Wait:
 		return earliest(act.At, poll)
 	case Refuse:
-		g.once("refuse:"+want, func() { call(g.opts.OnRefused, want, rec.Reason) })
+		g.once("refuse:"+want, func() { call(g.opts.OnRefused, ContentOf(snap), rec.Reason) })
 		return time.Time{}
 	case PutBack:
 		g.putBack(now)
@@ -643,6 +687,7 @@ func (g *Gate) resume(now time.Time) {
 func (g *Gate) note(rec *Record, want string, act Action) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.lastRec = rec
 	g.status.Doing = act.Do
 	g.status.Waiting = ""
 	if want != g.pubID {
@@ -666,9 +711,9 @@ func (g *Gate) once(key string, f func()) {
 	}
 }
 
-func call(f func(string, string), a, b string) {
+func call(f func(Content, string), c Content, reason string) {
 	if f != nil {
-		f(a, b)
+		f(c, reason)
 	}
 }
 
@@ -692,7 +737,9 @@ func SnapshotID(s source.Snapshot) string {
 	return ContentID(vs) // a selector that matches nothing is a content too: no files
 }
 
-// Describe says in one line where a rejected content stands, for Events and logs.
-func Describe(content, reason string) string {
-	return fmt.Sprintf("config %s was rejected by --rollout=one-first: %s; the other pods keep their config, and the next change starts over", content, reason)
+// Describe says in one line where a rejected content stands, for Events and logs, and how to
+// try it again.
+func Describe(c Content, reason string) string {
+	return fmt.Sprintf("config %s (content %s) was rejected by --rollout=one-first: %s; the other pods keep their config, and the next change starts over "+
+		"(to try the same config again, change the object in any way, a label or an annotation will do)", c.Name, c.ID, reason)
 }

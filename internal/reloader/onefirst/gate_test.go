@@ -91,8 +91,8 @@ func TestGateOneFirst(t *testing.T) {
 			MaxBusy:    func() int { return 1 },
 			ReadPod:    func(context.Context) (PodState, error) { return p.state, nil },
 			Failed:     func(context.Context, time.Time, *PodState) string { return p.failed },
-			OnRejected: func(c, why string) { p.events = append(p.events, "rejected: "+why) },
-			OnRefused:  func(c, why string) { p.events = append(p.events, "refused: "+why) }})
+			OnRejected: func(c Content, why string) { p.events = append(p.events, "rejected: "+why) },
+			OnRefused:  func(c Content, why string) { p.events = append(p.events, "refused: "+why) }})
 		return p
 	}
 	ctx := context.Background()
@@ -267,7 +267,7 @@ func TestGateFirstPodDeletedMidSoakGivesItsClaimBack(t *testing.T) {
 				}
 				return ""
 			},
-			OnRejected: func(c, why string) { p.events = append(p.events, "rejected: "+why) }})
+			OnRejected: func(c Content, why string) { p.events = append(p.events, "rejected: "+why) }})
 		return p
 	}
 	ctx := context.Background()
@@ -369,4 +369,31 @@ func TestGateJudgesExpiryByItsOwnClock(t *testing.T) {
 	now = now.Add(31 * time.Second) // a is gone: no renewal since
 	g.step(ctx)
 	assert.Equal(t, "b", store.rec.First, "b takes its place a duration after it saw a's last renewal")
+}
+
+func TestRunsState(t *testing.T) {
+	soaking := &Record{Content: "new", State: Soaking, First: "a", Good: "old"}
+	promoted := &Record{Content: "new", State: Promoted, First: "a", Good: "new", Batch: map[string]time.Time{"b": {}}}
+	rejected := &Record{Content: "new", State: Rejected, First: "a", Good: "old"}
+	for _, tc := range []struct {
+		name            string
+		rec             *Record
+		runs, good, pod string
+		want            string
+	}{
+		{"nothing laid out yet", nil, "", "", "a", ""},
+		{"no record: what the pods ran before any change", nil, "c1", "c1", "a", RunsPromoted},
+		{"the first pod soaks it", soaking, "new", "old", "a", RunsTrial},
+		{"started on it while another pod soaks it", soaking, "new", "new", "c", RunsUntried},
+		{"waits on the last good content while another soaks a new one", soaking, "old", "old", "c", RunsPromoted},
+		{"in the batch of the promoted content", promoted, "new", "old", "b", RunsTrial},
+		{"the promoted content, soaked", promoted, "new", "new", "c", RunsPromoted},
+		{"runs the rejected content", rejected, "new", "new", "c", RunsRejected},
+		{"just restarted: an older content it found good", rejected, "older", "older", "c", RunsPromoted},
+		{"an older content nobody judged", soaking, "older", "x", "c", RunsUntried},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, runsState(tc.rec, tc.runs, tc.good, tc.pod))
+		})
+	}
 }

@@ -8,6 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/reloader/source"
 )
 
 // The annotations that hold a Record on its Lease; First, Since and Renewed are the Lease's
@@ -102,4 +107,32 @@ func ContentID(objects []Version) string {
 	slices.Sort(lines)
 	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
 	return hex.EncodeToString(sum[:16])
+}
+
+// Content is a content as people and Events name it: its objects at their resourceVersions, as
+// `kubectl get -o yaml` shows them, beside the ID the Lease holds.
+type Content struct {
+	ID   string
+	Name string // "configmap web/app@12345, secret web/tls@678"
+	// UIDs of its objects, so that an Event about one shows in `kubectl describe` of it.
+	UIDs map[configref.Ref]types.UID
+}
+
+// ContentOf names the content of a snapshot from the API source.
+func ContentOf(s source.Snapshot) Content {
+	c := Content{ID: SnapshotID(s), UIDs: map[configref.Ref]types.UID{}}
+	var names []string
+	for _, o := range s.Objects {
+		uid, rv, _ := strings.Cut(o.Version, "/")
+		c.UIDs[o.Ref] = types.UID(uid)
+		names = append(names, fmt.Sprintf("%s %s/%s@%s", strings.ToLower(string(o.Kind)), o.Namespace, o.Name, rv))
+	}
+	for _, m := range s.Missing {
+		names = append(names, fmt.Sprintf("%s %s/%s (missing)", strings.ToLower(string(m.Kind)), m.Namespace, m.Name))
+	}
+	c.Name = strings.Join(names, ", ")
+	if c.Name == "" {
+		c.Name = "no objects"
+	}
+	return c
 }

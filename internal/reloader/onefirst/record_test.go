@@ -7,6 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/reloader/source"
 )
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -85,4 +89,21 @@ func TestContentID(t *testing.T) {
 	recreated.UID = "u3"
 	assert.NotEqual(t, ContentID([]Version{a}), ContentID([]Version{recreated}), "an object made again is a new content")
 	assert.Len(t, ContentID([]Version{a}), 32)
+}
+
+func TestContentOf(t *testing.T) {
+	snap := source.Snapshot{
+		Objects: []source.Object{
+			{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: "web", Name: "app"}, Version: "uid-1/123", Data: map[string][]byte{"k": []byte("secret value")}},
+			{Ref: configref.Ref{Kind: configref.Secret, Namespace: "web", Name: "tls"}, Version: "uid-2/456"},
+		},
+		Missing: []configref.Ref{{Kind: configref.ConfigMap, Namespace: "web", Name: "extra"}},
+	}
+	c := ContentOf(snap)
+	assert.Equal(t, SnapshotID(snap), c.ID)
+	assert.Equal(t, "configmap web/app@123, secret web/tls@456, configmap web/extra (missing)", c.Name, "kubectl's names at their resourceVersions; never a value")
+	assert.Equal(t, map[configref.Ref]types.UID{snap.Objects[0].Ref: "uid-1", snap.Objects[1].Ref: "uid-2"}, c.UIDs)
+	assert.Equal(t, "no objects", ContentOf(source.Snapshot{}).Name)
+	assert.Contains(t, Describe(c, "503"), "config configmap web/app@123, secret web/tls@456, configmap web/extra (missing) (content "+c.ID+") was rejected")
+	assert.Contains(t, Describe(c, "503"), "change the object in any way")
 }

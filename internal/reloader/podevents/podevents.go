@@ -59,7 +59,11 @@ type Recorder struct {
 	posted map[key]posted // Events already in the API, by what they say; only Run's goroutine uses it
 }
 
-type key struct{ eventtype, reason, message string }
+// key is what makes two Events the same one: the object (its UID) and what they say.
+type key struct {
+	uid                        types.UID
+	eventtype, reason, message string
+}
 
 type event struct {
 	key
@@ -87,10 +91,16 @@ func New(client rest.Interface, pod Pod) *Recorder {
 // Event is dropped and the drop logged (the log line of the reloader that caused the Event
 // says the same thing at a default verbosity).
 func (r *Recorder) Event(eventtype, reason, message string) {
+	r.EventAbout(r.pod.UID, eventtype, reason, message)
+}
+
+// EventAbout is Event about the object as it is now, by its UID: `kubectl describe` shows only
+// the Events that carry its UID, and a ConfigMap deleted and made again has another.
+func (r *Recorder) EventAbout(uid types.UID, eventtype, reason, message string) {
 	if len(message) > maxMessage {
 		message = truncate(message, maxMessage)
 	}
-	e := event{key: key{eventtype, reason, message}, at: r.now()}
+	e := event{key: key{uid, eventtype, reason, message}, at: r.now()}
 	if !r.spam.AllowN(e.at, 1) {
 		klog.V(2).InfoS("event dropped: more than the pod's Event budget", "pod", r.pod.Namespace+"/"+r.pod.Name, "reason", reason)
 		return
@@ -156,7 +166,7 @@ func (r *Recorder) postOnce(ctx context.Context, e event) error {
 			Name:      fmt.Sprintf("%s.%x", r.pod.Name, e.at.UnixNano()),
 			Namespace: r.pod.Namespace,
 		},
-		InvolvedObject: coreclient.ObjectReference{Kind: cmp.Or(r.pod.Kind, "Pod"), APIVersion: "v1", Namespace: r.pod.Namespace, Name: r.pod.Name, UID: r.pod.UID},
+		InvolvedObject: coreclient.ObjectReference{Kind: cmp.Or(r.pod.Kind, "Pod"), APIVersion: "v1", Namespace: r.pod.Namespace, Name: r.pod.Name, UID: cmp.Or(e.uid, r.pod.UID)},
 		Type:           e.eventtype,
 		Reason:         e.reason,
 		Message:        e.message,

@@ -208,3 +208,26 @@ func TestLongMessageIsCutOnARuneBoundary(t *testing.T) {
 		})
 	}
 }
+
+// An Event about an object by its UID (a ConfigMap's, so that `kubectl describe configmap`
+// shows it); the same words about the object made again are another Event.
+func TestEventAboutCarriesTheObjectsUID(t *testing.T) {
+	api := &eventsAPI{t: t, events: map[string]*coreclient.Event{}, got: make(chan struct{}, 1)}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	client, err := coreclient.New(&rest.Config{Host: srv.URL, QPS: 1000, Burst: 1000})
+	require.NoError(t, err)
+	r := New(client, Pod{Kind: "ConfigMap", Namespace: "web", Name: "app"})
+	run(t, r)
+	r.EventAbout("uid-a", "Warning", "ConfigRejected", "config rejected")
+	r.EventAbout("uid-b", "Warning", "ConfigRejected", "config rejected")
+	require.Eventually(t, func() bool { _, c, p := api.snapshot(); return c+p == 2 }, 5*time.Second, 10*time.Millisecond)
+	events, creates, _ := api.snapshot()
+	assert.Equal(t, 2, creates, "one Event for each object")
+	var uids []string
+	for _, ev := range events {
+		assert.Equal(t, "ConfigMap", ev.InvolvedObject.Kind)
+		uids = append(uids, string(ev.InvolvedObject.UID))
+	}
+	assert.ElementsMatch(t, []string{"uid-a", "uid-b"}, uids)
+}
