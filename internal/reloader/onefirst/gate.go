@@ -305,13 +305,13 @@ func (g *Gate) step(parent context.Context) time.Time {
 		return poll
 	}
 	g.mu.Lock()
-	have, laidAt := g.pubID, g.laidAt
+	have, laidAt, good := g.pubID, g.laidAt, g.goodID
 	g.mu.Unlock()
 	maxBusy := 1
 	if g.opts.MaxBusy != nil {
 		maxBusy = g.opts.MaxBusy()
 	}
-	v := View{Pod: g.opts.Pod, Want: want, Have: have, Record: rec, Now: now,
+	v := View{Pod: g.opts.Pod, Want: want, Have: have, Good: good, Record: rec, Now: now,
 		Soak: g.opts.Soak, Expiry: g.opts.Expiry, MaxBusy: maxBusy}
 	v.SeenRenewed, v.SeenJoined = g.observe(rec, now)
 	v.Unclaimed = g.unclaimed(v)

@@ -2,6 +2,7 @@ package onefirst
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"sync"
 	"testing"
@@ -162,7 +163,7 @@ func TestGateOneFirst(t *testing.T) {
 	// The first pod goes away mid-soak: after expiry another takes its place.
 	pods = []*pod{a, b}
 	stepAll()
-	assert.Equal(t, []string{"v2", "v4"}, []string{a.laid(), b.laid()}, "a and b wait while c's claim lives")
+	assert.Equal(t, []string{"v2", "v2"}, []string{a.laid(), b.laid()}, "a and b wait while c's claim lives; b's trial of v4, overtaken, is put back")
 	now = now.Add(21 * time.Second)
 	a.gate.step(ctx)
 	assert.Equal(t, "a", store.rec.First, "c stopped renewing: a took its place")
@@ -232,7 +233,7 @@ func TestGateJitterHoldsAClaimBack(t *testing.T) {
 	now = at
 	g.step(ctx)
 	assert.Equal(t, "a", store.rec.First, "no write over the other sidecar's claim")
-	assert.Equal(t, "v2", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "and v3 is not laid out here")
+	assert.Equal(t, "v1", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "v3 is not laid out here, and its own trial of v2, overtaken, is put back")
 }
 
 // A selector that matches nothing is a content too (no files): the pod starts on it, rather
@@ -396,4 +397,43 @@ func TestRunsState(t *testing.T) {
 			assert.Equal(t, tc.want, runsState(tc.rec, tc.runs, tc.good, tc.pod))
 		})
 	}
+}
+
+// Three changes in quick succession: each pod that tried one is overtaken by the next; when the
+// newest is rejected, no pod keeps an untried content (before, the two overtaken pods kept
+// theirs for ever, unjudged).
+func TestGateThreeChangesLeaveNoContentStranded(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	mk := func(name string) *pod {
+		p := &pod{src: &fakeSource{}, state: PodState{Ready: true}}
+		p.src.set("1")
+		p.gate = NewGate(p.src, store, Options{Pod: name, Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: func() time.Time { return now },
+			ReadPod: func(context.Context) (PodState, error) { return p.state, nil },
+			Failed:  func(context.Context, time.Time, *PodState) string { return p.failed }})
+		return p
+	}
+	ctx := context.Background()
+	a, b, c := mk("a"), mk("b"), mk("c")
+	for _, p := range []*pod{a, b, c} {
+		p.gate.step(ctx)
+	}
+	// v2 reaches a first, v3 reaches b first, v4 reaches c first, a second apart.
+	for i, p := range []*pod{a, b, c} {
+		p.src.set(fmt.Sprint(i + 2))
+		p.gate.step(ctx)
+		now = now.Add(time.Second)
+	}
+	require.Equal(t, "c", store.rec.First)
+	for _, p := range []*pod{a, b} { // their sources catch up with v4
+		p.src.set("4")
+		p.gate.step(ctx)
+	}
+	c.failed = "the pod became not Ready"
+	c.gate.step(ctx)
+	require.Equal(t, Rejected, store.rec.State)
+	for _, p := range []*pod{a, b, c} {
+		p.gate.step(ctx)
+	}
+	assert.Equal(t, []string{"v1", "v1", "v1"}, []string{a.laid(), b.laid(), c.laid()}, "every pod back on the last promoted config")
 }

@@ -84,6 +84,11 @@ type View struct {
 	// times (tests that hold the clocks alike).
 	SeenRenewed time.Time
 	SeenJoined  map[string]time.Time
+	// Good is the last content this pod found, or saw promoted, healthy: what it puts back. A
+	// pod that runs another content, which is neither that nor the record's Good, runs a trial
+	// that was overtaken (a newer change superseded it, or it was rejected elsewhere): it puts
+	// Good back rather than keep an unjudged content.
+	Good string
 	// Resumed: this sidecar restarted while this pod soaked Want (its kept state says what it
 	// had laid out): the judgement of the app restarted with it, so the soak starts again.
 	Resumed bool
@@ -182,7 +187,7 @@ func Decide(v View) Action {
 	}
 	switch r.State {
 	case Rejected:
-		if v.Have == v.Want {
+		if v.Have == v.Want || overtaken(v, r) {
 			return Action{Do: PutBack}
 		}
 		return Action{Do: Refuse}
@@ -191,8 +196,11 @@ func Decide(v View) Action {
 			return firstSoak(v, r)
 		}
 		if expires := ClaimExpires(v, r); r.First != "" && v.Now.Before(expires) {
-			if v.Have == v.Want {
+			switch {
+			case v.Have == v.Want:
 				return Action{Do: Nothing} // started on it while it is tried
+			case overtaken(v, r):
+				return Action{Do: PutBack}
 			}
 			return Action{Do: Wait, At: expires}
 		}
@@ -219,6 +227,12 @@ func Decide(v View) Action {
 	// A state this version does not know (a newer sidecar wrote it): leave the pod as it is
 	// and look again when the record changes.
 	return Action{Do: Nothing}
+}
+
+// overtaken says whether the pod runs a trial of its own that a newer content overtook: neither
+// its good content nor the record's. It is no one's to judge any more, so it is put back.
+func overtaken(v View, r *Record) bool {
+	return v.Good != "" && v.Have != v.Good && v.Have != r.Good && v.Standing != Terminating
 }
 
 // claim is the step of a pod that would claim Want: only a pod that can judge it does.

@@ -31,6 +31,7 @@ func TestDecide(t *testing.T) {
 		waited  time.Duration // View.Unclaimed
 		resumed bool
 		seen    time.Duration // View.SeenRenewed; 0: none
+		good    string
 		do      Do
 		at      time.Duration // 0: no time
 	}{
@@ -111,12 +112,20 @@ func TestDecide(t *testing.T) {
 		{name: "just restarted: a claim seen only now lives a whole duration from now", pod: "b", want: "new", have: "old",
 			rec: soaking("a", 0, 0), seen: 100 * time.Second, now: 100 * time.Second, do: Wait, at: 145 * time.Second},
 
+		// No content is stranded: a trial a newer content overtook is put back.
+		{name: "rejected, this pod runs a trial of its own that was overtaken: put its good content back", pod: "b", want: "new", have: "mid", good: "old", rec: rejected, do: PutBack},
+		{name: "rejected, this pod runs its good content: keep it", pod: "b", want: "new", have: "old", good: "old", rec: rejected, do: Refuse},
+		{name: "another pod soaks a newer content; this pod's own trial was overtaken: put its good content back", pod: "b", want: "new", have: "mid", good: "old",
+			rec: soaking("a", 0, 0), now: 5 * time.Second, do: PutBack},
+		{name: "another pod soaks a newer content; this pod runs the last promoted one: wait", pod: "b", want: "new", have: "old", good: "older",
+			rec: soaking("a", 0, 0), now: 5 * time.Second, do: Wait, at: expiry},
+
 		{name: "a state a newer sidecar wrote: leave the pod as it is", pod: "b", want: "new", have: "old",
 			rec: &Record{Content: "new", State: "Paused"}, do: Nothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := View{Pod: tc.pod, Want: tc.want, Have: tc.have, Record: tc.rec, Failed: tc.failed,
-				Now: at(tc.now), Soak: soak, Expiry: expiry, MaxBusy: tc.busy, Standing: tc.stand, Unclaimed: tc.waited, Resumed: tc.resumed}
+				Now: at(tc.now), Soak: soak, Expiry: expiry, MaxBusy: tc.busy, Standing: tc.stand, Unclaimed: tc.waited, Resumed: tc.resumed, Good: tc.good}
 			if tc.seen != 0 {
 				v.SeenRenewed = at(tc.seen)
 			}
