@@ -79,7 +79,8 @@ func newClients(cfg *config, reg *prometheus.Registry) (*clients, error) {
 			return nil, fmt.Errorf("create the pods client: %w", err)
 		}
 	}
-	webhookCfg.QPS, webhookCfg.Burst, webhookCfg.RateLimiter = webhookQPS, webhookBurst, nil
+	// The same rate as wave's own client (--kube-api-qps), on a limiter of its own.
+	webhookCfg.RateLimiter = nil
 	if cfg.revisionsWebhookAddress != "" {
 		if cl.webhook, err = waveclient.New(webhookCfg); err != nil {
 			return nil, fmt.Errorf("create the revisions webhook's client: %w", err)
@@ -124,7 +125,6 @@ func newInformers(ctx context.Context, cfg *config, cl *clients, dg digests, kin
 
 // The Events client's own rate limit, and the pods client's.
 const (
-	eventQPS, eventBurst     = 50, 100
-	podQPS, podBurst         = 5, 10
-	webhookQPS, webhookBurst = 50, 100
+	eventQPS, eventBurst = 50, 100
+	podQPS, podBurst     = 5, 10
 )

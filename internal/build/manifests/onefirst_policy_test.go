@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -206,3 +207,33 @@ func readYAML(t *testing.T, path string, into any) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// networkPolicy.webhookFrom narrows the revisions webhook's port to the peers it names; without
+// it the port stays open to every source, as the metrics port without metricsFrom.
+func TestChartWebhookFromNarrowsTheWebhookPort(t *testing.T) {
+	ingressOf := func(set ...string) []any {
+		for _, o := range decode(t, helmTemplate(t, append([]string{"revisions.enabled=true", "revisions.webhook.makeCertificate=true"}, set...)...)) {
+			if o.GetKind() == "NetworkPolicy" {
+				ingress, _, err := unstructured.NestedSlice(o.Object, "spec", "ingress")
+				require.NoError(t, err)
+				return ingress
+			}
+		}
+		t.Fatal("no NetworkPolicy rendered")
+		return nil
+	}
+	webhookRule := func(ingress []any) map[string]any {
+		for _, r := range ingress {
+			rule := r.(map[string]any)
+			ports, _ := rule["ports"].([]any)
+			if len(ports) == 1 && ports[0].(map[string]any)["port"] == "webhook" {
+				return rule
+			}
+		}
+		t.Fatal("no rule for the webhook port")
+		return nil
+	}
+	assert.NotContains(t, webhookRule(ingressOf()), "from", "open to every source by default")
+	narrowed := webhookRule(ingressOf("networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.10/32"))
+	assert.Equal(t, []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.10/32"}}}, narrowed["from"])
+}

@@ -100,7 +100,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var d revisions.Decision
 	if req.Pod != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), lookWithin)
+		// Not the request's context: the server cancels it when a read of the (idle) connection
+		// fails, and the API server's own timeout bounds the wait anyway.
+		ctx, cancel := context.WithTimeout(context.Background(), lookWithin)
 		d = revisions.Decide(h.gather(ctx, req.Pod))
 		cancel()
 		if d.Why != "" {
@@ -130,7 +132,9 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int,
 	if r.ContentLength > maxReview {
 		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("an AdmissionReview of %d bytes is over the %d this webhook reads: a pod's review is far smaller", r.ContentLength, maxReview)
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyWithin))
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyWithin))
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }() // the body is in: the deadline was for it alone
 	in := http.MaxBytesReader(w, r.Body, maxReview)
 	var body []byte
 	held := int64(0)
@@ -149,8 +153,12 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int,
 		if errors.Is(err, io.EOF) {
 			return body, 0, nil
 		}
-		if err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
 			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("read the request: %w", err)
+		case err != nil:
+			return nil, http.StatusRequestTimeout, fmt.Errorf("read the request within %s: %w", bodyWithin, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package revisionhook
 import (
 	"context"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,9 +20,19 @@ type APILook struct {
 
 	mu      sync.Mutex
 	indexes map[string]map[string]string
+	seen    map[configref.Ref]time.Time // snapshots the API server answered with, and when
 }
 
 const maxIndexes = 1024
+
+// A snapshot is immutable and named by its content, so one the API server answered with is
+// taken as there for seenFor, without another read: a scale-up of a hundred pods of one
+// revision reads each snapshot once, not a hundred times. Bounded: past maxSeen all are
+// forgotten.
+const (
+	seenFor = time.Minute
+	maxSeen = 4096
+)
 
 func (l *APILook) Index(ctx context.Context, namespace, name string) (map[string]string, bool, error) {
 	key := namespace + "/" + name
@@ -54,6 +65,12 @@ func (l *APILook) Index(ctx context.Context, namespace, name string) (map[string
 // a snapshot that is gone waits in ContainerCreating for a volume that never comes, so on a
 // timeout or any other error the pod reads that source live instead, and the Event says so.
 func (l *APILook) Exists(ctx context.Context, ref configref.Ref) bool {
+	l.mu.Lock()
+	at, ok := l.seen[ref]
+	l.mu.Unlock()
+	if ok && time.Since(at) < seenFor {
+		return true
+	}
 	var err error
 	switch ref.Kind {
 	case configref.ConfigMap:
@@ -65,6 +82,14 @@ func (l *APILook) Exists(ctx context.Context, ref configref.Ref) bool {
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		klog.InfoS("warning: cannot tell whether a snapshot is there; the pod reads its source live", "snapshot", ref.String(), "err", err.Error())
+	}
+	if err == nil {
+		l.mu.Lock()
+		if l.seen == nil || len(l.seen) >= maxSeen {
+			l.seen = map[configref.Ref]time.Time{}
+		}
+		l.seen[ref] = time.Now()
+		l.mu.Unlock()
 	}
 	return err == nil
 }

@@ -81,9 +81,13 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 	s.Inputs = confighash.InputsOf(ns, uses, c.Informers.Digests)
 	s.Entries = make(map[string]entry, len(uses)+len(ignored))
+	kept := map[configref.Ref]bool{}
+	for _, r := range revisions.SourcesOf(ns, &w.Template.Spec) {
+		kept[r] = !c.ignored(r) && !c.revisionsOff(r) // what ensureRevision snapshots
+	}
 	for r := range uses {
 		// A class is there while pods report on it: their coming and going rolls nothing.
-		s.Entries[r.Short(ns)] = entry{Follows: c.follows(ns, used, sel, r), Transient: r.Kind == configref.SecretProviderClass, RevisionsOff: c.revisionsOff(r)}
+		s.Entries[r.Short(ns)] = entry{Follows: c.follows(ns, used, sel, r), Transient: r.Kind == configref.SecretProviderClass, InRevisions: kept[r]}
 	}
 	for r := range ignored {
 		s.Entries[r.Short(ns)] = entry{Ignored: true}

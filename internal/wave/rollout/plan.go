@@ -108,9 +108,10 @@ type entry struct {
 	// Transient: it is there while the pods are (a SecretProviderClass, through their
 	// statuses), so only a change of it rolls, never its coming or going.
 	Transient bool
-	// RevisionsOff: the object opts out of revisions (configwave.io/revisions: "false"): its
-	// pods read it live, and its change is no part of a hold.
-	RevisionsOff bool
+	// InRevisions: a revision keeps a snapshot of it (a ConfigMap or Secret its pod spec names
+	// where snapshots are read, not ignored, not opted out with configwave.io/revisions:
+	// "false"). Only such an object's change ends a hold.
+	InRevisions bool
 }
 
 // decision is what plan returns: what to write, what to tell, what to follow. apply performs
@@ -197,7 +198,7 @@ func plan(s situation) (decision, error) {
 			// Held by an undo, then the config itself went back to what the template runs: the
 			// pods run the current config, and the label says so again, so that the config's
 			// next change rolls (with the old label it would read as the undo's).
-			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: s.Rec, Revision: want, Followed: s.followedKey()}), nil
+			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: s.Rec, Revision: want, Followed: s.followedKey(want)}), nil
 		case r.present != s.Rec: // the config is back as it was: nothing to roll
 			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: r.present}), nil
 		default:
@@ -257,7 +258,7 @@ func (s situation) heldByRollback(r records) (decision, bool) {
 	}
 	newest := s.NewestRevision == revisions.InputsHash(r.value)
 	if !newest && s.NewestFollowed != "" {
-		newest = s.NewestFollowed == s.followedKey()
+		newest = s.NewestFollowed == s.followedKey(s.NewestRevision)
 	}
 	if !newest {
 		return decision{}, false
@@ -270,27 +271,28 @@ func (s situation) heldByRollback(r records) (decision, bool) {
 		if !revisions.IsRevision(s.TemplateInputsHash) {
 			at = "a revision from before its revisions were on, on the live config"
 		}
-		msg := "the pod template is back at " + at + " (a rollout undo, or an abort): wave does not roll it forward; the next change of its config rolls it"
+		msg := "the pod template is back at " + at + " (a rollout undo, or an abort): wave does not roll it forward; the next change of a ConfigMap or Secret it follows and keeps in its revisions rolls it"
 		d.Events = []event{{corev1.EventTypeNormal, "ConfigRolledBack", msg}}
 		d.Log = &logLine{Msg: "held at an earlier config by a rollback", KV: []any{"revision", s.TemplateInputsHash, "newest", s.NewestRevision}}
 	}
 	return d, true
 }
 
-// followedKey is FollowedLabel's value for the config as it is now: a hash of the digests of
-// the objects the workload follows (in its dialects) and keeps in its revisions. Only digests
-// go in, and only a hash of them comes out: the label tells nothing of a value.
-func (s situation) followedKey() string {
+// followedKey is FollowedLabel's value for revision with the config as it is now: a hash of
+// the revision and of the digests of the objects the workload follows (in its dialects) and its
+// revisions keep. The revision goes in so that a label left by another revision (written by a
+// wave that kept none) never matches. Only digests go in, and only a hash comes out: the label
+// tells nothing of a value.
+func (s situation) followedKey(revision string) string {
 	names := make([]string, 0, len(s.Inputs.Objects))
 	for name := range s.Inputs.Objects {
-		e, known := s.Entries[name]
-		if known && (e.Ignored || !e.Follows || e.RevisionsOff) || !known && !s.Wave {
-			continue
+		if e, known := s.Entries[name]; known && e.InRevisions && e.Follows && !e.Ignored && !e.Transient {
+			names = append(names, name)
 		}
-		names = append(names, name)
 	}
 	slices.Sort(names)
 	h := sha256.New()
+	fmt.Fprintf(h, "%s\n", revision)
 	for _, name := range names {
 		fmt.Fprintf(h, "%s=%s\n", name, s.Inputs.Objects[name])
 	}
@@ -516,7 +518,7 @@ func (s situation) rollout(what, value, hash string) decision {
 		d.Events[0].Message += " (restarting its pods through spec.restartAt: rollout-strategy restart)"
 	} else if s.Revisions {
 		d.InputsHash = revisions.InputsHash(value)
-		d.Revision, d.ClearRevision, d.Followed = d.InputsHash, false, s.followedKey()
+		d.Revision, d.ClearRevision, d.Followed = d.InputsHash, false, s.followedKey(d.InputsHash)
 		if what == revisionsTurnedOn {
 			d.Events[0] = event{corev1.EventTypeNormal, "ConfigRevisionsOn", revisionsOnMessage}
 			if s.DryRun {

@@ -36,7 +36,7 @@ func TestPlanRevisions(t *testing.T) {
 	// revisions (another system rotates it), configmap/other not followed.
 	withTLS := func(s situation, now map[string]string) situation {
 		s.Inputs = confighash.Inputs{Value: fmt.Sprint(now), Objects: now}
-		s.Entries = map[string]entry{"configmap/a": {Follows: true}, "secret/tls": {Follows: true, RevisionsOff: true}, "configmap/other": {}}
+		s.Entries = map[string]entry{"configmap/a": {Follows: true, InRevisions: true}, "secret/tls": {Follows: true}, "configmap/other": {InRevisions: true}}
 		return s
 	}
 	// held: rolled to v2 with tls s1 (the label and the followed label say so), then undone
@@ -47,7 +47,7 @@ func TestPlanRevisions(t *testing.T) {
 		s.Record = record(confighash.Inputs{Value: fmt.Sprint(map[string]string{"configmap/a": "1", "secret/tls": "s1"})})
 		s.TemplateInputsHash = revisions.InputsHash(s.Record)
 		s.NewestRevision = rev(newest.Inputs)
-		s.NewestFollowed = newest.followedKey()
+		s.NewestFollowed = newest.followedKey(s.NewestRevision)
 		s.HeldBackSaid = "at " + s.TemplateInputsHash
 		return s
 	}
@@ -91,7 +91,7 @@ func TestPlanRevisions(t *testing.T) {
 			require.Len(t, d.Events, 1)
 			assert.Equal(t, "ConfigRolledBack", d.Events[0].Reason)
 			assert.Contains(t, d.Events[0].Message, "revision "+rev(v1))
-			assert.Contains(t, d.Events[0].Message, "the next change of its config rolls it")
+			assert.Contains(t, d.Events[0].Message, "the next change of a ConfigMap or Secret it follows and keeps in its revisions rolls it")
 		}},
 		{"the same hold on the next look: nothing new to say", func() situation {
 			s := deployment(v2)
@@ -165,6 +165,17 @@ func TestPlanRevisions(t *testing.T) {
 			assert.Equal(t, ResultRolled, d.Result)
 			assert.Empty(t, d.HeldBack, "the rollout ends the hold")
 		}},
+		{"held at v1 by an undo, then a SecretProviderClass's pods go (scaled to 0): still held", func() situation {
+			s := held(map[string]string{"configmap/a": "2", "secret/tls": "s1", "secretproviderclass/vault": "absent"})
+			s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
+			return s
+		}, func(t *testing.T, d decision) { assert.Equal(t, ResultRolledBack, d.Result) }},
+		{"a followed label another revision left (a wave that writes none rolled since): not held by it", func() situation {
+			s := held(map[string]string{"configmap/a": "2", "secret/tls": "s1"})
+			s.NewestRevision = "rev-0123456789abcdef" // rolled by an older wave to another revision, label left
+			s.Record = record(confighash.Inputs{Value: fmt.Sprint(map[string]string{"configmap/a": "1", "secret/tls": "s1"})})
+			return s
+		}, func(t *testing.T, d decision) { assert.Equal(t, ResultRolled, d.Result) }},
 		{"held by an undo under an older wave (no followed label): a rotation rolls, as it did", func() situation {
 			s := held(map[string]string{"configmap/a": "2", "secret/tls": "s2"})
 			s.NewestFollowed = ""
@@ -176,8 +187,9 @@ func TestPlanRevisions(t *testing.T) {
 			assert.Equal(t, ResultRolled, d.Result)
 			rotated := withTLS(deployment(v2), map[string]string{"configmap/a": "2", "secret/tls": "s9"})
 			other := withTLS(deployment(v2), map[string]string{"configmap/a": "9", "secret/tls": "s1"})
-			assert.Equal(t, rotated.followedKey(), d.Followed, "the opted-out Secret is no part of it")
-			assert.NotEqual(t, other.followedKey(), d.Followed, "the followed ConfigMap is")
+			assert.Equal(t, rotated.followedKey(d.Revision), d.Followed, "the opted-out Secret is no part of it")
+			assert.NotEqual(t, other.followedKey(d.Revision), d.Followed, "the followed ConfigMap is")
+			assert.NotEqual(t, rotated.followedKey("rev-other"), d.Followed, "nor is it another revision's")
 			assert.Regexp(t, `^f-[0-9a-f]{40}$`, d.Followed, "a valid label value")
 		}},
 		{"revisions off for a workload that had them: its rollout takes the label off", func() situation {
