@@ -69,7 +69,7 @@ func TestOneFirstPolicyLetsAPodWriteOnlyItsOwnTurn(t *testing.T) {
 
 	// A sidecar of pod `pod` (its token names it), or of no pod (""), writing the record.
 	lease := onefirst.LeaseName("Deployment", "web", []string{"configmap " + ns + "/app"})
-	store := func(pod string) *onefirst.LeaseStore {
+	store := func(pod string, expiry time.Duration) *onefirst.LeaseStore {
 		cfg := rest.CopyConfig(cluster.Config())
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":configwave-reloader",
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
@@ -78,9 +78,11 @@ func TestOneFirstPolicyLetsAPodWriteOnlyItsOwnTurn(t *testing.T) {
 		}
 		client, err := coreclient.New(cfg)
 		require.NoError(t, err)
-		return &onefirst.LeaseStore{Client: client, Namespace: ns, Name: lease, Expiry: 30 * time.Second}
+		return &onefirst.LeaseStore{Client: client, Namespace: ns, Name: lease, Expiry: expiry}
 	}
-	a, b, c, nobody := store("web-a"), store("web-b"), store("web-c"), store("")
+	// b runs with a longer --rollout-soak (a rollout of the Deployment that changed it): its
+	// writes keep the claim's duration, and pass.
+	a, b, c, nobody := store("web-a", 30*time.Second), store("web-b", 90*time.Second), store("web-c", 30*time.Second), store("", 30*time.Second)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	put := func(s *onefirst.LeaseStore, r onefirst.Record) error {
 		_, version, err := a.Get(ctx)
@@ -91,7 +93,7 @@ func TestOneFirstPolicyLetsAPodWriteOnlyItsOwnTurn(t *testing.T) {
 
 	// The policy reaches admission a moment after it is created: until a token bound to no pod
 	// is refused a claim (a claim let through before is taken back).
-	claim := onefirst.Record{Content: "c1", State: onefirst.Soaking, First: "web-a", Since: now, Renewed: now, Good: "c0"}
+	claim := onefirst.Record{Content: "c1", State: onefirst.Soaking, First: "web-a", Since: now, Renewed: now, Good: "c0", Duration: 30 * time.Second}
 	var last error
 	defer func() {
 		var se *apierrors.StatusError
@@ -165,6 +167,12 @@ func TestOneFirstPolicyLetsAPodWriteOnlyItsOwnTurn(t *testing.T) {
 			assert.Contains(t, err.Error(), "may change only its own place in the batch")
 		})
 	}
+	// The pod that promoted the content holds the Lease, but not the others' places.
+	taken := both
+	taken.Batch = map[string]time.Time{"web-c": now.Add(21 * time.Second)}
+	err = put(a, taken)
+	require.Error(t, err, "the promoter takes b's place away")
+	assert.Contains(t, err.Error(), "may not change the other pods' places in its batch")
 	left := both
 	left.Batch = map[string]time.Time{"web-c": now.Add(21 * time.Second)}
 	require.NoError(t, put(b, left), "b leaves the batch")

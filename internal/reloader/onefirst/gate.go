@@ -239,11 +239,13 @@ func (g *Gate) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			g.giveBack()
-			return
 		case <-g.inner.Changed():
 		case <-recordChanged:
 		case <-timer.C:
+		}
+		if ctx.Err() != nil {
+			g.giveBack()
+			return
 		}
 		next := g.step(ctx)
 		if !timer.Stop() {
@@ -272,6 +274,13 @@ const giveBackTimeout = 3 * time.Second
 func (g *Gate) giveBack() {
 	ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 	defer cancel()
+	if g.opts.ReadPod != nil {
+		// Only a pod being deleted gives its turn back: a container stopped and started again
+		// (a failed liveness probe) resumes its trial from what it keeps, and soaks again.
+		if st, err := g.opts.ReadPod(ctx); err != nil || !st.Terminating {
+			return
+		}
+	}
 	g.stopping = true
 	for range 3 {
 		g.step(ctx)
@@ -431,6 +440,9 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 	case Start:
 		g.publish(snap, want, now)
 		g.setGood(snap, want) // an app starts on what it has: there is nothing better to go back to
+		if soaks(rec, want, g.opts.Pod) {
+			g.resumed = true // a pod made again with its name (a StatefulSet's) holds the claim of its predecessor: its soak starts again
+		}
 		if rec != nil && rec.Content == want && rec.State == Rejected {
 			g.mu.Lock()
 			g.status.RunsRejected = true
@@ -441,7 +453,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 	case Claim:
 		g.keepPromoted(rec)
 		good := g.goodContent(rec)
-		if !put(Record{Content: want, State: Soaking, First: g.opts.Pod, Since: now, Renewed: now, Good: good}) {
+		if !put(Record{Content: want, State: Soaking, First: g.opts.Pod, Since: now, Renewed: now, Good: good, Duration: g.opts.Expiry}) {
 			return now.Add(g.opts.Sample) // another sidecar wrote first: decide again on what it wrote
 		}
 		g.began(ctx, now)

@@ -293,31 +293,45 @@ func TestGateFirstPodDeletedMidSoakGivesItsClaimBack(t *testing.T) {
 	assert.Equal(t, "v2", b.laid())
 }
 
-// A sidecar that stops (SIGTERM) gives back its claim as Run returns; one that holds none
-// writes nothing.
+// A sidecar that stops (SIGTERM) because its pod is being deleted gives back its claim as Run
+// returns; one whose container alone stops (a failed liveness probe) keeps it, to resume its
+// trial when it starts again.
 func TestGateGivesBackItsClaimWhenItStops(t *testing.T) {
-	store := &memStore{}
-	src := &fakeSource{}
-	src.set("1")
-	g := NewGate(src, store, Options{Pod: "a", Soak: time.Hour, Poll: time.Hour, Sample: time.Hour,
-		ReadPod: func(context.Context) (PodState, error) { return PodState{Ready: true}, nil }})
-	g.step(context.Background()) // starts on v1
-	src.set("2")
-	g.step(context.Background()) // claims v2
-	require.Equal(t, "a", store.rec.First)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { g.Run(ctx); close(done) }()
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("Run did not return after its context ended")
+	for _, tc := range []struct {
+		name     string
+		deleted  bool
+		released bool
+	}{
+		{"its pod is being deleted: the claim is given back", true, true},
+		{"its container alone restarts: the claim stays, to resume", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &memStore{}
+			src := &fakeSource{}
+			src.set("1")
+			state := PodState{Ready: true}
+			g := NewGate(src, store, Options{Pod: "a", Soak: time.Hour, Poll: time.Hour, Sample: time.Hour,
+				ReadPod: func(context.Context) (PodState, error) { return state, nil }})
+			g.step(context.Background()) // starts on v1
+			src.set("2")
+			g.step(context.Background()) // claims v2
+			require.Equal(t, "a", store.rec.First)
+			state.Terminating = tc.deleted
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { g.Run(ctx); close(done) }()
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("Run did not return after its context ended")
+			}
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			assert.Equal(t, tc.released, store.rec.First == "", "first: %q", store.rec.First)
+			assert.Equal(t, Soaking, store.rec.State)
+		})
 	}
-	store.mu.Lock()
-	defer store.mu.Unlock()
-	assert.Empty(t, store.rec.First, "the claim was given back")
-	assert.Equal(t, Soaking, store.rec.State)
 }
 
 // A pod that is not Ready for its own reasons does not claim a new content while a Ready pod

@@ -154,4 +154,31 @@ func TestGateIgnoresAStateForOtherSources(t *testing.T) {
 	g := NewGate(src, &memStore{}, Options{Pod: "a", Soak: time.Second, Keep: keep, Record: "web"})
 	g.step(context.Background())
 	assert.Equal(t, "v2", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "starts on what its source holds")
+	assert.Equal(t, Start, g.CurrentStatus().Doing, "as a new pod does, not resumed")
+}
+
+// A pod made again with its name (a StatefulSet's, after its node was lost) finds its
+// predecessor's claim: it starts on the content and soaks it again from its own start, rather
+// than be promoted on its predecessor's soak a moment after it started.
+func TestGateRecreatedPodSoaksItsPredecessorsClaimAgain(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	src := &fakeSource{}
+	src.set("1")
+	newGate := func() *Gate {
+		return NewGate(src, store, Options{Pod: "web-0", Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: func() time.Time { return now },
+			Keep: KeptFile{Path: filepath.Join(t.TempDir(), KeptName)}, Record: "web"}) // a new emptyDir each time
+	}
+	ctx := context.Background()
+	g := newGate()
+	g.step(ctx)
+	src.set("2")
+	g.step(ctx)
+	require.Equal(t, "web-0", store.rec.First)
+	now = now.Add(20 * time.Second) // the pod is lost and made again, within its claim's life
+	g = newGate()
+	g.step(ctx) // starts on v2
+	g.step(ctx)
+	assert.Equal(t, now, store.rec.Since, "its soak starts again")
+	assert.Equal(t, Soaking, store.rec.State, "not promoted on its predecessor's soak")
 }

@@ -1,6 +1,7 @@
 package onefirst
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -206,7 +207,9 @@ func (s *LeaseStore) Put(ctx context.Context, r Record, version string) error {
 	l := lease{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
 		Metadata: leaseMetadata{Name: s.Name, Namespace: s.Namespace, ResourceVersion: version,
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "configwave-reloader"}, Annotations: r.Annotations()},
-		Spec: leaseSpec{HolderIdentity: r.First, LeaseDurationSeconds: int32(max(s.Expiry/time.Second, 1)),
+		// The claim's duration is its holder's: a batch pod with another --rollout-soak writes
+		// back the one it read (r.Duration), not its own.
+		Spec: leaseSpec{HolderIdentity: r.First, LeaseDurationSeconds: int32(max(cmp.Or(r.Duration, s.Expiry)/time.Second, 1)),
 			AcquireTime: r.Since.UTC().Format(microTime), RenewTime: r.Renewed.UTC().Format(microTime)}}
 	body, err := json.Marshal(l)
 	if err != nil {

@@ -204,10 +204,9 @@ func Decide(v View) Action {
 			}
 			return Action{Do: Wait, At: expires}
 		}
-		if v.Have == v.Want {
-			return Action{Do: Nothing}
-		}
-		return claim(v) // the first pod gave its claim back or stopped renewing: take its place
+		// The first pod gave its claim back or stopped renewing: take its place; a pod that runs
+		// the content already (it started on it) claims it too, so that it is judged.
+		return claim(v)
 	case Promoted:
 		if joined, ok := r.Batch[v.Pod]; ok {
 			return batchSoak(v, joined)
@@ -217,6 +216,8 @@ func Decide(v View) Action {
 			return Action{Do: Nothing}
 		case v.Standing == NotReady:
 			return Action{Do: Follow}
+		case v.Standing == Unread:
+			return Action{Do: Wait}
 		}
 		busy, next := batchLoad(v, r)
 		if busy < max(v.MaxBusy, 1) {
@@ -240,6 +241,8 @@ func claim(v View) Action {
 	switch {
 	case v.Standing == Terminating:
 		return Action{Do: Nothing} // its replacement starts on what the source holds
+	case v.Standing == Unread:
+		return Action{Do: Wait} // whether it can judge is not known: look again
 	case v.Standing == NotReady && v.Unclaimed < v.Expiry:
 		return Action{Do: Wait, At: v.Now.Add(v.Expiry - v.Unclaimed)}
 	}

@@ -44,7 +44,7 @@ func (p PodState) Standing() Standing {
 // Probe is one container's readiness probe: how long a failing app takes to show as not Ready.
 type Probe struct {
 	Container        string
-	HTTPPort         string // an httpGet probe's port, number or name; "" for another kind
+	HTTPPort         string // an httpGet probe's port, a number (a name its container declares is resolved); "" for another kind
 	PeriodSeconds    int32  // 0: the API's default, 10
 	FailureThreshold int32  // 0: the API's default, 3
 }
@@ -57,7 +57,11 @@ type podJSON struct {
 	} `json:"metadata"`
 	Spec struct {
 		Containers []struct {
-			Name           string `json:"name"`
+			Name  string `json:"name"`
+			Ports []struct {
+				Name          string `json:"name"`
+				ContainerPort int32  `json:"containerPort"`
+			} `json:"ports"`
 			ReadinessProbe *struct {
 				PeriodSeconds    int32 `json:"periodSeconds"`
 				FailureThreshold int32 `json:"failureThreshold"`
@@ -110,6 +114,11 @@ func ReadPod(ctx context.Context, client rest.Interface, namespace, name string)
 			probe := Probe{Container: c.Name, PeriodSeconds: pr.PeriodSeconds, FailureThreshold: pr.FailureThreshold}
 			if pr.HTTPGet != nil {
 				probe.HTTPPort = strings.Trim(string(pr.HTTPGet.Port), `"`)
+				for _, port := range c.Ports { // a named port, as a number
+					if port.Name != "" && port.Name == probe.HTTPPort {
+						probe.HTTPPort = strconv.Itoa(int(port.ContainerPort))
+					}
+				}
 			}
 			out.Probes = append(out.Probes, probe)
 		}

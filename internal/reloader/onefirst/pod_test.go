@@ -1,9 +1,16 @@
 package onefirst
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/configwave/configwave/internal/reloader/coreclient"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -96,4 +103,19 @@ func TestJudgeWarnings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A probe on a named port counts as the reloader's own when that name is the reloader's port.
+func TestReadPodResolvesANamedProbePort(t *testing.T) {
+	raw := `{"metadata":{"name":"web-0"},"spec":{"containers":[
+		{"name":"reloader","ports":[{"name":"metrics","containerPort":9533}],"readinessProbe":{"httpGet":{"port":"metrics"}}},
+		{"name":"app","readinessProbe":{"periodSeconds":5,"httpGet":{"port":8080}}}]}}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(raw)) }))
+	defer srv.Close()
+	client, err := coreclient.New(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+	p, err := ReadPod(context.Background(), client, "web", "web-0")
+	require.NoError(t, err)
+	assert.Equal(t, []Probe{{Container: "reloader", HTTPPort: "9533"}, {Container: "app", HTTPPort: "8080", PeriodSeconds: 5}}, p.Probes)
+	assert.Empty(t, JudgeWarnings(p, 30*time.Second, "", "9533"), "the app's probe judges it; the reloader's own is left out")
 }
