@@ -2,6 +2,7 @@ package manifests_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/testenv/testcluster"
+	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/revisions"
+	"github.com/configwave/configwave/internal/wave/waveclient"
 )
 
 // config/wave-revisions, applied for real: wave's ServiceAccount may add an owner reference to
@@ -90,30 +94,76 @@ func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 	_, err = wave.CoreV1().Secrets(ns).Patch(ctx, snapshot.Name, types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{})
 	require.Error(t, err, "nor take an owner away (the garbage collector would delete what a revision still uses)")
 	assert.Contains(t, err.Error(), "wave may only add owner references to its snapshots")
+	repointed := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":%q}]}}`, rev.UID)
+	_, err = wave.CoreV1().Secrets(ns).Patch(ctx, snapshot.Name, types.MergePatchType, []byte(repointed), metav1.PatchOptions{})
+	require.Error(t, err, "nor point an owner at another name (the garbage collector would find it gone and delete the snapshot)")
+	assert.Contains(t, err.Error(), "wave may only add owner references to its snapshots")
 	got, err = admin.CoreV1().Secrets(ns).Get(ctx, snapshot.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Len(t, got.OwnerReferences, 1)
 	assert.Equal(t, "web-1", got.OwnerReferences[0].Name)
 	assert.Equal(t, revisions.ManagedBy, got.Labels[revisions.ManagedByLabel])
 
+	// What wave itself makes goes through: the snapshots of a ConfigMap and a TLS Secret, and
+	// their index, as revisions.Ensure makes them, as wave.
+	app, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tls, err := admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k")}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waveClient, err := waveclient.New(asWave)
+	require.NoError(t, err)
+	adminClient, err := waveclient.New(cluster.Config())
+	require.NoError(t, err)
+	// wave reads through config/wave's rules, which this test does not apply: it reads as admin
+	// and creates as wave.
+	made, err := revisions.Ensure(ctx, readsAs{revisions.ClientAPI{Core: adminClient.CoreV1()}, revisions.ClientAPI{Core: waveClient.CoreV1()}}, confighash.Digester{Key: []byte("0123456789abcdef0123456789abcdef")}, ns, revisions.InputsHash("made"),
+		[]revisions.Source{{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: ns, Name: "app"}, ResourceVersion: app.ResourceVersion},
+			{Ref: configref.Ref{Kind: configref.Secret, Namespace: ns, Name: "tls"}, ResourceVersion: tls.ResourceVersion}})
+	require.NoError(t, err, "wave's own snapshots and index, through the policy")
+	assert.Len(t, made, 2)
+
 	// Creates: only its own kind of snapshot; never a token for another ServiceAccount.
 	managed := map[string]string{revisions.ManagedByLabel: revisions.ManagedBy}
+	snapshotOf := func(source, content string) map[string]string {
+		return map[string]string{revisions.SnapshotOfAnnotation: source, revisions.ContentAnnotation: content}
+	}
+	index := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "configwave-" + revisions.InputsHash("web"), Labels: managed,
+		Annotations: map[string]string{revisions.ContentAnnotation: revisions.InputsHash("web")}}, Immutable: &immutable}
+	_, err = wave.CoreV1().ConfigMaps(ns).Create(ctx, index, metav1.CreateOptions{})
+	assert.NoError(t, err, "an index")
+	index.Name = "configwave-other"
+	_, err = wave.CoreV1().ConfigMaps(ns).Create(ctx, index, metav1.CreateOptions{})
+	assert.ErrorContains(t, err, "wave may create only", "an index named otherwise")
 	for _, tc := range []struct {
 		name   string
 		secret *corev1.Secret
 		ok     bool
 	}{
-		{"a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-abcdef0123", Labels: managed}, Immutable: &immutable}, true},
+		{"a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-abcdef0123", Labels: managed, Annotations: snapshotOf("db", "abcdef0123")}, Immutable: &immutable}, true},
+		{"a TLS snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls-abcdef0123", Labels: managed, Annotations: snapshotOf("tls", "abcdef0123")}, Immutable: &immutable,
+			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": nil, "tls.key": nil}}, true},
 		{"a Secret that is not a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anything"}}, false},
 		{"a mutable one labelled as a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-mutable", Labels: managed}}, false},
 		{"a ServiceAccount token labelled as a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Labels: managed,
 			Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Immutable: &immutable, Type: corev1.SecretTypeServiceAccountToken}, false},
+		// Shaped as a snapshot in every other way: a bootstrap token (in kube-system it would let
+		// nodes join), an Argo CD cluster Secret or a Grafana datasource (which their sidecars
+		// load by label), a name that is not the one its annotations give.
+		{"a bootstrap token shaped as a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-abcdef0123", Labels: managed,
+			Annotations: snapshotOf("bootstrap-token", "abcdef0123")}, Immutable: &immutable, Type: corev1.SecretTypeBootstrapToken}, false},
+		{"an Argo CD cluster Secret shaped as a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cluster-abcdef0123",
+			Labels: map[string]string{revisions.ManagedByLabel: revisions.ManagedBy, "argocd.argoproj.io/secret-type": "cluster"}, Annotations: snapshotOf("cluster", "abcdef0123")}, Immutable: &immutable}, false},
+		{"a name its annotations do not give", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-abcdef", Labels: managed,
+			Annotations: snapshotOf("db", "abcdef0123")}, Immutable: &immutable}, false},
+		{"another annotation", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-0000000000", Labels: managed,
+			Annotations: map[string]string{revisions.SnapshotOfAnnotation: "db", revisions.ContentAnnotation: "0000000000", "kubernetes.io/service-account.name": "default"}}, Immutable: &immutable}, false},
 	} {
 		_, err := wave.CoreV1().Secrets(ns).Create(ctx, tc.secret, metav1.CreateOptions{})
 		if tc.ok {
 			assert.NoError(t, err, tc.name)
 		} else {
-			assert.ErrorContains(t, err, "wave may create only immutable snapshots", tc.name)
+			assert.ErrorContains(t, err, "wave may create only", tc.name)
 		}
 	}
 	ensureNamespace(t, "configwave-system")
@@ -156,4 +206,15 @@ func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 		assert.NoError(t, err, "%s is still there", pod)
 	}
 	assert.NoError(t, wave.CoreV1().Pods(ns).Delete(ctx, "stuck-0", metav1.DeleteOptions{}), "a StatefulSet's pod that is not ready")
+}
+
+// readsAs is a revisions.API that reads through one client and creates through another.
+type readsAs struct{ reader, creator revisions.ClientAPI }
+
+func (a readsAs) Get(ctx context.Context, ref configref.Ref) (metav1.Object, error) {
+	return a.reader.Get(ctx, ref)
+}
+
+func (a readsAs) Create(ctx context.Context, kind configref.Kind, obj metav1.Object) (metav1.Object, error) {
+	return a.creator.Create(ctx, kind, obj)
 }

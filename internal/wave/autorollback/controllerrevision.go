@@ -81,22 +81,20 @@ func RevisionPatch(resourceVersion string, cr *appsv1.ControllerRevision) ([]byt
 
 // StuckPods are the pods a StatefulSet of OrderedReady pods would wait for forever after an
 // undo: those of the failed revision (bad, by their controller-revision-hash label), not
-// going, that are not available as its controller judges it (ready for minReadySeconds at
-// now): not ready, or ready for less than that after a restart (a crash loop that is up for a
-// moment). Its controller replaces a pod of an old revision only once every pod before it is
-// available, so the pod that crash-loops on the failed config stays; Kubernetes'
+// going, and not Ready. Its controller replaces a pod of an old revision only once every pod
+// before it is available, so the pod that crash-loops on the failed config stays; Kubernetes'
 // documentation says to delete it by hand after reverting the template ("Forced rollback").
-// A pod ready for less than minReadySeconds that never restarted is left to become available.
-// Pods of the set only: the caller lists them by the set's selector and controller.
-func StuckPods(pods []corev1.Pod, bad string, minReadySeconds int32, now time.Time) []corev1.Pod {
+// A pod that is Ready now is never one: a crash loop up for a moment is deleted at its next
+// fall (the admission policy lets wave delete only a pod that is not Ready, so that a healthy
+// pod that restarted once is never deleted). Pods of the set only: the caller lists them by the
+// set's selector and controller.
+func StuckPods(pods []corev1.Pod, bad string) []corev1.Pod {
 	var stuck []corev1.Pod
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil || p.Labels[appsv1.ControllerRevisionHashLabelKey] != bad {
 			continue
 		}
-		ready, since := podReady(&p)
-		available := ready && !since.Add(time.Duration(minReadySeconds)*time.Second).After(now)
-		if available || ready && !restarted(&p) {
+		if ready, _ := podReady(&p); ready {
 			continue
 		}
 		stuck = append(stuck, p)
@@ -113,11 +111,3 @@ func podReady(p *corev1.Pod) (bool, time.Time) {
 	return false, time.Time{}
 }
 
-func restarted(p *corev1.Pod) bool {
-	for _, c := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		if c.RestartCount > 0 {
-			return true
-		}
-	}
-	return false
-}

@@ -234,7 +234,7 @@ func (c *Controller) deleteStuckPods(ctx context.Context, sts *appsv1.StatefulSe
 		}
 	}
 	var first error
-	for _, p := range autorollback.StuckPods(owned, bad, sts.Spec.MinReadySeconds, time.Now()) {
+	for _, p := range autorollback.StuckPods(owned, bad) {
 		// The UID alone: kubelet writes the status of a crash-looping pod at every restart.
 		uid := p.UID
 		err := c.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
