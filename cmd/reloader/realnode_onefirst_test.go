@@ -63,7 +63,8 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	node := testcluster.NeedNode(t, c)
 	client := adminClient(t)
 	const ourImage, nginxImage = "localhost/configwave:node", "localhost/nginx:node"
-	require.NoError(t, node.ImportLayoutImage(ctx(t), testpod.Layout(t), "reloader", ourImage))
+	layout := testpod.Layout(t) // built once per test binary, before the import's own time starts
+	require.NoError(t, node.ImportLayoutImage(ctx(t), layout, "reloader", ourImage))
 	files, err := testcluster.HostProgramFiles(ctx(t), nginx)
 	require.NoError(t, err)
 	img, err := testcluster.FilesImage(files, []string{nginx}, "65532:65532")

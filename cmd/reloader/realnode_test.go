@@ -28,7 +28,8 @@ func TestAPIModeSubprocessOnARealNode(t *testing.T) {
 	node := testcluster.NeedNode(t, c)
 	client := adminClient(t)
 	const image = "localhost/configwave:node"
-	require.NoError(t, node.ImportLayoutImage(ctx(t), testpod.Layout(t), "reloader", image))
+	layout := testpod.Layout(t) // built once per test binary, before the import's own time starts
+	require.NoError(t, node.ImportLayoutImage(ctx(t), layout, "reloader", image))
 
 	ns := c.Namespace(t, client)
 	applyReloaderRBAC(t, client, ns)

@@ -29,7 +29,8 @@ func TestReloaderAndWaveChartsOnARealNode(t *testing.T) {
 	c := testcluster.Need(t, cluster)
 	node := testcluster.NeedNode(t, c)
 	client := adminClient(t)
-	require.NoError(t, node.ImportLayoutImage(ctx(t), testpod.Layout(t), "wave", ourWaveImage))
+	layout := testpod.Layout(t) // built once per test binary, before the import's own time starts
+	require.NoError(t, node.ImportLayoutImage(ctx(t), layout, "wave", ourWaveImage))
 	node.ScheduleHereOnly(t, client)
 	for _, chart := range []struct {
 		name, file, namespace, deployment string

@@ -36,7 +36,8 @@ func TestPrometheusOperatorOnARealNode(t *testing.T) {
 	prometheus := testcluster.NeedProgram(t, "prometheus", "prometheus")
 	node := testcluster.NeedNode(t, c)
 	client := adminClient(t)
-	require.NoError(t, node.ImportLayoutImage(ctx(t), testpod.Layout(t), "reloader", ourImage))
+	layout := testpod.Layout(t) // built once per test binary, before the import's own time starts
+	require.NoError(t, node.ImportLayoutImage(ctx(t), layout, "reloader", ourImage))
 	importPrometheus(t, node, prometheus)
 	ns := c.Namespace(t, client)
 	testcluster.StartPrometheusOperator(t, cluster, ourImage, ns)

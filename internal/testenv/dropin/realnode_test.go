@@ -38,11 +38,12 @@ func TestPrometheusChartOnARealNode(t *testing.T) {
 	testpod.Need(t)
 	prometheus := testcluster.NeedProgram(t, "prometheus", "prometheus")
 	node := testcluster.NeedNode(t, c)
+	layout := testpod.Layout(t) // built once per test binary: no part of the test's own time
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	client := kubernetes.NewForConfigOrDie(c.Config())
 
-	require.NoError(t, node.ImportLayoutImage(ctx, testpod.Layout(t), "reloader", ourImage))
+	require.NoError(t, node.ImportLayoutImage(ctx, layout, "reloader", ourImage))
 	importPrometheus(t, node, prometheus)
 
 	objs, err := Load("testdata/prometheus-chart.yaml")

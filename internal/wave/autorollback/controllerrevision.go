@@ -110,4 +110,3 @@ func podReady(p *corev1.Pod) (bool, time.Time) {
 	}
 	return false, time.Time{}
 }
-
