@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/sets"
+
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/pacing"
@@ -47,15 +49,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 
 	s.Warnings = c.annotationProblems(w, sel)
-	var problem string
-	s.Revisions, problem = revisionsOn(c.Revisions, w.Meta.Annotations[podrefs.RevisionsAnnotation], s.RestartInPlace)
-	if problem != "" {
-		s.Warnings = append(s.Warnings, problem)
-	}
-	s.TemplateInputsHash = w.Template.Annotations[InputsHashAnnotation]
-	s.NewestRevision = w.Meta.Labels[revisions.RevisionLabel]
-	s.NewestFollowed = w.Meta.Labels[revisions.FollowedLabel]
-	s.HeldBackSaid = c.heldBack.of(w.Key())
+	c.gatherRevisions(&s, w)
 	if !c.AllowCrossNamespaceRefs {
 		for r, where := range used.DropOtherNamespaces(ns) {
 			s.Warnings = append(s.Warnings, where+" names "+r.String()+" in another namespace; wave reads only the workload's own namespace, so the entry is skipped: move the object here, or start wave with --allow-cross-namespace-refs")
@@ -80,18 +74,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 		}
 	}
 	s.Inputs = confighash.InputsOf(ns, uses, c.Informers.Digests)
-	s.Entries = make(map[string]entry, len(uses)+len(ignored))
-	kept := map[configref.Ref]bool{}
-	for _, r := range revisions.SourcesOf(ns, &w.Template.Spec) {
-		kept[r] = !c.ignored(r) && !c.revisionsOff(r) // what ensureRevision snapshots
-	}
-	for r := range uses {
-		// A class is there while pods report on it: their coming and going rolls nothing.
-		s.Entries[r.Short(ns)] = entry{Follows: c.follows(ns, used, sel, r), Transient: r.Kind == configref.SecretProviderClass, InRevisions: kept[r]}
-	}
-	for r := range ignored {
-		s.Entries[r.Short(ns)] = entry{Ignored: true}
-	}
+	s.Entries = c.entries(w, used, sel, uses, ignored)
 
 	whole := func(r configref.Ref) (any, error) { return c.full.get(ctx, r) }
 	s.WaveHash = sync.OnceValues(func() (string, error) { return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, whole) })
@@ -124,6 +107,38 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 		return c.inputsOfWhole(ctx, ns, uses, confighash.Digester{SecretsByMetadata: true})
 	}
 	return s
+}
+
+// gatherRevisions fills in what plan decides revisions and holds from.
+func (c *Controller) gatherRevisions(s *situation, w workload.Workload) {
+	var problem string
+	s.Revisions, problem = revisionsOn(c.Revisions, w.Meta.Annotations[podrefs.RevisionsAnnotation], s.RestartInPlace)
+	if problem != "" {
+		s.Warnings = append(s.Warnings, problem)
+	}
+	s.TemplateInputsHash = w.Template.Annotations[InputsHashAnnotation]
+	s.NewestRevision = w.Meta.Labels[revisions.RevisionLabel]
+	s.NewestFollowed = w.Meta.Labels[revisions.FollowedLabel]
+	s.HeldBackSaid = c.heldBack.of(w.Key())
+}
+
+// entries says, for each object of the inputs record and each one ignored, whether its change
+// rolls the workload and whether its revisions keep it.
+func (c *Controller) entries(w workload.Workload, used podrefs.References, sel selection, uses podrefs.Uses, ignored sets.Set[configref.Ref]) map[string]entry {
+	ns := w.Meta.Namespace
+	kept := map[configref.Ref]bool{}
+	for _, r := range revisions.SourcesOf(ns, &w.Template.Spec) {
+		kept[r] = !c.ignored(r) && !c.revisionsOff(r) // what ensureRevision snapshots
+	}
+	out := make(map[string]entry, len(uses)+len(ignored))
+	for r := range uses {
+		// A class is there while pods report on it: their coming and going rolls nothing.
+		out[r.Short(ns)] = entry{Follows: c.follows(ns, used, sel, r), Transient: r.Kind == configref.SecretProviderClass, InRevisions: kept[r]}
+	}
+	for r := range ignored {
+		out[r.Short(ns)] = entry{Ignored: true}
+	}
+	return out
 }
 
 // revisionsOn decides whether a workload runs with revisions: its configwave.io/revisions

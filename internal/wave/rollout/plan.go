@@ -214,6 +214,13 @@ func plan(s situation) (decision, error) {
 			return decision{}, err
 		}
 	}
+	if current && s.Revisions && revisions.IsRevision(s.TemplateInputsHash) && s.HasRecord && r.id == s.KeyID {
+		// Under revisions the record is what the template's revision was made of: a change of an
+		// object the workload does not follow leaves both as they are. Writing the record would
+		// make the template's revision look stale, and the next look roll it as if revisions had
+		// just been turned on.
+		return warn.with(decision{Result: ResultUnchanged}), nil
+	}
 	if current { // the pods run the current config: record it, roll nothing
 		return warn.with(decision{Result: ResultBaseline, Write: "baseline", Inputs: &r.value, Record: r.present, Log: log}), nil
 	}

@@ -192,6 +192,18 @@ func TestPlanRevisions(t *testing.T) {
 			assert.NotEqual(t, rotated.followedKey("rev-other"), d.Followed, "nor is it another revision's")
 			assert.Regexp(t, `^f-[0-9a-f]{40}$`, d.Followed, "a valid label value")
 		}},
+		{"an object the workload does not follow changes: nothing is written, so nothing rolls on the next look either", func() situation {
+			s := withTLS(deployment(v1), map[string]string{"configmap/a": "1", "secret/tls": "s1", "configmap/other": "o2"})
+			s.Entries["configmap/other"] = entry{InRevisions: true} // named in the pod spec, not followed (Reloader's annotations name others)
+			s.Wave = false
+			s.Stakater = true
+			s.Record = record(confighash.Inputs{Value: fmt.Sprint(map[string]string{"configmap/a": "1", "secret/tls": "s1", "configmap/other": "o1"})})
+			s.TemplateInputsHash, s.NewestRevision = revisions.InputsHash(s.Record), revisions.InputsHash(s.Record)
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultUnchanged, d.Result)
+			assert.Empty(t, d.Write, "the record stays what the template's revision was made of (before: a baseline, then ConfigRevisionsOn and a rollout)")
+		}},
 		{"revisions off for a workload that had them: its rollout takes the label off", func() situation {
 			s := deployment(v2)
 			s.Revisions = false
