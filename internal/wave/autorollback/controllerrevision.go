@@ -1,8 +1,11 @@
 package autorollback
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -34,7 +37,7 @@ func revisionTemplate(cr *appsv1.ControllerRevision) (corev1.PodTemplateSpec, er
 // hash failed) whose template is of another config revision. bad is the failed one, whose
 // name its pods carry in their controller-revision-hash label. An error says why there is
 // none.
-func PreviousRevision(what string, crs []appsv1.ControllerRevision, inputsHashAnnotation, failed string) (prev, bad *appsv1.ControllerRevision, err error) {
+func PreviousRevision(what string, crs []appsv1.ControllerRevision, inputsHashAnnotation, failed string, usable func(inputsHash string) error) (prev, bad *appsv1.ControllerRevision, err error) {
 	hashes := make([]string, len(crs))
 	for i := range crs {
 		t, err := revisionTemplate(&crs[i])
@@ -49,19 +52,28 @@ func PreviousRevision(what string, crs []appsv1.ControllerRevision, inputsHashAn
 	if bad == nil {
 		return nil, nil, fmt.Errorf("%s has no ControllerRevision of the failed template yet: undo it by hand (kubectl rollout undo %s)", what, what)
 	}
+	var candidates []int
 	for i := range crs {
-		cr := &crs[i]
 		// Only a revision's template: one from before revisions would start pods on the live,
 		// failed config, and be held there.
-		if cr.Revision >= bad.Revision || hashes[i] == failed || !revisions.IsRevision(hashes[i]) || prev != nil && cr.Revision <= prev.Revision {
+		if crs[i].Revision < bad.Revision && hashes[i] != failed && revisions.IsRevision(hashes[i]) {
+			candidates = append(candidates, i)
+		}
+	}
+	slices.SortFunc(candidates, func(a, b int) int { return cmp.Compare(crs[b].Revision, crs[a].Revision) }) // newest first
+	var gone []string
+	for _, i := range candidates {
+		// Only one whose config is still there to give its pods.
+		if err := usable(hashes[i]); err != nil {
+			gone = append(gone, fmt.Sprintf("revision %d: %v", crs[i].Revision, err))
 			continue
 		}
-		prev = cr
+		return &crs[i], bad, nil
 	}
-	if prev == nil {
-		return nil, nil, fmt.Errorf("%s has no revision before %d with other config kept in snapshots to go back to (the first change after revisions were turned on, or revisionHistoryLimit 0): undo it by hand", what, bad.Revision)
+	if len(gone) > 0 {
+		return nil, nil, fmt.Errorf("%s has no revision before %d whose config is still kept (%s): undo it by hand", what, bad.Revision, strings.Join(gone, "; "))
 	}
-	return prev, bad, nil
+	return nil, nil, fmt.Errorf("%s has no revision before %d with other config kept in snapshots to go back to (the first change after revisions were turned on, or revisionHistoryLimit 0): undo it by hand", what, bad.Revision)
 }
 
 // RevisionPatch is the strategic merge patch kubectl's undo applies, cr's data, with the

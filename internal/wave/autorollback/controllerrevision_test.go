@@ -45,7 +45,7 @@ func TestPreviousRevision(t *testing.T) {
 		{"data that is not a template", []appsv1.ControllerRevision{garbled, cr("d", 4, revD)}, "", "", "ControllerRevision g: its data is not a template patch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			prev, bad, err := PreviousRevision("statefulset/db -n shop", tc.crs, hashKey, revD)
+			prev, bad, err := PreviousRevision("statefulset/db -n shop", tc.crs, hashKey, revD, func(string) error { return nil })
 			if tc.errHas != "" {
 				assert.ErrorContains(t, err, tc.errHas)
 				assert.ErrorContains(t, err, "statefulset/db -n shop", "the error names the workload")

@@ -7,12 +7,16 @@
 package autorollback
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configwave/configwave/internal/wave/revisions"
 )
@@ -36,30 +40,61 @@ var annotationsToSkip = map[string]bool{
 }
 
 // Previous is the ReplicaSet an undo of d goes back to: the one of the highest revision below
-// d's own whose pods are of another config revision than the failed one (failed, the
-// template's inputs hash). An error says why there is none.
-func Previous(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnotation, failed string) (*appsv1.ReplicaSet, error) {
+// d's own, that d controls (by UID: a ReplicaSet of a Deployment deleted and made again under
+// the same name is not its), whose pods are of another config revision than the failed one
+// (failed, the template's inputs hash), and whose config is still there to give its pods
+// (usable: its index and snapshots; a revision whose config is gone would start its pods on
+// the failed live config, and hold them there). An error says why there is none.
+func Previous(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnotation, failed string, usable func(inputsHash string) error) (*appsv1.ReplicaSet, error) {
 	current, err := strconv.ParseInt(d.Annotations[revisionAnnotation], 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s/%s: no revision number (%s): %w", d.Namespace, d.Name, revisionAnnotation, err)
 	}
-	var best *appsv1.ReplicaSet
-	bestN := int64(0)
+	candidates := []*appsv1.ReplicaSet{}
 	for i := range rss {
 		rs := &rss[i]
 		n, err := strconv.ParseInt(rs.Annotations[revisionAnnotation], 10, 64)
 		hash := rs.Spec.Template.Annotations[inputsHashAnnotation]
+		owner := metav1.GetControllerOfNoCopy(rs)
 		// Only a revision's ReplicaSet: one from before revisions would start pods on the live,
 		// failed config, and be held there.
-		if err != nil || n >= current || n <= bestN || hash == failed || !revisions.IsRevision(hash) {
+		if err != nil || n >= current || hash == failed || !revisions.IsRevision(hash) || owner == nil || owner.UID != d.UID {
 			continue
 		}
-		best, bestN = rs, n
+		candidates = append(candidates, rs)
 	}
-	if best == nil {
-		return nil, fmt.Errorf("deployment %s/%s has no revision before %d with other config kept in snapshots to go back to (the first change after revisions were turned on, or revisionHistoryLimit 0): undo it by hand", d.Namespace, d.Name, current)
+	slices.SortFunc(candidates, func(a, b *appsv1.ReplicaSet) int {
+		na, _ := strconv.ParseInt(a.Annotations[revisionAnnotation], 10, 64)
+		nb, _ := strconv.ParseInt(b.Annotations[revisionAnnotation], 10, 64)
+		return cmp.Compare(nb, na) // newest first
+	})
+	var gone []string
+	for _, rs := range candidates {
+		if err := usable(rs.Spec.Template.Annotations[inputsHashAnnotation]); err != nil {
+			gone = append(gone, fmt.Sprintf("revision %s: %v", rs.Annotations[revisionAnnotation], err))
+			continue
+		}
+		return rs, nil
 	}
-	return best, nil
+	if len(gone) > 0 {
+		return nil, fmt.Errorf("deployment %s/%s has no revision before %d whose config is still kept (%s): undo it by hand", d.Namespace, d.Name, current, strings.Join(gone, "; "))
+	}
+	return nil, fmt.Errorf("deployment %s/%s has no revision before %d with other config kept in snapshots to go back to (the first change after revisions were turned on, or revisionHistoryLimit 0): undo it by hand", d.Namespace, d.Name, current)
+}
+
+// Refusal says why a Deployment whose config rollout failed is not undone automatically, or
+// "": kubectl refuses to undo a paused Deployment, and a rollout that failed for want of quota
+// or capacity (ReplicaFailure) failed for no fault of its config.
+func Refusal(d *appsv1.Deployment) string {
+	if d.Spec.Paused {
+		return fmt.Sprintf("deployment %s/%s is paused, and kubectl refuses to undo a paused Deployment: resume it (kubectl rollout resume deployment/%s -n %s) and undo it by hand if it still fails", d.Namespace, d.Name, d.Name, d.Namespace)
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			return fmt.Sprintf("deployment %s/%s could not create its pods (%s: %s), which is no fault of its config: not undone; raise the quota or the capacity, or undo it by hand", d.Namespace, d.Name, c.Reason, c.Message)
+		}
+	}
+	return ""
 }
 
 // UndoPatch is the JSON patch of `kubectl rollout undo`: rs's template (without its

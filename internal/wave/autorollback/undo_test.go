@@ -2,6 +2,7 @@ package autorollback
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,30 +18,48 @@ const hashKey = "configwave.io/config-inputs-hash"
 
 var revA, revB, revC, revD = revisions.InputsHash("a"), revisions.InputsHash("b"), revisions.InputsHash("c"), revisions.InputsHash("d")
 
+// webUID is the Deployment's UID; rs makes ReplicaSets it controls.
+const webUID = "uid-web"
+
 func rs(name, revision, hash string) appsv1.ReplicaSet {
+	yes := true
 	return appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{revisionAnnotation: revision, "configwave.io/config-inputs": "record of " + name}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{revisionAnnotation: revision, "configwave.io/config-inputs": "record of " + name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: webUID, Controller: &yes}}},
 		Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{
 			Labels: map[string]string{"app": "web", appsv1.DefaultDeploymentUniqueLabelKey: name}, Annotations: map[string]string{hashKey: hash}}}},
 	}
 }
 
 func TestPrevious(t *testing.T) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Annotations: map[string]string{revisionAnnotation: "4"}}}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: webUID, Annotations: map[string]string{revisionAnnotation: "4"}}}
+	ofAnother := rs("c", "3", revC)
+	ofAnother.OwnerReferences[0].UID = "uid-of-a-web-deleted-before"
 	for _, tc := range []struct {
 		name   string
 		rss    []appsv1.ReplicaSet
+		gone   map[string]bool // revisions whose index or snapshots are gone
 		want   string
 		errHas string
 	}{
-		{"the revision before", []appsv1.ReplicaSet{rs("a", "1", revA), rs("b", "2", revB), rs("c", "3", revC), rs("d", "4", revD)}, "c", ""},
-		{"past one of the same failed config (undone and redone)", []appsv1.ReplicaSet{rs("b", "2", revB), rs("c", "3", revD), rs("d", "4", revD)}, "b", ""},
-		{"not to one from before revisions: it would start on the failed live config", []appsv1.ReplicaSet{rs("a", "1", "0123456789abcdef"), rs("d", "4", revD)}, "", "no revision before 4"},
-		{"none before", []appsv1.ReplicaSet{rs("d", "4", revD)}, "", "no revision before 4"},
-		{"a ReplicaSet without a number is not one", []appsv1.ReplicaSet{rs("x", "", revC), rs("d", "4", revD)}, "", "no revision before 4"},
+		{"not to a ReplicaSet of another Deployment of the same name (matched by UID)", []appsv1.ReplicaSet{rs("b", "2", revB), ofAnother, rs("d", "4", revD)}, nil, "b", ""},
+		{"past a revision whose config is gone: its pods would start on the failed live config", []appsv1.ReplicaSet{rs("b", "2", revB), rs("c", "3", revC), rs("d", "4", revD)},
+			map[string]bool{revC: true}, "b", ""},
+		{"none whose config is kept: said, with why", []appsv1.ReplicaSet{rs("c", "3", revC), rs("d", "4", revD)}, map[string]bool{revC: true}, "", "revision 3: its index is gone"},
+		{"the revision before", []appsv1.ReplicaSet{rs("a", "1", revA), rs("b", "2", revB), rs("c", "3", revC), rs("d", "4", revD)}, nil, "c", ""},
+		{"past one of the same failed config (undone and redone)", []appsv1.ReplicaSet{rs("b", "2", revB), rs("c", "3", revD), rs("d", "4", revD)}, nil, "b", ""},
+		{"not to one from before revisions: it would start on the failed live config", []appsv1.ReplicaSet{rs("a", "1", "0123456789abcdef"), rs("d", "4", revD)}, nil, "", "no revision before 4"},
+		{"none before", []appsv1.ReplicaSet{rs("d", "4", revD)}, nil, "", "no revision before 4"},
+		{"a ReplicaSet without a number is not one", []appsv1.ReplicaSet{rs("x", "", revC), rs("d", "4", revD)}, nil, "", "no revision before 4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Previous(d, tc.rss, hashKey, revD)
+			usable := func(hash string) error {
+				if tc.gone[hash] {
+					return errors.New("its index is gone")
+				}
+				return nil
+			}
+			got, err := Previous(d, tc.rss, hashKey, revD, usable)
 			if tc.errHas != "" {
 				assert.ErrorContains(t, err, tc.errHas)
 				return
@@ -49,7 +68,7 @@ func TestPrevious(t *testing.T) {
 			assert.Equal(t, tc.want, got.Name)
 		})
 	}
-	_, err := Previous(&appsv1.Deployment{}, nil, hashKey, revD)
+	_, err := Previous(&appsv1.Deployment{}, nil, hashKey, revD, func(string) error { return nil })
 	assert.ErrorContains(t, err, "no revision number")
 }
 
@@ -75,4 +94,16 @@ func TestUndoPatch(t *testing.T) {
 	require.NoError(t, json.Unmarshal(ops[2].Value, &ann))
 	assert.Equal(t, map[string]string{revisionAnnotation: "4", corev1.LastAppliedConfigAnnotation: "{...}", "configwave.io/config-inputs": "record of c"}, ann,
 		"the ReplicaSet's annotations, and the Deployment's own bookkeeping, as kubectl's undo")
+}
+
+func TestRefusal(t *testing.T) {
+	d := func(paused bool, conds ...appsv1.DeploymentCondition) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: appsv1.DeploymentSpec{Paused: paused},
+			Status: appsv1.DeploymentStatus{Conditions: conds}}
+	}
+	assert.Empty(t, Refusal(d(false, appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"})),
+		"a missed deadline with pods made: the config's fault, as far as anyone can tell")
+	assert.Contains(t, Refusal(d(true)), "is paused, and kubectl refuses to undo a paused Deployment: resume it (kubectl rollout resume deployment/web -n shop)")
+	assert.Contains(t, Refusal(d(false, appsv1.DeploymentCondition{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
+		Message: "exceeded quota: pods"})), "could not create its pods (FailedCreate: exceeded quota: pods), which is no fault of its config")
 }

@@ -6,6 +6,7 @@
 package crashloop
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -119,7 +120,7 @@ func (c *Finder) check(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("list the pods of %s: %w", w, err)
 	}
-	reason := crashLooping(pods.Items, c.annotation, template)
+	reason := crashLooping(controlledBy(w, pods.Items), c.annotation, template)
 	if reason == "" {
 		return nil
 	}
@@ -133,6 +134,37 @@ func (c *Finder) check(ctx context.Context, key string) error {
 		c.wake(key)
 	}
 	return nil
+}
+
+// controlledBy keeps the pods that w's own controller made: a StatefulSet's or DaemonSet's by
+// its UID, a Deployment's or Rollout's by a controlling ReplicaSet named after it and the pod's
+// template hash. A pod that someone who may only create pods made with the workload's labels
+// and hash annotation is not judged: it cannot make wave undo a rollout.
+func controlledBy(w workload.Workload, pods []corev1.Pod) []corev1.Pod {
+	var out []corev1.Pod
+	for _, p := range pods {
+		owner := metav1.GetControllerOfNoCopy(&p)
+		if owner == nil {
+			continue
+		}
+		switch w.Kind {
+		case workload.StatefulSet, workload.DaemonSet:
+			if owner.Kind != string(w.Kind) || owner.UID != w.Meta.UID {
+				continue
+			}
+		case workload.Deployment, workload.ArgoRollout:
+			hash := cmp.Or(p.Labels["pod-template-hash"], p.Labels["rollouts-pod-template-hash"])
+			if owner.Kind != "ReplicaSet" || hash == "" || owner.Name != w.Meta.Name+"-"+hash {
+				continue
+			}
+		default:
+			if owner.Kind != "Job" { // a CronJob's Jobs
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // crashLooping names the first pod of the rollout's template (by wave's own template

@@ -72,12 +72,23 @@ func TestCrashLoopsCheckListsOnlyTheWorkloadsPods(t *testing.T) {
 	_, found := cl.Of("Deployment/ns/app", "bbb")
 	assert.False(t, found, "another workload's pods do not count")
 
-	_, err := client.CoreV1().Pods("ns").Create(context.Background(), crashing("app-1", map[string]string{"app": "app"}), metav1.CreateOptions{})
+	// A bare pod with the workload's labels and hash annotation (made by someone who may only
+	// create pods) does not count: it cannot make wave undo a rollout.
+	_, err := client.CoreV1().Pods("ns").Create(context.Background(), crashing("forged", map[string]string{"app": "app", "pod-template-hash": "5d4f"}), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, cl.check(context.Background(), "Deployment/ns/app"))
+	_, found = cl.Of("Deployment/ns/app", "bbb")
+	assert.False(t, found, "a pod no ReplicaSet of the Deployment controls does not count")
+
+	yes := true
+	made := crashing("app-5d4f-1", map[string]string{"app": "app", "pod-template-hash": "5d4f"})
+	made.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "app-5d4f", UID: "rs", Controller: &yes}}
+	_, err = client.CoreV1().Pods("ns").Create(context.Background(), made, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, cl.check(context.Background(), "Deployment/ns/app"))
 	got, found := cl.Of("Deployment/ns/app", "bbb")
 	require.True(t, found)
-	assert.Contains(t, got.Reason, "pod app-1")
+	assert.Contains(t, got.Reason, "pod app-5d4f-1")
 	assert.Equal(t, []string{"Deployment/ns/app"}, woken, "the controller looks again")
 	_, found = cl.Of("Deployment/ns/app", "ccc")
 	assert.False(t, found, "a later rollout starts clean")

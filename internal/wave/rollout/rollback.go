@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
+	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/autorollback"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
@@ -73,25 +76,23 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 		if err != nil {
 			return "", fmt.Errorf("list its ReplicaSets: %w", err)
 		}
-		var owned []appsv1.ReplicaSet
-		for _, rs := range list.Items {
-			if ref := metav1.GetControllerOfNoCopy(&rs); ref != nil && ref.Kind == "Deployment" && ref.Name == name {
-				owned = append(owned, rs)
-			}
-		}
 		// Read afresh: the cache is behind wave's own note of the failure, and the patch is
 		// tested against the version read. A status write in between is tried again; a change
-		// of the template in between (another undo, a new rollout) stops it.
+		// of the template in between (another undo, a new rollout, an image fixed since the
+		// rollout was judged) stops it.
 		var prev *appsv1.ReplicaSet
 		err = retry.OnError(retry.DefaultBackoff, func(err error) bool { return apierrors.IsInvalid(err) || apierrors.IsConflict(err) }, func() error {
 			d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return fmt.Errorf("read the Deployment: %w", err)
 			}
-			if d.Spec.Template.Annotations[InputsHashAnnotation] != failed {
-				return fmt.Errorf("its template changed since the rollout failed: left as it is")
+			if err := judgedTemplate(&d.Spec.Template, w.Template, failed); err != nil {
+				return err
 			}
-			if prev, err = autorollback.Previous(d, owned, InputsHashAnnotation, failed); err != nil {
+			if why := autorollback.Refusal(d); why != "" {
+				return errors.New(why)
+			}
+			if prev, err = autorollback.Previous(d, list.Items, InputsHashAnnotation, failed, c.revisionUsable(ctx, ns)); err != nil {
 				return err
 			}
 			patch, err := autorollback.UndoPatch(d, prev)
@@ -119,6 +120,46 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 		return "its stable ReplicaSet (aborted)", nil
 	}
 	return "", fmt.Errorf("a %s is not undone automatically: undo it by hand", w.Kind)
+}
+
+// judgedTemplate says whether the template read afresh is still the one whose rollout failed:
+// the same pod template as the one judged (an image fixed since, or another change, is not
+// thrown away by an undo), of the failed config revision.
+func judgedTemplate(now, judged *corev1.PodTemplateSpec, failed string) error {
+	if now.Annotations[InputsHashAnnotation] != failed || judged == nil || !equality.Semantic.DeepEqual(now, judged) {
+		return errors.New("its pod template changed since the rollout was judged to have failed (a new rollout, an undo, a fix): left as it is")
+	}
+	return nil
+}
+
+// revisionUsable says whether a revision's config is still there to give its pods: its index
+// and every snapshot the index names (read from the API server: an undo is rare, and the caches
+// keep digests, not an index's entries). An undo to a revision without them would start its
+// pods on the failed live config, and hold them there.
+func (c *Controller) revisionUsable(ctx context.Context, ns string) func(inputsHash string) error {
+	return func(inputsHash string) error {
+		index := revisions.IndexName(inputsHash)
+		cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, index, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("its index configmap %s: %w", index, err)
+		}
+		snaps, err := revisions.ParseIndex(ns, cm.Data)
+		if err != nil {
+			return fmt.Errorf("its index configmap %s: %w", index, err)
+		}
+		for ref, snap := range snaps {
+			switch ref.Kind {
+			case configref.ConfigMap:
+				_, err = c.Client.CoreV1().ConfigMaps(ns).Get(ctx, snap, metav1.GetOptions{})
+			case configref.Secret:
+				_, err = c.Client.CoreV1().Secrets(ns).Get(ctx, snap, metav1.GetOptions{})
+			}
+			if err != nil {
+				return fmt.Errorf("its snapshot %s %s: %w", ref.Kind.Lower(), snap, err)
+			}
+		}
+		return nil
+	}
 }
 
 // undoToControllerRevision undoes a StatefulSet or DaemonSet as kubectl rollout undo does, to
@@ -161,10 +202,10 @@ func (c *Controller) undoToControllerRevision(ctx context.Context, w workload.Wo
 			}
 			template, resourceVersion = &d.Spec.Template, d.ResourceVersion
 		}
-		if template.Annotations[InputsHashAnnotation] != failed {
-			return fmt.Errorf("its template changed since the rollout failed: left as it is")
+		if err := judgedTemplate(template, w.Template, failed); err != nil {
+			return err
 		}
-		if prev, bad, err = autorollback.PreviousRevision(what, owned, InputsHashAnnotation, failed); err != nil {
+		if prev, bad, err = autorollback.PreviousRevision(what, owned, InputsHashAnnotation, failed, c.revisionUsable(ctx, ns)); err != nil {
 			return err
 		}
 		patch, err := autorollback.RevisionPatch(resourceVersion, prev)

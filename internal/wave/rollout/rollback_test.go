@@ -78,7 +78,11 @@ func TestUndoToControllerRevision(t *testing.T) {
 					Labels: map[string]string{"app": "db", appsv1.ControllerRevisionHashLabelKey: revision}},
 					Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
 			}
-			client := fake.NewSimpleClientset(obj,
+			// The revisions' config kept: their indexes (of no source, so no snapshot to find).
+			index := func(hash string) *corev1.ConfigMap {
+				return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: revisions.IndexName(hash)}}
+			}
+			client := fake.NewSimpleClientset(obj, index(revA), index(revC),
 				cr("db-a", 1, revA, controlled), cr("db-c", 2, revC, controlled), cr("db-d", 3, revD, controlled),
 				cr("db-x", 9, revA, other), // of another object of that name, gone: not this one's history
 				pod("db-0", "db-d", true), pod("db-1", "db-d", false), pod("db-2", "db-c", false))
