@@ -315,6 +315,41 @@ func TestRevisionWebhookPointsPodsAtTheirSnapshots(t *testing.T) {
 	assert.Contains(t, events(t, client, ns, "plain", "ConfigRevisionLive")[0].Message, "the pod reads the live objects")
 }
 
+// A ServiceAccount that enforces mountable secrets (kubernetes.io/enforce-mountable-secrets)
+// makes the API server refuse a pod that names a Secret it does not list, as a snapshot is not:
+// such a pod reads its Secrets live and its ConfigMaps from their snapshots, the ReplicaSet makes
+// it, and the Deployment's Events say why (before, the ReplicaSet made no pod at all: "volume with
+// secret.secretName=... is not allowed because service account app does not reference that
+// secret").
+func TestRevisionWebhookLeavesSecretsLiveForAServiceAccountThatEnforcesMountableSecrets(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	startWaveWithWebhook(t, client, ns)
+	_, err := client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app",
+		Annotations: map[string]string{revisions.EnforceMountableSecretsAnnotation: "true"}}, Secrets: []corev1.ObjectReference{{Name: "tls"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	createCM(t, client, ns, "app", map[string]string{"k": "v1"})
+	_, err = client.CoreV1().Secrets(ns).Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls"}, Data: map[string][]byte{"key": []byte("one")}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	d := deployment(ns, "web",
+		withVolume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app")}}}),
+		withVolume(corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls"}}}))
+	d.Annotations[revisions.OptInAnnotation] = "true"
+	d.Spec.Template.Spec.ServiceAccountName = "app"
+	createDeployment(t, client, d)
+	require.Eventually(t, func() bool { return revisions.IsRevision(inputsHash(getDeployment(t, client, ns, "web"))) }, eventually, tick)
+	rev := inputsHash(getDeployment(t, client, ns, "web"))
+	pod := podOf(t, client, ns, rev)
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	assert.Equal(t, index(t, client, ns, rev)["configmap.app"], volumes["conf"].ConfigMap.Name, "the ConfigMap from its snapshot")
+	assert.Equal(t, "tls", volumes["tls"].Secret.SecretName, "the Secret live: its snapshot would be refused")
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigRevisionLive")) > 0 }, eventually, tick)
+	assert.Contains(t, events(t, client, ns, "web", "ConfigRevisionLive")[0].Message, "enforces mountable secrets")
+}
+
 // startWaveWithWebhook runs wave for ns with its revisions webhook served and registered.
 func startWaveWithWebhook(t *testing.T, client kubernetes.Interface, ns string, args ...string) *testcluster.Process {
 	t.Helper()

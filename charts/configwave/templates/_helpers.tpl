@@ -84,6 +84,11 @@ true
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get"]
+# a new pod's ServiceAccount: one that enforces mountable secrets refuses a pod that names a
+# snapshot of a Secret, so that pod reads its Secrets live
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get"]
 # configwave.io/rollback-on-failure: a Deployment's ReplicaSets and a StatefulSet's or
 # DaemonSet's ControllerRevisions, to undo it to the one before, and an Argo Rollout's abort
 - apiGroups: ["apps"]

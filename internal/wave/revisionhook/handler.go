@@ -1,6 +1,7 @@
 package revisionhook
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -163,6 +164,20 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int,
 	}
 }
 
+// mountableLook is a Look that can tell whether a ServiceAccount enforces mountable secrets.
+type mountableLook interface {
+	EnforcesMountableSecrets(ctx context.Context, namespace, serviceAccount string) bool
+}
+
+func hasSecret(index revisions.Snapshots) bool {
+	for ref := range index {
+		if ref.Kind == configref.Secret {
+			return true
+		}
+	}
+	return false
+}
+
 // gather reads what Decide needs; a pod of no revision costs no read.
 func (h *Handler) gather(ctx context.Context, pod *corev1.Pod) revisions.Admission {
 	a := revisions.Admission{Pod: pod, InputsHash: pod.Annotations[InputsHashAnnotation]}
@@ -183,6 +198,9 @@ func (h *Handler) gather(ctx context.Context, pod *corev1.Pod) revisions.Admissi
 	}
 	a.SnapshotExists = func(kind configref.Kind, snap string) bool {
 		return h.Look.Exists(ctx, configref.Ref{Kind: kind, Namespace: pod.Namespace, Name: snap})
+	}
+	if m, ok := h.Look.(mountableLook); ok && a.IndexFound && a.IndexErr == nil && hasSecret(a.Index) {
+		a.MountableSecretsOnly = m.EnforcesMountableSecrets(ctx, pod.Namespace, cmp.Or(pod.Spec.ServiceAccountName, "default"))
 	}
 	return a
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/waveclient"
 )
 
@@ -92,4 +93,12 @@ func (l *APILook) Exists(ctx context.Context, ref configref.Ref) bool {
 		l.mu.Unlock()
 	}
 	return err == nil
+}
+
+// EnforcesMountableSecrets says whether the ServiceAccount carries
+// kubernetes.io/enforce-mountable-secrets: "true". One that cannot be read is taken as not:
+// the API server then admits the pod or says why not itself.
+func (l *APILook) EnforcesMountableSecrets(ctx context.Context, namespace, serviceAccount string) bool {
+	sa, err := l.Core.ServiceAccounts(namespace).Get(ctx, serviceAccount, metav1.GetOptions{})
+	return err == nil && sa.Annotations[revisions.EnforceMountableSecretsAnnotation] == "true"
 }

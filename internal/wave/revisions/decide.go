@@ -1,6 +1,7 @@
 package revisions
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -25,7 +26,16 @@ type Admission struct {
 	IndexErr   error
 	// SnapshotExists tells whether a snapshot is there (a snapshot deleted by hand is not).
 	SnapshotExists func(kind configref.Kind, name string) bool
+	// MountableSecretsOnly: the pod's ServiceAccount enforces mountable secrets
+	// (kubernetes.io/enforce-mountable-secrets: "true"), so the API server refuses a pod that
+	// names a Secret the ServiceAccount does not list, as a snapshot is not: the pod reads its
+	// Secrets live, and its ConfigMaps from their snapshots.
+	MountableSecretsOnly bool
 }
+
+// EnforceMountableSecretsAnnotation on a ServiceAccount makes the API server refuse pods that
+// name Secrets it does not list (deprecated since Kubernetes 1.32, still enforced).
+const EnforceMountableSecretsAnnotation = "kubernetes.io/enforce-mountable-secrets"
 
 // Decision is the webhook's answer: the patch, and, when the pod reads some or all of its
 // sources live although its workload runs with revisions, why, for one Event on the pod's
@@ -59,8 +69,14 @@ func Decide(a Admission) Decision {
 	use := make(Snapshots, len(a.Index))
 	var gone []string
 	var live []configref.Ref
+	var unmountable []string
 	for _, ref := range slices.SortedFunc(maps.Keys(a.Index), configref.Compare) {
 		snap := a.Index[ref]
+		if a.MountableSecretsOnly && ref.Kind == configref.Secret {
+			unmountable = append(unmountable, ref.Kind.Lower()+"/"+ref.Name)
+			live = append(live, ref)
+			continue
+		}
 		if a.SnapshotExists != nil && !a.SnapshotExists(ref.Kind, snap) {
 			gone = append(gone, ref.Kind.Lower()+"/"+snap)
 			live = append(live, ref)
@@ -69,9 +85,16 @@ func Decide(a Admission) Decision {
 		use[ref] = snap
 	}
 	d := Decision{Ops: Rewrite(ns, &a.Pod.Spec, use), Use: use}
+	var why []string
+	if len(unmountable) > 0 {
+		why = append(why, fmt.Sprintf("the pod's ServiceAccount %s enforces mountable secrets (%s), which a snapshot is not among: the pod reads %s live, so an undo does not bring their old values back; list the snapshots in the ServiceAccount's secrets, or drop the annotation (deprecated since Kubernetes 1.32)",
+			cmp.Or(a.Pod.Spec.ServiceAccountName, "default"), EnforceMountableSecretsAnnotation, strings.Join(unmountable, ", ")))
+	}
 	if len(gone) > 0 {
-		d.Live = live
-		d.Why = fmt.Sprintf("the snapshots %s of revision %s are gone (deleted by hand?) or could not be read in time: the pod reads those sources live; the next change of its config makes new ones", strings.Join(gone, ", "), a.InputsHash)
+		why = append(why, fmt.Sprintf("the snapshots %s of revision %s are gone (deleted by hand?) or could not be read in time: the pod reads those sources live; the next change of its config makes new ones", strings.Join(gone, ", "), a.InputsHash))
+	}
+	if len(why) > 0 {
+		d.Live, d.Why = live, strings.Join(why, "; ")
 	}
 	return d
 }

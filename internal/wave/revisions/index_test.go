@@ -106,6 +106,9 @@ func TestDecide(t *testing.T) {
 		{"a snapshot deleted by hand: that source live, the other from its snapshot",
 			Admission{Pod: pod, InputsHash: abc, Index: onShop, IndexFound: true, SnapshotExists: func(k configref.Kind, name string) bool { return k != configref.Secret }},
 			both[:1], []configref.Ref{secDB}, "the snapshots secret/db-abcdef0123 of revision " + abc + " are gone"},
+		{"its ServiceAccount enforces mountable secrets: its Secrets live (a snapshot would be refused, and no pod made), its ConfigMaps from their snapshots",
+			Admission{Pod: pod, InputsHash: abc, Index: onShop, IndexFound: true, SnapshotExists: all, MountableSecretsOnly: true},
+			both[:1], []configref.Ref{secDB}, "the pod's ServiceAccount default enforces mountable secrets (kubernetes.io/enforce-mountable-secrets), which a snapshot is not among: the pod reads secret/db live"},
 		{"no index, and a pod that names no source: nothing to say",
 			Admission{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop"}}, InputsHash: abc}, nil, nil, ""},
 	} {

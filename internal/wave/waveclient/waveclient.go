@@ -61,6 +61,8 @@ type CoreV1 interface {
 	Pods(namespace string) Resource[*corev1.Pod, *corev1.PodList]
 	Events(namespace string) Resource[*corev1.Event, *corev1.EventList]
 	Namespaces() Resource[*corev1.Namespace, *corev1.NamespaceList]
+	// ServiceAccounts: the revisions webhook reads whether a pod's enforces mountable secrets.
+	ServiceAccounts(namespace string) Resource[*corev1.ServiceAccount, *corev1.ServiceAccountList]
 }
 
 type AppsV1 interface {
@@ -215,6 +217,10 @@ func (g coreV1) Events(ns string) Resource[*corev1.Event, *corev1.EventList] {
 
 func (g coreV1) Namespaces() Resource[*corev1.Namespace, *corev1.NamespaceList] {
 	return resource(g.c, "namespaces", "", func() *corev1.Namespace { return &corev1.Namespace{} }, func() *corev1.NamespaceList { return &corev1.NamespaceList{} })
+}
+
+func (g coreV1) ServiceAccounts(ns string) Resource[*corev1.ServiceAccount, *corev1.ServiceAccountList] {
+	return resource(g.c, "serviceaccounts", ns, func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, func() *corev1.ServiceAccountList { return &corev1.ServiceAccountList{} })
 }
 
 type appsV1 struct{ c rest.Interface }

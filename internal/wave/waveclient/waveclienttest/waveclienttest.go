@@ -72,6 +72,9 @@ func (g coreV1) Events(ns string) waveclient.Resource[*corev1.Event, *corev1.Eve
 func (g coreV1) Namespaces() waveclient.Resource[*corev1.Namespace, *corev1.NamespaceList] {
 	return g.c.Namespaces()
 }
+func (g coreV1) ServiceAccounts(ns string) waveclient.Resource[*corev1.ServiceAccount, *corev1.ServiceAccountList] {
+	return g.c.ServiceAccounts(ns)
+}
 
 type appsV1 struct{ c typedappsv1.AppsV1Interface }
 
