@@ -116,7 +116,7 @@ func create(ctx context.Context, api API, kind configref.Kind, obj metav1.Object
 		}
 		// Its labels alone prove nothing: whoever may create ConfigMaps in the namespace may
 		// write them. It must hold, immutably, exactly what wave would have written.
-		if have.GetLabels()[ManagedByLabel] != ManagedBy || have.GetAnnotations()[ContentAnnotation] != content || !sameContent(have, obj) {
+		if !Ours(have, content) || !sameContent(have, obj) {
 			return fmt.Errorf("%s exists and is not configwave's snapshot of this content: delete it (kubectl -n %s delete %s %s), so that wave can keep the revision's config under that name", ref, ref.Namespace, kind.Lower(), ref.Name)
 		}
 		return nil
@@ -134,6 +134,33 @@ func create(ctx context.Context, api API, kind configref.Kind, obj metav1.Object
 			ref, Redact(kind, err), kind.Resource(), ref.Namespace, kind.Resource())
 	}
 	return fmt.Errorf("create %s: %w", ref, Redact(kind, err))
+}
+
+// Ours says whether obj is a snapshot or an index that wave made for content (a snapshot's
+// content ID, the ID its name ends with; an index's inputs hash): immutable, labelled
+// app.kubernetes.io/managed-by: configwave, and annotated with that content. The one test of
+// "is this ours", used where wave finds one under its name (create), where the webhook points
+// a pod at one, and where an undo checks that a revision's config is there: a ConfigMap that
+// anyone who may write ConfigMaps made under the name is none of them.
+func Ours(obj metav1.Object, content string) bool {
+	var immutable *bool
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		immutable = o.Immutable
+	case *corev1.Secret:
+		immutable = o.Immutable
+	}
+	return immutable != nil && *immutable && content != "" &&
+		obj.GetLabels()[ManagedByLabel] == ManagedBy && obj.GetAnnotations()[ContentAnnotation] == content
+}
+
+// SnapshotContent is the content ID a snapshot's name ends with ("" for a name that has none).
+func SnapshotContent(name string) string {
+	i := strings.LastIndex(name, "-")
+	if i < 0 {
+		return ""
+	}
+	return name[i+1:]
 }
 
 // copyable tells whether a Secret of this type can be created as a copy: a ServiceAccount's

@@ -143,19 +143,26 @@ func (c *Controller) revisionUsable(ctx context.Context, ns string) func(inputsH
 		if err != nil {
 			return fmt.Errorf("its index configmap %s: %w", index, err)
 		}
+		if !revisions.Ours(cm, inputsHash) {
+			return fmt.Errorf("its index configmap %s is not one wave made", index)
+		}
 		snaps, err := revisions.ParseIndex(ns, cm.Data)
 		if err != nil {
 			return fmt.Errorf("its index configmap %s: %w", index, err)
 		}
 		for ref, snap := range snaps {
+			var obj metav1.Object
 			switch ref.Kind {
 			case configref.ConfigMap:
-				_, err = c.Client.CoreV1().ConfigMaps(ns).Get(ctx, snap, metav1.GetOptions{})
+				obj, err = c.Client.CoreV1().ConfigMaps(ns).Get(ctx, snap, metav1.GetOptions{})
 			case configref.Secret:
-				_, err = c.Client.CoreV1().Secrets(ns).Get(ctx, snap, metav1.GetOptions{})
+				obj, err = c.Client.CoreV1().Secrets(ns).Get(ctx, snap, metav1.GetOptions{})
 			}
 			if err != nil {
 				return fmt.Errorf("its snapshot %s %s: %w", ref.Kind.Lower(), snap, err)
+			}
+			if !revisions.Ours(obj, revisions.SnapshotContent(snap)) {
+				return fmt.Errorf("its snapshot %s %s is not one wave made", ref.Kind.Lower(), snap)
 			}
 		}
 		return nil

@@ -78,9 +78,12 @@ func TestUndoToControllerRevision(t *testing.T) {
 					Labels: map[string]string{"app": "db", appsv1.ControllerRevisionHashLabelKey: revision}},
 					Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
 			}
-			// The revisions' config kept: their indexes (of no source, so no snapshot to find).
+			// The revisions' config kept: their indexes, wave's (of no source, so no snapshot to
+			// find); a ConfigMap under an index's name that is not wave's does not count.
 			index := func(hash string) *corev1.ConfigMap {
-				return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: revisions.IndexName(hash)}}
+				immutable := true
+				return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: revisions.IndexName(hash),
+					Labels: map[string]string{revisions.ManagedByLabel: revisions.ManagedBy}, Annotations: map[string]string{revisions.ContentAnnotation: hash}}, Immutable: &immutable}
 			}
 			client := fake.NewSimpleClientset(obj, index(revA), index(revC),
 				cr("db-a", 1, revA, controlled), cr("db-c", 2, revC, controlled), cr("db-d", 3, revD, controlled),
