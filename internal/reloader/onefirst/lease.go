@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -264,8 +265,10 @@ func withServerStatus(err error, raw []byte) error {
 }
 
 // LeaseName names the Lease of one workload and its sources: a name the API accepts
-// (at most 253 characters), the same for every sidecar of the workload.
+// (at most 253 characters), the same for every sidecar of the workload whatever the order of
+// its flags, so that a Role can name it (resourceNames) and the sidecar's log says it.
 func LeaseName(workloadKind, workload string, sources []string) string {
+	sources = slices.Sorted(slices.Values(sources))
 	sum := sha256.Sum256([]byte(strings.Join(sources, "\n")))
 	suffix := "-" + hex.EncodeToString(sum[:4])
 	prefix := "configwave-" + strings.ToLower(workloadKind) + "-" + workload

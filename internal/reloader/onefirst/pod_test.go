@@ -65,6 +65,9 @@ func TestLeaseName(t *testing.T) {
 	assert.True(t, strings.HasPrefix(a, "configwave-deployment-web-"), a)
 	assert.Equal(t, a, LeaseName("Deployment", "web", []string{"configmap web/nginx"}), "every sidecar of the workload names the same Lease")
 	assert.NotEqual(t, a, LeaseName("Deployment", "web", []string{"secret web/tls"}), "one Lease per source")
+	assert.Equal(t, LeaseName("Deployment", "web", []string{"secret web/tls", "configmap web/nginx"}),
+		LeaseName("Deployment", "web", []string{"configmap web/nginx", "secret web/tls"}), "whatever the order of the flags")
+	assert.Equal(t, "configwave-deployment-web-7525fbbf", LeaseName("Deployment", "web", []string{"configmap web/nginx"}), "pinned: a Role's resourceNames name it")
 	long := LeaseName("StatefulSet", strings.Repeat("a", 253), nil)
 	assert.LessOrEqual(t, len(long), 253)
 }
