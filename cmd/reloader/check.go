@@ -79,7 +79,7 @@ var apiFlags = append([]string{"configmap", "secret", "selector", "selector-kind
 	rolloutFlags...)
 
 // rolloutFlags are --rollout and its tuning, which only the API source can honour.
-var rolloutFlags = []string{"rollout", "rollout-soak", "rollout-max-unavailable", "health-url"}
+var rolloutFlags = []string{"rollout", "rollout-soak", "rollout-max-unavailable", "health-url", "health-url-timeout", "health-url-failure-threshold"}
 
 // checkBuild stops the file-only build (the image's /reloader-fileonly, where its
 // /configmap-reload and /bin/prometheus-config-reloader lead) at a launch that needs the API,

@@ -116,7 +116,7 @@ func parseSelectorKind(s string) ([]configref.Kind, error) {
 func (o *options) checkRollout(c *config) error {
 	switch o.rollout {
 	case rolloutAllAtOnce:
-		for _, f := range []string{"rollout-soak", "rollout-max-unavailable", "health-url"} {
+		for _, f := range []string{"rollout-soak", "rollout-max-unavailable", "health-url", "health-url-timeout", "health-url-failure-threshold"} {
 			if o.changed(f) {
 				return fmt.Errorf("--%s applies to --rollout=one-first: add it, or drop --%s", f, f)
 			}
@@ -138,9 +138,21 @@ func (o *options) checkRollout(c *config) error {
 			return fmt.Errorf("--health-url=%q: give the app's health URL, such as http://127.0.0.1:8080/healthz", o.healthURL)
 		}
 	}
+	for _, f := range []string{"health-url-timeout", "health-url-failure-threshold"} {
+		if o.changed(f) && o.healthURL == "" {
+			return fmt.Errorf("--%s applies to --health-url: add it, or drop --%s", f, f)
+		}
+	}
+	if o.healthTimeout <= 0 || o.healthTimeout > o.rolloutSoak {
+		return fmt.Errorf("--health-url-timeout=%s: give more than 0 and at most --rollout-soak (%s)", o.healthTimeout, o.rolloutSoak)
+	}
+	if o.healthFailures < 1 {
+		return fmt.Errorf("--health-url-failure-threshold=%d: give 1 or more", o.healthFailures)
+	}
 	if o.once {
 		return fmt.Errorf("--rollout=one-first watches the app after each change, and --once stops after the first: drop one of them")
 	}
-	c.rollout = rolloutConfig{oneFirst: true, soak: o.rolloutSoak, maxBusy: o.rolloutMaxBusy, healthURL: o.healthURL}
+	c.rollout = rolloutConfig{oneFirst: true, soak: o.rolloutSoak, maxBusy: o.rolloutMaxBusy, healthURL: o.healthURL,
+		healthTimeout: o.healthTimeout, healthFailures: o.healthFailures}
 	return nil
 }

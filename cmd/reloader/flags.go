@@ -22,6 +22,8 @@ type options struct {
 	rolloutSoak         time.Duration
 	rolloutMaxBusy      string
 	healthURL           string
+	healthTimeout       time.Duration
+	healthFailures      int
 	uniqueFilenames     bool
 	allNamespaces       bool
 	layout              string
@@ -110,7 +112,9 @@ func addOwnFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.rollout, "rollout", rolloutAllAtOnce, "how the pods of one workload take a new content: all-at-once (each at once, the peers' way), or one-first (one pod lays it out, tells its app and soaks it for --rollout-soak, watching its pod's Ready condition, the reload's answer and --health-url; healthy, the others follow in batches of --rollout-max-unavailable; failed, that pod puts its last good files back and no other pod lays the content out). one-first needs the API source, $POD_NAME and $POD_NAMESPACE from the downward API, and get on its pod and get, watch, create and update on leases (config/reloader-rbac-one-first).")
 	fs.DurationVar(&o.rolloutSoak, "rollout-soak", 30*time.Second, "with --rollout=one-first: how long a pod watches its app on a new content before the next pods follow.")
 	fs.StringVar(&o.rolloutMaxBusy, "rollout-max-unavailable", "1", "with --rollout=one-first: how many pods take a promoted content at once: a count, or a percentage of the workload's replicas (rounded down, at least 1; needs get on the workload).")
-	fs.StringVar(&o.healthURL, "health-url", "", "with --rollout=one-first: a URL of the app that answers 2xx while it is healthy, requested during each soak; any other answer fails the content.")
+	fs.StringVar(&o.healthURL, "health-url", "", "with --rollout=one-first: a URL of the app that answers 2xx while it is healthy, requested each second during each soak; --health-url-failure-threshold answers in a row that are not 2xx, or not in time, fail the content.")
+	fs.DurationVar(&o.healthTimeout, "health-url-timeout", time.Second, "with --health-url: how long one request may take; a slower answer counts as a failure.")
+	fs.IntVar(&o.healthFailures, "health-url-failure-threshold", 1, "with --health-url: how many failed requests in a row fail the content (as a probe's failureThreshold); 1: the first.")
 	fs.DurationVar(&o.watchIdleTimeout, "watch-idle-timeout", 3*time.Minute, "a watch from which neither an event nor a bookmark (the API server sends one about every minute) came for this long is ended and opened again, and counted in configwave_reloader_watch_restarts_total; 0 never. A connection that died silently is found sooner, by client-go's HTTP/2 health check (HTTP2_READ_IDLE_TIMEOUT_SECONDS, HTTP2_PING_TIMEOUT_SECONDS).")
 	fs.BoolVar(&o.uniqueFilenames, "unique-filenames", false, "name each file namespace_NS.configmap_NAME.KEY (or .secret_NAME.), so that keys of objects from several namespaces never clash (k8s-sidecar's UNIQUE_FILENAMES).")
 	fs.StringVar(&o.fileMode, "file-mode", "0644", "permission bits of files from ConfigMaps, in octal.")

@@ -85,6 +85,8 @@ func oneFirst(cfg *config, client rest.Interface, src runningSource, r *reload.R
 		Pod:          readPod,
 		ReloadFailed: reloadFailedSince(r),
 		URL:          cfg.rollout.healthURL,
+		URLTimeout:   cfg.rollout.healthTimeout,
+		URLFailures:  cfg.rollout.healthFailures,
 		Soak:         cfg.rollout.soak,
 		Poll:         time.Second,
 		Clock:        time.Now,
@@ -240,6 +242,9 @@ type rolloutConfig struct {
 	soak      time.Duration
 	maxBusy   string // a count or a percentage (onefirst.MaxUnavailable)
 	healthURL string
+	// healthTimeout bounds one --health-url request; healthFailures failed in a row fail a soak.
+	healthTimeout  time.Duration
+	healthFailures int
 }
 
 // name is the --rollout value, for the start-up log line.

@@ -29,7 +29,7 @@ func TestRolloutFlags(t *testing.T) {
 	c, err := checkedConfig(t, []string{"--configroot=" + root, "--configmap=a", "--reload-http=http://127.0.0.1:8080/-/reload", "--rollout=one-first",
 		"--rollout-soak=10s", "--rollout-max-unavailable=25%", "--health-url=http://127.0.0.1:8080/healthz"})
 	require.NoError(t, err)
-	assert.Equal(t, rolloutConfig{oneFirst: true, soak: 10 * time.Second, maxBusy: "25%", healthURL: "http://127.0.0.1:8080/healthz"}, c.rollout)
+	assert.Equal(t, rolloutConfig{oneFirst: true, soak: 10 * time.Second, maxBusy: "25%", healthURL: "http://127.0.0.1:8080/healthz", healthTimeout: time.Second, healthFailures: 1}, c.rollout)
 	assert.Equal(t, rolloutOneFirst, c.rollout.name())
 
 	c, err = checkedConfig(t, []string{"--configroot=" + root, "--configmap=a", "--reload-http=http://127.0.0.1:8080/-/reload"})

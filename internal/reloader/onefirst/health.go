@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // Health judges this pod's app while it soaks a content: its pod's Ready condition as kubelet
@@ -15,6 +18,8 @@ type Health struct {
 	Pod          func(ctx context.Context) (PodState, error) // the pod as the API has it now
 	ReloadFailed func(since time.Time) string                // the reload loop's failure since, or ""
 	URL          string                                      // --health-url; "" none
+	URLTimeout   time.Duration                               // --health-url-timeout; 0: the larger of Poll and 1 s
+	URLFailures  int                                         // --health-url-failure-threshold; 0: 1
 	Client       *http.Client
 	Soak, Poll   time.Duration
 	Clock        func() time.Time
@@ -22,6 +27,7 @@ type Health struct {
 	mu       sync.Mutex
 	since    time.Time
 	wasReady bool
+	urlFails int // requests to URL failed in a row
 }
 
 // Begin notes how the pod stands as a content is laid out at since: a pod Ready then that goes
@@ -40,8 +46,21 @@ func (h *Health) Failed(ctx context.Context, since time.Time, pod *PodState) str
 		return why
 	}
 	if h.URL != "" {
-		if why := h.checkURL(ctx); why != "" {
-			return why
+		why := h.checkURL(ctx)
+		h.mu.Lock()
+		if why == "" {
+			h.urlFails = 0
+		} else {
+			h.urlFails++
+		}
+		fails := h.urlFails
+		h.mu.Unlock()
+		if why != "" {
+			// The app's URL is said without its user, password or query, which may hold a token.
+			klog.InfoS("warning: --health-url failed", "url", redactURL(h.URL), "why", why, "inARow", fails, "threshold", max(h.URLFailures, 1))
+			if fails >= max(h.URLFailures, 1) {
+				return why
+			}
 		}
 	}
 	if pod == nil {
@@ -80,8 +99,22 @@ var directClient = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
+// redactURL is u without its user information and query: what a log may show.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable)"
+	}
+	p.User, p.RawQuery, p.Fragment = nil, "", ""
+	return p.String()
+}
+
 func (h *Health) checkURL(ctx context.Context) string {
-	ctx, cancel := context.WithTimeout(ctx, max(h.Poll, time.Second))
+	timeout := h.URLTimeout
+	if timeout <= 0 {
+		timeout = max(h.Poll, time.Second)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.URL, nil)
 	if err != nil {

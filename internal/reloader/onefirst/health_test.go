@@ -68,3 +68,30 @@ func TestHealthURLRedirectIsNotFollowed(t *testing.T) {
 	h := &Health{URL: moved.URL + "/healthz", Poll: time.Second}
 	assert.Equal(t, "--health-url answered 302", h.checkURL(context.Background()))
 }
+
+// --health-url-failure-threshold: a soak fails on the Nth failed request in a row, and a 2xx
+// in between starts the count again; --health-url-timeout: a slower answer is a failure.
+func TestHealthURLFailureThresholdAndTimeout(t *testing.T) {
+	code, delay := http.StatusServiceUnavailable, time.Duration(0)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { time.Sleep(delay); w.WriteHeader(code) }))
+	defer app.Close()
+	h := &Health{Pod: func(context.Context) (PodState, error) { return PodState{Ready: true}, nil }, ReloadFailed: func(time.Time) string { return "" },
+		URL: app.URL, URLFailures: 3, URLTimeout: 200 * time.Millisecond, Soak: 10 * time.Second, Poll: time.Second, Clock: time.Now}
+	ctx, since, ready := context.Background(), time.Now(), &PodState{Ready: true}
+	assert.Empty(t, h.Failed(ctx, since, ready), "1 of 3")
+	assert.Empty(t, h.Failed(ctx, since, ready), "2 of 3")
+	code = http.StatusOK
+	assert.Empty(t, h.Failed(ctx, since, ready), "a 2xx starts the count again")
+	code = http.StatusServiceUnavailable
+	assert.Empty(t, h.Failed(ctx, since, ready))
+	assert.Empty(t, h.Failed(ctx, since, ready))
+	assert.Equal(t, "--health-url answered 503", h.Failed(ctx, since, ready), "3 in a row")
+	code, delay = http.StatusOK, time.Second
+	h.urlFails, h.URLFailures = 0, 1
+	assert.Equal(t, "--health-url did not answer", h.Failed(ctx, since, ready), "slower than --health-url-timeout")
+}
+
+func TestRedactURL(t *testing.T) {
+	assert.Equal(t, "http://127.0.0.1:8080/healthz", redactURL("http://user:pass@127.0.0.1:8080/healthz?token=s3cret#x"))
+	assert.Equal(t, "(unparsable)", redactURL("http://[::1"))
+}
