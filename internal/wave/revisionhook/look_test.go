@@ -47,7 +47,9 @@ func TestAPILookTrustsOnlyWavesOwn(t *testing.T) {
 		assert.True(t, found, name)
 		assert.ErrorContains(t, err, "is not a snapshot index wave made", "%s: the pod reads the live objects, and the Event says why", name)
 	}
-	secret := func(name string) configref.Ref { return configref.Ref{Kind: configref.Secret, Namespace: "shop", Name: name} }
+	secret := func(name string) configref.Ref {
+		return configref.Ref{Kind: configref.Secret, Namespace: "shop", Name: name}
+	}
 	assert.True(t, l.Exists(ctx, secret("db-0123456789")))
 	assert.False(t, l.Exists(ctx, secret("db-aaaaaaaaaa")), "another content's annotation")
 	assert.False(t, l.Exists(ctx, secret("db-cccccccccc")), "not labelled as wave's")
