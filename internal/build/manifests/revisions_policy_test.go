@@ -111,6 +111,8 @@ func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 	tls, err := admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls"}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k")}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	long, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("long-name.", 24) + "end"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	require.NoError(t, err, "a ConfigMap whose snapshot's name is cut to fit")
 	waveClient, err := waveclient.New(asWave)
 	require.NoError(t, err)
 	adminClient, err := waveclient.New(cluster.Config())
@@ -119,9 +121,10 @@ func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 	// and creates as wave.
 	made, err := revisions.Ensure(ctx, readsAs{revisions.ClientAPI{Core: adminClient.CoreV1()}, revisions.ClientAPI{Core: waveClient.CoreV1()}}, confighash.Digester{Key: []byte("0123456789abcdef0123456789abcdef")}, ns, revisions.InputsHash("made"),
 		[]revisions.Source{{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: ns, Name: "app"}, ResourceVersion: app.ResourceVersion},
-			{Ref: configref.Ref{Kind: configref.Secret, Namespace: ns, Name: "tls"}, ResourceVersion: tls.ResourceVersion}})
-	require.NoError(t, err, "wave's own snapshots and index, through the policy")
-	assert.Len(t, made, 2)
+			{Ref: configref.Ref{Kind: configref.Secret, Namespace: ns, Name: "tls"}, ResourceVersion: tls.ResourceVersion},
+			{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: ns, Name: long.Name}, ResourceVersion: long.ResourceVersion}})
+	require.NoError(t, err, "wave's own snapshots (one of a name cut to fit) and index, through the policy")
+	assert.Len(t, made, 3)
 
 	// Creates: only its own kind of snapshot; never a token for another ServiceAccount.
 	managed := map[string]string{revisions.ManagedByLabel: revisions.ManagedBy}

@@ -3,6 +3,7 @@ package autorollback
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -37,13 +38,15 @@ func revisionTemplate(cr *appsv1.ControllerRevision) (corev1.PodTemplateSpec, er
 // hash failed) whose template is of another config revision. bad is the failed one, whose
 // name its pods carry in their controller-revision-hash label. An error says why there is
 // none.
-func PreviousRevision(what string, crs []appsv1.ControllerRevision, inputsHashAnnotation, failed string, usable func(inputsHash string) error) (prev, bad *appsv1.ControllerRevision, err error) {
+func PreviousRevision(what string, crs []appsv1.ControllerRevision, inputsHashAnnotation, failed string, usable Usable) (prev, bad *appsv1.ControllerRevision, err error) {
 	hashes := make([]string, len(crs))
+	templates := make([]*corev1.PodTemplateSpec, len(crs))
 	for i := range crs {
 		t, err := revisionTemplate(&crs[i])
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", what, err)
 		}
+		templates[i] = &t
 		hashes[i] = t.Annotations[inputsHashAnnotation]
 		if hashes[i] == failed && (bad == nil || crs[i].Revision > bad.Revision) {
 			bad = &crs[i]
@@ -64,9 +67,13 @@ func PreviousRevision(what string, crs []appsv1.ControllerRevision, inputsHashAn
 	var gone []string
 	for _, i := range candidates {
 		// Only one whose config is still there to give its pods.
-		if err := usable(hashes[i]); err != nil {
+		err := usable(hashes[i], templates[i])
+		switch {
+		case errors.Is(err, ErrConfigGone):
 			gone = append(gone, fmt.Sprintf("revision %d: %v", crs[i].Revision, err))
 			continue
+		case err != nil:
+			return nil, nil, err
 		}
 		return &crs[i], bad, nil
 	}
@@ -96,9 +103,9 @@ func RevisionPatch(resourceVersion string, cr *appsv1.ControllerRevision) ([]byt
 // going, and not Ready. Its controller replaces a pod of an old revision only once every pod
 // before it is available, so the pod that crash-loops on the failed config stays; Kubernetes'
 // documentation says to delete it by hand after reverting the template ("Forced rollback").
-// A pod that is Ready now is never one: a crash loop up for a moment is deleted at its next
-// fall (the admission policy lets wave delete only a pod that is not Ready, so that a healthy
-// pod that restarted once is never deleted). Pods of the set only: the caller lists them by the
+// A pod that is Ready now is never one: a crash loop up for a moment (Flickering) is deleted at
+// its next fall, which the caller waits for (the admission policy lets wave delete only a pod
+// that is not Ready, so that a healthy pod that restarted once is never deleted). Pods of the set only: the caller lists them by the
 // set's selector and controller.
 func StuckPods(pods []corev1.Pod, bad string) []corev1.Pod {
 	var stuck []corev1.Pod
@@ -121,4 +128,29 @@ func podReady(p *corev1.Pod) (bool, time.Time) {
 		}
 	}
 	return false, time.Time{}
+}
+
+// Flickering are the pods of the failed revision that are Ready now but restarted: a crash
+// loop up for a moment, which StuckPods leaves (the admission policy lets wave delete only a
+// pod that is not Ready) and the caller looks at again until it falls or is replaced.
+func Flickering(pods []corev1.Pod, bad string) []corev1.Pod {
+	var out []corev1.Pod
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.Labels[appsv1.ControllerRevisionHashLabelKey] != bad {
+			continue
+		}
+		if ready, _ := podReady(&p); ready && restarted(&p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func restarted(p *corev1.Pod) bool {
+	for _, c := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+		if c.RestartCount > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -45,7 +45,7 @@ func TestPreviousRevision(t *testing.T) {
 		{"data that is not a template", []appsv1.ControllerRevision{garbled, cr("d", 4, revD)}, "", "", "ControllerRevision g: its data is not a template patch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			prev, bad, err := PreviousRevision("statefulset/db -n shop", tc.crs, hashKey, revD, func(string) error { return nil })
+			prev, bad, err := PreviousRevision("statefulset/db -n shop", tc.crs, hashKey, revD, func(string, *corev1.PodTemplateSpec) error { return nil })
 			if tc.errHas != "" {
 				assert.ErrorContains(t, err, tc.errHas)
 				assert.ErrorContains(t, err, "statefulset/db -n shop", "the error names the workload")
@@ -118,4 +118,5 @@ func TestStuckPods(t *testing.T) {
 	}
 	assert.Equal(t, []string{"db-2", "db-7"}, names(StuckPods(pods, "db-bad")), "only pods of the failed revision that are not Ready: a crash loop up for a moment waits for its next fall")
 	assert.Empty(t, StuckPods(pods, "db-other"))
+	assert.Equal(t, []string{"db-5"}, names(Flickering(pods, "db-bad")), "the crash loop up for a moment: looked at again until it falls")
 }

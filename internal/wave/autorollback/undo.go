@@ -9,6 +9,7 @@ package autorollback
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -45,7 +46,7 @@ var annotationsToSkip = map[string]bool{
 // (failed, the template's inputs hash), and whose config is still there to give its pods
 // (usable: its index and snapshots; a revision whose config is gone would start its pods on
 // the failed live config, and hold them there). An error says why there is none.
-func Previous(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnotation, failed string, usable func(inputsHash string) error) (*appsv1.ReplicaSet, error) {
+func Previous(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnotation, failed string, usable Usable) (*appsv1.ReplicaSet, error) {
 	current, err := strconv.ParseInt(d.Annotations[revisionAnnotation], 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s/%s: no revision number (%s): %w", d.Namespace, d.Name, revisionAnnotation, err)
@@ -70,9 +71,13 @@ func Previous(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnotatio
 	})
 	var gone []string
 	for _, rs := range candidates {
-		if err := usable(rs.Spec.Template.Annotations[inputsHashAnnotation]); err != nil {
+		err := usable(rs.Spec.Template.Annotations[inputsHashAnnotation], &rs.Spec.Template)
+		switch {
+		case errors.Is(err, ErrConfigGone):
 			gone = append(gone, fmt.Sprintf("revision %s: %v", rs.Annotations[revisionAnnotation], err))
 			continue
+		case err != nil:
+			return nil, err // not known: decided again later, never a revision further back for it
 		}
 		return rs, nil
 	}
@@ -81,6 +86,14 @@ func Previous(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnotatio
 	}
 	return nil, fmt.Errorf("deployment %s/%s has no revision before %d with other config kept in snapshots to go back to (the first change after revisions were turned on, or revisionHistoryLimit 0): undo it by hand", d.Namespace, d.Name, current)
 }
+
+// Usable says whether a revision's config (by its inputs hash and pod template) is there to
+// give its pods: nil, an error wrapping ErrConfigGone (the undo passes over it), or another
+// error (not known now: the undo is decided again later).
+type Usable func(inputsHash string, template *corev1.PodTemplateSpec) error
+
+// ErrConfigGone: a revision's index or a snapshot is gone, or is not wave's.
+var ErrConfigGone = errors.New("its config is no longer kept")
 
 // Refusal says why a Deployment whose config rollout failed is not undone automatically, or
 // "": kubectl refuses to undo a paused Deployment, and a rollout that failed for want of quota

@@ -3,6 +3,7 @@ package autorollback
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -53,9 +54,9 @@ func TestPrevious(t *testing.T) {
 		{"a ReplicaSet without a number is not one", []appsv1.ReplicaSet{rs("x", "", revC), rs("d", "4", revD)}, nil, "", "no revision before 4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			usable := func(hash string) error {
+			usable := func(hash string, _ *corev1.PodTemplateSpec) error {
 				if tc.gone[hash] {
-					return errors.New("its index is gone")
+					return fmt.Errorf("its index is gone: %w", ErrConfigGone)
 				}
 				return nil
 			}
@@ -68,8 +69,18 @@ func TestPrevious(t *testing.T) {
 			assert.Equal(t, tc.want, got.Name)
 		})
 	}
-	_, err := Previous(&appsv1.Deployment{}, nil, hashKey, revD, func(string) error { return nil })
+	_, err := Previous(&appsv1.Deployment{}, nil, hashKey, revD, func(string, *corev1.PodTemplateSpec) error { return nil })
 	assert.ErrorContains(t, err, "no revision number")
+	// A read that failed for a reason of its own (a timeout) says nothing of the config: the
+	// undo stops, to be decided again, and never goes further back for it.
+	_, err = Previous(d, []appsv1.ReplicaSet{rs("b", "2", revB), rs("c", "3", revC), rs("d", "4", revD)}, hashKey, revD,
+		func(hash string, _ *corev1.PodTemplateSpec) error {
+			if hash == revC {
+				return errors.New("the API server did not answer in time")
+			}
+			return nil
+		})
+	assert.EqualError(t, err, "the API server did not answer in time")
 }
 
 func TestUndoPatch(t *testing.T) {

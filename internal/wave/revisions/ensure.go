@@ -164,9 +164,10 @@ func SnapshotContent(name string) string {
 }
 
 // copyable tells whether a Secret of this type can be created as a copy: a ServiceAccount's
-// token is made by the API server for the account it names, and a copy would be refused.
+// token is made by the API server for the account it names, and a copy would be refused; a
+// bootstrap token's copy would be one more token (the admission policy refuses both).
 func copyable(t corev1.SecretType) bool {
-	return t != corev1.SecretTypeServiceAccountToken
+	return t != corev1.SecretTypeServiceAccountToken && t != corev1.SecretTypeBootstrapToken
 }
 
 // sameContent: have is immutable and holds want's data, binary data and type, byte for byte.

@@ -214,11 +214,14 @@ func plan(s situation) (decision, error) {
 			return decision{}, err
 		}
 	}
-	if current && s.Revisions && revisions.IsRevision(s.TemplateInputsHash) && s.HasRecord && r.id == s.KeyID {
+	if current && log == unfollowedLog && r.id == s.KeyID && s.Revisions && revisions.IsRevision(s.TemplateInputsHash) && s.TemplateInputsHash == s.NewestRevision {
 		// Under revisions the record is what the template's revision was made of: a change of an
-		// object the workload does not follow leaves both as they are. Writing the record would
-		// make the template's revision look stale, and the next look roll it as if revisions had
-		// just been turned on.
+		// object the workload does not follow leaves it as it is. Writing it would make the
+		// template's revision look stale, and the next look roll it as if revisions had just
+		// been turned on. (Adopted by a mark, or held by an undo, the record is written as ever.)
+		if r.present != s.Rec {
+			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: r.present}), nil
+		}
 		return warn.with(decision{Result: ResultUnchanged}), nil
 	}
 	if current { // the pods run the current config: record it, roll nothing
@@ -375,7 +378,7 @@ func (s situation) stale(r records, hash *lazyWaveHash) (what string, current bo
 	}
 	rolling := s.rolling(pods.ran, pods.now)
 	if len(rolling) == 0 {
-		return "", true, &logLine{V: 2, Msg: "config the workload does not follow changed; recorded, nothing to roll"}, nil
+		return "", true, unfollowedLog, nil
 	}
 	// The record is behind, but another tool may have rolled the pods meanwhile (Wave or
 	// Reloader, run while wave was stopped): its mark on the template says which config the
@@ -390,6 +393,10 @@ func (s situation) stale(r records, hash *lazyWaveHash) (what string, current bo
 	}
 	return confighash.DescribeChanged(rolling), false, nil, nil
 }
+
+// unfollowedLog is stale's word that only objects the workload does not follow changed (by
+// the record): the one case a workload under revisions writes no record for (plan).
+var unfollowedLog = &logLine{V: 2, Msg: "config the workload does not follow changed; recorded, nothing to roll"}
 
 // adoptedStale decides for a workload with no usable record (new, or adopted from Wave or
 // Reloader): from Wave, its hash must be Wave's of the current data; from Reloader, its marks

@@ -27,7 +27,7 @@ func TestPlanRevisions(t *testing.T) {
 		return situation{
 			Now: t0, OptedIn: true, Wave: true, KeyID: key, Revisions: true,
 			Record: record(v1), HasRecord: true, Inputs: now,
-			Entries:            map[string]entry{"configmap/a": {Follows: true}},
+			Entries:            map[string]entry{"configmap/a": {Follows: true, InRevisions: true}},
 			TemplateInputsHash: rev(v1), NewestRevision: rev(v1),
 			WaveHash: func() (string, error) { return "wavehash", nil },
 		}
@@ -203,6 +203,16 @@ func TestPlanRevisions(t *testing.T) {
 		}, func(t *testing.T, d decision) {
 			assert.Equal(t, ResultUnchanged, d.Result)
 			assert.Empty(t, d.Write, "the record stays what the template's revision was made of (before: a baseline, then ConfigRevisionsOn and a rollout)")
+		}},
+		{"a StatefulSet undone to v1 (its record still at v2), then its ConfigMap set back to v1 by hand: the record follows (written as ever), so that v2 coming back rolls", func() situation {
+			s := deployment(v1)
+			s.Record, s.TemplateInputsHash, s.NewestRevision = record(v2), rev(v1), rev(v2)
+			s.NewestFollowed = deployment(v2).followedKey(rev(v2))
+			s.CurrentHash = "wavehash" // the template's Wave hash is of the current config: the pods run it
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultBaseline, d.Result)
+			assert.Equal(t, "baseline", d.Write)
 		}},
 		{"revisions off for a workload that had them: its rollout takes the label off", func() situation {
 			s := deployment(v2)

@@ -10,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -81,18 +80,20 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 		// of the template in between (another undo, a new rollout, an image fixed since the
 		// rollout was judged) stops it.
 		var prev *appsv1.ReplicaSet
+		var passed []string
 		err = retry.OnError(retry.DefaultBackoff, func(err error) bool { return apierrors.IsInvalid(err) || apierrors.IsConflict(err) }, func() error {
 			d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return fmt.Errorf("read the Deployment: %w", err)
 			}
-			if err := judgedTemplate(&d.Spec.Template, w.Template, failed); err != nil {
+			if err := judgedSpec(d.Generation, &d.Spec.Template, w, failed); err != nil {
 				return err
 			}
 			if why := autorollback.Refusal(d); why != "" {
 				return errors.New(why)
 			}
-			if prev, err = autorollback.Previous(d, list.Items, InputsHashAnnotation, failed, c.revisionUsable(ctx, ns)); err != nil {
+			passed = nil
+			if prev, err = autorollback.Previous(d, list.Items, InputsHashAnnotation, failed, c.revisionUsable(ctx, ns, &passed)); err != nil {
 				return err
 			}
 			patch, err := autorollback.UndoPatch(d, prev)
@@ -107,7 +108,7 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 		if err != nil {
 			return "", err
 		}
-		return "revision " + prev.Annotations["deployment.kubernetes.io/revision"] + ", ReplicaSet " + prev.Name, nil
+		return "revision " + prev.Annotations["deployment.kubernetes.io/revision"] + ", ReplicaSet " + prev.Name + passedOver(passed), nil
 	case workload.StatefulSet, workload.DaemonSet:
 		return c.undoToControllerRevision(ctx, w, failed)
 	case workload.ArgoRollout:
@@ -122,33 +123,46 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 	return "", fmt.Errorf("a %s is not undone automatically: undo it by hand", w.Kind)
 }
 
-// judgedTemplate says whether the template read afresh is still the one whose rollout failed:
-// the same pod template as the one judged (an image fixed since, or another change, is not
-// thrown away by an undo), of the failed config revision.
-func judgedTemplate(now, judged *corev1.PodTemplateSpec, failed string) error {
-	if now.Annotations[InputsHashAnnotation] != failed || judged == nil || !equality.Semantic.DeepEqual(now, judged) {
-		return errors.New("its pod template changed since the rollout was judged to have failed (a new rollout, an undo, a fix): left as it is")
+// judgedSpec says whether the workload read afresh is still the one whose rollout was judged
+// to have failed: the same generation (any change of its spec since, an image fixed, another
+// rollout, an undo, moves it on: an undo must not throw it away), of the failed config
+// revision. By generation, not by template: wave's cache keeps a slimmed template.
+func judgedSpec(generation int64, template *corev1.PodTemplateSpec, judged workload.Workload, failed string) error {
+	if template.Annotations[InputsHashAnnotation] != failed || generation != judged.Meta.Generation {
+		return errors.New("its spec changed since the rollout was judged to have failed (a new rollout, an undo, a fix): left as it is")
 	}
 	return nil
 }
 
 // revisionUsable says whether a revision's config is still there to give its pods: its index
-// and every snapshot the index names (read from the API server: an undo is rare, and the caches
-// keep digests, not an index's entries). An undo to a revision without them would start its
-// pods on the failed live config, and hold them there.
-func (c *Controller) revisionUsable(ctx context.Context, ns string) func(inputsHash string) error {
-	return func(inputsHash string) error {
+// and every snapshot the index names, all wave's (read from the API server: an undo is rare, and
+// the caches keep digests, not an index's entries); a revision whose pods name no source needs
+// none. An undo to a revision without them would start its pods on the failed live config, and
+// hold them there. Only NotFound, or an object that is not wave's, counts as gone: any other
+// error stops the undo, to be decided again, rather than send it further back. passed collects
+// the revisions gone, for the Event.
+func (c *Controller) revisionUsable(ctx context.Context, ns string, passed *[]string) autorollback.Usable {
+	return func(inputsHash string, template *corev1.PodTemplateSpec) error {
+		gone := func(format string, args ...any) error {
+			err := fmt.Errorf(format+": %w", append(args, autorollback.ErrConfigGone)...)
+			*passed = append(*passed, inputsHash+" ("+err.Error()+")")
+			return err
+		}
 		index := revisions.IndexName(inputsHash)
 		cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, index, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("its index configmap %s: %w", index, err)
-		}
-		if !revisions.Ours(cm, inputsHash) {
-			return fmt.Errorf("its index configmap %s is not one wave made", index)
+		switch {
+		case apierrors.IsNotFound(err) && len(revisions.SourcesOf(ns, &template.Spec)) == 0:
+			return nil // a revision of no source keeps no index
+		case apierrors.IsNotFound(err):
+			return gone("its index configmap %s is gone", index)
+		case err != nil:
+			return fmt.Errorf("read the index configmap %s of revision %s: %w", index, inputsHash, err)
+		case !revisions.Ours(cm, inputsHash):
+			return gone("its index configmap %s is not one wave made", index)
 		}
 		snaps, err := revisions.ParseIndex(ns, cm.Data)
 		if err != nil {
-			return fmt.Errorf("its index configmap %s: %w", index, err)
+			return gone("its index configmap %s: %v", index, err)
 		}
 		for ref, snap := range snaps {
 			var obj metav1.Object
@@ -158,11 +172,13 @@ func (c *Controller) revisionUsable(ctx context.Context, ns string) func(inputsH
 			case configref.Secret:
 				obj, err = c.Client.CoreV1().Secrets(ns).Get(ctx, snap, metav1.GetOptions{})
 			}
-			if err != nil {
-				return fmt.Errorf("its snapshot %s %s: %w", ref.Kind.Lower(), snap, err)
-			}
-			if !revisions.Ours(obj, revisions.SnapshotContent(snap)) {
-				return fmt.Errorf("its snapshot %s %s is not one wave made", ref.Kind.Lower(), snap)
+			switch {
+			case apierrors.IsNotFound(err):
+				return gone("its snapshot %s %s is gone", ref.Kind.Lower(), snap)
+			case err != nil:
+				return fmt.Errorf("read the snapshot %s %s of revision %s: %w", ref.Kind.Lower(), snap, inputsHash, revisions.Redact(ref.Kind, err))
+			case !revisions.Ours(obj, revisions.SnapshotContent(snap)):
+				return gone("its snapshot %s %s is not one wave made", ref.Kind.Lower(), snap)
 			}
 		}
 		return nil
@@ -193,26 +209,29 @@ func (c *Controller) undoToControllerRevision(ctx context.Context, w workload.Wo
 	}
 	var prev, bad *appsv1.ControllerRevision
 	var sts *appsv1.StatefulSet
+	var passed []string
 	err = retry.OnError(retry.DefaultBackoff, func(err error) bool { return apierrors.IsInvalid(err) || apierrors.IsConflict(err) }, func() error {
 		var template *corev1.PodTemplateSpec
 		var resourceVersion string
+		var generation int64
 		if w.Kind == workload.StatefulSet {
 			s, err := c.Client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return fmt.Errorf("read the StatefulSet: %w", err)
 			}
-			sts, template, resourceVersion = s, &s.Spec.Template, s.ResourceVersion
+			sts, template, resourceVersion, generation = s, &s.Spec.Template, s.ResourceVersion, s.Generation
 		} else {
 			d, err := c.Client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return fmt.Errorf("read the DaemonSet: %w", err)
 			}
-			template, resourceVersion = &d.Spec.Template, d.ResourceVersion
+			template, resourceVersion, generation = &d.Spec.Template, d.ResourceVersion, d.Generation
 		}
-		if err := judgedTemplate(template, w.Template, failed); err != nil {
+		if err := judgedSpec(generation, template, w, failed); err != nil {
 			return err
 		}
-		if prev, bad, err = autorollback.PreviousRevision(what, owned, InputsHashAnnotation, failed, c.revisionUsable(ctx, ns)); err != nil {
+		passed = nil
+		if prev, bad, err = autorollback.PreviousRevision(what, owned, InputsHashAnnotation, failed, c.revisionUsable(ctx, ns, &passed)); err != nil {
 			return err
 		}
 		patch, err := autorollback.RevisionPatch(resourceVersion, prev)
@@ -232,7 +251,7 @@ func (c *Controller) undoToControllerRevision(ctx context.Context, w workload.Wo
 	if err != nil {
 		return "", err
 	}
-	to := fmt.Sprintf("revision %d, ControllerRevision %s", prev.Revision, prev.Name)
+	to := fmt.Sprintf("revision %d, ControllerRevision %s", prev.Revision, prev.Name) + passedOver(passed)
 	if sts == nil || sts.Spec.PodManagementPolicy == appsv1.ParallelPodManagement {
 		return to, nil
 	}
@@ -271,9 +290,67 @@ func (c *Controller) deleteStuckPods(ctx context.Context, sts *appsv1.StatefulSe
 	if err != nil {
 		return nil, nil, fmt.Errorf("its controller did not take the undo within 30s: %w", err)
 	}
-	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	// A pod of the failed config that crash-loops may be Ready for a moment as it is looked at:
+	// it is looked at again until it falls (then deleted) or is replaced, for stuckWithin.
+	deadline := time.Now().Add(stuckWithin)
+	var first error
+	for {
+		owned, err := c.ownedPods(ctx, sts, sel)
+		if err != nil {
+			return deleted, left, err
+		}
+		left, first = nil, nil
+		for _, p := range autorollback.StuckPods(owned, bad) {
+			// The UID alone: kubelet writes the status of a crash-looping pod at every restart.
+			uid := p.UID
+			err := c.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			switch {
+			case err == nil:
+				deleted = append(deleted, p.Name)
+			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+				// gone, or already replaced by another pod of that name
+			default:
+				left = append(left, p.Name)
+				if first == nil {
+					first = fmt.Errorf("delete pod %s: %w", p.Name, err)
+				}
+			}
+		}
+		flickering := autorollback.Flickering(owned, bad)
+		if first != nil || len(flickering) == 0 || time.Now().After(deadline) {
+			for _, p := range flickering {
+				left = append(left, p.Name)
+				if first == nil {
+					first = fmt.Errorf("pod %s of the failed config restarts, but was Ready each time wave looked for %s", p.Name, stuckWithin)
+				}
+			}
+			return deleted, left, first
+		}
+		select {
+		case <-ctx.Done():
+			return deleted, left, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// passedOver says which newer revisions an undo passed over, their config gone.
+func passedOver(passed []string) string {
+	if len(passed) == 0 {
+		return ""
+	}
+	return ", passing over revisions whose config is gone: " + strings.Join(passed, "; ")
+}
+
+// stuckWithin bounds the wait for a crash-looping pod of the failed config to fall, so that
+// it can be deleted.
+const stuckWithin = time.Minute
+
+// ownedPods lists the pods sts controls (by UID).
+func (c *Controller) ownedPods(ctx context.Context, sts *appsv1.StatefulSet, sel labels.Selector) ([]corev1.Pod, error) {
+	pods, err := c.Client.CoreV1().Pods(sts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
-		return nil, nil, fmt.Errorf("list its pods (RBAC: list on pods): %w", err)
+		return nil, fmt.Errorf("list its pods (RBAC: list on pods): %w", err)
 	}
 	var owned []corev1.Pod
 	for _, p := range pods.Items {
@@ -281,22 +358,5 @@ func (c *Controller) deleteStuckPods(ctx context.Context, sts *appsv1.StatefulSe
 			owned = append(owned, p)
 		}
 	}
-	var first error
-	for _, p := range autorollback.StuckPods(owned, bad) {
-		// The UID alone: kubelet writes the status of a crash-looping pod at every restart.
-		uid := p.UID
-		err := c.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		switch {
-		case err == nil:
-			deleted = append(deleted, p.Name)
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			// gone, or already replaced by another pod of that name
-		default:
-			left = append(left, p.Name)
-			if first == nil {
-				first = fmt.Errorf("delete pod %s: %w", p.Name, err)
-			}
-		}
-	}
-	return deleted, left, first
+	return owned, nil
 }
