@@ -1,6 +1,7 @@
 package onefirst
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,6 +160,9 @@ type Gate struct {
 	unclaimedSince time.Time
 	// seen is when this sidecar first saw each renewal and batch entry it holds (observe).
 	seen map[string]time.Time
+	// rejectedHere holds the contents this pod rejected and put back, whose rejection is not
+	// on the record yet (the write conflicted, or the API did not answer), with why.
+	rejectedHere map[string]string
 	// stopping: this pod's sidecar is stopping (SIGTERM): it gives back its claim or place in
 	// the batch and does nothing else (released once it did).
 	stopping, released bool
@@ -184,7 +188,7 @@ func NewGate(inner Source, store Store, opts Options) *Gate {
 	if opts.Failed == nil {
 		opts.Failed = func(context.Context, time.Time, *PodState) string { return "" }
 	}
-	return &Gate{inner: inner, store: store, opts: opts, changed: make(chan struct{}, 1), synced: make(chan struct{}), told: map[string]bool{}}
+	return &Gate{inner: inner, store: store, opts: opts, changed: make(chan struct{}, 1), synced: make(chan struct{}), told: map[string]bool{}, rejectedHere: map[string]string{}}
 }
 
 // Changed signals a new snapshot to lay out.
@@ -306,10 +310,24 @@ func (g *Gate) step(parent context.Context) time.Time {
 	rec, version, err := g.store.Get(ctx)
 	if err != nil {
 		// Cut off from the record: keep what is laid out, and never lay out a content that was
-		// not promoted. A pod with nothing yet still starts (Decide's Start needs no record).
+		// not promoted. A pod with nothing yet still starts (Decide's Start needs no record). A
+		// pod that soaks a content, as the record last said, still judges its app by what needs
+		// no API (the reload's result, --health-url), and puts its good config back at once on
+		// a failure: the rejection is recorded once the record can be written.
 		klog.ErrorS(err, "cannot read the rollout record; keeping the config laid out until it can be read")
-		if g.pubID == "" && want != "" {
+		g.mu.Lock()
+		have, laidAt, last := g.pubID, g.laidAt, g.lastRec
+		g.mu.Unlock()
+		switch {
+		case have == "" && want != "":
 			g.apply(ctx, snap, want, nil, "", Action{Do: Start}, now, "")
+		case have != "" && soaks(last, have, g.opts.Pod):
+			if why := g.opts.Failed(ctx, laidAt, nil); why != "" {
+				bad := ContentOf(g.Snapshot())
+				g.rejectedHere[have] = why
+				g.putBack(now)
+				g.once("reject:"+have, func() { call(g.opts.OnRejected, bad, why) })
+			}
 		}
 		return poll
 	}
@@ -321,7 +339,7 @@ func (g *Gate) step(parent context.Context) time.Time {
 		maxBusy = g.opts.MaxBusy()
 	}
 	v := View{Pod: g.opts.Pod, Want: want, Have: have, Good: good, Record: rec, Now: now,
-		Soak: g.opts.Soak, Expiry: g.opts.Expiry, MaxBusy: maxBusy}
+		Soak: g.opts.Soak, Expiry: g.opts.Expiry, MaxBusy: maxBusy, RejectedHere: g.rejectedHere[want] != ""}
 	v.SeenRenewed, v.SeenJoined = g.observe(rec, now)
 	v.Unclaimed = g.unclaimed(v)
 	// The pod is read only where the decision depends on it: while it soaks, and before a
@@ -340,6 +358,9 @@ func (g *Gate) step(parent context.Context) time.Time {
 	klog.V(4).InfoS("rollout decision", "do", act.Do, "want", want, "have", have, "standing", v.Standing, "at", act.At)
 	if g.stopping && act.Do != Release {
 		g.note(rec, want, act)
+		if rec != nil && rec.Content == want && rec.State == Rejected {
+			delete(g.rejectedHere, want) // on the record now
+		}
 		return time.Time{} // a stopping sidecar lays nothing out
 	}
 	return g.apply(ctx, snap, want, rec, version, act, now, v.Failed)
@@ -423,7 +444,12 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 	put := func(r Record) bool {
 		err := g.store.Put(ctx, r, version)
 		if err != nil && !errors.Is(err, ErrConflict) {
-			klog.ErrorS(err, "cannot write the rollout record; keeping the config laid out until it can be written", "content", r.Content)
+			klog.ErrorS(err, "cannot write the rollout record; trying again", "content", r.Content)
+		}
+		if err == nil {
+			g.mu.Lock()
+			g.lastRec = &r // what this pod wrote is the record now, should the next read fail
+			g.mu.Unlock()
 		}
 		return err == nil
 	}
@@ -474,13 +500,18 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		}
 		return poll
 	case Reject:
-		r := *rec
-		r.State, r.Reason, r.Renewed = Rejected, failed, now
-		if !put(r) {
-			return poll
-		}
+		// Back to the good config first, then the record: a write lost to a conflict or an
+		// outage must not keep a config this pod knows is bad (rejectedHere has the record
+		// written on a later step, and keeps the content from being laid out again).
+		failed = cmp.Or(failed, g.rejectedHere[want])
+		g.rejectedHere[want] = failed
 		g.putBack(now)
 		g.once("reject:"+want, func() { call(g.opts.OnRejected, ContentOf(snap), failed) })
+		r := *rec
+		r.State, r.Reason, r.Renewed = Rejected, failed, now
+		if put(r) {
+			delete(g.rejectedHere, want)
+		}
 		return poll
 	case Join:
 		r := *rec
@@ -644,7 +675,10 @@ func (g *Gate) setGood(s source.Snapshot, id string) {
 
 // keptLocked is what Keep keeps now; g.mu is held.
 func (g *Gate) keptLocked() Kept {
-	k := Kept{Lease: g.opts.Record}
+	k := Kept{Lease: g.opts.Record, Rejected: maps.Clone(g.rejectedHere)}
+	if len(k.Rejected) == 0 {
+		k.Rejected = nil
+	}
 	if g.pubID != "" {
 		snap := g.published
 		k.Laid = &KeptSet{ID: g.pubID, Snapshot: &snap}
@@ -690,6 +724,7 @@ func (g *Gate) resume(now time.Time) {
 		g.good, g.goodID = *k.Good.Snapshot, k.Good.ID
 	}
 	g.mu.Unlock()
+	maps.Copy(g.rejectedHere, k.Rejected)
 	g.resumed = true
 	g.publish(*k.Laid.Snapshot, k.Laid.ID, now)
 	klog.InfoS("resumed after a restart: the config laid out before it stays until the pods decide otherwise", "content", k.Laid.ID, "good", g.goodID)

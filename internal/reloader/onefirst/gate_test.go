@@ -17,10 +17,11 @@ import (
 
 // memStore is a Store in memory with the API server's optimistic concurrency.
 type memStore struct {
-	mu      sync.Mutex
-	rec     *Record
-	version int
-	down    bool
+	mu       sync.Mutex
+	rec      *Record
+	version  int
+	down     bool
+	putsDown bool // writes fail, reads do not (a write refused, or lost)
 }
 
 func (m *memStore) Get(context.Context) (*Record, string, error) {
@@ -39,7 +40,7 @@ func (m *memStore) Get(context.Context) (*Record, string, error) {
 func (m *memStore) Put(_ context.Context, r Record, version string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.down {
+	if m.down || m.putsDown {
 		return errors.New("connection refused")
 	}
 	current := ""
@@ -450,4 +451,54 @@ func TestGateThreeChangesLeaveNoContentStranded(t *testing.T) {
 		p.gate.step(ctx)
 	}
 	assert.Equal(t, []string{"v1", "v1", "v1"}, []string{a.laid(), b.laid(), c.laid()}, "every pod back on the last promoted config")
+}
+
+// A pod whose app failed on its trial puts its good config back at once, before the record
+// says so: a rejection whose write fails (a conflict, an outage) is written on a later step,
+// and the bad config is never laid out again meanwhile (before, the pod kept it until the write
+// succeeded). Cut off from the record altogether, a failure it can see without the API (a
+// refused reload) puts the good config back too.
+func TestGateRevertsLocallyBeforeTheRecord(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	src := &fakeSource{}
+	src.set("1")
+	failed := ""
+	g := NewGate(src, store, Options{Pod: "a", Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: func() time.Time { return now },
+		Failed: func(context.Context, time.Time, *PodState) string { return failed }})
+	ctx := context.Background()
+	laid := func() string { return string(g.Snapshot().Objects[0].Data["nginx.conf"]) }
+	g.step(ctx)
+	src.set("2")
+	g.step(ctx)
+	require.Equal(t, "v2", laid())
+
+	failed = "the app refused the reload request"
+	store.putsDown = true
+	now = now.Add(time.Second)
+	g.step(ctx)
+	assert.Equal(t, "v1", laid(), "put back before the record says so")
+	assert.Equal(t, Soaking, store.rec.State, "the write failed")
+	now = now.Add(time.Second)
+	g.step(ctx)
+	assert.Equal(t, "v1", laid(), "never laid out again while the record lags")
+	store.putsDown = false
+	g.step(ctx)
+	assert.Equal(t, Rejected, store.rec.State, "recorded once the write goes through")
+	assert.Equal(t, "the app refused the reload request", store.rec.Reason)
+	assert.Equal(t, "v1", laid())
+
+	// Cut off from the record while soaking v3: a refused reload puts v1 back all the same.
+	src.set("3")
+	failed = ""
+	g.step(ctx)
+	require.Equal(t, "v3", laid())
+	store.down = true
+	failed = "the app refused the reload request"
+	g.step(ctx)
+	assert.Equal(t, "v1", laid(), "put back while the record cannot be read")
+	store.down = false
+	g.step(ctx)
+	assert.Equal(t, Rejected, store.rec.State, "and recorded once it can")
+	assert.Equal(t, "v1", laid())
 }

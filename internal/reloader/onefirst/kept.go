@@ -23,6 +23,9 @@ type Kept struct {
 	Laid  *KeptSet `json:"laid,omitempty"`
 	// Good is nil when none is known; its Snapshot is nil when it is the content laid out.
 	Good *KeptSet `json:"good,omitempty"`
+	// Rejected are the contents this pod rejected and put back whose rejection the record may
+	// not hold yet, with why: a restart must not lay them out again.
+	Rejected map[string]string `json:"rejected,omitempty"`
 }
 
 // KeptSet is one content: its ContentID and the objects it was read from.

@@ -182,3 +182,36 @@ func TestGateRecreatedPodSoaksItsPredecessorsClaimAgain(t *testing.T) {
 	assert.Equal(t, now, store.rec.Since, "its soak starts again")
 	assert.Equal(t, Soaking, store.rec.State, "not promoted on its predecessor's soak")
 }
+
+// A pod restarted after it rejected a content whose rejection the record does not hold yet
+// keeps the good config, and writes the rejection once it can.
+func TestGateRestartKeepsAnUnrecordedRejection(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	keep := KeptFile{Path: filepath.Join(t.TempDir(), KeptName)}
+	src := &fakeSource{}
+	src.set("1")
+	failed := ""
+	newGate := func() *Gate {
+		return NewGate(src, store, Options{Pod: "a", Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: func() time.Time { return now },
+			Failed: func(context.Context, time.Time, *PodState) string { return failed }, Keep: keep, Record: "web"})
+	}
+	ctx := context.Background()
+	g := newGate()
+	g.step(ctx)
+	src.set("2")
+	g.step(ctx)
+	failed, store.putsDown = "the app refused the reload request", true
+	g.step(ctx)
+	require.Equal(t, "v1", string(g.Snapshot().Objects[0].Data["nginx.conf"]))
+	require.Equal(t, Soaking, store.rec.State)
+
+	failed = ""
+	g = newGate() // restarted before the rejection could be written
+	g.step(ctx)
+	assert.Equal(t, "v1", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "the restarted sidecar does not claim the content it rejected")
+	store.putsDown = false
+	g.step(ctx)
+	assert.Equal(t, Rejected, store.rec.State)
+	assert.Equal(t, "the app refused the reload request", store.rec.Reason)
+}

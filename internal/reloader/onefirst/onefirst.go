@@ -89,6 +89,10 @@ type View struct {
 	// that was overtaken (a newer change superseded it, or it was rejected elsewhere): it puts
 	// Good back rather than keep an unjudged content.
 	Good string
+	// RejectedHere: this pod rejected Want and put its good config back, and the rejection is
+	// not on the record yet (the write conflicted, or the API did not answer): write it, and
+	// never lay Want out again.
+	RejectedHere bool
 	// Resumed: this sidecar restarted while this pod soaked Want (its kept state says what it
 	// had laid out): the judgement of the app restarted with it, so the soak starts again.
 	Resumed bool
@@ -179,6 +183,10 @@ func Decide(v View) Action {
 		return Action{Do: Nothing}
 	case v.Have == "":
 		return Action{Do: Start}
+	case v.RejectedHere && r != nil && r.Content == v.Want && r.State != Rejected:
+		return Action{Do: Reject} // the pod put its good config back already: record why
+	case v.RejectedHere && (r == nil || r.Content != v.Want):
+		return Action{Do: Nothing} // the record is about another content: keep the good config
 	case r == nil || r.Content != v.Want:
 		if v.Have == v.Want {
 			return Action{Do: Nothing} // runs it already; the record is about another content

@@ -32,6 +32,7 @@ func TestDecide(t *testing.T) {
 		resumed bool
 		seen    time.Duration // View.SeenRenewed; 0: none
 		good    string
+		rejHere bool
 		do      Do
 		at      time.Duration // 0: no time
 	}{
@@ -112,6 +113,15 @@ func TestDecide(t *testing.T) {
 		{name: "just restarted: a claim seen only now lives a whole duration from now", pod: "b", want: "new", have: "old",
 			rec: soaking("a", 0, 0), seen: 100 * time.Second, now: 100 * time.Second, do: Wait, at: 145 * time.Second},
 
+		// A pod that rejected a content and put its good one back, the record not written yet.
+		{name: "rejected here, the record still says soaking: write the rejection", pod: "a", want: "new", have: "old", rec: soaking("a", 0, 0), now: 5 * time.Second,
+			rejHere: true, do: Reject},
+		{name: "rejected here, another pod took the claim meanwhile: write the rejection all the same", pod: "a", want: "new", have: "old", rec: soaking("b", 0, 0), now: 5 * time.Second,
+			rejHere: true, do: Reject},
+		{name: "rejected here and on the record: keep the good config, as any pod does", pod: "a", want: "new", have: "old", rec: rejected, rejHere: true, do: Refuse},
+		{name: "rejected here, the record gone (the Lease deleted): keep the good config", pod: "a", want: "new", have: "old", rejHere: true, do: Nothing},
+		{name: "just restarted (what it rejected here is not kept): the record decides", pod: "a", want: "new", have: "old", rec: rejected, do: Refuse},
+
 		// No content is stranded: a trial a newer content overtook is put back.
 		{name: "rejected, this pod runs a trial of its own that was overtaken: put its good content back", pod: "b", want: "new", have: "mid", good: "old", rec: rejected, do: PutBack},
 		{name: "rejected, this pod runs its good content: keep it", pod: "b", want: "new", have: "old", good: "old", rec: rejected, do: Refuse},
@@ -125,7 +135,7 @@ func TestDecide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := View{Pod: tc.pod, Want: tc.want, Have: tc.have, Record: tc.rec, Failed: tc.failed,
-				Now: at(tc.now), Soak: soak, Expiry: expiry, MaxBusy: tc.busy, Standing: tc.stand, Unclaimed: tc.waited, Resumed: tc.resumed, Good: tc.good}
+				Now: at(tc.now), Soak: soak, Expiry: expiry, MaxBusy: tc.busy, Standing: tc.stand, Unclaimed: tc.waited, Resumed: tc.resumed, Good: tc.good, RejectedHere: tc.rejHere}
 			if tc.seen != 0 {
 				v.SeenRenewed = at(tc.seen)
 			}
