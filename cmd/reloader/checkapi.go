@@ -111,6 +111,16 @@ func parseSelectorKind(s string) ([]configref.Kind, error) {
 	return nil, fmt.Errorf("--selector-kind=%q: use configmap, secret or both", s)
 }
 
+// redactedFlagURL is a URL flag's value as an error may quote it: without its user and password.
+func redactedFlagURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
+}
+
 // checkRollout checks --rollout, --rollout-soak, --rollout-max-unavailable and --health-url
 // for a launch that reads the API.
 func (o *options) checkRollout(c *config) error {
@@ -135,7 +145,7 @@ func (o *options) checkRollout(c *config) error {
 	if o.healthURL != "" {
 		u, err := url.Parse(o.healthURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--health-url=%q: give the app's health URL, such as http://127.0.0.1:8080/healthz", o.healthURL)
+			return fmt.Errorf("--health-url=%q: give the app's health URL, such as http://127.0.0.1:8080/healthz", redactedFlagURL(o.healthURL))
 		}
 	}
 	for _, f := range []string{"health-url-timeout", "health-url-failure-threshold"} {
@@ -148,6 +158,13 @@ func (o *options) checkRollout(c *config) error {
 	}
 	if o.healthFailures < 1 {
 		return fmt.Errorf("--health-url-failure-threshold=%d: give 1 or more", o.healthFailures)
+	}
+	if o.healthURL != "" {
+		// One request a second, each up to the timeout: the threshold must be reachable within a soak.
+		if needs := time.Duration(o.healthFailures) * (o.healthTimeout + time.Second); needs > o.rolloutSoak {
+			return fmt.Errorf("--health-url-failure-threshold=%d with --health-url-timeout=%s needs up to %s of failures, longer than --rollout-soak=%s: a URL that always fails would pass; give a lower threshold or a longer soak",
+				o.healthFailures, o.healthTimeout, needs, o.rolloutSoak)
+		}
 	}
 	if o.once {
 		return fmt.Errorf("--rollout=one-first watches the app after each change, and --once stops after the first: drop one of them")

@@ -288,7 +288,7 @@ func (g *Gate) giveBack() {
 	g.stopping = true
 	for range 3 {
 		g.step(ctx)
-		if g.released || g.CurrentStatus().Doing != Release || ctx.Err() != nil {
+		if doing := g.CurrentStatus().Doing; g.released || doing != Release && doing != Reject || ctx.Err() != nil {
 			return
 		}
 	}
@@ -323,10 +323,10 @@ func (g *Gate) step(parent context.Context) time.Time {
 			g.apply(ctx, snap, want, nil, "", Action{Do: Start}, now, "")
 		case have != "" && soaks(last, have, g.opts.Pod):
 			if why := g.opts.Failed(ctx, laidAt, nil); why != "" {
-				bad := ContentOf(g.Snapshot())
+				klog.InfoS("warning: this pod's app failed on the config it tries, and the rollout record cannot be read: putting the good config back now, and recording the rejection once the record can be written",
+					"content", ContentOf(g.Snapshot()).Name, "why", why)
 				g.rejectedHere[have] = why
 				g.putBack(now)
-				g.once("reject:"+have, func() { call(g.opts.OnRejected, bad, why) })
 			}
 		}
 		return poll
@@ -356,11 +356,8 @@ func (g *Gate) step(parent context.Context) time.Time {
 		act = Decide(v)
 	}
 	klog.V(4).InfoS("rollout decision", "do", act.Do, "want", want, "have", have, "standing", v.Standing, "at", act.At)
-	if g.stopping && act.Do != Release {
+	if g.stopping && act.Do != Release && act.Do != Reject {
 		g.note(rec, want, act)
-		if rec != nil && rec.Content == want && rec.State == Rejected {
-			delete(g.rejectedHere, want) // on the record now
-		}
 		return time.Time{} // a stopping sidecar lays nothing out
 	}
 	return g.apply(ctx, snap, want, rec, version, act, now, v.Failed)
@@ -454,6 +451,15 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		return err == nil
 	}
 	g.note(rec, want, act)
+	if _, ok := g.rejectedHere[want]; ok && act.Do != Reject && (rec == nil || rec.Content == want) {
+		// On the record now, or the record moved on (promoted by others, deleted to start
+		// over): it decides from here.
+		delete(g.rejectedHere, want)
+		g.mu.Lock()
+		kept := g.keptLocked()
+		g.mu.Unlock()
+		g.save(kept)
+	}
 	if (act.Do == Claim || act.Do == Join) && g.opts.Jitter > 0 {
 		if key := string(act.Do) + "@" + version; g.deferred != key {
 			g.deferred, g.deferredAt = key, now.Add(time.Duration(rand.Int64N(int64(g.opts.Jitter))))
@@ -506,11 +512,14 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		failed = cmp.Or(failed, g.rejectedHere[want])
 		g.rejectedHere[want] = failed
 		g.putBack(now)
-		g.once("reject:"+want, func() { call(g.opts.OnRejected, ContentOf(snap), failed) })
 		r := *rec
 		r.State, r.Reason, r.Renewed = Rejected, failed, now
 		if put(r) {
+			// The Event goes once the record says so: until then the other pods may not keep theirs.
 			delete(g.rejectedHere, want)
+			g.released = g.stopping
+			g.once("refuse:"+want, func() {}) // its own rejection, not another pod's
+			g.once("reject:"+want, func() { call(g.opts.OnRejected, ContentOf(snap), failed) })
 		}
 		return poll
 	case Join:

@@ -502,3 +502,39 @@ func TestGateRevertsLocallyBeforeTheRecord(t *testing.T) {
 	assert.Equal(t, Rejected, store.rec.State, "and recorded once it can")
 	assert.Equal(t, "v1", laid())
 }
+
+// A pod deleted while the rejection it made is not on the record yet writes it as it stops:
+// otherwise its claim would expire and the next pod lay the bad config out.
+func TestGateStoppingWritesAnUnrecordedRejection(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	src := &fakeSource{}
+	src.set("1")
+	failed, state := "", PodState{Ready: true}
+	g := NewGate(src, store, Options{Pod: "a", Soak: time.Hour, Poll: time.Hour, Sample: time.Hour, Clock: func() time.Time { return now },
+		ReadPod: func(context.Context) (PodState, error) { return state, nil },
+		Failed:  func(context.Context, time.Time, *PodState) string { return failed }})
+	ctx := context.Background()
+	g.step(ctx)
+	src.set("2")
+	g.step(ctx)
+	failed, store.putsDown = "the app refused the reload request", true
+	g.step(ctx)
+	require.Equal(t, Soaking, store.rec.State, "the rejection could not be written")
+	store.mu.Lock()
+	store.putsDown = false
+	store.mu.Unlock()
+	state.Terminating = true
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { g.Run(runCtx); close(done) }()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return after its context ended")
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	assert.Equal(t, Rejected, store.rec.State, "written as it stopped")
+}

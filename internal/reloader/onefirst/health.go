@@ -36,7 +36,7 @@ func (h *Health) Begin(ctx context.Context, since time.Time) {
 	pod, err := h.Pod(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.since, h.wasReady = since, err == nil && pod.Ready
+	h.since, h.wasReady, h.urlFails = since, err == nil && pod.Ready, 0
 }
 
 // Failed says how the app failed since the content was laid out at since, pod being how the
@@ -45,9 +45,12 @@ func (h *Health) Failed(ctx context.Context, since time.Time, pod *PodState) str
 	if why := h.ReloadFailed(since); why != "" {
 		return why
 	}
-	if h.URL != "" {
+	if h.URL != "" && ctx.Err() == nil { // a step that ran out of time takes no sample: the API's delay is not the app's
 		why := h.checkURL(ctx)
 		h.mu.Lock()
+		if !h.since.Equal(since) {
+			h.since, h.wasReady, h.urlFails = since, false, 0 // a new content: what was seen of the last does not count
+		}
 		if why == "" {
 			h.urlFails = 0
 		} else {
@@ -114,7 +117,9 @@ func (h *Health) checkURL(ctx context.Context) string {
 	if timeout <= 0 {
 		timeout = max(h.Poll, time.Second)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	// Its own time, not what is left of the step's: calls to the API before it may have used
+	// most of that, and a slow API is not the app failing.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.URL, nil)
 	if err != nil {

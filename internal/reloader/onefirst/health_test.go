@@ -86,9 +86,16 @@ func TestHealthURLFailureThresholdAndTimeout(t *testing.T) {
 	assert.Empty(t, h.Failed(ctx, since, ready))
 	assert.Empty(t, h.Failed(ctx, since, ready))
 	assert.Equal(t, "--health-url answered 503", h.Failed(ctx, since, ready), "3 in a row")
+	// A new content starts the count again: two failures of the last do not count.
+	next := since.Add(time.Minute)
+	assert.Empty(t, h.Failed(ctx, next, ready), "1 of 3 for the new content")
 	code, delay = http.StatusOK, time.Second
-	h.urlFails, h.URLFailures = 0, 1
-	assert.Equal(t, "--health-url did not answer", h.Failed(ctx, since, ready), "slower than --health-url-timeout")
+	h.URLFailures = 1
+	assert.Equal(t, "--health-url did not answer", h.Failed(ctx, next, ready), "slower than --health-url-timeout")
+	// A step that ran out of time (the API was slow) takes no sample.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.Empty(t, h.Failed(done, next, ready), "no sample: the API's delay is not the app's")
 }
 
 func TestRedactURL(t *testing.T) {

@@ -183,10 +183,12 @@ func Decide(v View) Action {
 		return Action{Do: Nothing}
 	case v.Have == "":
 		return Action{Do: Start}
-	case v.RejectedHere && r != nil && r.Content == v.Want && r.State != Rejected:
+	case v.RejectedHere && r != nil && r.Content == v.Want && (r.State == Soaking || r.State == Promoted && inBatch(r, v.Pod)):
 		return Action{Do: Reject} // the pod put its good config back already: record why
-	case v.RejectedHere && (r == nil || r.Content != v.Want):
+	case v.RejectedHere && r != nil && r.Content != v.Want:
 		return Action{Do: Nothing} // the record is about another content: keep the good config
+	// Otherwise the record has moved on (rejected, promoted by others meanwhile, or deleted to
+	// start over): it decides, and the gate forgets what it rejected here.
 	case r == nil || r.Content != v.Want:
 		if v.Have == v.Want {
 			return Action{Do: Nothing} // runs it already; the record is about another content
@@ -255,6 +257,11 @@ func claim(v View) Action {
 		return Action{Do: Wait, At: v.Now.Add(v.Expiry - v.Unclaimed)}
 	}
 	return Action{Do: Claim}
+}
+
+func inBatch(r *Record, pod string) bool {
+	_, ok := r.Batch[pod]
+	return ok
 }
 
 // firstSoak is the first pod's step while it soaks Want.

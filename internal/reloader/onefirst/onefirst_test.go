@@ -118,8 +118,11 @@ func TestDecide(t *testing.T) {
 			rejHere: true, do: Reject},
 		{name: "rejected here, another pod took the claim meanwhile: write the rejection all the same", pod: "a", want: "new", have: "old", rec: soaking("b", 0, 0), now: 5 * time.Second,
 			rejHere: true, do: Reject},
-		{name: "rejected here and on the record: keep the good config, as any pod does", pod: "a", want: "new", have: "old", rec: rejected, rejHere: true, do: Refuse},
-		{name: "rejected here, the record gone (the Lease deleted): keep the good config", pod: "a", want: "new", have: "old", rejHere: true, do: Nothing},
+		{name: "rejected here, in the batch of the promoted content: write the rejection", pod: "b", want: "new", have: "old",
+			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 45 * time.Second, busy: 1, rejHere: true, do: Reject},
+		{name: "rejected here long ago (cut off), the content promoted by others since: the record decides, the pod judges it again",
+			pod: "a", want: "new", have: "old", rec: promoted(nil), busy: 1, rejHere: true, do: Join},
+		{name: "rejected here, the record gone (the Lease deleted to start over): it starts over", pod: "a", want: "new", have: "old", rejHere: true, do: Claim},
 		{name: "just restarted (what it rejected here is not kept): the record decides", pod: "a", want: "new", have: "old", rec: rejected, do: Refuse},
 
 		// No content is stranded: a trial a newer content overtook is put back.
