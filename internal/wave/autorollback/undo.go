@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configwave/configwave/internal/wave/revisions"
@@ -94,6 +95,41 @@ type Usable func(inputsHash string, template *corev1.PodTemplateSpec) error
 
 // ErrConfigGone: a revision's index or a snapshot is gone, or is not wave's.
 var ErrConfigGone = errors.New("its config is no longer kept")
+
+// StillFailed says whether d, read afresh, still runs the template whose rollout failed: the
+// template of its newest ReplicaSet of the failed config revision, as the Deployment controller
+// compares them (its pod-template-hash label aside). A change made since (an image fixed,
+// another rollout, an undo) is not thrown away by an undo.
+func StillFailed(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnotation, failed string) error {
+	if d.Spec.Template.Annotations[inputsHashAnnotation] != failed {
+		return fmt.Errorf("deployment %s/%s: its pod template is no longer of the failed config: left as it is", d.Namespace, d.Name)
+	}
+	var newest *appsv1.ReplicaSet
+	newestN := int64(-1)
+	for i := range rss {
+		rs := &rss[i]
+		owner := metav1.GetControllerOfNoCopy(rs)
+		n, _ := strconv.ParseInt(rs.Annotations[revisionAnnotation], 10, 64)
+		if owner == nil || owner.UID != d.UID || rs.Spec.Template.Annotations[inputsHashAnnotation] != failed || n <= newestN {
+			continue
+		}
+		newest, newestN = rs, n
+	}
+	if newest == nil {
+		return fmt.Errorf("deployment %s/%s has no ReplicaSet of the failed config yet: left as it is; undo it by hand if it still fails", d.Namespace, d.Name)
+	}
+	if !equalIgnoringHash(&d.Spec.Template, &newest.Spec.Template) {
+		return fmt.Errorf("deployment %s/%s: its pod template changed since the rollout was judged to have failed (a fix, another change): left as it is", d.Namespace, d.Name)
+	}
+	return nil
+}
+
+func equalIgnoringHash(a, b *corev1.PodTemplateSpec) bool {
+	a, b = a.DeepCopy(), b.DeepCopy()
+	delete(a.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	delete(b.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	return equality.Semantic.DeepEqual(a, b)
+}
 
 // Refusal says why a Deployment whose config rollout failed is not undone automatically, or
 // "": kubectl refuses to undo a paused Deployment, and a rollout that failed for want of quota

@@ -118,3 +118,19 @@ func TestRefusal(t *testing.T) {
 	assert.Contains(t, Refusal(d(false, appsv1.DeploymentCondition{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
 		Message: "exceeded quota: pods"})), "could not create its pods (FailedCreate: exceeded quota: pods), which is no fault of its config")
 }
+
+func TestStillFailed(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: webUID}}
+	d.Spec.Template = rs("d", "4", revD).Spec.Template
+	delete(d.Spec.Template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	rss := []appsv1.ReplicaSet{rs("c", "3", revC), rs("d", "4", revD)}
+	assert.NoError(t, StillFailed(d, rss, hashKey, revD), "the template of the failed ReplicaSet: undone")
+
+	fixed := d.DeepCopy()
+	fixed.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "app:fixed"}}
+	assert.ErrorContains(t, StillFailed(fixed, rss, hashKey, revD), "its pod template changed since the rollout was judged to have failed", "an image fixed since is not thrown away")
+	assert.ErrorContains(t, StillFailed(d, rss[:1], hashKey, revD), "no ReplicaSet of the failed config yet")
+	other := d.DeepCopy()
+	other.Spec.Template.Annotations = map[string]string{hashKey: revC}
+	assert.ErrorContains(t, StillFailed(other, rss, hashKey, revD), "no longer of the failed config")
+}

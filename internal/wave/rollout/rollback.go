@@ -86,7 +86,7 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 			if err != nil {
 				return fmt.Errorf("read the Deployment: %w", err)
 			}
-			if err := judgedSpec(d.Generation, &d.Spec.Template, w, failed); err != nil {
+			if err := autorollback.StillFailed(d, list.Items, InputsHashAnnotation, failed); err != nil {
 				return err
 			}
 			if why := autorollback.Refusal(d); why != "" {
@@ -129,7 +129,7 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 // revision. By generation, not by template: wave's cache keeps a slimmed template.
 func judgedSpec(generation int64, template *corev1.PodTemplateSpec, judged workload.Workload, failed string) error {
 	if template.Annotations[InputsHashAnnotation] != failed || generation != judged.Meta.Generation {
-		return errors.New("its spec changed since the rollout was judged to have failed (a new rollout, an undo, a fix): left as it is")
+		return fmt.Errorf("its spec changed since the rollout was judged to have failed (a new rollout, an undo, a fix: generation %d, judged at %d): left as it is", generation, judged.Meta.Generation)
 	}
 	return nil
 }
