@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/configwave/configwave/internal/wave/revisions"
 )
@@ -153,4 +154,11 @@ func restarted(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// RunsRevision says whether template, a StatefulSet's or DaemonSet's read afresh, is the one cr
+// holds, as their controllers compare them.
+func RunsRevision(cr *appsv1.ControllerRevision, template *corev1.PodTemplateSpec) bool {
+	t, err := revisionTemplate(cr)
+	return err == nil && equality.Semantic.DeepEqual(&t, template)
 }

@@ -120,3 +120,15 @@ func TestStuckPods(t *testing.T) {
 	assert.Empty(t, StuckPods(pods, "db-other"))
 	assert.Equal(t, []string{"db-5"}, names(Flickering(pods, "db-bad")), "the crash loop up for a moment: looked at again until it falls")
 }
+
+func TestRunsRevision(t *testing.T) {
+	bad := cr("db-d", 3, revD)
+	template := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}, Annotations: map[string]string{hashKey: revD}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}}
+	assert.True(t, RunsRevision(&bad, template), "the failed revision's template, read afresh")
+	fixed := template.DeepCopy()
+	fixed.Spec.Containers[0].Image = "app:fixed"
+	assert.False(t, RunsRevision(&bad, fixed), "an image fixed since")
+	garbled := appsv1.ControllerRevision{Data: runtime.RawExtension{Raw: []byte("{")}}
+	assert.False(t, RunsRevision(&garbled, template))
+}

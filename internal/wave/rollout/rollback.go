@@ -123,12 +123,13 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 	return "", fmt.Errorf("a %s is not undone automatically: undo it by hand", w.Kind)
 }
 
-// judgedSpec says whether the workload read afresh is still the one whose rollout was judged
-// to have failed: the same generation (any change of its spec since, an image fixed, another
-// rollout, an undo, moves it on: an undo must not throw it away), of the failed config
-// revision. By generation, not by template: wave's cache keeps a slimmed template.
-func judgedSpec(generation int64, template *corev1.PodTemplateSpec, judged workload.Workload, failed string) error {
-	if template.Annotations[InputsHashAnnotation] != failed || generation != judged.Meta.Generation {
+// judgedSpec says whether a StatefulSet or DaemonSet read afresh still runs the template whose
+// rollout was judged to have failed: of the failed config revision, and at the generation wave
+// judged, or (its cache a write behind) still the template of the failed ControllerRevision bad.
+// Any change since (an image fixed, another rollout) stops the undo. Not the cached template:
+// wave's cache keeps a slimmed one.
+func judgedSpec(generation int64, template *corev1.PodTemplateSpec, judged workload.Workload, failed string, bad *appsv1.ControllerRevision) error {
+	if template.Annotations[InputsHashAnnotation] != failed || generation != judged.Meta.Generation && !autorollback.RunsRevision(bad, template) {
 		return fmt.Errorf("its spec changed since the rollout was judged to have failed (a new rollout, an undo, a fix: generation %d, judged at %d): left as it is", generation, judged.Meta.Generation)
 	}
 	return nil
@@ -227,11 +228,11 @@ func (c *Controller) undoToControllerRevision(ctx context.Context, w workload.Wo
 			}
 			template, resourceVersion, generation = &d.Spec.Template, d.ResourceVersion, d.Generation
 		}
-		if err := judgedSpec(generation, template, w, failed); err != nil {
-			return err
-		}
 		passed = nil
 		if prev, bad, err = autorollback.PreviousRevision(what, owned, InputsHashAnnotation, failed, c.revisionUsable(ctx, ns, &passed)); err != nil {
+			return err
+		}
+		if err := judgedSpec(generation, template, w, failed, bad); err != nil {
 			return err
 		}
 		patch, err := autorollback.RevisionPatch(resourceVersion, prev)
