@@ -81,32 +81,23 @@ func FuzzParseKept(f *testing.F) {
 // it keeps the good config laid out, never the rejected one its source holds (before, it laid
 // the newest content out at start, called it good, and could never put it back).
 func TestGateRestartAfterARejectionKeepsTheGoodConfig(t *testing.T) {
-	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	store := &memStore{}
-	keep := KeptFile{Path: filepath.Join(t.TempDir(), KeptName)}
-	src := &fakeSource{}
-	src.set("1")
-	failed := ""
-	newGate := func() *Gate {
-		return NewGate(src, store, Options{Pod: "a", Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: func() time.Time { return now },
-			Failed: func(context.Context, time.Time, *PodState) string { return failed }, Keep: keep, Record: "web"})
-	}
+	p := newRestartable(t)
 	ctx := context.Background()
-	g := newGate()
+	g := p.gate()
 	g.step(ctx)
-	src.set("2")
+	p.src.set("2")
 	g.step(ctx)
 	require.Equal(t, "v2", string(g.Snapshot().Objects[0].Data["nginx.conf"]))
-	failed = "the pod became not Ready"
-	now = now.Add(2 * time.Second)
+	p.failed = "the pod became not Ready"
+	p.now = p.now.Add(2 * time.Second)
 	g.step(ctx)
-	require.Equal(t, Rejected, store.rec.State)
+	require.Equal(t, Rejected, p.store.rec.State)
 	require.Equal(t, "v1", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "put back")
 
 	// The sidecar's container is killed and restarted: a new process, the same emptyDir.
-	failed = ""
-	now = now.Add(time.Second)
-	g = newGate()
+	p.failed = ""
+	p.now = p.now.Add(time.Second)
+	g = p.gate()
 	g.step(ctx)
 	assert.Equal(t, "v1", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "the restarted sidecar keeps the good config")
 	assert.Equal(t, Refuse, g.CurrentStatus().Doing)
@@ -186,32 +177,45 @@ func TestGateRecreatedPodSoaksItsPredecessorsClaimAgain(t *testing.T) {
 // A pod restarted after it rejected a content whose rejection the record does not hold yet
 // keeps the good config, and writes the rejection once it can.
 func TestGateRestartKeepsAnUnrecordedRejection(t *testing.T) {
-	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	store := &memStore{}
-	keep := KeptFile{Path: filepath.Join(t.TempDir(), KeptName)}
-	src := &fakeSource{}
-	src.set("1")
-	failed := ""
-	newGate := func() *Gate {
-		return NewGate(src, store, Options{Pod: "a", Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: func() time.Time { return now },
-			Failed: func(context.Context, time.Time, *PodState) string { return failed }, Keep: keep, Record: "web"})
-	}
+	p := newRestartable(t)
 	ctx := context.Background()
-	g := newGate()
+	g := p.gate()
 	g.step(ctx)
-	src.set("2")
+	p.src.set("2")
 	g.step(ctx)
-	failed, store.putsDown = "the app refused the reload request", true
+	p.failed, p.store.putsDown = "the app refused the reload request", true
 	g.step(ctx)
 	require.Equal(t, "v1", string(g.Snapshot().Objects[0].Data["nginx.conf"]))
-	require.Equal(t, Soaking, store.rec.State)
+	require.Equal(t, Soaking, p.store.rec.State)
 
-	failed = ""
-	g = newGate() // restarted before the rejection could be written
+	p.failed = ""
+	g = p.gate() // restarted before the rejection could be written
 	g.step(ctx)
 	assert.Equal(t, "v1", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "the restarted sidecar does not claim the content it rejected")
-	store.putsDown = false
+	p.store.putsDown = false
 	g.step(ctx)
-	assert.Equal(t, Rejected, store.rec.State)
-	assert.Equal(t, "the app refused the reload request", store.rec.Reason)
+	assert.Equal(t, Rejected, p.store.rec.State)
+	assert.Equal(t, "the app refused the reload request", p.store.rec.Reason)
+}
+
+// restartable is one pod's sidecar that a test restarts: each gate() a new process on the same
+// Lease, source and kept state (the emptyDir), on a clock and an app health the test sets.
+type restartable struct {
+	store  *memStore
+	src    *fakeSource
+	keep   KeptFile
+	now    time.Time
+	failed string
+}
+
+func newRestartable(t *testing.T) *restartable {
+	p := &restartable{store: &memStore{}, src: &fakeSource{}, keep: KeptFile{Path: filepath.Join(t.TempDir(), KeptName)},
+		now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	p.src.set("1")
+	return p
+}
+
+func (p *restartable) gate() *Gate {
+	return NewGate(p.src, p.store, Options{Pod: "a", Soak: 10 * time.Second, Expiry: 30 * time.Second, Clock: func() time.Time { return p.now },
+		Failed: func(context.Context, time.Time, *PodState) string { return p.failed }, Keep: p.keep, Record: "web"})
 }

@@ -203,8 +203,11 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, d decision)
 func (c *Controller) revisionsOff(ref configref.Ref) bool {
 	obj, ok := c.Informers.config(ref)
 	m, isMeta := obj.(metav1.Object)
-	return ok && isMeta && m.GetAnnotations()[revisions.OptInAnnotation] == "false"
+	return ok && isMeta && optsOut(m)
 }
+
+// optsOut is revisionsOff's test of an object already read.
+func optsOut(m metav1.Object) bool { return m.GetAnnotations()[revisions.OptInAnnotation] == "false" }
 
 // nilIfEmpty is v for a merge patch: null (remove) for "".
 func nilIfEmpty(v string) any {
@@ -224,7 +227,7 @@ func (c *Controller) ensureRevision(ctx context.Context, w workload.Workload, re
 	for _, ref := range revisions.SourcesOf(ns, &w.Template.Spec) {
 		obj, ok := c.Informers.config(ref)
 		m, isMeta := obj.(metav1.Object)
-		if !ok || !isMeta || c.ignored(ref) || c.revisionsOff(ref) {
+		if !ok || !isMeta || c.ignored(ref) || optsOut(m) {
 			continue
 		}
 		sources = append(sources, revisions.Source{Ref: ref, ResourceVersion: m.GetResourceVersion()})

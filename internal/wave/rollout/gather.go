@@ -74,7 +74,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 		}
 	}
 	s.Inputs = confighash.InputsOf(ns, uses, c.Informers.Digests)
-	s.Entries = c.entries(w, used, sel, uses, ignored)
+	s.Entries = c.entries(w, used, sel, uses, ignored, s.Revisions)
 
 	whole := func(r configref.Ref) (any, error) { return c.full.get(ctx, r) }
 	s.WaveHash = sync.OnceValues(func() (string, error) { return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, whole) })
@@ -124,11 +124,15 @@ func (c *Controller) gatherRevisions(s *situation, w workload.Workload) {
 
 // entries says, for each object of the inputs record and each one ignored, whether its change
 // rolls the workload and whether its revisions keep it.
-func (c *Controller) entries(w workload.Workload, used podrefs.References, sel selection, uses podrefs.Uses, ignored sets.Set[configref.Ref]) map[string]entry {
+// Which objects its revisions keep is looked up only for a workload that runs with them: a
+// resync of ten thousand workloads without revisions walks no pod spec twice.
+func (c *Controller) entries(w workload.Workload, used podrefs.References, sel selection, uses podrefs.Uses, ignored sets.Set[configref.Ref], withRevisions bool) map[string]entry {
 	ns := w.Meta.Namespace
 	kept := map[configref.Ref]bool{}
-	for _, r := range revisions.SourcesOf(ns, &w.Template.Spec) {
-		kept[r] = !c.ignored(r) && !c.revisionsOff(r) // what ensureRevision snapshots
+	if withRevisions {
+		for _, r := range revisions.SourcesOf(ns, &w.Template.Spec) {
+			kept[r] = !c.ignored(r) && !c.revisionsOff(r) // what ensureRevision snapshots
+		}
 	}
 	out := make(map[string]entry, len(uses)+len(ignored))
 	for r := range uses {
