@@ -18,7 +18,6 @@ package apisource
 import (
 	"context"
 	"fmt"
-	"k8s.io/apimachinery/pkg/types"
 	"maps"
 	"slices"
 	"sync"
@@ -28,8 +27,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/reloader/coreclient"
@@ -130,7 +131,7 @@ func (w *Source) counted(lw *cache.ListWatch, desc string) *cache.ListWatch {
 			if err != nil || w.opts.WatchIdleTimeout <= 0 {
 				return wi, err
 			}
-			return newIdleWatch(wi, w.opts.WatchIdleTimeout, func() {
+			return newIdleWatch(wi, clock.RealClock{}, w.opts.WatchIdleTimeout, func() {
 				if w.opts.OnWatchIdle != nil {
 					w.opts.OnWatchIdle(desc)
 				}

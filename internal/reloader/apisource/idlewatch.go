@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
 )
 
 // idleWatch ends a watch from which nothing came for idle: no event, and no bookmark, which
@@ -21,16 +22,18 @@ type idleWatch struct {
 	onIdle func()
 }
 
-func newIdleWatch(inner watch.Interface, idle time.Duration, onIdle func()) *idleWatch {
+// The clock is a parameter so that a test can step time instead of sleeping through it: a
+// test that slept could not tell a slow machine from a silent watch.
+func newIdleWatch(inner watch.Interface, clk clock.Clock, idle time.Duration, onIdle func()) *idleWatch {
 	w := &idleWatch{inner: inner, out: make(chan watch.Event), stop: make(chan struct{}), onIdle: onIdle}
-	go w.run(idle)
+	timer := clk.NewTimer(idle) // made here, so that time a test steps after this call counts
+	go w.run(timer, idle)
 	return w
 }
 
-func (w *idleWatch) run(idle time.Duration) {
+func (w *idleWatch) run(timer clock.Timer, idle time.Duration) {
 	defer close(w.out)
 	defer w.inner.Stop()
-	timer := time.NewTimer(idle)
 	defer timer.Stop()
 	in := w.inner.ResultChan()
 	for {
@@ -45,7 +48,7 @@ func (w *idleWatch) run(idle time.Duration) {
 			case <-w.stop:
 				return
 			}
-		case <-timer.C:
+		case <-timer.C():
 			w.onIdle()
 			return
 		case <-w.stop:
