@@ -94,7 +94,7 @@ func Previous(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnotatio
 type Usable func(inputsHash string, template *corev1.PodTemplateSpec) error
 
 // ErrConfigGone: a revision's index or a snapshot is gone, or is not wave's.
-var ErrConfigGone = errors.New("its config is no longer kept")
+var ErrConfigGone = revisions.ErrConfigGone
 
 // StillFailed says whether d, read afresh, still runs the template whose rollout failed: the
 // template of its newest ReplicaSet of the failed config revision, as the Deployment controller

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
-	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/autorollback"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
@@ -144,45 +143,11 @@ func judgedSpec(generation int64, template *corev1.PodTemplateSpec, judged workl
 // the revisions gone, for the Event.
 func (c *Controller) revisionUsable(ctx context.Context, ns string, passed *[]string) autorollback.Usable {
 	return func(inputsHash string, template *corev1.PodTemplateSpec) error {
-		gone := func(format string, args ...any) error {
-			err := fmt.Errorf(format+": %w", append(args, autorollback.ErrConfigGone)...)
+		_, err := revisions.Kept(ctx, revisions.ClientAPI{Core: c.Client.CoreV1()}, ns, inputsHash, template)
+		if errors.Is(err, autorollback.ErrConfigGone) {
 			*passed = append(*passed, inputsHash+" ("+err.Error()+")")
-			return err
 		}
-		index := revisions.IndexName(inputsHash)
-		cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, index, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err) && len(revisions.SourcesOf(ns, &template.Spec)) == 0:
-			return nil // a revision of no source keeps no index
-		case apierrors.IsNotFound(err):
-			return gone("its index configmap %s is gone", index)
-		case err != nil:
-			return fmt.Errorf("read the index configmap %s of revision %s: %w", index, inputsHash, err)
-		case !revisions.Ours(cm, inputsHash):
-			return gone("its index configmap %s is not one wave made", index)
-		}
-		snaps, err := revisions.ParseIndex(ns, cm.Data)
-		if err != nil {
-			return gone("its index configmap %s: %v", index, err)
-		}
-		for ref, snap := range snaps {
-			var obj metav1.Object
-			switch ref.Kind {
-			case configref.ConfigMap:
-				obj, err = c.Client.CoreV1().ConfigMaps(ns).Get(ctx, snap, metav1.GetOptions{})
-			case configref.Secret:
-				obj, err = c.Client.CoreV1().Secrets(ns).Get(ctx, snap, metav1.GetOptions{})
-			}
-			switch {
-			case apierrors.IsNotFound(err):
-				return gone("its snapshot %s %s is gone", ref.Kind.Lower(), snap)
-			case err != nil:
-				return fmt.Errorf("read the snapshot %s %s of revision %s: %w", ref.Kind.Lower(), snap, inputsHash, revisions.Redact(ref.Kind, err))
-			case !revisions.Ours(obj, revisions.SnapshotContent(snap)):
-				return gone("its snapshot %s %s is not one wave made", ref.Kind.Lower(), snap)
-			}
-		}
-		return nil
+		return err
 	}
 }
 
