@@ -22,11 +22,12 @@ func TestRuntimeInfoConfirmed(t *testing.T) {
 	tests := []struct {
 		name    string
 		after   func(success bool, last time.Time) (bool, time.Time) // what the app reports after the signal
+		timeout time.Duration                                        // long where the app reports a reload, so that a slow machine still sees it; short where none comes
 		wantErr string
 	}{
-		{"a newer successful reload confirms it", func(bool, time.Time) (bool, time.Time) { return true, t0.Add(time.Second) }, ""},
-		{"a failed reload is an error", func(bool, time.Time) (bool, time.Time) { return false, t0 }, "could not load the new config"},
-		{"no newer reload within the time limit is an error", func(s bool, l time.Time) (bool, time.Time) { return s, l }, "no successful reload reported"},
+		{"a newer successful reload confirms it", func(bool, time.Time) (bool, time.Time) { return true, t0.Add(time.Second) }, time.Minute, ""},
+		{"a failed reload is an error", func(bool, time.Time) (bool, time.Time) { return false, t0 }, time.Minute, "could not load the new config"},
+		{"no newer reload within the time limit is an error", func(s bool, l time.Time) (bool, time.Time) { return s, l }, 200 * time.Millisecond, "no successful reload reported"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,7 +40,7 @@ func TestRuntimeInfoConfirmed(t *testing.T) {
 			}))
 			defer srv.Close()
 			signalled := false
-			c := &RuntimeInfoConfirmed{URL: srv.URL + "/api/v1/status/runtimeinfo", Poll: 5 * time.Millisecond, Timeout: 200 * time.Millisecond,
+			c := &RuntimeInfoConfirmed{URL: srv.URL + "/api/v1/status/runtimeinfo", Poll: 5 * time.Millisecond, Timeout: tt.timeout,
 				Notifier: notifyFunc(func(context.Context) error {
 					mu.Lock()
 					defer mu.Unlock()

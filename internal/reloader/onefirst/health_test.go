@@ -72,11 +72,19 @@ func TestHealthURLRedirectIsNotFollowed(t *testing.T) {
 // --health-url-failure-threshold: a soak fails on the Nth failed request in a row, and a 2xx
 // in between starts the count again; --health-url-timeout: a slower answer is a failure.
 func TestHealthURLFailureThresholdAndTimeout(t *testing.T) {
-	code, delay := http.StatusServiceUnavailable, time.Duration(0)
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { time.Sleep(delay); w.WriteHeader(code) }))
+	code, hang := http.StatusServiceUnavailable, false
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hang {
+			<-r.Context().Done() // answers only once the client gave up
+			return
+		}
+		w.WriteHeader(code)
+	}))
 	defer app.Close()
+	// A timeout no slow machine reaches where the app answers: only the hanging request may
+	// run into it.
 	h := &Health{Pod: func(context.Context) (PodState, error) { return PodState{Ready: true}, nil }, ReloadFailed: func(time.Time) string { return "" },
-		URL: app.URL, URLFailures: 3, URLTimeout: 200 * time.Millisecond, Soak: 10 * time.Second, Poll: time.Second, Clock: time.Now}
+		URL: app.URL, URLFailures: 3, URLTimeout: 10 * time.Second, Soak: 10 * time.Second, Poll: time.Second, Clock: time.Now}
 	ctx, since, ready := context.Background(), time.Now(), &PodState{Ready: true}
 	assert.Empty(t, h.Failed(ctx, since, ready), "1 of 3")
 	assert.Empty(t, h.Failed(ctx, since, ready), "2 of 3")
@@ -89,8 +97,8 @@ func TestHealthURLFailureThresholdAndTimeout(t *testing.T) {
 	// A new content starts the count again: two failures of the last do not count.
 	next := since.Add(time.Minute)
 	assert.Empty(t, h.Failed(ctx, next, ready), "1 of 3 for the new content")
-	code, delay = http.StatusOK, time.Second
-	h.URLFailures = 1
+	code, hang = http.StatusOK, true
+	h.URLFailures, h.URLTimeout = 1, 50*time.Millisecond
 	assert.Equal(t, "--health-url did not answer", h.Failed(ctx, next, ready), "slower than --health-url-timeout")
 	// A step that ran out of time (the API was slow) takes no sample.
 	done, cancel := context.WithCancel(ctx)

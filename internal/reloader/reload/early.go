@@ -81,7 +81,7 @@ func (r *Reloader) swaps() <-chan source.Swap {
 // to the pass that follows the read.
 func (r *Reloader) tellEarly(ctx context.Context, sw source.Swap, lastPass time.Time) {
 	r.early = nil
-	seen := r.clock()
+	seen := r.clock().Now()
 	if r.Notifier == nil || !mayTellEarly(r.st, seen.Sub(lastPass), r.Debounce) {
 		return // the read signals Changed, and the pass tells the app
 	}
@@ -91,7 +91,7 @@ func (r *Reloader) tellEarly(ctx context.Context, sw source.Swap, lastPass time.
 	}
 	r.early = &earlyTell{versions: sw.Versions, err: err}
 	if err == nil && r.Metrics != nil {
-		r.Metrics.ReloadLatency.Observe(r.clock().Sub(seen).Seconds())
+		r.Metrics.ReloadLatency.Observe(r.clock().Since(seen).Seconds())
 	}
 }
 

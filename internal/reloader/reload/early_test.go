@@ -105,7 +105,8 @@ type swapSourceFake struct {
 
 func (f swapSourceFake) Swaps() <-chan source.Swap { return f.swaps }
 
-func newSwapReloader(t *testing.T, debounce time.Duration, objs ...source.Object) (*Reloader, swapSourceFake, *countingNotifier) {
+// newSwapReloader runs a reloader on a swapSourceFake, on a loopClock, quiet after its first pass.
+func newSwapReloader(t *testing.T, debounce time.Duration, objs ...source.Object) (*Reloader, swapSourceFake, *countingNotifier, *loopClock) {
 	src := swapSourceFake{fakeSource: newFakeSource(objs...), swaps: make(chan source.Swap, 1)}
 	n := &countingNotifier{}
 	r := &Reloader{
@@ -117,10 +118,11 @@ func newSwapReloader(t *testing.T, debounce time.Duration, objs ...source.Object
 		RetryInterval: 300 * time.Millisecond,
 		Metrics:       NewMetrics(prometheus.NewRegistry()),
 	}
+	clk := newLoopClock(r)
 	start(t, r)
 	require.Eventually(t, r.Ready, wait, tick)
-	time.Sleep(2 * r.Debounce) // quiet after the first pass
-	return r, src, n
+	clk.stepAfterPass(t, func(s Status) bool { return s.Ready }, 2*r.Debounce)
+	return r, src, n, clk
 }
 
 // swap reports a swap of /a to version, waits until the app was told (or not) of it, then
@@ -133,7 +135,7 @@ func (f swapSourceFake) swap(t *testing.T, n *countingNotifier, version string, 
 }
 
 func TestReloaderTellsTheAppOfASwapBeforeItIsRead(t *testing.T) {
-	r, src, n := newSwapReloader(t, 50*time.Millisecond, folder("/a", "..v1", "app.yml", "v1"))
+	r, src, n, clk := newSwapReloader(t, 50*time.Millisecond, folder("/a", "..v1", "app.yml", "v1"))
 
 	src.swap(t, n, "..v2", 1, folder("/a", "..v2", "app.yml", "v2"))
 	require.Eventually(t, func() bool { return r.CurrentStatus().LastResult == ResultSuccess }, wait, tick)
@@ -143,42 +145,48 @@ func TestReloaderTellsTheAppOfASwapBeforeItIsRead(t *testing.T) {
 	count, _ := histogram(t, r.Metrics.ReloadLatency)
 	assert.EqualValues(t, 1, count, "one change told, one latency")
 
-	time.Sleep(2 * r.Debounce)
+	v2 := r.CurrentStatus().LiveHash
+	clk.stepAfterPass(t, func(s Status) bool { return s.LiveHash == v2 }, 2*r.Debounce)
 	src.swap(t, n, "..v3", 2, folder("/a", "..v4", "app.yml", "v4"))
 	require.Eventually(t, func() bool { return n.calls.Load() == 3 }, wait, tick,
 		"the read found a later swap than the one told: the app is told again")
 
-	time.Sleep(2 * r.Debounce)
+	clk.stepAfterPass(t, func(s Status) bool { return s.LiveHash != v2 }, 2*r.Debounce)
 	src.swap(t, n, "..v5", 4, folder("/a", "..v5", "app.yml", "v4"))
 	time.Sleep(200 * time.Millisecond)
 	assert.EqualValues(t, 4, n.calls.Load(), "a swap to the same files is told once, as configmap-reload tells it, and not again")
 }
 
 func TestReloaderMergesSwapsOfABurst(t *testing.T) {
-	// A debounce long enough that the test's own delays on a loaded machine stay inside it.
-	r, src, n := newSwapReloader(t, 500*time.Millisecond, folder("/a", "..v1", "app.yml", "v1"))
+	r, src, n, clk := newSwapReloader(t, 500*time.Millisecond, folder("/a", "..v1", "app.yml", "v1"))
 
 	src.swap(t, n, "..v2", 1, folder("/a", "..v2", "app.yml", "v2"))
 	require.Eventually(t, func() bool { return r.CurrentStatus().LastResult == ResultSuccess }, wait, tick)
-	// Within the debounce of that pass: a burst. The swap waits for the read and the pass.
+	// Within the debounce of that pass (the clock does not move until stepped): a burst. The swap
+	// waits for the read and the pass.
 	src.swaps <- source.Swap{Versions: map[string]string{"/a": "..v3"}}
 	time.Sleep(10 * time.Millisecond)
 	assert.EqualValues(t, 1, n.calls.Load(), "a swap of a burst is not told before it is read")
 	src.set(source.Snapshot{Objects: []source.Object{folder("/a", "..v3", "app.yml", "v3")}})
+	clk.stepOutOfBurst(t, r)
 	require.Eventually(t, func() bool { return n.calls.Load() == 2 }, wait, tick, "the pass after the burst tells the app")
 	time.Sleep(200 * time.Millisecond)
 	assert.EqualValues(t, 2, n.calls.Load())
 }
 
 func TestReloaderReportsAFailedRequestOnASwapOnceAndRetries(t *testing.T) {
-	r, src, n := newSwapReloader(t, 50*time.Millisecond, folder("/a", "..v1", "app.yml", "v1"))
+	r, src, n, clk := newSwapReloader(t, 50*time.Millisecond, folder("/a", "..v1", "app.yml", "v1"))
 	n.fail.Store(true)
 
 	src.swap(t, n, "..v2", 1, folder("/a", "..v2", "app.yml", "v2"))
+	// The retry waits for the clock, which moves only when stepped: the failure stays in view,
+	// and no retry runs before the app answers again.
 	require.Eventually(t, func() bool { return r.CurrentStatus().LastResult == ResultNotifyFailed }, wait, tick)
 	assert.EqualValues(t, 1, n.calls.Load(), "the pass takes the failed request as its own: no second round at once")
 	assert.True(t, r.CurrentStatus().NotifyDue)
 	n.fail.Store(false)
+	require.Eventually(t, clk.HasWaiters, wait, tick, "a retry is set")
+	clk.Step(r.RetryInterval)
 	require.Eventually(t, func() bool { return !r.CurrentStatus().NotifyDue }, wait, tick, "retried after the retry interval")
 	assert.EqualValues(t, 2, n.calls.Load())
 }
@@ -219,10 +227,13 @@ func TestReloaderTellsNoStaleSetWhenAReadAndASwapWaitTogether(t *testing.T) {
 	passes := &passCounter{}
 	r := &Reloader{Source: src, Writer: &InPlace{Dir: "/a"}, Layout: Mounted{}, Notifier: n, Debounce: 50 * time.Millisecond,
 		RetryInterval: time.Hour, Metrics: NewMetrics(prometheus.NewRegistry()), Observer: passes}
+	clk := newLoopClock(r)
 	start(t, r)
 	require.Eventually(t, r.Ready, wait, tick)
+	live := liveHash(folder("/a", "..v0", "app.yml", "v0"))
 	for round := 0; round < 8; round++ {
-		time.Sleep(2 * r.Debounce) // quiet: the next swap is told as it is seen
+		// quiet: the next swap is told as it is seen
+		clk.stepAfterPass(t, func(s Status) bool { return s.LiveHash == live }, 2*r.Debounce)
 		older, newer := fmt.Sprintf("..v%d", 2*round+1), fmt.Sprintf("..v%d", 2*round+2)
 		calls, p := n.calls.Load(), passes.n.Load()
 		n.hold.Store(true)
@@ -234,9 +245,17 @@ func TestReloaderTellsNoStaleSetWhenAReadAndASwapWaitTogether(t *testing.T) {
 		n.gate <- struct{}{}
 		require.Eventually(t, func() bool { return passes.n.Load() == p+1 }, wait, tick, "round %d: the pass over the older read", round)
 		src.set(source.Snapshot{Objects: []source.Object{folder("/a", newer, "app.yml", newer)}})
+		clk.stepOutOfBurst(t, r) // the newer read came within the debounce of the pass over the older
 		require.Eventually(t, func() bool { return passes.n.Load() == p+2 }, wait, tick, "round %d: the pass over the newer read", round)
 		require.EqualValues(t, calls+2, n.calls.Load(), "round %d: one request per swap, none for the older read", round)
+		live = liveHash(folder("/a", newer, "app.yml", newer))
 	}
+}
+
+// liveHash is the LiveHash a pass that makes objs live publishes.
+func liveHash(objs ...source.Object) string {
+	files, _, _ := Mounted{}.Files(objs)
+	return Hash(files)
 }
 
 // appView is what an app that reads dir sees: each file's content by its path through the names

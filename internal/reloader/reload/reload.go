@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/reloader/notify"
@@ -117,7 +118,7 @@ type Reloader struct {
 	st     state                  // owned by Run's goroutine
 	early  *earlyTell             // a request sent on a swap, for the next pass; owned by Run's goroutine
 	status atomic.Pointer[Status] // what the HTTP handlers read
-	now    func() time.Time       // tests move the clock
+	clk    clock.Clock            // nil: the real clock; tests step a fake one instead of sleeping
 }
 
 // Ready reports what /readyz serves: the first set is unpacked. A rejected or invalid config
@@ -132,7 +133,7 @@ func (r *Reloader) Healthy() error {
 	if r.UnhealthyAfter <= 0 || s == nil || s.FailingSince == nil {
 		return nil
 	}
-	if d := r.clock().Sub(*s.FailingSince); d >= r.UnhealthyAfter {
+	if d := r.clock().Since(*s.FailingSince); d >= r.UnhealthyAfter {
 		return fmt.Errorf("the app has failed to reload for %s (--unhealthy-after=%s): %s", d.Round(time.Millisecond), r.UnhealthyAfter, s.NotifyError)
 	}
 	return nil
@@ -146,11 +147,11 @@ func (r *Reloader) CurrentStatus() Status {
 	return Status{}
 }
 
-func (r *Reloader) clock() time.Time {
-	if r.now != nil {
-		return r.now()
+func (r *Reloader) clock() clock.Clock {
+	if r.clk != nil {
+		return r.clk
 	}
-	return time.Now()
+	return clock.RealClock{}
 }
 
 // Once unpacks the current state and returns, for an init container (--once). A missing
@@ -211,15 +212,15 @@ func (r *Reloader) Run(ctx context.Context) error {
 			return nil // a pass cut short by shutdown is no result
 		}
 		prev := r.st
-		r.st = prev.next(o, r.clock())
+		r.st = prev.next(o, r.clock().Now())
 		r.report(prev, o)
 		r.publish()
-		ended := r.clock()
+		ended := r.clock().Now()
 		changedAt = r.observeLatency(changedAt, o, ended)
 
 		retry = nil
 		if o.retry {
-			retry = time.After(r.RetryInterval)
+			retry = r.clock().After(r.RetryInterval)
 		}
 		if !r.wait(ctx, ended, retry, swaps, &changedAt) {
 			return nil
@@ -260,7 +261,7 @@ func (r *Reloader) wait(ctx context.Context, lastPass time.Time, retry <-chan ti
 // changed notes a change signal: when the first change not told came, and when the pass is due.
 func (r *Reloader) changed(ctx context.Context, lastPass time.Time, changedAt *time.Time) {
 	if changedAt.IsZero() {
-		*changedAt = r.clock()
+		*changedAt = r.clock().Now()
 	}
 	r.settle(ctx, lastPass)
 }
@@ -283,20 +284,20 @@ func (r *Reloader) observeLatency(changedAt time.Time, o outcome, now time.Time)
 // Debounce after it, is part of a burst: wait until no change came for Debounce, at most
 // 10×Debounce, and handle the final state once (trailing edge).
 func (r *Reloader) settle(ctx context.Context, lastPass time.Time) {
-	if r.Debounce <= 0 || r.clock().Sub(lastPass) >= r.Debounce {
+	if r.Debounce <= 0 || r.clock().Since(lastPass) >= r.Debounce {
 		return
 	}
-	deadline := time.NewTimer(10 * r.Debounce)
+	deadline := r.clock().NewTimer(10 * r.Debounce)
 	defer deadline.Stop()
-	quiet := time.NewTimer(r.Debounce)
+	quiet := r.clock().NewTimer(r.Debounce)
 	defer quiet.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-deadline.C:
+		case <-deadline.C():
 			return
-		case <-quiet.C:
+		case <-quiet.C():
 			return
 		case <-r.Source.Changed():
 			quiet.Reset(r.Debounce)

@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/reloader/notify"
@@ -99,6 +100,48 @@ func fileIs(root, name, want string) func() bool {
 
 const wait, tick = 5 * time.Second, 5 * time.Millisecond
 
+// loopClock is a Reloader's clock in a test: its time moves only when stepped, so that neither
+// a debounce nor a retry interval can pass while a slow machine runs the test, and it notes the
+// status the loop had published when it last took the time.
+type loopClock struct {
+	*testingclock.FakeClock
+	status *atomic.Pointer[Status]
+	read   atomic.Pointer[Status]
+}
+
+// newLoopClock gives r a loopClock; before Run.
+func newLoopClock(r *Reloader) *loopClock {
+	c := &loopClock{FakeClock: testingclock.NewFakeClock(time.Now()), status: &r.status}
+	r.clk = c
+	return c
+}
+
+func (c *loopClock) Now() time.Time {
+	c.read.Store(c.status.Load())
+	return c.FakeClock.Now()
+}
+
+// stepAfterPass steps the clock by d once the loop has published a status for which published
+// holds and then taken the time. That time, the first the loop takes after it publishes a pass,
+// is when the pass ended, which the debounce counts from: stepped before it, the clock would
+// move the pass's end along with it and make no quiet.
+func (c *loopClock) stepAfterPass(t *testing.T, published func(Status) bool, d time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		p := c.status.Load()
+		return p != nil && published(*p) && c.read.Load() == p
+	}, wait, tick, "the loop took the end of the pass")
+	c.Step(d)
+}
+
+// stepOutOfBurst steps the clock by the debounce once the loop waits out a burst: its two
+// debounce timers (quiet and deadline) are the only ones a test's loop has then.
+func (c *loopClock) stepOutOfBurst(t *testing.T, r *Reloader) {
+	t.Helper()
+	require.Eventually(t, func() bool { return c.Waiters() == 2 }, wait, tick, "the loop waits out the burst")
+	c.Step(r.Debounce)
+}
+
 func TestReloaderFirstUnpackThenOneReloadPerChange(t *testing.T) {
 	src := newFakeSource(cm("web", "app", "app.yaml", "v1"))
 	n := &countingNotifier{}
@@ -159,22 +202,33 @@ func TestObserveLatency(t *testing.T) {
 	}
 }
 
+// The first change after a quiet period is applied at once; the 49 that follow within the
+// debounce are one more reload, of the last. The clock moves only when stepped, so however slowly
+// the burst is applied it stays within the debounce.
 func TestReloaderBurstGivesOneReloadOfTheFinalContent(t *testing.T) {
 	src := newFakeSource(cm("web", "app", "n", "0"))
 	n := &countingNotifier{}
 	r, root := newReloader(t, src, n)
 	r.Debounce = 100 * time.Millisecond
+	clk := newLoopClock(r)
 	start(t, r)
 	require.Eventually(t, r.Ready, wait, tick)
+	clk.stepAfterPass(t, func(s Status) bool { return s.Ready }, r.Debounce)
 
-	for i := 1; i <= 50; i++ {
+	change := func(i int) {
 		src.set(source.Snapshot{Objects: []source.Object{cm("web", "app", "n", string(rune('0'+i%10)), "i", itoa(i))}})
-		time.Sleep(time.Millisecond)
 	}
+	change(1)
+	require.Eventually(t, func() bool { return n.calls.Load() == 1 }, wait, tick, "the first change at once")
+	assert.True(t, fileIs(root, "i", "01")())
+	for i := 2; i <= 50; i++ {
+		change(i)
+	}
+	clk.stepOutOfBurst(t, r)
 	require.Eventually(t, fileIs(root, "i", "50"), wait, tick)
-	time.Sleep(300 * time.Millisecond)
-	assert.LessOrEqual(t, n.calls.Load(), int32(2), "the first change at once, the rest of the burst in one more reload")
-	assert.GreaterOrEqual(t, n.calls.Load(), int32(1))
+	require.Eventually(t, func() bool { return n.calls.Load() >= 2 }, wait, tick)
+	time.Sleep(100 * time.Millisecond)
+	assert.EqualValues(t, 2, n.calls.Load(), "the first change at once, the rest of the burst in one more reload")
 }
 
 func itoa(i int) string { return string([]byte{byte('0' + i/10), byte('0' + i%10)}) }

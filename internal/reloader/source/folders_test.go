@@ -471,7 +471,9 @@ func TestFoldersReportASwapOnceTheAppSeesItsNames(t *testing.T) {
 			d := t.TempDir()
 			v := testvolume.New(d)
 			require.NoError(t, v.Write(tc.old))
-			f := folders(t, FolderOptions{}, d)
+			// The steps before the report take a noSwap wait each: LinkWait must not run out
+			// meanwhile, however slow the machine (its expiry: TestReloaderTellsAStalledSwap...).
+			f := folders(t, FolderOptions{LinkWait: time.Minute}, d)
 			steps := v.Steps(tc.new)
 			require.NoError(t, testvolume.Run(steps[:testvolume.SwapData]))
 			for step := testvolume.SwapData; step <= testvolume.RemoveOldNames; step++ {
@@ -502,7 +504,7 @@ func TestFoldersReportSwapsRightAcrossKeyChanges(t *testing.T) {
 	d := t.TempDir()
 	v := testvolume.New(d)
 	require.NoError(t, v.Write(map[string]string{"a.yml": "0"}))
-	f := folders(t, FolderOptions{}, d)
+	f := folders(t, FolderOptions{LinkWait: time.Minute}, d) // as in TestFoldersReportASwapOnceTheAppSeesItsNames
 	for i, tc := range []struct {
 		set      map[string]string
 		reported int

@@ -31,8 +31,10 @@ func TestMain(m *testing.M) {
 		code, _ := strconv.Atoi(os.Getenv("CONFIGWAVE_TEST_EXIT"))
 		os.Exit(code)
 	case "orphan":
-		// Start a grandchild that outlives us, then exit: it becomes an orphan.
-		cmd := exec.Command("sleep", "2")
+		// Start a grandchild that outlives us, then exit: it becomes an orphan. It sleeps long
+		// enough to be alive when the test looks at it however slow the machine; the test kills
+		// it then.
+		cmd := exec.Command("sleep", "60")
 		_ = cmd.Start()
 		fmt.Println(cmd.Process.Pid)
 		os.Exit(0)
@@ -140,6 +142,12 @@ func TestReaperAdoptsOrphans(t *testing.T) {
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(string(b[:len(b)-1]))
 	require.NoError(t, err)
+	killed := false
+	t.Cleanup(func() {
+		if !killed { // still sleeping, and our child until reaped: the pid is still its
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 
 	// The grandchild is re-parented to us (not to the machine's init, which would reap it
 	// whatever we do) and, once it ends, must not stay a zombie.
@@ -147,6 +155,8 @@ func TestReaperAdoptsOrphans(t *testing.T) {
 	require.NoError(t, err, "the grandchild should still be sleeping")
 	// Its parent has been reaped (<-exited), so the re-parenting has already happened.
 	assert.Contains(t, string(status), fmt.Sprintf("\nPPid:\t%d\n", os.Getpid()))
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	killed = true
 	require.Eventually(t, func() bool {
 		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
 		return os.IsNotExist(err)

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
@@ -127,17 +129,49 @@ func TestFollowUpReportsChangesOfVerdict(t *testing.T) {
 // A StatefulSet has no deadline of its own: wave looks again when --rollout-deadline passes.
 func TestFollowUpLooksAgainAtWavesDeadline(t *testing.T) {
 	client := fake.NewSimpleClientset()
+	const deadline = time.Hour
 	c, err := NewController(Config{Client: waveclienttest.Wrap(client), Informers: NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
 		Recorder: record.NewFakeRecorder(20), Metrics: testMetrics(),
-		RolloutDeadline: 300 * time.Millisecond})
+		RolloutDeadline: deadline})
 	require.NoError(t, err)
+	// The look put off is read from the queue, not waited for: a deadline short enough to wait
+	// for could pass, on a slow machine, before followUp looked, and no look would be put off.
+	later := &laterQueue{TypedDelayingInterface: workqueue.NewTypedDelayingQueue[string](), after: map[string]time.Duration{}}
+	c.queue.ShutDown()
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{DelayingQueue: later})
+	t.Cleanup(c.queue.ShutDown)
+	started := time.Now().Round(0) // the wall clock, as the record keeps it
 	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", Generation: 2,
-		Annotations: map[string]string{rolloutrecord.Annotation: rolloutrecord.Record{Change: "secret/db", Started: time.Now()}.String()}},
+		Annotations: map[string]string{rolloutrecord.Annotation: rolloutrecord.Record{Change: "secret/db", Started: started}.String()}},
 		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2}}
 	w, _ := workload.Of(s)
 	c.followUp(context.Background(), w)
+	looked := time.Since(started)
 	assert.Zero(t, c.queue.Len(), "not due yet")
-	require.Eventually(t, func() bool { return c.queue.Len() == 1 }, 5*time.Second, 10*time.Millisecond)
-	key, _ := c.queue.Get()
-	assert.Equal(t, "StatefulSet/ns/db", key)
+	d, ok := later.delay("StatefulSet/ns/db")
+	require.True(t, ok, "a look is put off")
+	assert.LessOrEqual(t, d, deadline+100*time.Millisecond, "not after the deadline (and a moment)")
+	assert.GreaterOrEqual(t, d, deadline-looked, "not before the deadline")
+}
+
+// laterQueue notes for how long each key was put off.
+type laterQueue struct {
+	workqueue.TypedDelayingInterface[string]
+	mu    sync.Mutex
+	after map[string]time.Duration
+}
+
+func (q *laterQueue) AddAfter(key string, d time.Duration) {
+	q.mu.Lock()
+	q.after[key] = d
+	q.mu.Unlock()
+	q.TypedDelayingInterface.AddAfter(key, d)
+}
+
+func (q *laterQueue) delay(key string) (time.Duration, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d, ok := q.after[key]
+	return d, ok
 }
