@@ -22,14 +22,14 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/reloader/unpack FuzzParseRef:./inter
 	FuzzParseRecord:./internal/wave/rolloutrecord FuzzParseStakater:./internal/wave/podrefs \
 	FuzzExpand:./internal/reloader/configfile FuzzToldRecord:./internal/reloader/reload FuzzTransform:./internal/wave/csi \
 	FuzzDecodeProtobuf:./internal/reloader/coreclient FuzzResourceVersion:./internal/wave/digeststore \
-	FuzzParse:./internal/reloader/webconfig
+	FuzzParse:./internal/reloader/webconfig FuzzParse:./internal/plugin/target FuzzWriteNeverShowsASecretValue:./internal/plugin/configdiff
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: build image release test beside-go-test lint format staticcheck programs fuzz deps controlplane argo-rollouts prometheus-operator demo bench docs clean
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/reloader ./cmd/wave
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/reloader ./cmd/wave ./cmd/kubectl-configwave
 	CGO_ENABLED=0 $(GO) build -trimpath -tags configwave_fileonly -ldflags "-X main.version=$(VERSION)" -o $(BIN)/reloader-fileonly ./cmd/reloader
 
 # What a release publishes, under dist/ (emptied first): static binaries for each platform,

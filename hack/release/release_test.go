@@ -78,7 +78,7 @@ func TestReleaseForThisPlatform(t *testing.T) {
 	require.NoError(t, err)
 	suffix := "-v0.9.7-" + runtime.GOOS + "-" + runtime.GOARCH
 	image := "configwave-v0.9.7-image.oci.tar"
-	assert.Equal(t, []string{"reloader" + suffix, "reloader-fileonly" + suffix, "wave" + suffix, image, "configwave-0.9.7.tgz", "configwave-v0.9.7.spdx.json", "SHA256SUMS"}, files)
+	assert.Equal(t, []string{"reloader" + suffix, "reloader-fileonly" + suffix, "wave" + suffix, "kubectl-configwave" + suffix, image, "configwave-0.9.7.tgz", "configwave-v0.9.7.spdx.json", "SHA256SUMS"}, files)
 
 	for _, b := range binaries {
 		path := filepath.Join(out, b+suffix)

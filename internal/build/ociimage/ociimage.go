@@ -53,9 +53,9 @@ var Images = []Image{
 	{Tag: "wave", Entrypoint: []string{"/wave"}},
 }
 
-// Binaries are the programs in every image, at the root: the reloader, its file-only build
-// and wave.
-var Binaries = []string{"reloader", "reloader-fileonly", "wave"}
+// Binaries are the programs in every image, at the root: the reloader, its file-only build,
+// wave, and the kubectl plugin (copied out of the image by those who take their tools from it).
+var Binaries = []string{"reloader", "reloader-fileonly", "wave", "kubectl-configwave"}
 
 // Links are the other program names in every image: the paths the peers' own pod specs run,
 // each leading to one of Binaries.

@@ -20,8 +20,8 @@ import (
 // template as a strategic merge patch of spec.template; kubectl's StatefulSetRollbacker and
 // DaemonSetRollbacker undo by applying that patch (k8s.io/kubectl/pkg/polymorphichelpers).
 
-// revisionTemplate is the pod template a ControllerRevision holds.
-func revisionTemplate(cr *appsv1.ControllerRevision) (corev1.PodTemplateSpec, error) {
+// RevisionTemplate is the pod template a ControllerRevision holds.
+func RevisionTemplate(cr *appsv1.ControllerRevision) (corev1.PodTemplateSpec, error) {
 	var data struct {
 		Spec struct {
 			Template corev1.PodTemplateSpec `json:"template"`
@@ -43,7 +43,7 @@ func PreviousRevision(what string, crs []appsv1.ControllerRevision, inputsHashAn
 	hashes := make([]string, len(crs))
 	templates := make([]*corev1.PodTemplateSpec, len(crs))
 	for i := range crs {
-		t, err := revisionTemplate(&crs[i])
+		t, err := RevisionTemplate(&crs[i])
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", what, err)
 		}
@@ -159,6 +159,6 @@ func restarted(p *corev1.Pod) bool {
 // RunsRevision says whether template, a StatefulSet's or DaemonSet's read afresh, is the one cr
 // holds, as their controllers compare them.
 func RunsRevision(cr *appsv1.ControllerRevision, template *corev1.PodTemplateSpec) bool {
-	t, err := revisionTemplate(cr)
+	t, err := RevisionTemplate(cr)
 	return err == nil && equality.Semantic.DeepEqual(&t, template)
 }

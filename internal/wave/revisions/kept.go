@@ -26,7 +26,8 @@ type Getter interface {
 // wave's undo passes over such a revision and kubectl configwave refuses it. Only NotFound, or
 // an object that is not wave's, counts as gone (an error wrapping ErrConfigGone); any other
 // error is returned as it is, for the caller to decide again later. A revision whose pods name
-// no source keeps no index and needs none.
+// no source keeps no index and needs none. Where the index was read and a snapshot is gone,
+// the index's entries come back with the error, to say what the revision was made of.
 func Kept(ctx context.Context, api Getter, namespace, inputsHash string, template *corev1.PodTemplateSpec) (Snapshots, error) {
 	gone := func(format string, args ...any) error {
 		return fmt.Errorf(format+": %w", append(args, ErrConfigGone)...)
@@ -55,11 +56,11 @@ func Kept(ctx context.Context, api Getter, namespace, inputsHash string, templat
 		obj, err := api.Get(ctx, configref.Ref{Kind: ref.Kind, Namespace: namespace, Name: snap})
 		switch {
 		case apierrors.IsNotFound(err):
-			return nil, gone("its snapshot %s %s is gone", ref.Kind.Lower(), snap)
+			return snaps, gone("its snapshot %s %s is gone", ref.Kind.Lower(), snap)
 		case err != nil:
 			return nil, fmt.Errorf("read the snapshot %s %s of revision %s: %w", ref.Kind.Lower(), snap, inputsHash, Redact(ref.Kind, err))
 		case !Ours(obj, SnapshotContent(snap)):
-			return nil, gone("its snapshot %s %s is not one wave made", ref.Kind.Lower(), snap)
+			return snaps, gone("its snapshot %s %s is not one wave made", ref.Kind.Lower(), snap)
 		}
 	}
 	return snaps, nil

@@ -3,6 +3,7 @@ package revisions
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,6 +58,9 @@ func TestKept(t *testing.T) {
 			if tc.gone != "" {
 				require.ErrorIs(t, err, ErrConfigGone)
 				assert.Contains(t, err.Error(), tc.gone)
+				if strings.Contains(tc.gone, "snapshot") {
+					assert.Equal(t, snaps, got, "what the index names, beside the error")
+				}
 				return
 			}
 			require.NoError(t, err)

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configwave/configwave/internal/testenv/testcluster"
+	"github.com/configwave/configwave/internal/wave/podrefs"
+	"github.com/configwave/configwave/internal/wave/revisions"
+	"github.com/configwave/configwave/internal/wave/rollout"
+)
+
+var (
+	cluster *testcluster.Cluster
+	waveBin string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	bin, remove, err := testcluster.BuildCommand("../wave", "wave")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	waveBin = bin
+	code := testcluster.Run(m, &cluster)
+	remove()
+	os.Exit(code)
+}
+
+const (
+	eventually = time.Minute
+	tick       = 50 * time.Millisecond
+)
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func adminClient(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	testcluster.Need(t, cluster)
+	client, err := kubernetes.NewForConfig(cluster.Config())
+	require.NoError(t, err)
+	return client
+}
+
+// kubectlConfigwave runs the plugin as a user types it, with a kubeconfig: its output, and its
+// error.
+func kubectlConfigwave(t testing.TB, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRoot(&out, &errOut)
+	root.SetArgs(append([]string{"--kubeconfig=" + kubeconfig}, args...))
+	err := root.ExecuteContext(ctx(t))
+	return out.String() + errOut.String(), err
+}
+
+func run(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := kubectlConfigwave(t, cluster.Kubeconfig(), args...)
+	require.NoError(t, err, "kubectl configwave %v: %s", args, out)
+	return out
+}
+
+func startWave(t testing.TB, ns string) {
+	t.Helper()
+	addr := testcluster.FreeAddr(t)
+	p := testcluster.StartProcess(t, waveBin, nil, "--listen-address="+addr, "--v=2", "--namespaces="+ns, "--kubeconfig="+cluster.Kubeconfig())
+	p.Addr = addr
+	require.Eventually(t, func() bool { return p.Ready() || p.Exited() }, eventually, tick, "wave neither ready nor exited")
+	require.True(t, p.Ready(), "wave exited before it was ready")
+}
+
+func historyOf(t testing.TB, ns, what string) historyView {
+	t.Helper()
+	var v historyView
+	require.NoError(t, json.Unmarshal([]byte(run(t, "history", what, "-n", ns, "-o", "json")), &v))
+	return v
+}
+
+func newestHash(t testing.TB, client kubernetes.Interface, ns, name string) string {
+	d, err := client.AppsV1().Deployments(ns).Get(ctx(t), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return d.Spec.Template.Annotations[rollout.InputsHashAnnotation]
+}
+
+// A Deployment with revisions through two config changes: history names each revision's
+// snapshots and what changed, diff shows the ConfigMap's lines and only the Secret's key and
+// sizes, an undo to a revision whose snapshot was deleted is refused, an undo to one whose
+// config is kept goes ahead and wave holds it, and a user who may not patch the Deployment is
+// told which RBAC rule is missing.
+func TestHistoryDiffAndUndoOfADeployment(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	const secretV1, secretV2 = "s3cr3t-value-one", "s3cr3t-value-two!"
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"app.conf": "color=blue\nsize=1\n"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.CoreV1().Secrets(ns).Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}, StringData: map[string]string{"password": secretV1}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	startWave(t, ns)
+	d := testcluster.Deployment(ns, "web", 1)
+	d.Annotations = map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"}
+	d.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}}}
+	d.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "conf", MountPath: "/etc/app"}} // an unmounted volume is no input
+	d.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}}}}
+	_, err = client.AppsV1().Deployments(ns).Create(ctx(t), d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return revisions.IsRevision(newestHash(t, client, ns, "web")) }, eventually, tick, "wave turns revisions on")
+	first := newestHash(t, client, ns, "web")
+
+	// One change of each source: the next revision.
+	_, err = client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"app.conf": "color=green\nsize=1\n"}}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = client.CoreV1().Secrets(ns).Update(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}, StringData: map[string]string{"password": secretV2}}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { h := newestHash(t, client, ns, "web"); return h != first && revisions.IsRevision(h) }, eventually, tick, "wave rolls the change")
+	second := newestHash(t, client, ns, "web")
+	var h historyView
+	if !assert.Eventually(t, func() bool {
+		h = historyOf(t, ns, "deploy/web")
+		n := len(h.Revisions)
+		return n >= 3 && h.Revisions[n-1].InputsHash == second && h.Revisions[n-1].Outcome == "rolled out" && h.Revisions[n-2].InputsHash == first
+	}, eventually, tick) {
+		t.Fatalf("history does not show the rolled-out change: %+v", h)
+	}
+	n := len(h.Revisions)
+	v1, v2 := h.Revisions[n-2], h.Revisions[n-1]
+	assert.Equal(t, "revisions turned on", v1.Cause)
+	require.Len(t, v2.Config, 2)
+	assert.Equal(t, "configmap/app", v2.Config[0].Source)
+	assert.NotEqual(t, v1.Config[0].Snapshot, v2.Config[0].Snapshot, "each content has its snapshot")
+	assert.NotEmpty(t, v2.Config[1].Snapshot, "the Secret's too")
+	assert.Contains(t, v2.Cause, "configmap/app")
+	assert.Contains(t, v2.Cause, "secret/db")
+	assert.Equal(t, "replaced", v1.Outcome)
+	table := run(t, "history", "deploy/web", "-n", ns)
+	assert.Contains(t, table, "REVISION")
+	assert.Contains(t, table, "configmap/app@"+v2.Config[0].Content)
+
+	// diff: the ConfigMap's line, the Secret's key and sizes.
+	diff := run(t, "diff", "deployment/web", "-n", ns)
+	assert.Contains(t, diff, "-color=blue\n+color=green\n")
+	assert.Contains(t, diff, fmt.Sprintf(`secret/db key "password": changed (%d bytes, now %d bytes)`, len(secretV1), len(secretV2)))
+	for _, out := range []string{table, diff, run(t, "history", "deploy/web", "-n", ns, "-o", "yaml"), run(t, "pods", "deploy/web", "-n", ns, "-o", "json"),
+		run(t, "diff", "deploy/web", "-n", ns, fmt.Sprintf("--revision=%d", v1.Revision), fmt.Sprintf("--to=%d", v2.Revision))} {
+		assert.NotContains(t, out, secretV1)
+		assert.NotContains(t, out, secretV2)
+	}
+
+	// A third change, then v2's snapshot of app is deleted: an undo to v2 is refused.
+	_, err = client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"app.conf": "color=red\nsize=1\n"}}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { h := newestHash(t, client, ns, "web"); return h != second && revisions.IsRevision(h) }, eventually, tick, "wave rolls the third change")
+	require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), v2.Config[0].Snapshot, metav1.DeleteOptions{}))
+	out, err := kubectlConfigwave(t, cluster.Kubeconfig(), "undo", "deploy/web", "-n", ns, fmt.Sprintf("--to-revision=%d", v2.Revision))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("revision %d of deployment/web cannot give its pods their config: its snapshot configmap %s is gone", v2.Revision, v2.Config[0].Snapshot), out)
+
+	// A user who may read but not patch: told the rule.
+	reader := readerKubeconfig(t, client, ns)
+	_, err = kubectlConfigwave(t, reader, "history", "deploy/web", "-n", ns)
+	require.NoError(t, err, "the read-only role is enough for history")
+	_, err = kubectlConfigwave(t, reader, "undo", "deploy/web", "-n", ns, fmt.Sprintf("--to-revision=%d", v1.Revision))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "kubectl create role configwave-patch-deployments --verb=patch --resource=deployments.apps -n "+ns)
+
+	// To v1, whose config is kept: undone, and wave holds it there.
+	assert.Contains(t, run(t, "undo", "deploy/web", "-n", ns, fmt.Sprintf("--to-revision=%d", v1.Revision)), fmt.Sprintf("rolled back to revision %d", v1.Revision))
+	assert.Equal(t, first, newestHash(t, client, ns, "web"))
+	if !assert.Eventually(t, func() bool {
+		h = historyOf(t, ns, "deploy/web")
+		last := h.Revisions[len(h.Revisions)-1]
+		return last.InputsHash == first && last.Cause == "an undo brought it back" && strings.HasPrefix(last.Outcome, "held by an undo")
+	}, eventually, tick) {
+		t.Fatalf("history does not show the undo held: %+v", h)
+	}
+	n = len(h.Revisions)
+	assert.Equal(t, "rolled back", h.Revisions[n-2].Outcome, "the third change, which the undo went back from")
+	assert.Equal(t, "config change: configmap/app changed", h.Revisions[n-2].Cause)
+	assert.Equal(t, v2.Revision, h.Revisions[n-3].Revision)
+	assert.Equal(t, "replaced", h.Revisions[n-3].Outcome, "the second change was replaced by the third, not rolled back")
+	assert.Equal(t, "config change: configmap/app changed, secret/db changed", h.Revisions[n-3].Cause, "what it was made of, though its snapshot is gone")
+	t.Logf("kubectl configwave history deploy/web:\n%s", run(t, "history", "deploy/web", "-n", ns))
+	t.Logf("kubectl configwave diff deploy/web:\n%s", diff)
+	t.Logf("kubectl configwave pods deploy/web:\n%s", run(t, "pods", "deploy/web", "-n", ns))
+}
+
+// readerKubeconfig is a kubeconfig of a ServiceAccount that may read what the plugin reads in
+// ns, and write nothing.
+func readerKubeconfig(t *testing.T, client kubernetes.Interface, ns string) string {
+	t.Helper()
+	_, err := client.RbacV1().Roles(ns).Create(ctx(t), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "configwave-reader"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "replicasets", "statefulsets", "daemonsets", "controllerrevisions"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "pods"}, Verbs: []string{"get", "list"}},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.RbacV1().RoleBindings(ns).Create(ctx(t), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "configwave-reader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), "reader", &authv1.TokenRequest{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // the Role reaches the authorizer in a moment
+		_, err := kubectlConfigwave(t, kubeconfig, "history", "deploy/web", "-n", ns)
+		return err == nil
+	}, eventually, tick)
+	return kubeconfig
+}

@@ -1,0 +1,155 @@
+package history
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/configwave/configwave/internal/wave/revisions"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/workload"
+)
+
+// State is what the workload itself says now, beside its revisions.
+type State struct {
+	// Label is the workload's configwave.io/revision label: the inputs hash wave's newest
+	// rollout wrote. A template of another revision under it was put back by an undo, and
+	// wave holds it there.
+	Label    string
+	Progress workload.Progress
+	Record   rolloutrecord.Record
+	// Aborted: an Argo Rollout's status.abort.
+	Aborted bool
+}
+
+// StateOf gathers w's State.
+func StateOf(w workload.Workload) State {
+	st := State{Label: w.Meta.Labels[revisions.RevisionLabel], Progress: w.Progress}
+	st.Record, _ = rolloutrecord.ParseRecord(w.Meta.Annotations[rolloutrecord.Annotation]) // an unreadable record says nothing
+	if r, ok := w.Object.(*workload.Rollout); ok {
+		st.Aborted = r.Status.Abort
+	}
+	return st
+}
+
+// Judge sets each revision's Outcome and Cause, from revs (oldest number first, as Revisions
+// returns them) and st. The newest number is the template the workload has now: an undo gives
+// the revision it goes back to the next number, as the Deployment, StatefulSet and DaemonSet
+// controllers do.
+func Judge(revs []Revision, st State) {
+	for i := range revs {
+		rev := &revs[i]
+		newest := i == len(revs)-1
+		// The next number went to a revision that was there before: an undo went back from it.
+		undone := !newest && cameBackOver(&revs[i+1], rev)
+		switch {
+		case newest:
+			rev.Outcome = newestOutcome(rev, st)
+		case undone && st.Record.Failed != "" && st.Label == rev.InputsHash:
+			rev.Outcome = "failed, rolled back: " + st.Record.Failed
+		case undone:
+			rev.Outcome = "rolled back"
+		default:
+			rev.Outcome = "replaced"
+		}
+		rev.Cause = cause(revs, i, st)
+	}
+}
+
+func newestOutcome(rev *Revision, st State) string {
+	switch {
+	case st.Aborted:
+		return "aborted: the canary was scaled away, the stable pods keep their config"
+	case st.Record.Failed != "" && st.Label == rev.InputsHash:
+		return "failed: " + st.Record.Failed
+	case st.Progress.Failed != "":
+		return "failed: " + st.Progress.Failed
+	case st.Label != "" && st.Label != rev.InputsHash && revisions.IsRevision(st.Label):
+		return fmt.Sprintf("held by an undo: wave keeps this config until a source changes (its newest rollout was %s)", st.Label)
+	case st.Progress.Untracked:
+		return "latest Job"
+	case st.Progress.Done:
+		return "rolled out"
+	case st.Progress.Paused:
+		return "paused"
+	}
+	return "rolling out"
+}
+
+// cause says what made revs[i], as far as its config and the revision it replaced tell.
+func cause(revs []Revision, i int, st State) string {
+	rev, newest := &revs[i], i == len(revs)-1
+	for j := range revs[:i] {
+		if cameBackOver(rev, &revs[j]) {
+			return "an undo brought it back"
+		}
+	}
+	prev := replaced(revs, rev)
+	if prev == nil {
+		return "first revision kept"
+	}
+	if !revisions.IsRevision(prev.InputsHash) && revisions.IsRevision(rev.InputsHash) {
+		return "revisions turned on"
+	}
+	var changes []string
+	was := map[string]Source{}
+	for _, s := range prev.Config {
+		was[s.What()] = s
+	}
+	for _, s := range rev.Config {
+		p, ok := was[s.What()]
+		delete(was, s.What())
+		switch {
+		case !ok:
+			changes = append(changes, s.What()+" added")
+		case p.Content != "" && s.Content != "" && p.Content != s.Content:
+			changes = append(changes, s.What()+" changed")
+		}
+	}
+	for _, s := range prev.Config {
+		if _, ok := was[s.What()]; ok {
+			changes = append(changes, s.What()+" removed")
+		}
+	}
+	switch {
+	case len(changes) > 0:
+		return "config change: " + strings.Join(changes, ", ")
+	case newest && st.Record.Change != "" && st.Label == rev.InputsHash:
+		return "config change: " + st.Record.Change // what wave saw change, where the snapshots do not tell
+	case prev.InputsHash != rev.InputsHash && !revisions.IsRevision(rev.InputsHash):
+		return "config change (revisions off: which source is not kept)"
+	case prev.InputsHash != rev.InputsHash && (rev.Gone != "" || prev.Gone != ""):
+		return "config change (its index is gone: which source is not known)"
+	}
+	return "template change (not its config)"
+}
+
+// cameBackOver says whether later, of a higher number than older, was there before older: an
+// undo gave it its number. Its former numbers say so where kept; else its creation, which
+// the API server keeps to the second only.
+func cameBackOver(later, older *Revision) bool {
+	for _, n := range later.Earlier {
+		if n < older.Number {
+			return true
+		}
+	}
+	return later.Created.Before(older.Created)
+}
+
+// replaced is the revision rev replaced: the one whose number, now or before an undo brought
+// it back, is the highest below rev's; nil for the first.
+func replaced(revs []Revision, rev *Revision) *Revision {
+	var best *Revision
+	var bestN int64
+	for j := range revs {
+		r := &revs[j]
+		if r == rev {
+			continue
+		}
+		for _, n := range append([]int64{r.Number}, r.Earlier...) {
+			if n < rev.Number && (best == nil || n > bestN) {
+				best, bestN = r, n
+			}
+		}
+	}
+	return best
+}

@@ -1,0 +1,110 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/workload"
+)
+
+const (
+	revA = "rev-aaaaaaaaaaaaaaaa"
+	revB = "rev-bbbbbbbbbbbbbbbb"
+	revC = "rev-cccccccccccccccc"
+)
+
+var t0 = time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+
+func app(content string) Source {
+	return Source{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: "shop", Name: "app"}, Snapshot: "app-" + content, Content: content}
+}
+
+func rev(n int64, created int, hash string, config ...Source) Revision {
+	return Revision{Number: n, Created: t0.Add(time.Duration(created) * time.Minute), InputsHash: hash, Config: config}
+}
+
+func TestJudge(t *testing.T) {
+	db := Source{Ref: configref.Ref{Kind: configref.Secret, Namespace: "shop", Name: "db"}, Live: "not kept"}
+	type want struct{ outcome, cause string }
+	for _, tc := range []struct {
+		name string
+		revs []Revision
+		st   State
+		want []want
+	}{{
+		name: "a change rolled out",
+		revs: []Revision{rev(1, 0, "wave-hash", Source{Ref: app("").Ref, Live: "revisions were off"}), rev(2, 1, revA, app("1111")), rev(3, 2, revB, app("2222"))},
+		st:   State{Label: revB, Progress: workload.Progress{Done: true}},
+		want: []want{{"replaced", "first revision kept"}, {"replaced", "revisions turned on"}, {"rolled out", "config change: configmap/app changed"}},
+	}, {
+		name: "wave's record names the change of the newest, where the snapshots do not tell",
+		revs: []Revision{rev(1, 0, "h1", Source{Ref: app("").Ref, Live: "revisions were off"}), rev(2, 1, "h2", Source{Ref: app("").Ref, Live: "revisions were off"})},
+		st:   State{Label: "h2", Record: rolloutrecord.Record{Change: "configmap/app"}},
+		want: []want{{"replaced", "first revision kept"}, {"rolling out", "config change: configmap/app"}},
+	}, {
+		name: "a failed change undone: the old revision comes back with the next number, the failed one is rolled back",
+		revs: []Revision{rev(2, 1, revB, app("2222"), db), rev(3, 2, revC, app("3333"), db), rev(4, 1, revB, app("2222"), db)},
+		st:   State{Label: revC, Record: rolloutrecord.Record{Failed: "new pods crash-looping"}, Progress: workload.Progress{Done: true}},
+		want: []want{
+			{"replaced", "first revision kept"},
+			{"failed, rolled back: new pods crash-looping", "config change: configmap/app changed"},
+			{"held by an undo: wave keeps this config until a source changes (its newest rollout was " + revC + ")", "an undo brought it back"},
+		},
+	}, {
+		name: "kubectl rollout undo of a good change, wave just restarted: the labels and record alone say it",
+		revs: []Revision{rev(2, 1, revA, app("1111")), rev(3, 2, revB, app("2222")), rev(4, 1, revA, app("1111"))},
+		st:   State{Label: revB, Progress: workload.Progress{Done: true}},
+		want: []want{{"replaced", "first revision kept"}, {"rolled back", "config change: configmap/app changed"},
+			{"held by an undo: wave keeps this config until a source changes (its newest rollout was " + revB + ")", "an undo brought it back"}},
+	}, {
+		name: "an undo within the second: the ReplicaSet's former numbers tell it",
+		revs: []Revision{rev(2, 1, revA, app("1111")), rev(3, 1, revB, app("2222")), {Number: 4, Created: t0.Add(time.Minute), InputsHash: revA, Config: []Source{app("1111")}, Earlier: []int64{2}}},
+		st:   State{Label: revB, Progress: workload.Progress{Done: true}},
+		want: []want{{"replaced", "first revision kept"}, {"rolled back", "config change: configmap/app changed"},
+			{"held by an undo: wave keeps this config until a source changes (its newest rollout was " + revB + ")", "an undo brought it back"}},
+	}, {
+		name: "an undo from the newest of three changes to the first: only the newest was rolled back, each replaced the one before it",
+		revs: []Revision{
+			rev(1, 0, "wave-hash", Source{Ref: app("").Ref, Live: "revisions were off"}),
+			{Number: 3, Created: t0, InputsHash: revB, Config: []Source{{Ref: app("").Ref, Content: "2222", Live: "its snapshots are gone"}}, Gone: "its snapshot configmap app-2222 is gone"},
+			rev(4, 0, revC, app("3333")),
+			{Number: 5, Created: t0, InputsHash: revA, Config: []Source{app("1111")}, Earlier: []int64{2}},
+		},
+		st: State{Label: revC, Progress: workload.Progress{Done: true}},
+		want: []want{{"replaced", "first revision kept"}, {"replaced", "config change: configmap/app changed"}, {"rolled back", "config change: configmap/app changed"},
+			{"held by an undo: wave keeps this config until a source changes (its newest rollout was " + revC + ")", "an undo brought it back"}},
+	}, {
+		name: "the controller's own verdict, a source added and removed",
+		revs: []Revision{rev(1, 0, revA, app("1111")), rev(2, 1, revB, db)},
+		st:   State{Label: revB, Progress: workload.Progress{Failed: "ProgressDeadlineExceeded"}},
+		want: []want{{"replaced", "first revision kept"}, {"failed: ProgressDeadlineExceeded", "config change: secret/db added, configmap/app removed"}},
+	}, {
+		name: "an aborted canary",
+		revs: []Revision{rev(1, 0, revA, app("1111")), rev(2, 1, revB, app("2222"))},
+		st:   State{Label: revB, Aborted: true},
+		want: []want{{"replaced", "first revision kept"}, {"aborted: the canary was scaled away, the stable pods keep their config", "config change: configmap/app changed"}},
+	}, {
+		name: "an image change keeps the config",
+		revs: []Revision{rev(1, 0, revA, app("1111")), rev(2, 1, revA, app("1111"))},
+		st:   State{Label: revA, Progress: workload.Progress{Paused: true}},
+		want: []want{{"replaced", "first revision kept"}, {"paused", "template change (not its config)"}},
+	}, {
+		name: "revisions off: a change, but not which source",
+		revs: []Revision{rev(1, 0, "h1"), rev(2, 1, "h2")},
+		st:   State{Progress: workload.Progress{Untracked: true}},
+		want: []want{{"replaced", "first revision kept"}, {"latest Job", "config change (revisions off: which source is not kept)"}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			Judge(tc.revs, tc.st)
+			var got []want
+			for _, r := range tc.revs {
+				got = append(got, want{r.Outcome, r.Cause})
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
