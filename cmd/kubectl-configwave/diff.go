@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +18,7 @@ import (
 
 func newDiff(g *globals) *cobra.Command {
 	var from, to int64
+	var live bool
 	cmd := &cobra.Command{
 		Use:   "diff KIND/NAME [--revision=N] [--to=M]",
 		Short: "What changed in the config between two revisions (a Secret's keys and sizes only)",
@@ -36,7 +38,15 @@ By default it compares the newest revision with the one before it.`,
 				return fmt.Errorf("%s in namespace %s has no revisions yet", s.target, s.namespace)
 			}
 			b := &s.revisions[len(s.revisions)-1]
-			if to != 0 {
+			if live {
+				if to != 0 {
+					return fmt.Errorf("--live compares to the live objects: give --revision, not --to")
+				}
+				if from == 0 {
+					from = b.Number
+				}
+				b = liveRevision(b)
+			} else if to != 0 {
 				if b, err = s.revision(to); err != nil {
 					return err
 				}
@@ -48,18 +58,27 @@ By default it compares the newest revision with the one before it.`,
 					return err
 				}
 			default:
-				i := slices.IndexFunc(s.revisions, func(r history.Revision) bool { return r.Number == b.Number })
-				if i == 0 {
+				if a = history.Replaced(s.revisions, b); a == nil {
 					return fmt.Errorf("%s in namespace %s: revision %d is its first; name another with --revision", s.target, s.namespace, b.Number)
 				}
-				a = &s.revisions[i-1]
 			}
 			return writeDiff(cmd.Context(), cmd.OutOrStdout(), s, a, b)
 		},
 	}
 	cmd.Flags().Int64Var(&from, "revision", 0, "the revision to compare from (default: the one before --to).")
 	cmd.Flags().Int64Var(&to, "to", 0, "the revision to compare to (default: the newest).")
+	cmd.Flags().BoolVar(&live, "live", false, "compare to the live ConfigMaps and Secrets: what the next rollout, or a change that waits for approval, brings.")
 	return cmd
+}
+
+// liveRevision is the config the next rollout of newest's template would bring: its sources,
+// live.
+func liveRevision(newest *history.Revision) *history.Revision {
+	live := &history.Revision{Number: 0, Object: "live"}
+	for _, src := range newest.Config {
+		live.Config = append(live.Config, history.Source{Ref: src.Ref, Live: "live"})
+	}
+	return live
 }
 
 func writeDiff(ctx context.Context, w io.Writer, s *session, a, b *history.Revision) error {
@@ -72,7 +91,7 @@ func writeDiff(ctx context.Context, w io.Writer, s *session, a, b *history.Revis
 		}
 	}
 	slices.SortFunc(refs, configref.Compare)
-	any := false
+	any, unkept := false, false
 	for _, ref := range refs {
 		ca, err := contentOf(ctx, s, a, ref)
 		if err != nil {
@@ -87,6 +106,13 @@ func writeDiff(ctx context.Context, w io.Writer, s *session, a, b *history.Revis
 			return err
 		}
 		any = any || changed
+		unkept = unkept || ca.Unkept || cb.Unkept
+	}
+	if unkept {
+		// A revision that keeps no copy was compared as the live objects are today: what its
+		// pods read then is not known, so no "same" can be said.
+		_, err := fmt.Fprintf(w, "note: revision %s keeps no copy of its config (revisions off, or its snapshots gone): it was compared as the live objects are now\n", unkeptOf(a, b))
+		return err
 	}
 	if !any {
 		_, err := fmt.Fprintf(w, "revisions %d and %d of %s read the same config\n", a.Number, b.Number, s.target)
@@ -106,9 +132,11 @@ func contentOf(ctx context.Context, s *session, rev *history.Revision, ref confi
 	}
 	name := rev.Config[i].Snapshot
 	c.Where = fmt.Sprintf("revision %d, snapshot %s", rev.Number, name)
-	if name == "" {
-		name = ref.Name
-		c.Where = fmt.Sprintf("revision %d, live now", rev.Number)
+	switch {
+	case name == "" && rev.Object == "live":
+		name, c.Where = ref.Name, "live now"
+	case name == "":
+		name, c.Where, c.Unkept = ref.Name, fmt.Sprintf("revision %d: not kept, live now", rev.Number), true
 	}
 	doing := fmt.Sprintf("read %s %s in namespace %s for revision %d of %s", ref.Kind.Lower(), name, s.namespace, rev.Number, s.target)
 	switch ref.Kind {
@@ -138,4 +166,21 @@ func contentOf(ctx context.Context, s *session, rev *history.Revision, ref confi
 		c.Data, c.Type = sec.Data, string(sec.Type)
 	}
 	return c, nil
+}
+
+// unkeptOf names the compared revisions that keep no copy: "3", "3 and 5".
+func unkeptOf(a, b *history.Revision) string {
+	var out []string
+	for _, r := range []*history.Revision{a, b} {
+		if r.Object == "live" {
+			continue
+		}
+		for _, src := range r.Config {
+			if src.Snapshot == "" {
+				out = append(out, fmt.Sprint(r.Number))
+				break
+			}
+		}
+	}
+	return strings.Join(out, " and ")
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -14,10 +16,20 @@ var forbidden = regexp.MustCompile(`cannot ([a-z]+) resource "([a-z0-9.-]+)" in 
 // explain says what was being done when err came, and for an RBAC refusal the rule that
 // allows it, as a line to give whoever grants access.
 func explain(err error, doing string) error {
+	if apierrors.IsNotFound(err) && strings.Contains(err.Error(), "the server could not find the requested resource") {
+		return fmt.Errorf("%s: %w (the API server serves no such kind here: for a Rollout, Argo Rollouts is not installed)", doing, err)
+	}
 	if !apierrors.IsForbidden(err) {
 		return fmt.Errorf("%s: %w", doing, err)
 	}
-	m := forbidden.FindStringSubmatch(err.Error())
+	// The refusal's own message, also where a Secret's error was shortened on the way (it
+	// quotes no value: only who may not do what).
+	message := err.Error()
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		message = status.Status().Message
+	}
+	m := forbidden.FindStringSubmatch(message)
 	if m == nil {
 		return fmt.Errorf("%s: %w (your RBAC does not allow it)", doing, err)
 	}

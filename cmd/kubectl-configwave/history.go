@@ -9,8 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/configwave/configwave/internal/plugin/configdiff"
 	"github.com/configwave/configwave/internal/wave/revisions"
-	"github.com/configwave/configwave/internal/wave/rollout"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 )
 
 func newHistory(g *globals) *cobra.Command {
@@ -41,6 +42,14 @@ type historyView struct {
 	Revisions []revisionView `json:"revisions"`
 	// Note says what a user can do when the workload keeps no config in its revisions.
 	Note string `json:"note,omitempty"`
+	// Pending is the config change that waits for approval (configwave.io/approval: manual).
+	Pending *pendingView `json:"pending,omitempty"`
+}
+
+type pendingView struct {
+	Change string    `json:"change"`
+	ID     string    `json:"id"`
+	Since  time.Time `json:"since"`
 }
 
 type revisionView struct {
@@ -64,20 +73,25 @@ func viewOf(s *session) historyView {
 	v := historyView{Workload: s.target.String(), Namespace: s.namespace, Revisions: []revisionView{}}
 	kept := false
 	for _, r := range s.revisions {
-		rv := revisionView{Revision: r.Number, Object: r.Object, Created: r.Created.UTC(), InputsHash: r.InputsHash, Outcome: r.Outcome, Cause: r.Cause, Config: []sourceView{}}
+		rv := revisionView{Revision: r.Number, Object: r.Object, Created: r.Created.UTC(), Outcome: r.Outcome, Cause: r.Cause, Config: []sourceView{}}
+		if revisions.IsRevision(r.InputsHash) {
+			// A revision's name. Any other inputs hash may be made from unkeyed digests of
+			// Secret values, which would let a reader test guesses of them: not shown.
+			rv.InputsHash = r.InputsHash
+		}
 		for _, src := range r.Config {
 			rv.Config = append(rv.Config, sourceView{Source: src.What(), Snapshot: src.Snapshot, Content: src.Content, Live: src.Live})
 		}
 		kept = kept || revisions.IsRevision(r.InputsHash)
 		v.Revisions = append(v.Revisions, rv)
 	}
+	if rec, err := rolloutrecord.ParseRecord(s.workload.Meta.Annotations[rolloutrecord.Annotation]); err == nil && rec.PendingID != "" {
+		v.Pending = &pendingView{Change: rec.Pending, ID: rec.PendingID, Since: rec.PendingSince}
+	}
 	if !kept {
 		v.Note = fmt.Sprintf("%s keeps no config in its revisions, so an undo brings back its template on today's config. "+
 			"With wave running, turn revisions on: kubectl annotate %s -n %s %s=true (or wave's --config-revisions for every workload)",
 			s.target, s.target, s.namespace, revisions.OptInAnnotation)
-		if inputs := s.workload.Meta.Annotations[rollout.InputsAnnotation]; inputs != "" {
-			v.Note += fmt.Sprintf("; wave's record of the config its pods run now: %s", inputs)
-		}
 	}
 	return v
 }
@@ -91,10 +105,15 @@ func printHistory(w io.Writer, output string, s *session) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "REVISION\tAGE\tOBJECT\tCONFIG\tOUTCOME\tCAUSE\n")
 	for _, r := range v.Revisions {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Revision, age(r.Created), r.Object, configCell(r.Config), c.outcome(r.Outcome), r.Cause)
+		// Outcomes quote other controllers' status messages: shown, never obeyed by the terminal.
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Revision, age(r.Created), r.Object, configCell(r.Config), c.outcome(configdiff.Clean(r.Outcome)), configdiff.Clean(r.Cause))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if v.Pending != nil {
+		fmt.Fprintf(w, "\n%s: the change of %s (%s) waits for approval since %s ago: see it with kubectl configwave diff %s -n %s --live, then approve or reject it\n",
+			c.paint("33", "waiting for approval"), configdiff.Clean(v.Pending.Change), configdiff.Clean(v.Pending.ID), age(v.Pending.Since), v.Workload, v.Namespace)
 	}
 	if v.Note != "" {
 		_, err := fmt.Fprintf(w, "\n%s\n", v.Note)

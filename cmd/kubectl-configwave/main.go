@@ -24,6 +24,7 @@ import (
 
 	"github.com/configwave/configwave/internal/plugin/history"
 	"github.com/configwave/configwave/internal/plugin/target"
+	"github.com/configwave/configwave/internal/wave/approval"
 	"github.com/configwave/configwave/internal/wave/waveclient"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
@@ -67,7 +68,9 @@ rollout/web. It needs configwave's wave with config revisions on the workload
 	flags := root.PersistentFlags()
 	flags.StringVar(&g.loading.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file to use.")
 	clientcmd.BindOverrideFlags(g.overrides, flags, clientcmd.RecommendedConfigOverrideFlags(""))
-	root.AddCommand(newHistory(g), newDiff(g), newPods(g), newUndo(g))
+	root.AddCommand(newHistory(g), newDiff(g), newPods(g), newUndo(g),
+		newDecide(g, "approve", approval.ApproveAnnotation, "is approved: wave rolls it now"),
+		newDecide(g, "reject", approval.RejectAnnotation, "is rejected: wave does not roll it, and asks again on the next change"))
 	return root
 }
 

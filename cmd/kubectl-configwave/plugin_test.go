@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -20,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
+	"github.com/configwave/configwave/internal/wave/approval"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rollout"
@@ -164,8 +169,12 @@ func TestHistoryDiffAndUndoOfADeployment(t *testing.T) {
 	assert.Contains(t, diff, fmt.Sprintf(`secret/db key "password": changed (%d bytes, now %d bytes)`, len(secretV1), len(secretV2)))
 	for _, out := range []string{table, diff, run(t, "history", "deploy/web", "-n", ns, "-o", "yaml"), run(t, "pods", "deploy/web", "-n", ns, "-o", "json"),
 		run(t, "diff", "deploy/web", "-n", ns, fmt.Sprintf("--revision=%d", v1.Revision), fmt.Sprintf("--to=%d", v2.Revision))} {
-		assert.NotContains(t, out, secretV1)
-		assert.NotContains(t, out, secretV2)
+		for _, v := range []string{secretV1, secretV2} {
+			sum := sha256.Sum256([]byte(v))
+			assert.NotContains(t, out, v)
+			assert.NotContains(t, out, base64.StdEncoding.EncodeToString([]byte(v)), "as -o json writes bytes")
+			assert.NotContains(t, out, hex.EncodeToString(sum[:])[:16], "nor a digest of it")
+		}
 	}
 
 	// A third change, then v2's snapshot of app is deleted: an undo to v2 is refused.
@@ -203,6 +212,12 @@ func TestHistoryDiffAndUndoOfADeployment(t *testing.T) {
 	assert.Equal(t, "config change: configmap/app changed, secret/db changed", h.Revisions[n-3].Cause, "what it was made of, though its snapshot is gone")
 	t.Logf("kubectl configwave history deploy/web:\n%s", run(t, "history", "deploy/web", "-n", ns))
 	t.Logf("kubectl configwave diff deploy/web:\n%s", diff)
+	var p podsOut
+	require.Eventually(t, func() bool {
+		require.NoError(t, json.Unmarshal([]byte(run(t, "pods", "deploy/web", "-n", ns, "-o", "json")), &p))
+		return len(p.Revisions) == 1 && len(p.Revisions[0].Pods) == 1 && p.Revisions[0].Pods[0].Ready
+	}, eventually, tick, "the undone revision's pod, ready, alone")
+	assert.Equal(t, h.Revisions[len(h.Revisions)-1].Revision, p.Revisions[0].Revision)
 	t.Logf("kubectl configwave pods deploy/web:\n%s", run(t, "pods", "deploy/web", "-n", ns))
 }
 
@@ -230,4 +245,148 @@ func readerKubeconfig(t *testing.T, client kubernetes.Interface, ns string) stri
 		return err == nil
 	}, eventually, tick)
 	return kubeconfig
+}
+
+// A StatefulSet's and a DaemonSet's revisions are ControllerRevisions: history names each
+// one's snapshots, pods maps each pod to its revision (a DaemonSet's pods carry the hash only),
+// and undo applies the earlier revision as kubectl rollout undo does.
+func TestHistoryPodsAndUndoOfSets(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"k": "v1"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	startWave(t, ns)
+	annotations := map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", revisions.OptInAnnotation: "true"}
+	template := func(app string) corev1.PodTemplateSpec {
+		tmpl := testcluster.Deployment(ns, app, 1).Spec.Template
+		tmpl.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "K", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}, Key: "k"}}}}
+		return tmpl
+	}
+	_, err = client.AppsV1().StatefulSets(ns).Create(ctx(t), &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Annotations: annotations},
+		Spec: appsv1.StatefulSetSpec{Replicas: new(int32(1)), ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Template: template("db")}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.AppsV1().DaemonSets(ns).Create(ctx(t), &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Annotations: annotations},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}, Template: template("agent")}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	hashOf := map[string]func() string{
+		"sts/db": func() string {
+			s, err := client.AppsV1().StatefulSets(ns).Get(ctx(t), "db", metav1.GetOptions{})
+			require.NoError(t, err)
+			return s.Spec.Template.Annotations[rollout.InputsHashAnnotation]
+		},
+		"ds/agent": func() string {
+			d, err := client.AppsV1().DaemonSets(ns).Get(ctx(t), "agent", metav1.GetOptions{})
+			require.NoError(t, err)
+			return d.Spec.Template.Annotations[rollout.InputsHashAnnotation]
+		},
+	}
+	first := map[string]string{}
+	for what, hash := range hashOf {
+		require.Eventually(t, func() bool { return revisions.IsRevision(hash()) }, eventually, tick, "%s: wave turns revisions on", what)
+		first[what] = hash()
+	}
+	// Creation times are kept to the second: the change comes in the next one, so that the
+	// undo below is told by creation alone, as for any ControllerRevision.
+	time.Sleep(1100 * time.Millisecond)
+	_, err = client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"k": "v2"}}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	for what, hash := range hashOf {
+		t.Run(what, func(t *testing.T) {
+			require.Eventually(t, func() bool { h := hash(); return h != first[what] && revisions.IsRevision(h) }, eventually, tick, "wave rolls the change")
+			h := historyOf(t, ns, what)
+			require.GreaterOrEqual(t, len(h.Revisions), 2)
+			older, newest := h.Revisions[len(h.Revisions)-2], h.Revisions[len(h.Revisions)-1]
+			assert.Equal(t, first[what], older.InputsHash)
+			assert.Equal(t, "config change: configmap/app changed", newest.Cause)
+			assert.Contains(t, newest.Object, "controllerrevision/")
+
+			// Each pod under its revision, once the set's controller replaced it.
+			var p podsOut
+			require.Eventually(t, func() bool {
+				require.NoError(t, json.Unmarshal([]byte(run(t, "pods", what, "-n", ns, "-o", "json")), &p))
+				return len(p.Revisions) == 1 && p.Revisions[0].Revision == newest.Revision && len(p.Revisions[0].Pods) == 1 && p.Revisions[0].Pods[0].Ready
+			}, eventually, tick, "the pod of the newest revision, ready")
+			require.Len(t, p.Revisions[0].Pods[0].Config, 1)
+			assert.Equal(t, "configmap/app", p.Revisions[0].Pods[0].Config[0].Source)
+
+			assert.Contains(t, run(t, "undo", what, "-n", ns), fmt.Sprintf("rolled back to revision %d", older.Revision))
+			assert.Equal(t, first[what], hash())
+			if !assert.Eventually(t, func() bool {
+				h = historyOf(t, ns, what)
+				last := h.Revisions[len(h.Revisions)-1]
+				return last.InputsHash == first[what] && last.Cause == "an undo brought it back" && strings.HasPrefix(last.Outcome, "held by an undo")
+			}, eventually, tick) {
+				t.Fatalf("history does not show the undo held: %+v", h)
+			}
+			assert.Equal(t, "rolled back", h.Revisions[len(h.Revisions)-2].Outcome)
+		})
+	}
+}
+
+// configwave.io/approval: "manual": a change waits, history says so, a user who may not patch
+// the workload is told the rule, approve rolls that change (and wave removes the approval), a
+// newer change waits again, and reject leaves the pods on their config.
+func TestApproveAndReject(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"k": "v1"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	startWave(t, ns)
+	d := testcluster.Deployment(ns, "web", 1)
+	d.Annotations = map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true", approval.Annotation: approval.Manual, revisions.OptInAnnotation: "true"}
+	d.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}}
+	_, err = client.AppsV1().Deployments(ns).Create(ctx(t), d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	pendingID := func() string {
+		var h historyView
+		require.NoError(t, json.Unmarshal([]byte(run(t, "history", "deploy/web", "-n", ns, "-o", "json")), &h))
+		if h.Pending == nil {
+			return ""
+		}
+		return h.Pending.ID
+	}
+	// Turning revisions on is a rollout too: it waits like any other.
+	require.Eventually(t, func() bool { return pendingID() != "" }, eventually, tick, "turning revisions on waits for approval")
+	assert.False(t, revisions.IsRevision(newestHash(t, client, ns, "web")))
+	assert.Contains(t, run(t, "approve", "deploy/web", "-n", ns), "is approved")
+	require.Eventually(t, func() bool { return revisions.IsRevision(newestHash(t, client, ns, "web")) && pendingID() == "" }, eventually, tick, "the approved rollout")
+	before := newestHash(t, client, ns, "web")
+	out, err := kubectlConfigwave(t, cluster.Kubeconfig(), "approve", "deploy/web", "-n", ns)
+	require.Error(t, err, out)
+	assert.Contains(t, err.Error(), "no config change of deployment/web in namespace "+ns+" waits for approval")
+
+	change := func(v string) {
+		t.Helper()
+		_, err := client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"k": v}}, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	change("v2")
+	var first string
+	require.Eventually(t, func() bool { first = pendingID(); return first != "" }, eventually, tick, "the change waits")
+	assert.Equal(t, before, newestHash(t, client, ns, "web"), "nothing rolled: the pending write is the decision")
+	assert.Contains(t, run(t, "history", "deploy/web", "-n", ns), "waits for approval")
+	assert.Contains(t, run(t, "diff", "deploy/web", "-n", ns, "--live"), "-v1\n+v2\n", "what the change brings")
+
+	reader := readerKubeconfig(t, client, ns)
+	_, err = kubectlConfigwave(t, reader, "approve", "deploy/web", "-n", ns)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "kubectl create role configwave-patch-deployments --verb=patch --resource=deployments.apps -n "+ns)
+
+	assert.Contains(t, run(t, "approve", "deploy/web", "-n", ns), "is approved")
+	require.Eventually(t, func() bool { return newestHash(t, client, ns, "web") != before }, eventually, tick, "the approved change rolls")
+	require.Eventually(t, func() bool {
+		d, err := client.AppsV1().Deployments(ns).Get(ctx(t), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		_, left := d.Annotations[approval.ApproveAnnotation]
+		return !left && pendingID() == ""
+	}, eventually, tick, "wave removes the approval with the rollout, and nothing waits")
+
+	rolled := newestHash(t, client, ns, "web")
+	change("v3")
+	var second string
+	require.Eventually(t, func() bool { second = pendingID(); return second != "" }, eventually, tick, "the next change waits again")
+	assert.NotEqual(t, first, second)
+	assert.Contains(t, run(t, "reject", "deploy/web", "-n", ns), "is rejected")
+	require.Eventually(t, func() bool { return pendingID() == "" }, eventually, tick, "nothing waits once rejected")
+	assert.Equal(t, rolled, newestHash(t, client, ns, "web"), "the rejected change did not roll")
 }

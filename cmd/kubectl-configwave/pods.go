@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/plugin/configdiff"
 	"github.com/configwave/configwave/internal/plugin/history"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/workload"
@@ -34,6 +35,9 @@ it reads its revision's snapshot or the live object. With -w it redraws as the p
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: completeWorkloads(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if interval <= 0 {
+				return fmt.Errorf("--watch-interval=%s: give a duration above zero, such as 2s", interval)
+			}
 			ctx := cmd.Context()
 			s, err := g.open(ctx, args)
 			if err != nil {
@@ -149,21 +153,17 @@ func podsView(ctx context.Context, s *session) (podsOut, error) {
 // revisionOfPod is the revision p belongs to: its controller (a ReplicaSet, a Job), or its
 // controller-revision-hash label under the set that controls it.
 func revisionOfPod(s *session, p *corev1.Pod) *history.Revision {
-	owner := metav1.GetControllerOfNoCopy(p)
-	if owner == nil {
+	controller := metav1.GetControllerOfNoCopy(p)
+	owner, ok := revisions.OwnerOf(p) // a DaemonSet's pods carry the hash only, the revision is NAME-HASH
+	if controller == nil || !ok {
+		return nil
+	}
+	if (s.target.Kind == workload.StatefulSet || s.target.Kind == workload.DaemonSet) && controller.UID != s.workload.Meta.UID {
 		return nil
 	}
 	for i := range s.revisions {
-		r := &s.revisions[i]
-		switch s.target.Kind {
-		case workload.StatefulSet, workload.DaemonSet:
-			if owner.UID == s.workload.Meta.UID && p.Labels[revisions.ControllerRevisionLabel] == r.Name {
-				return r
-			}
-		default:
-			if owner.Name == r.Name && (owner.Kind == "ReplicaSet" || owner.Kind == "Job") {
-				return r
-			}
+		if r := &s.revisions[i]; owner.Name == r.Name {
+			return r
 		}
 	}
 	return nil
@@ -180,8 +180,11 @@ func viewOfPod(namespace string, rev *history.Revision, p *corev1.Pod) podView {
 	reads := revisions.SourcesOf(namespace, &p.Spec)
 	for _, src := range rev.Config {
 		r := sourceRead{Source: src.What(), Reads: "live", Object: src.Ref.Name}
-		if src.Snapshot != "" && slices.Contains(reads, configref.Ref{Kind: src.Ref.Kind, Namespace: namespace, Name: src.Snapshot}) {
+		switch snap := revisions.SnapshotName(src.Ref.Name, src.Content); {
+		case src.Snapshot != "" && slices.Contains(reads, configref.Ref{Kind: src.Ref.Kind, Namespace: namespace, Name: src.Snapshot}):
 			r.Reads, r.Object = "snapshot", src.Snapshot
+		case src.Content != "" && slices.Contains(reads, configref.Ref{Kind: src.Ref.Kind, Namespace: namespace, Name: snap}):
+			r.Reads, r.Object = "snapshot (deleted since the pod started)", snap // kubelet keeps what it mounted
 		}
 		v.Config = append(v.Config, r)
 	}
@@ -195,7 +198,7 @@ func printPodTree(w io.Writer, c colours, v podsOut) {
 		if i == len(v.Revisions)-1 {
 			branch, stem = "└──", "   "
 		}
-		fmt.Fprintf(w, "%s revision %d  %s  %s\n", branch, r.Revision, r.Object, c.outcome(r.Outcome))
+		fmt.Fprintf(w, "%s revision %d  %s  %s\n", branch, r.Revision, r.Object, c.outcome(configdiff.Clean(r.Outcome)))
 		for j, p := range r.Pods {
 			leaf := "├──"
 			if j == len(r.Pods)-1 {
@@ -207,13 +210,13 @@ func printPodTree(w io.Writer, c colours, v podsOut) {
 			}
 			var cfg []string
 			for _, s := range p.Config {
-				if s.Reads == "snapshot" {
+				if strings.HasPrefix(s.Reads, "snapshot") {
 					cfg = append(cfg, s.Source+"@"+revisions.SnapshotContent(s.Object))
 				} else {
 					cfg = append(cfg, s.Source+" (live)")
 				}
 			}
-			fmt.Fprintf(w, "%s %s pod/%s  %s  %s  restarts %d  %s\n", stem, leaf, p.Name, p.Phase, ready, p.Restarts, strings.Join(cfg, ", "))
+			fmt.Fprintf(w, "%s %s pod/%s  %s  %s  restarts %d  %s\n", stem, leaf, p.Name, configdiff.Clean(p.Phase), ready, p.Restarts, strings.Join(cfg, ", "))
 		}
 	}
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,10 +54,13 @@ refused when the revision's snapshots are gone, since its pods would read today'
 			if err != nil {
 				return err
 			}
-			if why := undo.Refusal(s.target.String(), s.revisions, rev, allowLive); why != "" {
+			if why := undo.Refusal(s.target.String(), s.workload.Template, s.revisions, rev, allowLive); why != "" {
 				return fmt.Errorf("not undone: %s", why)
 			}
 			if err := applyUndo(ctx, s, rev); err != nil {
+				if apierrors.IsConflict(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "resourceVersion") {
+					err = fmt.Errorf("%s changed since it was read: %w", s.target, errChanged) // the patch's test of the resourceVersion read
+				}
 				return explain(err, fmt.Sprintf("undo %s in namespace %s to revision %d", s.target, s.namespace, n))
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s rolled back to revision %d (%s)\n", s.target, n, configCell(viewOfConfig(rev)))
@@ -74,6 +80,9 @@ func viewOfConfig(r *history.Revision) []sourceView {
 	return out
 }
 
+// errChanged: the workload was written between the read the undo was decided on and the write.
+var errChanged = errors.New("nothing was undone; look at kubectl configwave history again, and undo again if it still applies")
+
 // applyUndo writes the undo, each with a precondition on what was read, so that a change made
 // in between is not undone blindly: the API server refuses it, and the user looks again.
 func applyUndo(ctx context.Context, s *session, rev *history.Revision) error {
@@ -85,6 +94,12 @@ func applyUndo(ctx context.Context, s *session, rev *history.Revision) error {
 		d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
+		}
+		switch {
+		case d.ResourceVersion != s.workload.Meta.ResourceVersion:
+			return fmt.Errorf("%s changed since it was read: %w", s.target, errChanged)
+		case d.Spec.Paused:
+			return fmt.Errorf("%s is paused, and an undo of a paused Deployment does not roll: resume it first (kubectl rollout resume %s -n %s), as kubectl rollout undo asks", s.target, s.target, ns)
 		}
 		rs, err := kube.AppsV1().ReplicaSets(ns).Get(ctx, rev.Name, metav1.GetOptions{})
 		if err != nil {

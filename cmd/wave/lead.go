@@ -93,6 +93,10 @@ func registerWorkGauges(cfg *config, reg *prometheus.Registry, w *work) {
 		Help: "Workloads whose rollout waits for --coalesce or for their floor between rollouts."}, w.ctrl.Held))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_workloads_held_by_rollback",
 		Help: "Workloads with configwave.io/revisions whose template a rollback (rollout undo, an abort) holds at an earlier config; each rolls forward on its config's next change."}, w.ctrl.HeldByRollback))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_approvals_pending",
+		Help: "Workloads with configwave.io/approval: manual whose config change waits for approval (kubectl configwave approve)."}, w.ctrl.PendingApproval))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_approval_pending_oldest_seconds",
+		Help: "How long the oldest config change waiting for approval has waited; 0 when none waits."}, w.ctrl.OldestPendingApproval))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_leader",
 		Help: "1 while this replica leads and reconciles (always, without --leader-election), else 0."}, func() float64 {
 		if w.leading() {

@@ -59,21 +59,23 @@ func TestStatusTable(t *testing.T) {
 		dep("not-opted-in", nil, true),
 		undone(dep("undone", optedIn(map[string]string{rolloutrecord.Annotation: rolled}), true)),
 		dep("never-seen", map[string]string{podrefs.StakaterAuto: "true"}, true),
+		dep("gated", optedIn(map[string]string{rolloutrecord.Annotation: rolloutrecord.Record{Pending: "configmap/cm", PendingID: "c-0123456789abcdef", PendingSince: now.Add(-time.Hour)}.String()}), true),
 	)
 	rows, err := collectStatus(t.Context(), workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), nil, now, 10*time.Minute, statusFilter{dialects: rollout.Dialects{Wave: true, Stakater: true}})
 	require.NoError(t, err)
 	var out bytes.Buffer
 	printStatusTable(&out, rows, now)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 7, out.String())
+	require.Len(t, lines, 8, out.String())
 	assert.Regexp(t, `^NAMESPACE +KIND +NAME +STATE +SINCE +CONFIG +DETAIL$`, lines[0])
 	assert.Regexp(t, `^ns +Deployment +broken-record +unknown +- +configmap/cm,secret/db +annotation configwave.io/rollout is not what wave writes`, lines[1])
 	assert.Regexp(t, `^ns +Deployment +done +up to date +90s +configmap/cm,secret/db +configmap/cm changed$`, lines[2])
 	assert.Regexp(t, `^ns +Deployment +fresh +up to date +- +configmap/cm,secret/db +$`, lines[3])
-	assert.Regexp(t, `^ns +Deployment +never-seen +not recorded +- +configmap/cm +wave has not looked at it: check that wave runs and watches namespace ns`, lines[4],
+	assert.Regexp(t, `^ns +Deployment +gated +waiting for approval +60m +configmap/cm,secret/db +configmap/cm changed, and configwave.io/approval is manual: approve with kubectl configwave approve deployment/gated -n ns, or reject$`, lines[4])
+	assert.Regexp(t, `^ns +Deployment +never-seen +not recorded +- +configmap/cm +wave has not looked at it: check that wave runs and watches namespace ns`, lines[5],
 		"an opted-in workload wave never recorded is not up to date")
-	assert.Regexp(t, `^ns +Deployment +rolling +rolling +90s +configmap/cm,secret/db +configmap/cm changed$`, lines[5])
-	assert.Regexp(t, `^ns +Deployment +undone +held by a rollback +- +configmap/cm,secret/db +its template is at revision rev-1111111111111111, not the newest \(rev-2222222222222222\); the next change of its config rolls it forward$`, lines[6])
+	assert.Regexp(t, `^ns +Deployment +rolling +rolling +90s +configmap/cm,secret/db +configmap/cm changed$`, lines[6])
+	assert.Regexp(t, `^ns +Deployment +undone +held by a rollback +- +configmap/cm,secret/db +its template is at revision rev-1111111111111111, not the newest \(rev-2222222222222222\); the next change of its config rolls it forward$`, lines[7])
 
 	// wave's filters, as given to wave status: the workloads they leave out say so and why.
 	for _, tc := range []struct {

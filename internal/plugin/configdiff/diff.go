@@ -31,6 +31,8 @@ type Content struct {
 	Type string
 	// Missing: the revision does not use the source, or its copy is gone.
 	Missing bool
+	// Unkept: the revision keeps no copy; Data is the live object's, today.
+	Unkept bool
 }
 
 // Write writes to w what differs from a to b (the same source in two revisions) and whether
@@ -48,7 +50,7 @@ func Write(w io.Writer, a, b Content) (changed bool, err error) {
 		return true, ew.err
 	}
 	if a.Secret && b.Secret && a.Type != b.Type {
-		ew.printf("%s: type %s in %s, %s in %s\n", b.What, clean(a.Type), a.Where, clean(b.Type), b.Where)
+		ew.printf("%s: type %s in %s, %s in %s\n", b.What, Clean(a.Type), a.Where, Clean(b.Type), b.Where)
 		changed = true
 	}
 	keys := slices.Sorted(maps.Keys(a.Data))
@@ -71,8 +73,8 @@ func Write(w io.Writer, a, b Content) (changed bool, err error) {
 			ew.printf("%s\n", opaque(key, av, bv, inA, inB))
 		default:
 			text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-				A: lines(clean(string(av))), B: lines(clean(string(bv))),
-				FromFile: fmt.Sprintf("%s/%s (%s)", a.What, clean(k), a.Where), ToFile: fmt.Sprintf("%s/%s (%s)", b.What, clean(k), b.Where),
+				A: lines(Clean(string(av))), B: lines(Clean(string(bv))),
+				FromFile: fmt.Sprintf("%s/%s (%s)", a.What, Clean(k), a.Where), ToFile: fmt.Sprintf("%s/%s (%s)", b.What, Clean(k), b.Where),
 				Context: 3,
 			})
 			if err != nil {
@@ -121,16 +123,17 @@ func keyList(c Content) string {
 	return strings.Join(keys, ", ")
 }
 
-// clean shows control characters as escapes: a ConfigMap's content, or a key, must not move
+// Clean shows control characters as escapes: a ConfigMap's content, or a key, must not move
 // the user's terminal cursor, hide a line or reorder what a reviewer reads.
-func clean(s string) string {
+func Clean(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch {
 		case r == '\n' || r == '\t':
 			b.WriteRune(r)
 		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError,
-			r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069: // bidirectional overrides reorder what is shown
+			r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, // bidirectional overrides reorder what is shown
+			r == 0x200e || r == 0x200f || r == 0x061c, r == 0x2028 || r == 0x2029: // marks and separators of lines
 			fmt.Fprintf(&b, "\\x%02x", r)
 		default:
 			b.WriteRune(r)

@@ -40,7 +40,8 @@ func Judge(revs []Revision, st State) {
 		rev := &revs[i]
 		newest := i == len(revs)-1
 		// The next number went to a revision that was there before: an undo went back from it.
-		undone := !newest && cameBackOver(&revs[i+1], rev)
+		next := following(revs, rev)
+		undone := next != nil && cameBackOver(next, rev)
 		switch {
 		case newest:
 			rev.Outcome = newestOutcome(rev, st)
@@ -83,7 +84,7 @@ func cause(revs []Revision, i int, st State) string {
 			return "an undo brought it back"
 		}
 	}
-	prev := replaced(revs, rev)
+	prev := Replaced(revs, rev)
 	if prev == nil {
 		return "first revision kept"
 	}
@@ -135,9 +136,9 @@ func cameBackOver(later, older *Revision) bool {
 	return later.Created.Before(older.Created)
 }
 
-// replaced is the revision rev replaced: the one whose number, now or before an undo brought
+// Replaced is the revision rev replaced: the one whose number, now or before an undo brought
 // it back, is the highest below rev's; nil for the first.
-func replaced(revs []Revision, rev *Revision) *Revision {
+func Replaced(revs []Revision, rev *Revision) *Revision {
 	var best *Revision
 	var bestN int64
 	for j := range revs {
@@ -147,6 +148,25 @@ func replaced(revs []Revision, rev *Revision) *Revision {
 		}
 		for _, n := range append([]int64{r.Number}, r.Earlier...) {
 			if n < rev.Number && (best == nil || n > bestN) {
+				best, bestN = r, n
+			}
+		}
+	}
+	return best
+}
+
+// following is the revision that took the number after rev's: the one whose number, now or
+// before an undo brought it back, is the lowest above rev's; nil for the newest.
+func following(revs []Revision, rev *Revision) *Revision {
+	var best *Revision
+	var bestN int64
+	for j := range revs {
+		r := &revs[j]
+		if r == rev {
+			continue
+		}
+		for _, n := range append([]int64{r.Number}, r.Earlier...) {
+			if n > rev.Number && (best == nil || n < bestN) {
 				best, bestN = r, n
 			}
 		}

@@ -47,19 +47,35 @@ func TestJudge(t *testing.T) {
 		want: []want{{"replaced", "first revision kept"}, {"rolling out", "config change: configmap/app"}},
 	}, {
 		name: "a failed change undone: the old revision comes back with the next number, the failed one is rolled back",
-		revs: []Revision{rev(2, 1, revB, app("2222"), db), rev(3, 2, revC, app("3333"), db), rev(4, 1, revB, app("2222"), db)},
-		st:   State{Label: revC, Record: rolloutrecord.Record{Failed: "new pods crash-looping"}, Progress: workload.Progress{Done: true}},
+		revs: []Revision{
+			{Number: 3, Created: t0.Add(2 * time.Minute), InputsHash: revC, Config: []Source{app("3333"), db}},
+			{Number: 4, Created: t0.Add(time.Minute), InputsHash: revB, Config: []Source{app("2222"), db}, Earlier: []int64{2}},
+		},
+		st: State{Label: revC, Record: rolloutrecord.Record{Failed: "new pods crash-looping"}, Progress: workload.Progress{Done: true}},
 		want: []want{
-			{"replaced", "first revision kept"},
 			{"failed, rolled back: new pods crash-looping", "config change: configmap/app changed"},
 			{"held by an undo: wave keeps this config until a source changes (its newest rollout was " + revC + ")", "an undo brought it back"},
 		},
 	}, {
 		name: "kubectl rollout undo of a good change, wave just restarted: the labels and record alone say it",
-		revs: []Revision{rev(2, 1, revA, app("1111")), rev(3, 2, revB, app("2222")), rev(4, 1, revA, app("1111"))},
-		st:   State{Label: revB, Progress: workload.Progress{Done: true}},
-		want: []want{{"replaced", "first revision kept"}, {"rolled back", "config change: configmap/app changed"},
+		revs: []Revision{
+			{Number: 3, Created: t0.Add(2 * time.Minute), InputsHash: revB, Config: []Source{app("2222")}},
+			{Number: 4, Created: t0.Add(time.Minute), InputsHash: revA, Config: []Source{app("1111")}, Earlier: []int64{2}},
+		},
+		st: State{Label: revB, Progress: workload.Progress{Done: true}},
+		want: []want{{"rolled back", "config change: configmap/app changed"},
 			{"held by an undo: wave keeps this config until a source changes (its newest rollout was " + revB + ")", "an undo brought it back"}},
+	}, {
+		name: "two undos to the same revision: each change it went back from is rolled back",
+		revs: []Revision{
+			rev(1, 0, revA, app("0000")),
+			rev(3, 2, revB, app("2222")),
+			rev(5, 4, revC, app("3333")),
+			{Number: 6, Created: t0.Add(time.Minute), InputsHash: revA, Config: []Source{app("1111")}, Earlier: []int64{2, 4}},
+		},
+		st: State{Label: revC, Progress: workload.Progress{Done: true}},
+		want: []want{{"replaced", "first revision kept"}, {"rolled back", "config change: configmap/app changed"}, {"rolled back", "config change: configmap/app changed"},
+			{"held by an undo: wave keeps this config until a source changes (its newest rollout was " + revC + ")", "an undo brought it back"}},
 	}, {
 		name: "an undo within the second: the ReplicaSet's former numbers tell it",
 		revs: []Revision{rev(2, 1, revA, app("1111")), rev(3, 1, revB, app("2222")), {Number: 4, Created: t0.Add(time.Minute), InputsHash: revA, Config: []Source{app("1111")}, Earlier: []int64{2}}},

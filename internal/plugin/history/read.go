@@ -15,7 +15,9 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
@@ -194,26 +196,57 @@ func (r Reader) controllerRevisions(ctx context.Context, w workload.Workload) ([
 }
 
 // jobs are a CronJob's revisions: each Job it started runs the template it had then. They are
-// numbered by when they started, as a CronJob keeps no number of its own.
+// numbered by when they started among the Jobs still there, as a CronJob keeps no number of
+// its own: a number can move once its history limits delete old Jobs.
 func (r Reader) jobs(ctx context.Context, w workload.Workload) ([]Revision, error) {
 	list, err := r.Kube.BatchV1().Jobs(w.Meta.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("%s: list its Jobs: %w", w, err)
 	}
-	var revs []Revision
-	for _, j := range list.Items {
-		if controlledBy(&j, w) {
-			revs = append(revs, Revision{Object: "job/" + j.Name, Name: j.Name, Created: j.CreationTimestamp.Time,
-				InputsHash: j.Spec.Template.Annotations[rollout.InputsHashAnnotation], Template: j.Spec.Template})
+	var jobs []Revision
+	for i := range list.Items {
+		if j := &list.Items[i]; controlledBy(j, w) {
+			t := JobTemplate(j)
+			jobs = append(jobs, Revision{Object: "job/" + j.Name, Name: j.Name, Created: j.CreationTimestamp.Time,
+				InputsHash: t.Annotations[rollout.InputsHashAnnotation], Template: t})
 		}
 	}
-	slices.SortStableFunc(revs, func(a, b Revision) int {
+	slices.SortStableFunc(jobs, func(a, b Revision) int {
 		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.Name, b.Name))
 	})
+	// Runs of the same template are one revision, named by its newest Job (the one most likely
+	// still there when an undo reads it).
+	var revs []Revision
+	for _, j := range jobs {
+		if n := len(revs); n > 0 && equality.Semantic.DeepEqual(revs[n-1].Template, j.Template) {
+			created := revs[n-1].Created
+			revs[n-1] = j
+			revs[n-1].Created = created
+			continue
+		}
+		revs = append(revs, j)
+	}
 	for i := range revs {
 		revs[i].Number = int64(i + 1)
 	}
 	return revs, nil
+}
+
+// jobControllerLabels are the labels the Job controller adds to a Job's pod template; a
+// CronJob's own template has none of them.
+var jobControllerLabels = []string{"controller-uid", "job-name", batchv1.ControllerUidLabel, batchv1.JobNameLabel}
+
+// JobTemplate is the pod template a CronJob had when it made job: the Job's, without the
+// labels the Job controller added.
+func JobTemplate(job *batchv1.Job) corev1.PodTemplateSpec {
+	t := *job.Spec.Template.DeepCopy()
+	for _, l := range jobControllerLabels {
+		delete(t.Labels, l)
+	}
+	if len(t.Labels) == 0 {
+		t.Labels = nil
+	}
+	return t
 }
 
 // config fills rev.Config: the snapshots its index names, or why its pods read live.

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/configwave/configwave/internal/plugin/history"
 	"github.com/configwave/configwave/internal/wave/revisions"
@@ -20,8 +21,8 @@ import (
 // or "" when it may. revs are the workload's revisions as history reads them (newest last);
 // allowLive lets a revision that keeps no config go ahead on the live config, as kubectl
 // rollout undo would.
-func Refusal(what string, revs []history.Revision, to *history.Revision, allowLive bool) string {
-	if len(revs) > 0 && revs[len(revs)-1].Number == to.Number {
+func Refusal(what string, current *corev1.PodTemplateSpec, revs []history.Revision, to *history.Revision, allowLive bool) string {
+	if len(revs) > 0 && revs[len(revs)-1].Number == to.Number && equality.Semantic.DeepEqual(withoutHash(&to.Template), withoutHash(current)) {
 		return fmt.Sprintf("%s is at revision %d already", what, to.Number)
 	}
 	switch {
@@ -34,10 +35,6 @@ func Refusal(what string, revs []history.Revision, to *history.Revision, allowLi
 	}
 	return ""
 }
-
-// jobControllerLabels are the labels the Job controller adds to a Job's pod template; a
-// CronJob's own template has none of them.
-var jobControllerLabels = []string{"controller-uid", "job-name", batchv1.ControllerUidLabel, batchv1.JobNameLabel}
 
 // rolloutPodTemplateHash is Argo Rollouts' label on a ReplicaSet's pod template, which its
 // `undo` removes as kubectl's removes pod-template-hash.
@@ -54,14 +51,8 @@ func RolloutPatch(resourceVersion string, rs *appsv1.ReplicaSet) ([]byte, error)
 // CronJobPatch puts a CronJob's job template's pod template back to the one job ran, without
 // the labels the Job controller added to it (a JSON patch tested against the resourceVersion).
 func CronJobPatch(resourceVersion string, job *batchv1.Job) ([]byte, error) {
-	t := job.Spec.Template.DeepCopy()
-	for _, l := range jobControllerLabels {
-		delete(t.Labels, l)
-	}
-	if len(t.Labels) == 0 {
-		t.Labels = nil
-	}
-	return templatePatch(resourceVersion, "/spec/jobTemplate/spec/template", t)
+	t := history.JobTemplate(job)
+	return templatePatch(resourceVersion, "/spec/jobTemplate/spec/template", &t)
 }
 
 func templatePatch(resourceVersion, path string, t *corev1.PodTemplateSpec) ([]byte, error) {
@@ -70,4 +61,16 @@ func templatePatch(resourceVersion, path string, t *corev1.PodTemplateSpec) ([]b
 		{"op": "test", "path": "/metadata/resourceVersion", "value": resourceVersion},
 		{"op": "replace", "path": path, "value": t},
 	})
+}
+
+// withoutHash is t without the label its controller adds to tell revisions apart, for a
+// comparison with the workload's own template.
+func withoutHash(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	c := t.DeepCopy()
+	delete(c.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	delete(c.Labels, rolloutPodTemplateHash)
+	if len(c.Labels) == 0 {
+		c.Labels = nil
+	}
+	return c
 }

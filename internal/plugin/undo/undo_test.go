@@ -26,11 +26,13 @@ func TestRefusal(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		to        history.Revision
+		current   *corev1.PodTemplateSpec // the workload's template; the newest revision's when nil
 		allowLive bool
 		want      string
 	}{
 		{name: "kept", to: kept},
 		{name: "the newest", to: newest, want: "deployment/web is at revision 4 already"},
+		{name: "the newest, the workload's template changed since (a CronJob's next Job)", to: newest, current: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"v": "2"}}}},
 		{name: "snapshots gone", to: gone, want: "revision 3 of deployment/web cannot give its pods their config: its snapshot configmap app-2222 is gone. Its pods would read today's config; pick a revision whose config is kept (kubectl configwave history deployment/web)"},
 		{name: "gone, even when live config is allowed", to: gone, allowLive: true, want: "cannot give its pods their config"},
 		{name: "revisions off", to: live, want: "revision 1 of deployment/web keeps no config (revisions were off for it): its pods would read today's config. Use kubectl rollout undo for that, or pass --allow-live-config"},
@@ -38,7 +40,11 @@ func TestRefusal(t *testing.T) {
 		{name: "no config to keep", to: noConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Refusal("deployment/web", revs, &tc.to, tc.allowLive)
+			current := &newest.Template
+			if tc.current != nil {
+				current = tc.current
+			}
+			got := Refusal("deployment/web", current, revs, &tc.to, tc.allowLive)
 			if tc.want == "" {
 				assert.Empty(t, got)
 			} else {
@@ -53,7 +59,7 @@ func TestPatches(t *testing.T) {
 	rs := &appsv1.ReplicaSet{Spec: appsv1.ReplicaSetSpec{Template: *template.DeepCopy()}}
 	rs.Spec.Template.Labels[rolloutPodTemplateHash] = "abc"
 	job := &batchv1.Job{Spec: batchv1.JobSpec{Template: *template.DeepCopy()}}
-	for _, l := range jobControllerLabels {
+	for _, l := range []string{"controller-uid", "job-name", batchv1.ControllerUidLabel, batchv1.JobNameLabel} {
 		job.Spec.Template.Labels[l] = "x"
 	}
 	for _, tc := range []struct {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/approval"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
@@ -62,6 +63,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 	}
 	c.warned.set(key, d.Warned)
 	c.heldBack.set(key, d.HeldBack) // any other result than the hold ends it (a rollout, revisions off)
+	c.approvals.set(key, d.PendingSince)
 	if d.Write == "rollout" {
 		if wait := c.pace.Turn(key, time.Now()); wait > 0 {
 			d = decision{Result: ResultHeld, HoldFor: wait, Wanted: d.Wanted,
@@ -159,6 +161,9 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, d decision)
 	annotations := map[string]any{}
 	if inputs != nil {
 		annotations[InputsAnnotation] = *inputs
+	}
+	if d.ClearApproval {
+		annotations[approval.ApproveAnnotation] = nil // it approved this rollout, and no later one
 	}
 	switch {
 	case rec != (rolloutrecord.Record{}):

@@ -133,8 +133,10 @@ type Controller struct {
 	// heldBack remembers, per workload, the template hash a rollback holds it at, once the
 	// ConfigRolledBack Event for it is sent.
 	heldBack warnedOf
-	pending  *changesPending
-	leading  atomic.Bool // Run is running: this replica decides
+	// approvals: since when each workload's change waits for approval (configwave.io/approval).
+	approvals approvalsPending
+	pending   *changesPending
+	leading   atomic.Bool // Run is running: this replica decides
 	// indexMemo: the index values of the last cache entries indexed (see indexes.go).
 	indexMemo indexMemo
 }
@@ -288,6 +290,17 @@ func (c *Controller) Workloads(s rolloutrecord.State) float64 { return float64(c
 // HeldByRollback counts the workloads with revisions on that a rollback holds at an earlier
 // config.
 func (c *Controller) HeldByRollback() float64 { return float64(c.heldBack.count()) }
+
+// PendingApproval counts the workloads whose config change waits for approval, and
+// OldestPendingApproval is how long the oldest has waited, in seconds (0: none).
+func (c *Controller) PendingApproval() float64 {
+	n, _ := c.approvals.stats(time.Now())
+	return float64(n)
+}
+func (c *Controller) OldestPendingApproval() float64 {
+	_, oldest := c.approvals.stats(time.Now())
+	return oldest.Seconds()
+}
 
 func (c *Controller) QueueDepth() float64 { return float64(c.queue.Len()) }
 func (c *Controller) Tracked() float64 {
@@ -500,6 +513,7 @@ func (c *Controller) forget(key string) {
 	c.pending.drop(key)
 	c.warned.set(key, "")
 	c.heldBack.set(key, "")
+	c.approvals.set(key, time.Time{})
 	if c.crash != nil {
 		c.crash.Forget(key)
 	}

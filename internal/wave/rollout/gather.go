@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/approval"
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
@@ -49,6 +50,10 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 
 	s.Warnings = c.annotationProblems(w, sel)
+	var problem string
+	if s.Approval, problem = approval.Of(w.Meta.Annotations); problem != "" {
+		s.Warnings = append(s.Warnings, problem)
+	}
 	c.gatherRevisions(&s, w)
 	if !c.AllowCrossNamespaceRefs {
 		for r, where := range used.DropOtherNamespaces(ns) {
@@ -253,4 +258,33 @@ func (n *warnedOf) set(key, fingerprint string) {
 		n.m = map[string]string{}
 	}
 	n.m[key] = fingerprint
+}
+
+// approvalsPending keeps, per workload, since when its change waits for approval.
+type approvalsPending struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func (a *approvalsPending) set(key string, since time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if since.IsZero() {
+		delete(a.m, key)
+		return
+	}
+	if a.m == nil {
+		a.m = map[string]time.Time{}
+	}
+	a.m[key] = since
+}
+
+// stats: how many wait, and the longest wait.
+func (a *approvalsPending) stats(now time.Time) (n int, oldest time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, since := range a.m {
+		oldest = max(oldest, now.Sub(since))
+	}
+	return len(a.m), oldest
 }

@@ -39,16 +39,18 @@ const (
 
 // Reconcile results, the values of the "result" label.
 const (
-	ResultUnchanged  = "unchanged"   // inputs equal to the recorded ones: no write
-	ResultBaseline   = "baseline"    // inputs recorded on the workload's metadata; nothing rolled
-	ResultRolled     = "rolled"      // template annotation written: the workload rolls
-	ResultMissing    = "missing"     // required config missing; waiting for it
-	ResultError      = "error"       // retried with backoff
-	ResultRetry      = "retry"       // decided on a cache a moment behind (409 Conflict); tried again
-	ResultIgnored    = "ignored"     // gone or not opted in
-	ResultHeld       = "held"        // a rollout waits for --coalesce or the floor between rollouts
-	ResultRolledBack = "rolled-back" // revisions on, the template undone to an earlier config: held there
-	ResultResumed    = "resumed"     // a Deployment Stakater Reloader paused for its pause-period, resumed
+	ResultUnchanged       = "unchanged"        // inputs equal to the recorded ones: no write
+	ResultBaseline        = "baseline"         // inputs recorded on the workload's metadata; nothing rolled
+	ResultRolled          = "rolled"           // template annotation written: the workload rolls
+	ResultMissing         = "missing"          // required config missing; waiting for it
+	ResultError           = "error"            // retried with backoff
+	ResultRetry           = "retry"            // decided on a cache a moment behind (409 Conflict); tried again
+	ResultIgnored         = "ignored"          // gone or not opted in
+	ResultHeld            = "held"             // a rollout waits for --coalesce or the floor between rollouts
+	ResultRolledBack      = "rolled-back"      // revisions on, the template undone to an earlier config: held there
+	ResultPendingApproval = "pending-approval" // configwave.io/approval: manual, and this change is not approved yet
+	ResultRejected        = "rejected"         // configwave.io/approval: manual, and this change was rejected
+	ResultResumed         = "resumed"          // a Deployment Stakater Reloader paused for its pause-period, resumed
 )
 
 // Results are every reconcile result, the series of configwave_wave_reconciles_total.

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/configwave/configwave/internal/wave/approval"
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
@@ -68,6 +69,8 @@ type situation struct {
 	RestartInPlace bool
 	Deadline       time.Duration // --rollout-deadline
 	Pace           pacing.Hold
+	// Approval: configwave.io/approval "manual" stops a rollout until that change is approved.
+	Approval approval.Gate
 
 	// Revisions: the workload's pods read snapshots of their revision's config
 	// (configwave.io/revisions, or --config-revisions). TemplateInputsHash is the template's
@@ -133,6 +136,10 @@ type decision struct {
 	ClearRevision bool
 	Followed      string // the FollowedLabel written with Revision
 	HeldBack      string // the template hash a rollback holds the workload at, to remember
+	// ClearApproval: remove configwave.io/approve with the rollout it approved.
+	ClearApproval bool
+	// PendingSince: a change waits for approval since then (zero: none), for the gauges.
+	PendingSince time.Time
 
 	Warn   []string // InvalidAnnotation warnings to send now: the workload's warnings changed
 	Warned string   // the fingerprint to remember
@@ -236,6 +243,9 @@ func plan(s situation) (decision, error) {
 		return warn.with(decision{Result: ResultHeld, HoldFor: d, Wanted: first,
 			Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"changed", what, "for", d.Round(time.Millisecond), "why", why}}}), nil
 	}
+	if d, gated := s.gate(what, r.value); gated {
+		return warn.with(d), nil
+	}
 	h, err := hash.get()
 	if err != nil {
 		return decision{}, err
@@ -329,7 +339,46 @@ func (s situation) records() records {
 	r.value = confighash.RecordValue(s.KeyID, r.writeOwn, s.Inputs.Value)
 	r.present = s.Rec
 	r.present.Missing, r.present.MissingSince = "", time.Time{}
+	r.present.Pending, r.present.PendingID, r.present.PendingSince = "", "", time.Time{} // asked for again by gate while it stands
 	return r
+}
+
+// gate stops a rollout of a workload with configwave.io/approval: "manual" until a person
+// approves this very change (its ID in configwave.io/approve); a rejected one is not rolled,
+// and not asked for again. The record keeps what waits, and since when, so that a restarted
+// wave, a standby, `wave status` and kubectl configwave see it; the Event is sent once per
+// change.
+func (s situation) gate(what, inputsRecord string) (decision, bool) {
+	if !s.Approval.Manual {
+		return decision{}, false
+	}
+	id := approval.ID(inputsRecord)
+	rec := s.Rec
+	rec.Missing, rec.MissingSince = "", time.Time{}
+	switch {
+	case s.Approval.Approved == id:
+		return decision{}, false
+	case s.Approval.Rejected == id || s.Rec.Rejected == id:
+		rec.Pending, rec.PendingID, rec.PendingSince, rec.Rejected = "", "", time.Time{}, id
+		d := decision{Result: ResultRejected, Record: rec}
+		if rec != s.Rec {
+			d.Write = "missing"
+			d.Events = []event{{corev1.EventTypeNormal, "ConfigApprovalRejected", fmt.Sprintf("the change of %s (%s) was rejected (%s): not rolled; the pods keep the config they run, and the next change asks again", what, id, approval.RejectAnnotation)}}
+		}
+		return d, true
+	}
+	if rec.PendingID != id {
+		rec.Pending, rec.PendingID, rec.PendingSince = what, id, s.Now.UTC().Truncate(time.Second)
+	}
+	d := decision{Result: ResultPendingApproval, Record: rec, PendingSince: rec.PendingSince}
+	if rec != s.Rec {
+		d.Write = "missing"
+		d.Events = []event{{corev1.EventTypeNormal, "ConfigApprovalPending", fmt.Sprintf(
+			"%s changed; %s is %q, so it waits: approve it with kubectl configwave approve (annotation %s=%s), or reject it (%s=%s)",
+			what, approval.Annotation, approval.Manual, approval.ApproveAnnotation, id, approval.RejectAnnotation, id)}}
+		d.Log = &logLine{Msg: "rollout waits for approval", KV: []any{"changed", what, "change", id}}
+	}
+	return d, true
 }
 
 // lazyWaveHash is Wave's hash of the current config, for a workload in Wave's dialect: computed
@@ -516,11 +565,11 @@ func (s situation) rollout(what, value, hash string) decision {
 	}
 	d := decision{
 		Result: ResultRolled, Write: "rollout", Inputs: &value, Record: next, Hash: hash, InputsHash: inputsHash(value),
-		ClearRevision: s.NewestRevision != "",
-		Events:        []event{{corev1.EventTypeNormal, "ConfigChanged", msg}},
-		Log:           &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what}},
-		Follow:        !s.Progress.Untracked,
-		Restart:       true,
+		ClearRevision: s.NewestRevision != "", ClearApproval: s.Approval.Approved != "",
+		Events:  []event{{corev1.EventTypeNormal, "ConfigChanged", msg}},
+		Log:     &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what}},
+		Follow:  !s.Progress.Untracked,
+		Restart: true,
 	}
 	if s.RestartInPlace {
 		// Stakater Reloader's rollout-strategy: restart. The template stays as it is; the

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/approval"
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
@@ -673,6 +674,86 @@ func TestPlan(t *testing.T) {
 			require.NoError(t, err)
 			assert.Empty(t, d.Warn)
 			assert.Empty(t, d.Warned)
+		}},
+		{"approval manual, a change: it waits, said once, the record keeps it", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Approval = approval.Gate{Manual: true}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultPendingApproval, d.Result)
+			assert.Equal(t, "missing", d.Write, "the rollout record only: the template stays")
+			assert.Empty(t, d.InputsHash)
+			id := approval.ID(keyed("configmap/a=2"))
+			assert.Equal(t, rolloutrecord.Record{Pending: "configmap/a", PendingID: id, PendingSince: t0}, d.Record)
+			assert.Equal(t, t0, d.PendingSince)
+			require.Len(t, d.Events, 1)
+			assert.Equal(t, "ConfigApprovalPending", d.Events[0].Reason)
+			assert.Contains(t, d.Events[0].Message, "configwave.io/approve="+id)
+		}},
+		{"approval manual, just restarted with the change pending: nothing written or said again", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Approval = approval.Gate{Manual: true}
+			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: approval.ID(keyed("configmap/a=2")), PendingSince: t0.Add(-time.Hour)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultPendingApproval, d.Result)
+			assert.Empty(t, d.Write)
+			assert.Empty(t, d.Events)
+			assert.Equal(t, t0.Add(-time.Hour), d.PendingSince, "the wait counts from the record, across restarts")
+		}},
+		{"approval manual, a newer change replaces the pending one; the old approval does not roll it", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=3"))
+			old := approval.ID(keyed("configmap/a=2"))
+			s.Approval = approval.Gate{Manual: true, Approved: old}
+			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: old, PendingSince: t0.Add(-time.Hour)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultPendingApproval, d.Result)
+			assert.Equal(t, approval.ID(keyed("configmap/a=3")), d.Record.PendingID)
+			assert.Equal(t, t0, d.Record.PendingSince)
+			require.Len(t, d.Events, 1)
+		}},
+		{"approval manual, this change approved: it rolls, and the approval is removed with it", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.WaveHash = hash("h2")
+			s.Approval = approval.Gate{Manual: true, Approved: approval.ID(keyed("configmap/a=2"))}
+			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: approval.ID(keyed("configmap/a=2")), PendingSince: t0.Add(-time.Hour)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+			assert.True(t, d.ClearApproval)
+			assert.Empty(t, d.Record.PendingID, "the new record has nothing pending")
+			assert.True(t, d.PendingSince.IsZero())
+		}},
+		{"approval manual, this change rejected: not rolled, said once, not asked again", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			id := approval.ID(keyed("configmap/a=2"))
+			s.Approval = approval.Gate{Manual: true, Rejected: id}
+			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: id, PendingSince: t0.Add(-time.Hour)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultRejected, d.Result)
+			assert.Equal(t, "missing", d.Write)
+			assert.Equal(t, rolloutrecord.Record{Rejected: approval.ID(keyed("configmap/a=2"))}, d.Record)
+			require.Len(t, d.Events, 1)
+			assert.Equal(t, "ConfigApprovalRejected", d.Events[0].Reason)
+			assert.True(t, d.PendingSince.IsZero())
+		}},
+		{"approval manual, the pending change taken back: the pods run the config, nothing pending", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1"))
+			s.Approval = approval.Gate{Manual: true}
+			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: approval.ID(keyed("configmap/a=2")), PendingSince: t0.Add(-time.Hour)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultUnchanged, d.Result)
+			assert.Equal(t, "missing", d.Write)
+			assert.Equal(t, rolloutrecord.Record{}, d.Record)
 		}},
 	}
 	for _, tt := range tests {

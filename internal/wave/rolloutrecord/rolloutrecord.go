@@ -36,6 +36,14 @@ type Record struct {
 	// Missing names required config that does not exist, so the workload waits for it.
 	Missing      string    `json:"missing,omitempty"`
 	MissingSince time.Time `json:"missingSince,omitzero"`
+	// Pending names a change that waits for approval (configwave.io/approval: "manual"), and
+	// PendingID identifies it: what configwave.io/approve or configwave.io/reject must say,
+	// so that an approval given for one change never rolls a later one.
+	Pending      string    `json:"pending,omitempty"`
+	PendingID    string    `json:"pendingID,omitempty"`
+	PendingSince time.Time `json:"pendingSince,omitzero"`
+	// Rejected is the ID of the change last rejected: it is not asked for again.
+	Rejected string `json:"rejected,omitempty"`
 }
 
 // maxRecord bounds what is parsed: anyone who may edit the workload can write the annotation.
@@ -56,7 +64,8 @@ func ParseRecord(s string) (Record, error) {
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		return Record{}, fmt.Errorf("annotation %s is not what wave writes (%v); remove it, wave writes it again on the next rollout", Annotation, err)
 	}
-	r.Change, r.Missing, r.Failed = clean(r.Change), clean(r.Missing), clean(r.Failed)
+	r.Change, r.Missing, r.Failed, r.Pending = clean(r.Change), clean(r.Missing), clean(r.Failed), clean(r.Pending)
+	r.PendingID, r.Rejected = clean(r.PendingID), clean(r.Rejected)
 	return r, nil
 }
 
@@ -80,7 +89,8 @@ func clean(s string) string {
 
 // String is the annotation value.
 func (r Record) String() string {
-	r.Change, r.Missing, r.Failed = clean(r.Change), clean(r.Missing), clean(r.Failed)
+	r.Change, r.Missing, r.Failed, r.Pending = clean(r.Change), clean(r.Missing), clean(r.Failed), clean(r.Pending)
+	r.PendingID, r.Rejected = clean(r.PendingID), clean(r.Rejected)
 	b, _ := json.Marshal(r) // strings and times only: cannot fail
 	return string(b)
 }
@@ -96,6 +106,9 @@ const (
 	// HeldBack: with config revisions, an undo put the template back at an earlier config;
 	// wave rolls it forward on the next change of its config.
 	HeldBack State = "held by a rollback"
+	// PendingApproval: configwave.io/approval is "manual", and a change waits for a person
+	// (wave status says it from the record; Evaluate judges the rollout before it).
+	PendingApproval State = "waiting for approval"
 	// What wave status says of an opted-in workload that wave has not judged (no record):
 	NotRecorded State = "not recorded" // wave has not looked at it: not running, or not watching there
 	FilteredOut State = "filtered out" // wave's filters (as given to wave status) leave it out

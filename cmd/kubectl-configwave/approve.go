@@ -1,0 +1,55 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/configwave/configwave/internal/wave/approval"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/workload"
+)
+
+// newDecide makes approve and reject: each writes, on the workload, the ID of the change that
+// waits, in the annotation wave reads; the ID binds it to that change, so a later change waits
+// again. RBAC: patch on the workload, as for any rollout.
+func newDecide(g *globals, verb, annotation, done string) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " KIND/NAME",
+		Short: fmt.Sprintf("%s the config change that waits for approval (configwave.io/approval: manual)", map[string]string{"approve": "Roll", "reject": "Drop"}[verb]),
+		Example: fmt.Sprintf(`  kubectl configwave history deploy/web     # shows the change that waits
+  kubectl configwave diff deploy/web --live # and what it changes
+  kubectl configwave %s deploy/web`, verb),
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeWorkloads(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			s, err := g.open(ctx, args)
+			if err != nil {
+				return err
+			}
+			rec, err := rolloutrecord.ParseRecord(s.workload.Meta.Annotations[rolloutrecord.Annotation])
+			if err != nil {
+				return fmt.Errorf("%s in namespace %s: %w", s.target, s.namespace, err)
+			}
+			if rec.PendingID == "" {
+				return fmt.Errorf("no config change of %s in namespace %s waits for approval (%s is %q; wave records a change that waits once it sees one)",
+					s.target, s.namespace, approval.Annotation, s.workload.Meta.Annotations[approval.Annotation])
+			}
+			body, err := json.Marshal(map[string]any{"metadata": map[string]any{
+				"resourceVersion": s.workload.Meta.ResourceVersion, // the change read is the change decided on
+				"annotations":     map[string]string{annotation: rec.PendingID},
+			}})
+			if err != nil {
+				return err
+			}
+			clients := workload.Clients{Kube: s.reader.Kube, Dynamic: s.reader.Dynamic}
+			if err := workload.Patch(ctx, clients, s.target.Kind, s.namespace, s.target.Name, body); err != nil {
+				return explain(err, fmt.Sprintf("%s the change of %s in namespace %s", verb, s.target, s.namespace))
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: the change of %s (%s) %s\n", s.target, rec.Pending, rec.PendingID, done)
+			return err
+		},
+	}
+}
