@@ -37,9 +37,11 @@ func newDecide(g *globals, verb, annotation, done string) *cobra.Command {
 				return fmt.Errorf("no config change of %s in namespace %s waits for approval (%s is %q; wave records a change that waits once it sees one)",
 					s.target, s.namespace, approval.Annotation, s.workload.Meta.Annotations[approval.Annotation])
 			}
+			// No resourceVersion precondition: controllers write the workload's status all the
+			// time. The ID binds the approval to the change read: wave takes it for that change
+			// only, and removes it once the workload stands at another.
 			body, err := json.Marshal(map[string]any{"metadata": map[string]any{
-				"resourceVersion": s.workload.Meta.ResourceVersion, // the change read is the change decided on
-				"annotations":     map[string]string{annotation: rec.PendingID},
+				"annotations": map[string]string{annotation: rec.PendingID},
 			}})
 			if err != nil {
 				return err

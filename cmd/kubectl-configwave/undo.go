@@ -84,11 +84,22 @@ func viewOfConfig(r *history.Revision) []sourceView {
 var errChanged = errors.New("nothing was undone; look at kubectl configwave history again, and undo again if it still applies")
 
 // applyUndo writes the undo, each with a precondition on what was read, so that a change made
-// in between is not undone blindly: the API server refuses it, and the user looks again.
+// in between is not undone blindly: the user looks again.
 func applyUndo(ctx context.Context, s *session, rev *history.Revision) error {
 	ns, name := s.namespace, s.target.Name
 	opts := metav1.PatchOptions{FieldManager: fieldManager}
 	kube := s.reader.Kube
+	// The undo was decided on the spec read before: read afresh, the spec must be that one (its
+	// generation; a status write, which controllers make all the time, changes nothing of it),
+	// and the write is tested against the resourceVersion read now.
+	fresh, err := s.reader.Workload(ctx, ns, s.target.Kind, name)
+	if err != nil {
+		return err
+	}
+	if fresh.Meta.Generation != s.workload.Meta.Generation {
+		return fmt.Errorf("%s changed since it was read (generation %d, now %d): %w", s.target, s.workload.Meta.Generation, fresh.Meta.Generation, errChanged)
+	}
+	rv := fresh.Meta.ResourceVersion
 	switch s.target.Kind {
 	case workload.Deployment:
 		d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
@@ -96,8 +107,8 @@ func applyUndo(ctx context.Context, s *session, rev *history.Revision) error {
 			return err
 		}
 		switch {
-		case d.ResourceVersion != s.workload.Meta.ResourceVersion:
-			return fmt.Errorf("%s changed since it was read: %w", s.target, errChanged)
+		case d.Generation != s.workload.Meta.Generation:
+			return fmt.Errorf("%s changed since it was read (generation %d, now %d): %w", s.target, s.workload.Meta.Generation, d.Generation, errChanged)
 		case d.Spec.Paused:
 			return fmt.Errorf("%s is paused, and an undo of a paused Deployment does not roll: resume it first (kubectl rollout resume %s -n %s), as kubectl rollout undo asks", s.target, s.target, ns)
 		}
@@ -116,7 +127,7 @@ func applyUndo(ctx context.Context, s *session, rev *history.Revision) error {
 		if err != nil {
 			return err
 		}
-		body, err := autorollback.RevisionPatch(s.workload.Meta.ResourceVersion, cr)
+		body, err := autorollback.RevisionPatch(rv, cr)
 		if err != nil {
 			return err
 		}
@@ -131,7 +142,7 @@ func applyUndo(ctx context.Context, s *session, rev *history.Revision) error {
 		if err != nil {
 			return err
 		}
-		body, err := undo.CronJobPatch(s.workload.Meta.ResourceVersion, job)
+		body, err := undo.CronJobPatch(rv, job)
 		if err != nil {
 			return err
 		}
@@ -142,7 +153,7 @@ func applyUndo(ctx context.Context, s *session, rev *history.Revision) error {
 		if err != nil {
 			return err
 		}
-		body, err := undo.RolloutPatch(s.workload.Meta.ResourceVersion, rs)
+		body, err := undo.RolloutPatch(rv, rs)
 		if err != nil {
 			return err
 		}

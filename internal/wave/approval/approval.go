@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 )
 
 const (
@@ -32,24 +33,28 @@ type Gate struct {
 	Rejected string // RejectAnnotation's value
 }
 
-// Of reads a workload's annotations; a value Annotation does not take is a problem, worded for
-// an InvalidAnnotation Event, and the workload rolls as without it.
+// Of reads a workload's annotations. A value Annotation does not take is a problem, worded for
+// an InvalidAnnotation Event, and gates as "manual" does: whoever wrote it meant some gate, and
+// a typo must not roll a change nobody approved.
 func Of(annotations map[string]string) (g Gate, problem string) {
-	switch v := annotations[Annotation]; v {
+	switch v := strings.ToLower(strings.TrimSpace(annotations[Annotation])); v {
 	case Manual:
 		g.Manual = true
 	case "", "auto":
 	default:
-		problem = fmt.Sprintf("%s: %q is not \"manual\" or \"auto\"; rollouts are not gated", Annotation, v)
+		g.Manual = true
+		problem = fmt.Sprintf("%s: %q is not \"manual\" or \"auto\"; taken as \"manual\": each config change waits for approval", Annotation, annotations[Annotation])
 	}
 	g.Approved, g.Rejected = annotations[ApproveAnnotation], annotations[RejectAnnotation]
 	return g, problem
 }
 
-// ID names one change: the inputs record wave would write with it (digests of what the pods
-// would see, keyed where wave keys them), hashed once more, so it tells no more than that
-// record does. A later change has another ID, so an approval never carries over.
-func ID(inputsRecord string) string {
-	h := sha256.Sum256([]byte("configwave approval\n" + inputsRecord))
+// ID names one change: from the inputs record the pods run (from) to what the workload follows
+// now (to: its followed objects' digests, keyed where wave keys them), hashed once more, so it
+// tells no more than the records on the workload do. A later change, or the same content
+// reached from another, has another ID, so an approval never carries over; a change of an
+// object the workload does not follow leaves it as it is.
+func ID(from, to string) string {
+	h := sha256.Sum256([]byte("configwave approval\n" + from + "\n" + to))
 	return "c-" + hex.EncodeToString(h[:])[:16]
 }

@@ -63,7 +63,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 	}
 	c.warned.set(key, d.Warned)
 	c.heldBack.set(key, d.HeldBack) // any other result than the hold ends it (a rollout, revisions off)
-	c.approvals.set(key, d.PendingSince)
+	c.approvals.set(key, pendingSince(w, d))
 	if d.Write == "rollout" {
 		if wait := c.pace.Turn(key, time.Now()); wait > 0 {
 			d = decision{Result: ResultHeld, HoldFor: wait, Wanted: d.Wanted,
@@ -164,6 +164,9 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, d decision)
 	}
 	if d.ClearApproval {
 		annotations[approval.ApproveAnnotation] = nil // it approved this rollout, and no later one
+	}
+	if d.ClearReject {
+		annotations[approval.RejectAnnotation] = nil // recorded, or about another change
 	}
 	switch {
 	case rec != (rolloutrecord.Record{}):
@@ -271,4 +274,14 @@ func (c *Controller) restoreScheduling(ctx context.Context, w workload.Workload,
 		return fmt.Errorf("%s: restore the scheduler Wave disabled: %w", w, err)
 	}
 	return nil
+}
+
+// pendingSince is since when w's change waits for approval after d: as d writes the record, or
+// as the record stands when d writes none (a hold, a look that finds nothing new).
+func pendingSince(w workload.Workload, d decision) time.Time {
+	if d.Write != "" {
+		return d.Record.PendingSince
+	}
+	rec, _ := rolloutrecord.ParseRecord(w.Meta.Annotations[rolloutrecord.Annotation])
+	return rec.PendingSince
 }

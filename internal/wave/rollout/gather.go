@@ -55,6 +55,10 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 		s.Warnings = append(s.Warnings, problem)
 	}
 	c.gatherRevisions(&s, w)
+	if s.Approval.Manual && !s.Revisions {
+		s.Warnings = append(s.Warnings, approval.Annotation+" holds back the rollout, not the config: without "+podrefs.RevisionsAnnotation+
+			" kubelet updates mounted files and every new pod reads the live objects; turn revisions on to keep the config too")
+	}
 	if !c.AllowCrossNamespaceRefs {
 		for r, where := range used.DropOtherNamespaces(ns) {
 			s.Warnings = append(s.Warnings, where+" names "+r.String()+" in another namespace; wave reads only the workload's own namespace, so the entry is skipped: move the object here, or start wave with --allow-cross-namespace-refs")

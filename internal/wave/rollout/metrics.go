@@ -54,7 +54,7 @@ const (
 )
 
 // Results are every reconcile result, the series of configwave_wave_reconciles_total.
-var Results = []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed, ResultRolledBack}
+var Results = []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed, ResultRolledBack, ResultPendingApproval, ResultRejected}
 
 // WorkloadStates are the values of the workloads gauge's "state" label: what the leader last
 // judged of each workload whose rollouts it follows (wave status shows the same states).

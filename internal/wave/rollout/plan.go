@@ -136,8 +136,11 @@ type decision struct {
 	ClearRevision bool
 	Followed      string // the FollowedLabel written with Revision
 	HeldBack      string // the template hash a rollback holds the workload at, to remember
-	// ClearApproval: remove configwave.io/approve with the rollout it approved.
-	ClearApproval bool
+	// ClearApproval, ClearReject: remove configwave.io/approve or configwave.io/reject, once it
+	// did what it says, or when it names another change than the one the workload stands at.
+	ClearApproval, ClearReject bool
+	// ChangeID identifies the change decided on, under configwave.io/approval: manual.
+	ChangeID string
 	// PendingSince: a change waits for approval since then (zero: none), for the gauges.
 	PendingSince time.Time
 
@@ -181,6 +184,14 @@ type logLine struct {
 //     config: roll (once pacing allows), with one patch that writes Wave's hash and our
 //     inputs hash into the template and the inputs into metadata.
 func plan(s situation) (decision, error) {
+	d, err := decide(s)
+	if err != nil || d.Result == ResultIgnored {
+		return d, err
+	}
+	return s.tidyApproval(d), nil
+}
+
+func decide(s situation) (decision, error) {
 	if !s.OptedIn {
 		return decision{Result: ResultIgnored}, nil
 	}
@@ -235,15 +246,21 @@ func plan(s situation) (decision, error) {
 		return warn.with(decision{Result: ResultBaseline, Write: "baseline", Inputs: &r.value, Record: r.present, Log: log}), nil
 	}
 
+	id := s.changeID()
+	if s.Approval.Manual && s.Approval.Approved != id && (id == s.Rec.PendingID || id == s.Rec.Rejected || id == s.Approval.Rejected) {
+		// Decided already, and waiting for a person: pacing has nothing to hold.
+		d, _ := s.gate(what, id)
+		return warn.with(d), nil
+	}
 	first := s.Pace.FirstWanted
 	if first.IsZero() {
 		first = s.Now
 	}
 	if d, why := pacing.HoldFor(s.Now, first, s.Rec.Started, s.Pace); d > 0 {
-		return warn.with(decision{Result: ResultHeld, HoldFor: d, Wanted: first,
+		return warn.with(decision{Result: ResultHeld, HoldFor: d, Wanted: first, ChangeID: id,
 			Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"changed", what, "for", d.Round(time.Millisecond), "why", why}}}), nil
 	}
-	if d, gated := s.gate(what, r.value); gated {
+	if d, gated := s.gate(what, id); gated {
 		return warn.with(d), nil
 	}
 	h, err := hash.get()
@@ -252,6 +269,7 @@ func plan(s situation) (decision, error) {
 	}
 	rollout := s.rollout(what, r.value, h)
 	rollout.Wanted = first // held by apply if the cluster-wide limit says wait
+	rollout.ChangeID = id
 	return warn.with(rollout), nil
 }
 
@@ -339,46 +357,94 @@ func (s situation) records() records {
 	r.value = confighash.RecordValue(s.KeyID, r.writeOwn, s.Inputs.Value)
 	r.present = s.Rec
 	r.present.Missing, r.present.MissingSince = "", time.Time{}
-	r.present.Pending, r.present.PendingID, r.present.PendingSince = "", "", time.Time{} // asked for again by gate while it stands
+	// What waits, or was rejected, is said again by gate while it stands: a config taken back
+	// ends it, and the same change made again later is asked for again.
+	r.present.Pending, r.present.PendingID, r.present.PendingSince, r.present.Rejected = "", "", time.Time{}, ""
 	return r
 }
 
 // gate stops a rollout of a workload with configwave.io/approval: "manual" until a person
-// approves this very change (its ID in configwave.io/approve); a rejected one is not rolled,
-// and not asked for again. The record keeps what waits, and since when, so that a restarted
-// wave, a standby, `wave status` and kubectl configwave see it; the Event is sent once per
-// change.
-func (s situation) gate(what, inputsRecord string) (decision, bool) {
-	if !s.Approval.Manual {
+// approves this very change (id, in configwave.io/approve); a rejected one is not rolled, and
+// not asked for again while it stands. The record keeps what waits, and since when, so that a
+// restarted wave, a standby, `wave status` and kubectl configwave see it; the Event is sent
+// once per change.
+func (s situation) gate(what, id string) (decision, bool) {
+	if !s.Approval.Manual || s.Approval.Approved == id {
 		return decision{}, false
 	}
-	id := approval.ID(inputsRecord)
 	rec := s.Rec
 	rec.Missing, rec.MissingSince = "", time.Time{}
-	switch {
-	case s.Approval.Approved == id:
-		return decision{}, false
-	case s.Approval.Rejected == id || s.Rec.Rejected == id:
+	// With unkeyed digests, the ID is made from plain digests of Secret values: the record, on
+	// the workload beside the inputs record, may carry it; an Event, which everyone in the
+	// namespace reads, does not.
+	say := id
+	if s.KeyID == "" {
+		say = "its ID is on the workload's configwave.io/rollout annotation, pendingID"
+	}
+	if s.Approval.Rejected == id || s.Rec.Rejected == id {
 		rec.Pending, rec.PendingID, rec.PendingSince, rec.Rejected = "", "", time.Time{}, id
-		d := decision{Result: ResultRejected, Record: rec}
+		d := decision{Result: ResultRejected, Record: rec, ChangeID: id}
 		if rec != s.Rec {
 			d.Write = "missing"
-			d.Events = []event{{corev1.EventTypeNormal, "ConfigApprovalRejected", fmt.Sprintf("the change of %s (%s) was rejected (%s): not rolled; the pods keep the config they run, and the next change asks again", what, id, approval.RejectAnnotation)}}
+		}
+		if s.Rec.Rejected != id {
+			d.Events = []event{{corev1.EventTypeNormal, "ConfigApprovalRejected", fmt.Sprintf("the change of %s (%s) was rejected (%s): not rolled; the pods keep the config they run, and the next change asks again", what, say, approval.RejectAnnotation)}}
 		}
 		return d, true
 	}
 	if rec.PendingID != id {
-		rec.Pending, rec.PendingID, rec.PendingSince = what, id, s.Now.UTC().Truncate(time.Second)
+		if rec.PendingID == "" { // a change replacing one that waits keeps its start: the wait is one
+			rec.PendingSince = s.Now.UTC().Truncate(time.Second)
+		}
+		rec.Pending, rec.PendingID = what, id
 	}
-	d := decision{Result: ResultPendingApproval, Record: rec, PendingSince: rec.PendingSince}
+	d := decision{Result: ResultPendingApproval, Record: rec, PendingSince: rec.PendingSince, ChangeID: id}
 	if rec != s.Rec {
 		d.Write = "missing"
+	}
+	if s.Rec.PendingID != id {
 		d.Events = []event{{corev1.EventTypeNormal, "ConfigApprovalPending", fmt.Sprintf(
-			"%s changed; %s is %q, so it waits: approve it with kubectl configwave approve (annotation %s=%s), or reject it (%s=%s)",
-			what, approval.Annotation, approval.Manual, approval.ApproveAnnotation, id, approval.RejectAnnotation, id)}}
-		d.Log = &logLine{Msg: "rollout waits for approval", KV: []any{"changed", what, "change", id}}
+			"%s changed; %s is %q, so it waits: kubectl configwave approve rolls it (annotation %s, %s), reject drops it (%s)",
+			what, approval.Annotation, approval.Manual, approval.ApproveAnnotation, say, approval.RejectAnnotation)}}
+		d.Log = &logLine{Msg: "rollout waits for approval", KV: []any{"changed", what}}
 	}
 	return d, true
+}
+
+// changeID identifies, under configwave.io/approval: manual, the change the workload stands
+// at: from the inputs record its pods run to the digests of the objects it follows now (an
+// object it does not follow changing leaves the ID as it is). "" when not gated.
+func (s situation) changeID() string {
+	if !s.Approval.Manual {
+		return ""
+	}
+	names := make([]string, 0, len(s.Inputs.Objects))
+	for name := range s.Inputs.Objects {
+		if e := s.Entries[name]; e.Follows && !e.Ignored {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var to strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&to, "%s=%s\n", name, s.Inputs.Objects[name])
+	}
+	return approval.ID(s.Record, to.String())
+}
+
+// tidyApproval removes an approval or a rejection that did what it says, or that names another
+// change than the one the workload stands at (its config went back, or on), so that none is
+// left to decide a later change nobody looked at.
+func (s situation) tidyApproval(d decision) decision {
+	d.ClearApproval = d.ClearApproval || s.Approval.Approved != "" && d.Result != ResultRolled && s.Approval.Approved != d.ChangeID
+	d.ClearReject = s.Approval.Rejected != "" && (d.Result == ResultRejected || s.Approval.Rejected != d.ChangeID)
+	if (d.ClearApproval || d.ClearReject) && d.Write == "" {
+		d.Write = "missing" // a metadata write of the annotations alone
+		if d.Record == (rolloutrecord.Record{}) {
+			d.Record = s.Rec // a decision that writes nothing leaves the record as it stands
+		}
+	}
+	return d
 }
 
 // lazyWaveHash is Wave's hash of the current config, for a workload in Wave's dialect: computed

@@ -74,6 +74,12 @@ func TestPlan(t *testing.T) {
 		s.Entries["secretproviderclass/vault"] = entry{Follows: true, Transient: true}
 		return s
 	}
+	// manual: a Wave workload with configwave.io/approval: "manual" whose pods ran configmap/a=1.
+	manual := func(t *testing.T, now ...string) situation {
+		s := wave(t, inputs(now...))
+		s.Approval = approval.Gate{Manual: true}
+		return s
+	}
 	missing := &podrefs.MissingError{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "a"}, Where: "container app envFrom"}
 	wantRecordOnly := func(t *testing.T, d decision, result string) {
 		t.Helper()
@@ -676,51 +682,50 @@ func TestPlan(t *testing.T) {
 			assert.Empty(t, d.Warned)
 		}},
 		{"approval manual, a change: it waits, said once, the record keeps it", func(t *testing.T) situation {
-			s := wave(t, inputs("configmap/a=2"))
-			s.Approval = approval.Gate{Manual: true}
-			return s
+			return manual(t, "configmap/a=2")
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
+			id := manual(t, "configmap/a=2").changeID()
 			assert.Equal(t, ResultPendingApproval, d.Result)
 			assert.Equal(t, "missing", d.Write, "the rollout record only: the template stays")
 			assert.Empty(t, d.InputsHash)
-			id := approval.ID(keyed("configmap/a=2"))
 			assert.Equal(t, rolloutrecord.Record{Pending: "configmap/a", PendingID: id, PendingSince: t0}, d.Record)
 			assert.Equal(t, t0, d.PendingSince)
 			require.Len(t, d.Events, 1)
 			assert.Equal(t, "ConfigApprovalPending", d.Events[0].Reason)
-			assert.Contains(t, d.Events[0].Message, "configwave.io/approve="+id)
+			assert.Contains(t, d.Events[0].Message, id)
 		}},
-		{"approval manual, just restarted with the change pending: nothing written or said again", func(t *testing.T) situation {
-			s := wave(t, inputs("configmap/a=2"))
-			s.Approval = approval.Gate{Manual: true}
-			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: approval.ID(keyed("configmap/a=2")), PendingSince: t0.Add(-time.Hour)}
+		{"approval manual, just restarted with the change pending, a coalesce window open: it waits, nothing written or said again", func(t *testing.T) situation {
+			s := manual(t, "configmap/a=2")
+			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: s.changeID(), PendingSince: t0.Add(-time.Hour)}
+			s.Pace = pacing.Hold{Coalesce: time.Minute, FirstWanted: t0}
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
-			assert.Equal(t, ResultPendingApproval, d.Result)
+			assert.Equal(t, ResultPendingApproval, d.Result, "a change that waits for a person is not held by pacing")
 			assert.Empty(t, d.Write)
 			assert.Empty(t, d.Events)
 			assert.Equal(t, t0.Add(-time.Hour), d.PendingSince, "the wait counts from the record, across restarts")
 		}},
-		{"approval manual, a newer change replaces the pending one; the old approval does not roll it", func(t *testing.T) situation {
-			s := wave(t, inputs("configmap/a=3"))
-			old := approval.ID(keyed("configmap/a=2"))
-			s.Approval = approval.Gate{Manual: true, Approved: old}
+		{"approval manual, a newer change replaces the pending one; the old approval is removed, the wait goes on", func(t *testing.T) situation {
+			old := manual(t, "configmap/a=2").changeID()
+			s := manual(t, "configmap/a=3")
+			s.Approval.Approved = old
 			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: old, PendingSince: t0.Add(-time.Hour)}
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
 			assert.Equal(t, ResultPendingApproval, d.Result)
-			assert.Equal(t, approval.ID(keyed("configmap/a=3")), d.Record.PendingID)
-			assert.Equal(t, t0, d.Record.PendingSince)
+			assert.Equal(t, manual(t, "configmap/a=3").changeID(), d.Record.PendingID)
+			assert.Equal(t, t0.Add(-time.Hour), d.Record.PendingSince, "one wait, however many changes it saw")
+			assert.True(t, d.ClearApproval, "an approval of another change is not left to decide a later one")
 			require.Len(t, d.Events, 1)
 		}},
 		{"approval manual, this change approved: it rolls, and the approval is removed with it", func(t *testing.T) situation {
-			s := wave(t, inputs("configmap/a=2"))
+			s := manual(t, "configmap/a=2")
 			s.WaveHash = hash("h2")
-			s.Approval = approval.Gate{Manual: true, Approved: approval.ID(keyed("configmap/a=2"))}
-			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: approval.ID(keyed("configmap/a=2")), PendingSince: t0.Add(-time.Hour)}
+			s.Approval.Approved = s.changeID()
+			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: s.changeID(), PendingSince: t0.Add(-time.Hour)}
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
@@ -729,31 +734,94 @@ func TestPlan(t *testing.T) {
 			assert.Empty(t, d.Record.PendingID, "the new record has nothing pending")
 			assert.True(t, d.PendingSince.IsZero())
 		}},
-		{"approval manual, this change rejected: not rolled, said once, not asked again", func(t *testing.T) situation {
-			s := wave(t, inputs("configmap/a=2"))
-			id := approval.ID(keyed("configmap/a=2"))
-			s.Approval = approval.Gate{Manual: true, Rejected: id}
-			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: id, PendingSince: t0.Add(-time.Hour)}
+		{"approval manual, approved under a coalesce window: held, the approval kept for the rollout", func(t *testing.T) situation {
+			s := manual(t, "configmap/a=2")
+			s.Approval.Approved = s.changeID()
+			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: s.changeID(), PendingSince: t0.Add(-time.Hour)}
+			s.Pace = pacing.Hold{Coalesce: time.Minute, FirstWanted: t0}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultHeld, d.Result)
+			assert.False(t, d.ClearApproval)
+			assert.Empty(t, d.Write)
+		}},
+		{"approval manual, this change rejected: not rolled, said once, the annotation removed", func(t *testing.T) situation {
+			s := manual(t, "configmap/a=2")
+			s.Approval.Rejected = s.changeID()
+			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: s.changeID(), PendingSince: t0.Add(-time.Hour)}
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
 			assert.Equal(t, ResultRejected, d.Result)
 			assert.Equal(t, "missing", d.Write)
-			assert.Equal(t, rolloutrecord.Record{Rejected: approval.ID(keyed("configmap/a=2"))}, d.Record)
+			assert.Equal(t, rolloutrecord.Record{Rejected: manual(t, "configmap/a=2").changeID()}, d.Record)
+			assert.True(t, d.ClearReject, "recorded: the annotation has done its work")
 			require.Len(t, d.Events, 1)
 			assert.Equal(t, "ConfigApprovalRejected", d.Events[0].Reason)
 			assert.True(t, d.PendingSince.IsZero())
 		}},
-		{"approval manual, the pending change taken back: the pods run the config, nothing pending", func(t *testing.T) situation {
-			s := wave(t, inputs("configmap/a=1"))
-			s.Approval = approval.Gate{Manual: true}
-			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: approval.ID(keyed("configmap/a=2")), PendingSince: t0.Add(-time.Hour)}
+		{"approval manual, rejected on record: nothing written or said again", func(t *testing.T) situation {
+			s := manual(t, "configmap/a=2")
+			s.Rec = rolloutrecord.Record{Rejected: s.changeID()}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultRejected, d.Result)
+			assert.Empty(t, d.Write)
+			assert.Empty(t, d.Events)
+		}},
+		{"approval manual, the config taken back while approved: nothing waits, the approval removed", func(t *testing.T) situation {
+			s := manual(t, "configmap/a=1")
+			s.Approval.Approved = manual(t, "configmap/a=2").changeID()
+			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: s.Approval.Approved, PendingSince: t0.Add(-time.Hour)}
 			return s
 		}, func(t *testing.T, d decision, err error) {
 			require.NoError(t, err)
 			assert.Equal(t, ResultUnchanged, d.Result)
 			assert.Equal(t, "missing", d.Write)
 			assert.Equal(t, rolloutrecord.Record{}, d.Record)
+			assert.True(t, d.ClearApproval)
+		}},
+		{"approval manual, a rejected change taken back: the rejection forgotten, so that it is asked for when made again", func(t *testing.T) situation {
+			s := manual(t, "configmap/a=1")
+			s.Rec = rolloutrecord.Record{Rejected: manual(t, "configmap/a=2").changeID()}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultUnchanged, d.Result)
+			assert.Equal(t, rolloutrecord.Record{}, d.Record)
+		}},
+		{"approval manual, an object the workload does not follow changes too: the same change, the same ID", func(t *testing.T) situation {
+			s := manual(t, "configmap/a=2", "secret/other=9")
+			s.Entries["secret/other"] = entry{}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, manual(t, "configmap/a=2").changeID(), d.Record.PendingID)
+		}},
+		{"approval manual, digests not keyed: the Event does not carry the ID", func(t *testing.T) situation {
+			s := manual(t, "configmap/a=2")
+			s.KeyID, s.Record = "", "configmap/a=1"
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultPendingApproval, d.Result)
+			require.Len(t, d.Events, 1)
+			assert.NotContains(t, d.Events[0].Message, d.Record.PendingID)
+			assert.NotEmpty(t, d.Record.PendingID)
+		}},
+		{"approval manual, revisions turned on: a rollout, so it waits, under its own ID", func(t *testing.T) situation {
+			s := manual(t, "configmap/a=1")
+			s.Revisions, s.TemplateInputsHash = true, "wave-hash"
+			s.Entries["configmap/a"] = entry{Follows: true, InRevisions: true}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultPendingApproval, d.Result)
+			assert.Equal(t, revisionsTurnedOn, d.Record.Pending)
+			assert.NotEqual(t, approval.ID(keyed("configmap/a=0"), "configmap/a=1\n"), d.Record.PendingID,
+				"not the ID the same content had while it waited to roll from another: an approval of that one does not turn revisions on")
 		}},
 	}
 	for _, tt := range tests {
