@@ -1,5 +1,6 @@
-// Command release builds what a configwave release publishes, under one folder: the reloader
-// and wave as static binaries for each platform, the images (an OCI layout of both, for every
+// Command release builds what a configwave release publishes, under one folder: the reloader,
+// wave and the kubectl plugin as static binaries for each platform (the plugin also as an
+// archive per platform with its krew manifest), the images (an OCI layout of both, for every
 // platform, as one oci-archive), the Helm chart package, an SPDX SBOM of the modules each
 // binary embeds and of the images, and SHA256SUMS.
 //
@@ -135,6 +136,11 @@ func run(ctx context.Context, o options) ([]string, error) {
 		return nil, err
 	}
 	files = append(files, image)
+	krew, err := writeKrew(o, out, platforms, gobuild.CommitTime(ctx, o.root))
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, krew...)
 	chart, err := packageChart(ctx, o, chartVersion, out)
 	if err != nil {
 		return nil, err

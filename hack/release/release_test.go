@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 )
@@ -78,7 +79,7 @@ func TestReleaseForThisPlatform(t *testing.T) {
 	require.NoError(t, err)
 	suffix := "-v0.9.7-" + runtime.GOOS + "-" + runtime.GOARCH
 	image := "configwave-v0.9.7-image.oci.tar"
-	assert.Equal(t, []string{"reloader" + suffix, "reloader-fileonly" + suffix, "wave" + suffix, "kubectl-configwave" + suffix, image, "configwave-0.9.7.tgz", "configwave-v0.9.7.spdx.json", "SHA256SUMS"}, files)
+	assert.Equal(t, []string{"reloader" + suffix, "reloader-fileonly" + suffix, "wave" + suffix, "kubectl-configwave" + suffix, image, "kubectl-configwave" + suffix + ".tar.gz", "configwave.krew.yaml", "configwave-0.9.7.tgz", "configwave-v0.9.7.spdx.json", "SHA256SUMS"}, files)
 
 	for _, b := range binaries {
 		path := filepath.Join(out, b+suffix)
@@ -105,6 +106,28 @@ func TestReleaseForThisPlatform(t *testing.T) {
 		assert.Equal(t, got, sum, name)
 	}
 	assert.Equal(t, len(files)-1, listed, "every file but SHA256SUMS itself")
+
+	// krew's manifest names the archive by its release address and its checksum, and the
+	// archive holds the plugin as krew runs it.
+	var plugin krewPlugin
+	kb, err := os.ReadFile(filepath.Join(out, "configwave.krew.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(kb, &plugin))
+	require.Len(t, plugin.Spec.Platforms, 1)
+	archive := "kubectl-configwave" + suffix + ".tar.gz"
+	sum, err := sha256File(filepath.Join(out, archive))
+	require.NoError(t, err)
+	assert.Equal(t, sum, plugin.Spec.Platforms[0].Sha256)
+	assert.Equal(t, "https://github.com/configwave/configwave/releases/download/v0.9.7/"+archive, plugin.Spec.Platforms[0].URI)
+	assert.Equal(t, map[string]string{"os": runtime.GOOS, "arch": runtime.GOARCH}, plugin.Spec.Platforms[0].Selector["matchLabels"])
+	assert.Equal(t, "v0.9.7", plugin.Spec.Version)
+	unpacked := t.TempDir()
+	tarOut, err := exec.Command("tar", "-xzf", filepath.Join(out, archive), "-C", unpacked).CombinedOutput()
+	require.NoError(t, err, string(tarOut))
+	version, err := exec.Command(filepath.Join(unpacked, plugin.Spec.Platforms[0].Bin), "--version").Output()
+	require.NoError(t, err)
+	assert.Equal(t, "kubectl-configwave v0.9.7\n", string(version))
+	assert.FileExists(t, filepath.Join(unpacked, "LICENSE"))
 
 	var doc spdxDocument
 	b, err := os.ReadFile(filepath.Join(out, "configwave-v0.9.7.spdx.json"))
