@@ -22,7 +22,7 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/reloader/unpack FuzzParseRef:./inter
 	FuzzParseRecord:./internal/wave/rolloutrecord FuzzParseStakater:./internal/wave/podrefs \
 	FuzzExpand:./internal/reloader/configfile FuzzToldRecord:./internal/reloader/reload FuzzTransform:./internal/wave/csi \
 	FuzzDecodeProtobuf:./internal/reloader/coreclient FuzzResourceVersion:./internal/wave/digeststore \
-	FuzzParse:./internal/reloader/webconfig FuzzParse:./internal/plugin/target FuzzWriteNeverShowsASecretValue:./internal/plugin/configdiff
+	FuzzParse:./internal/reloader/webconfig FuzzParse:./internal/plugin/target FuzzWriteNeverShowsASecretValue:./internal/plugin/configdiff FuzzParse:./internal/wave/window
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/configwave/configwave/internal/wave/window"
 	"os"
 	"strings"
 	"time"
@@ -18,7 +19,8 @@ import (
 
 type config struct {
 	options
-	countByNamespace bool // METRICS_COUNT_BY_NAMESPACE=enabled
+	window           window.Windows // --rollout-window
+	countByNamespace bool           // METRICS_COUNT_BY_NAMESPACE=enabled
 	namespaceList    []string
 	selector         labels.Selector
 	dialects         rollout.Dialects
@@ -159,6 +161,8 @@ func checkPacing(c *config) error {
 		return fmt.Errorf("--workers=%d: use at least 1", c.workers)
 	case c.coalesce < 0 || c.coalesce > time.Second:
 		return fmt.Errorf("--coalesce=%s: use 0 (roll at once) up to 1s", c.coalesce)
+	case checkWindow(c) != nil:
+		return checkWindow(c)
 	case c.minInterval < 0 || c.minInterval > 24*time.Hour:
 		return fmt.Errorf("--min-rollout-interval=%s: use 0 (none) up to 24h", c.minInterval)
 	case c.updateRate < 0 || c.updateBurst < 1:
@@ -229,5 +233,15 @@ func checkLeaderElection(c *config) error {
 			c.leaderNamespace = configref.DefaultNamespace()
 		}
 	}
+	return nil
+}
+
+// checkWindow reads --rollout-window into c.window.
+func checkWindow(c *config) error {
+	w, err := window.Parse(c.rolloutWindow)
+	if err != nil {
+		return fmt.Errorf("--rollout-window: %w", err)
+	}
+	c.window = w
 	return nil
 }

@@ -9,11 +9,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/window"
 )
 
 // A ConfigMap and a Secret patched 50 ms apart (one kubectl apply) roll the workload once
@@ -152,4 +155,44 @@ func TestUpdateRateSpacesRolloutsAcrossTheCluster(t *testing.T) {
 	for _, name := range names {
 		assert.Len(t, replicaSets(t, client, ns, name), 2, "%s rolled once", name)
 	}
+}
+
+// A rollout window (--rollout-window, a workload's own annotation): a change outside it waits,
+// says until when and rolls nothing; configwave.io/rollout-now rolls it at once, and wave
+// removes the annotation; a window that does not parse is a Warning naming the field, and the
+// flag's window applies.
+func TestRolloutWindowDefersAndRolloutNowRolls(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "cm", map[string]string{"a": "0"})
+	// A window of one hour, twelve hours from now: closed for the whole test, on any machine.
+	opens := time.Now().UTC().Add(12 * time.Hour)
+	closed := fmt.Sprintf("%s %02d:%02d-%02d:%02d UTC", opens.Weekday().String()[:3], opens.Hour(), opens.Minute(), (opens.Hour()+1)%24, opens.Minute())
+	d := deployment(ns, "web", withEnvKey("cm", "a"))
+	createDeployment(t, client, d)
+	bad := deployment(ns, "typo", withEnvKey("cm", "a"))
+	bad.Annotations[window.Annotation] = "weekdays 9 to 5"
+	createDeployment(t, client, bad)
+	p := startWave(t, ns, "--coalesce=0", "--rollout-window="+closed)
+	before := inputsHash(waitRecorded(t, client, ns, "web"))
+	waitRecorded(t, client, ns, "typo")
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "typo", "InvalidAnnotation")) > 0 }, eventually, tick)
+	assert.Contains(t, events(t, client, ns, "typo", "InvalidAnnotation")[0].Message, window.Annotation+`: window "weekdays 9 to 5"`)
+	settle(t, p)
+
+	patchCM(t, client, ns, "cm", `{"data":{"a":"1"}}`)
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigRolloutDeferred")) == 1 }, eventually, tick, "the change is deferred")
+	assert.Contains(t, events(t, client, ns, "web", "ConfigRolloutDeferred")[0].Message, "rolls when it opens, at ")
+	assert.Equal(t, before, inputsHash(getDeployment(t, client, ns, "web")), "nothing rolled: the deferral is the decision")
+	assert.Contains(t, getDeployment(t, client, ns, "web").Annotations[rolloutrecord.Annotation], `"deferredUntil"`)
+
+	_, err := client.AppsV1().Deployments(ns).Patch(ctx(t), "web", types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, window.NowAnnotation), metav1.PatchOptions{})
+	require.NoError(t, err)
+	waitTemplateHashChange(t, client, ns, "web", before)
+	require.Eventually(t, func() bool {
+		_, left := getDeployment(t, client, ns, "web").Annotations[window.NowAnnotation]
+		return !left
+	}, eventually, tick, "wave removes rollout-now with the rollout it asked for")
+	assert.True(t, configValueRolled(t, client, ns, "web", "1"))
+	assert.Len(t, events(t, client, ns, "web", "ConfigRolloutDeferred"), 1, "said once")
 }

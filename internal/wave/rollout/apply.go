@@ -19,6 +19,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/window"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
 
@@ -164,6 +165,9 @@ func (c *Controller) patch(ctx context.Context, w workload.Workload, d decision)
 	}
 	if d.ClearApproval {
 		annotations[approval.ApproveAnnotation] = nil // it approved this rollout, and no later one
+	}
+	if d.ClearRolloutNow {
+		annotations[window.NowAnnotation] = nil // it asked for this rollout
 	}
 	if d.ClearReject {
 		annotations[approval.RejectAnnotation] = nil // recorded, or about another change

@@ -48,6 +48,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 	"github.com/configwave/configwave/internal/wave/rolloutwatch"
 	"github.com/configwave/configwave/internal/wave/waveclient"
+	"github.com/configwave/configwave/internal/wave/window"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
 
@@ -91,6 +92,9 @@ type Config struct {
 	// MinRolloutInterval is the floor between two rollouts of one workload (raised per
 	// workload by its annotation, or Reloader's pause-period); 0 none.
 	MinRolloutInterval time.Duration
+	// RolloutWindow is when a rollout may start, for a workload without its own
+	// configwave.io/rollout-window (--rollout-window); always when empty.
+	RolloutWindow window.Windows
 	// UpdateRate caps rollouts per second across all workloads, with bursts of UpdateBurst
 	// (--update-rate, --update-burst, Wave's names); 0 none.
 	UpdateRate  float64

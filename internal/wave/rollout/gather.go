@@ -16,6 +16,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/window"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
 
@@ -54,6 +55,15 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	if s.Approval, problem = approval.Of(w.Meta.Annotations); problem != "" {
 		s.Warnings = append(s.Warnings, problem)
 	}
+	s.Window = c.RolloutWindow
+	if v, ok := w.Meta.Annotations[window.Annotation]; ok {
+		if own, err := window.Parse(v); err != nil {
+			s.Warnings = append(s.Warnings, window.Annotation+": "+err.Error()+"; --rollout-window applies meanwhile")
+		} else {
+			s.Window = own
+		}
+	}
+	s.RolloutNow = w.Meta.Annotations[window.NowAnnotation] == "true"
 	c.gatherRevisions(&s, w)
 	if s.Approval.Manual && !s.Revisions {
 		s.Warnings = append(s.Warnings, approval.Annotation+" holds back the rollout, not the config: without "+podrefs.RevisionsAnnotation+

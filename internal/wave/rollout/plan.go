@@ -17,6 +17,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/window"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
 
@@ -71,6 +72,10 @@ type situation struct {
 	Pace           pacing.Hold
 	// Approval: configwave.io/approval "manual" stops a rollout until that change is approved.
 	Approval approval.Gate
+	// Window is when a rollout may start (configwave.io/rollout-window, else --rollout-window);
+	// RolloutNow: configwave.io/rollout-now "true" rolls outside it.
+	Window     window.Windows
+	RolloutNow bool
 
 	// Revisions: the workload's pods read snapshots of their revision's config
 	// (configwave.io/revisions, or --config-revisions). TemplateInputsHash is the template's
@@ -141,6 +146,8 @@ type decision struct {
 	ClearApproval, ClearReject bool
 	// ChangeID identifies the change decided on, under configwave.io/approval: manual.
 	ChangeID string
+	// ClearRolloutNow: remove configwave.io/rollout-now with the rollout it asked for.
+	ClearRolloutNow bool
 	// PendingSince: a change waits for approval since then (zero: none), for the gauges.
 	PendingSince time.Time
 
@@ -263,6 +270,9 @@ func decide(s situation) (decision, error) {
 	if d, gated := s.gate(what, id); gated {
 		return warn.with(d), nil
 	}
+	if d, deferred := s.deferToWindow(what, id); deferred {
+		return warn.with(d), nil
+	}
 	h, err := hash.get()
 	if err != nil {
 		return decision{}, err
@@ -358,8 +368,10 @@ func (s situation) records() records {
 	r.present = s.Rec
 	r.present.Missing, r.present.MissingSince = "", time.Time{}
 	// What waits, or was rejected, is said again by gate while it stands: a config taken back
-	// ends it, and the same change made again later is asked for again.
+	// ends it, and the same change made again later is asked for again. So is a wait for the
+	// rollout window.
 	r.present.Pending, r.present.PendingID, r.present.PendingSince, r.present.Rejected = "", "", time.Time{}, ""
+	r.present.DeferredUntil = time.Time{}
 	return r
 }
 
@@ -407,6 +419,34 @@ func (s situation) gate(what, id string) (decision, bool) {
 			"%s changed; %s is %q, so it waits: kubectl configwave approve rolls it (annotation %s, %s), reject drops it (%s)",
 			what, approval.Annotation, approval.Manual, approval.ApproveAnnotation, say, approval.RejectAnnotation)}}
 		d.Log = &logLine{Msg: "rollout waits for approval", KV: []any{"changed", what}}
+	}
+	return d, true
+}
+
+// deferToWindow holds a rollout outside the workload's rollout window until it opens, unless
+// configwave.io/rollout-now asks for it at once. The record says until when (once: the Event
+// too), so that wave status shows it and a restarted wave does not say it again.
+func (s situation) deferToWindow(what, id string) (decision, bool) {
+	if s.RolloutNow {
+		return decision{}, false
+	}
+	open, opens := s.Window.Open(s.Now)
+	if open {
+		return decision{}, false
+	}
+	rec := s.Rec
+	rec.Missing, rec.MissingSince = "", time.Time{}
+	rec.DeferredUntil = opens.UTC()
+	d := decision{Result: ResultDeferred, Record: rec, ChangeID: id,
+		HoldFor: opens.Sub(s.Now) + 100*time.Millisecond, Wanted: s.Now}
+	if rec != s.Rec {
+		d.Write = "missing"
+	}
+	if !s.Rec.DeferredUntil.Equal(rec.DeferredUntil) {
+		d.Events = []event{{corev1.EventTypeNormal, "ConfigRolloutDeferred", fmt.Sprintf(
+			"%s changed; outside the rollout window %q, it rolls when it opens, at %s (%s: \"true\" rolls it now)",
+			what, s.Window, opens.Format(time.RFC3339), window.NowAnnotation)}}
+		d.Log = &logLine{Msg: "rollout deferred to the rollout window", KV: []any{"changed", what, "opens", opens}}
 	}
 	return d, true
 }
@@ -631,7 +671,7 @@ func (s situation) rollout(what, value, hash string) decision {
 	}
 	d := decision{
 		Result: ResultRolled, Write: "rollout", Inputs: &value, Record: next, Hash: hash, InputsHash: inputsHash(value),
-		ClearRevision: s.NewestRevision != "", ClearApproval: s.Approval.Approved != "",
+		ClearRevision: s.NewestRevision != "", ClearApproval: s.Approval.Approved != "", ClearRolloutNow: s.RolloutNow,
 		Events:  []event{{corev1.EventTypeNormal, "ConfigChanged", msg}},
 		Log:     &logLine{Msg: "config changed; rolling out", KV: []any{"changed", what}},
 		Follow:  !s.Progress.Untracked,

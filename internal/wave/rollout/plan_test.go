@@ -17,6 +17,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/window"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
 
@@ -78,6 +79,14 @@ func TestPlan(t *testing.T) {
 	manual := func(t *testing.T, now ...string) situation {
 		s := wave(t, inputs(now...))
 		s.Approval = approval.Gate{Manual: true}
+		return s
+	}
+	// windowed: a Wave workload whose window is Saturday 10:00-11:00 UTC, looked at on a Wednesday.
+	windowed := func(t *testing.T, now ...string) situation {
+		s := wave(t, inputs(now...))
+		w, err := window.Parse("Sat 10:00-11:00 UTC")
+		require.NoError(t, err)
+		s.Window = w
 		return s
 	}
 	missing := &podrefs.MissingError{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "a"}, Where: "container app envFrom"}
@@ -822,6 +831,72 @@ func TestPlan(t *testing.T) {
 			assert.Equal(t, revisionsTurnedOn, d.Record.Pending)
 			assert.NotEqual(t, approval.ID(keyed("configmap/a=0"), "configmap/a=1\n"), d.Record.PendingID,
 				"not the ID the same content had while it waited to roll from another: an approval of that one does not turn revisions on")
+		}},
+		{"outside the rollout window: deferred until it opens, said once, the record says until when", func(t *testing.T) situation {
+			return windowed(t, "configmap/a=2")
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			opens := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC) // t0 is a Wednesday
+			assert.Equal(t, ResultDeferred, d.Result)
+			assert.Equal(t, "missing", d.Write)
+			assert.Empty(t, d.InputsHash, "the template stays")
+			assert.Equal(t, opens, d.Record.DeferredUntil)
+			assert.Equal(t, opens.Sub(t0)+100*time.Millisecond, d.HoldFor, "looked at again when it opens")
+			require.Len(t, d.Events, 1)
+			assert.Equal(t, "ConfigRolloutDeferred", d.Events[0].Reason)
+			assert.Contains(t, d.Events[0].Message, "at 2026-11-28T10:00:00Z")
+		}},
+		{"outside the rollout window, just restarted: nothing written or said again", func(t *testing.T) situation {
+			s := windowed(t, "configmap/a=2")
+			s.Rec = rolloutrecord.Record{DeferredUntil: time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultDeferred, d.Result)
+			assert.Empty(t, d.Write)
+			assert.Empty(t, d.Events)
+			assert.Positive(t, d.HoldFor)
+		}},
+		{"outside the rollout window, rollout-now: rolls, and the annotation goes with it", func(t *testing.T) situation {
+			s := windowed(t, "configmap/a=2")
+			s.RolloutNow, s.WaveHash = true, hash("h2")
+			s.Rec = rolloutrecord.Record{DeferredUntil: time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+			assert.True(t, d.ClearRolloutNow)
+			assert.True(t, d.Record.DeferredUntil.IsZero())
+		}},
+		{"the window opened: rolls", func(t *testing.T) situation {
+			s := windowed(t, "configmap/a=2")
+			s.Now, s.WaveHash = time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC), hash("h2")
+			s.Rec = rolloutrecord.Record{DeferredUntil: s.Now}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultRolled, d.Result)
+			assert.True(t, d.Record.DeferredUntil.IsZero())
+		}},
+		{"deferred, then the config taken back: nothing waits", func(t *testing.T) situation {
+			s := windowed(t, "configmap/a=1")
+			s.Rec = rolloutrecord.Record{DeferredUntil: time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultUnchanged, d.Result)
+			assert.Equal(t, "missing", d.Write)
+			assert.Equal(t, rolloutrecord.Record{}, d.Record)
+		}},
+		{"approval manual and a window: approved, it still waits for the window", func(t *testing.T) situation {
+			s := windowed(t, "configmap/a=2")
+			s.Approval = approval.Gate{Manual: true}
+			s.Approval.Approved = s.changeID()
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultDeferred, d.Result)
+			assert.False(t, d.ClearApproval, "the approval stays for the rollout at the window's opening")
 		}},
 	}
 	for _, tt := range tests {

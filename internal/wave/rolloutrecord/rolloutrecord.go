@@ -44,6 +44,8 @@ type Record struct {
 	PendingSince time.Time `json:"pendingSince,omitzero"`
 	// Rejected is the ID of the change last rejected: it is not asked for again.
 	Rejected string `json:"rejected,omitempty"`
+	// DeferredUntil: a change waits for the workload's rollout window, which opens then.
+	DeferredUntil time.Time `json:"deferredUntil,omitzero"`
 }
 
 // maxRecord bounds what is parsed: anyone who may edit the workload can write the annotation.
@@ -109,6 +111,9 @@ const (
 	// PendingApproval: configwave.io/approval is "manual", and a change waits for a person
 	// (wave status says it from the record; Evaluate judges the rollout before it).
 	PendingApproval State = "waiting for approval"
+	// Deferred: a change waits for the workload's rollout window (wave status says it from the
+	// record).
+	Deferred State = "waiting for its window"
 	// What wave status says of an opted-in workload that wave has not judged (no record):
 	NotRecorded State = "not recorded" // wave has not looked at it: not running, or not watching there
 	FilteredOut State = "filtered out" // wave's filters (as given to wave status) leave it out
