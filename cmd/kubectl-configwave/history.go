@@ -44,6 +44,8 @@ type historyView struct {
 	Note string `json:"note,omitempty"`
 	// Pending is the config change that waits for approval (configwave.io/approval: manual).
 	Pending *pendingView `json:"pending,omitempty"`
+	// DeferredUntil: a config change waits for the rollout window, which opens then.
+	DeferredUntil *time.Time `json:"deferredUntil,omitempty"`
 }
 
 type pendingView struct {
@@ -85,8 +87,13 @@ func viewOf(s *session) historyView {
 		kept = kept || revisions.IsRevision(r.InputsHash)
 		v.Revisions = append(v.Revisions, rv)
 	}
-	if rec, err := rolloutrecord.ParseRecord(s.workload.Meta.Annotations[rolloutrecord.Annotation]); err == nil && rec.PendingID != "" {
-		v.Pending = &pendingView{Change: rec.Pending, ID: rec.PendingID, Since: rec.PendingSince}
+	if rec, err := rolloutrecord.ParseRecord(s.workload.Meta.Annotations[rolloutrecord.Annotation]); err == nil {
+		if rec.PendingID != "" {
+			v.Pending = &pendingView{Change: rec.Pending, ID: rec.PendingID, Since: rec.PendingSince}
+		}
+		if !rec.DeferredUntil.IsZero() {
+			v.DeferredUntil = &rec.DeferredUntil
+		}
 	}
 	if !kept {
 		v.Note = fmt.Sprintf("%s keeps no config in its revisions, so an undo brings back its template on today's config. "+
@@ -114,6 +121,10 @@ func printHistory(w io.Writer, output string, s *session) error {
 	if v.Pending != nil {
 		fmt.Fprintf(w, "\n%s: the change of %s (%s) waits for approval since %s ago: see it with kubectl configwave diff %s -n %s --live, then approve or reject it\n",
 			c.paint("33", "waiting for approval"), configdiff.Clean(v.Pending.Change), configdiff.Clean(v.Pending.ID), age(v.Pending.Since), v.Workload, v.Namespace)
+	}
+	if v.DeferredUntil != nil {
+		fmt.Fprintf(w, "\n%s: a config change rolls when the rollout window opens, at %s; kubectl configwave rollout-now %s -n %s rolls it now\n",
+			c.paint("33", "waiting for its window"), v.DeferredUntil.Format(time.RFC3339), v.Workload, v.Namespace)
 	}
 	if v.Note != "" {
 		_, err := fmt.Fprintf(w, "\n%s\n", v.Note)

@@ -70,7 +70,8 @@ rollout/web. It needs configwave's wave with config revisions on the workload
 	clientcmd.BindOverrideFlags(g.overrides, flags, clientcmd.RecommendedConfigOverrideFlags(""))
 	root.AddCommand(newHistory(g), newDiff(g), newPods(g), newUndo(g),
 		newDecide(g, "approve", approval.ApproveAnnotation, "is approved: wave rolls it now"),
-		newDecide(g, "reject", approval.RejectAnnotation, "is rejected: wave does not roll it, and asks again on the next change"))
+		newDecide(g, "reject", approval.RejectAnnotation, "is rejected: wave does not roll it, and asks again on the next change"),
+		newRollNow(g))
 	return root
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/wave/approval"
+	"github.com/configwave/configwave/internal/wave/window"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rollout"
@@ -389,4 +390,39 @@ func TestApproveAndReject(t *testing.T) {
 	assert.Contains(t, run(t, "reject", "deploy/web", "-n", ns), "is rejected")
 	require.Eventually(t, func() bool { return pendingID() == "" }, eventually, tick, "nothing waits once rejected")
 	assert.Equal(t, rolled, newestHash(t, client, ns, "web"), "the rejected change did not roll")
+}
+
+// A change outside the workload's rollout window waits; history says until when, and
+// rollout-now rolls it at once.
+func TestRolloutNow(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	_, err := client.CoreV1().ConfigMaps(ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"k": "v1"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	opens := time.Now().UTC().Add(12 * time.Hour) // closed for the whole test, on any machine
+	d := testcluster.Deployment(ns, "web", 1)
+	d.Annotations = map[string]string{podrefs.UpdateOnConfigChangeAnnotation: "true",
+		window.Annotation: fmt.Sprintf("%s %02d:%02d-%02d:%02d UTC", opens.Weekday().String()[:3], opens.Hour(), opens.Minute(), (opens.Hour()+1)%24, opens.Minute())}
+	d.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}}
+	_, err = client.AppsV1().Deployments(ns).Create(ctx(t), d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	startWave(t, ns)
+	require.Eventually(t, func() bool {
+		d, err := client.AppsV1().Deployments(ns).Get(ctx(t), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		return d.Annotations[rollout.InputsAnnotation] != ""
+	}, eventually, tick, "wave records the config the pods start with")
+	before := newestHash(t, client, ns, "web")
+	_, err = kubectlConfigwave(t, cluster.Kubeconfig(), "rollout-now", "deploy/web", "-n", ns)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no config change of deployment/web in namespace "+ns+" waits for its rollout window")
+
+	_, err = client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"k": "v2"}}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return historyOf(t, ns, "deploy/web").DeferredUntil != nil }, eventually, tick, "the change waits for the window")
+	assert.Equal(t, before, newestHash(t, client, ns, "web"))
+	assert.Contains(t, run(t, "history", "deploy/web", "-n", ns), "waiting for its window")
+	assert.Contains(t, run(t, "rollout-now", "deploy/web", "-n", ns), "asked to roll now")
+	require.Eventually(t, func() bool { return newestHash(t, client, ns, "web") != before }, eventually, tick, "rolled at once")
+	require.Eventually(t, func() bool { return historyOf(t, ns, "deploy/web").DeferredUntil == nil }, eventually, tick, "nothing waits")
 }

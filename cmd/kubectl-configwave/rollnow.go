@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/window"
+	"github.com/configwave/configwave/internal/wave/workload"
+)
+
+// newRollNow asks wave to roll a change that waits for the workload's rollout window now, as
+// configwave.io/rollout-now: "true" does (wave removes it with the rollout). RBAC: patch on the
+// workload.
+func newRollNow(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:               "rollout-now KIND/NAME",
+		Short:             "Roll the config change that waits for the workload's rollout window now",
+		Example:           "  kubectl configwave rollout-now deploy/web   # a revoked credential cannot wait for Saturday",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeWorkloads(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			s, err := g.open(ctx, args)
+			if err != nil {
+				return err
+			}
+			rec, err := rolloutrecord.ParseRecord(s.workload.Meta.Annotations[rolloutrecord.Annotation])
+			if err != nil {
+				return fmt.Errorf("%s in namespace %s: %w", s.target, s.namespace, err)
+			}
+			if rec.DeferredUntil.IsZero() {
+				return fmt.Errorf("no config change of %s in namespace %s waits for its rollout window (wave records one once it sees it)", s.target, s.namespace)
+			}
+			body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{window.NowAnnotation: "true"}}})
+			if err != nil {
+				return err
+			}
+			clients := workload.Clients{Kube: s.reader.Kube, Dynamic: s.reader.Dynamic}
+			if err := workload.Patch(ctx, clients, s.target.Kind, s.namespace, s.target.Name, body); err != nil {
+				return explain(err, fmt.Sprintf("ask for the rollout of %s in namespace %s now", s.target, s.namespace))
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: asked to roll now (%s), not at its window's opening at %s\n", s.target, window.NowAnnotation, rec.DeferredUntil.Format("2006-01-02T15:04:05Z07:00"))
+			return err
+		},
+	}
+}
