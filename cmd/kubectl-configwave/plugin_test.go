@@ -25,10 +25,10 @@ import (
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/wave/approval"
-	"github.com/configwave/configwave/internal/wave/window"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rollout"
+	"github.com/configwave/configwave/internal/wave/window"
 )
 
 var (
