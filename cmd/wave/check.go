@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/configwave/configwave/internal/wave/brake"
 	"github.com/configwave/configwave/internal/wave/window"
 	"os"
 	"strings"
@@ -20,6 +21,7 @@ import (
 type config struct {
 	options
 	window           window.Windows // --rollout-window
+	flappingRule     brake.Rule     // --flapping-threshold
 	countByNamespace bool           // METRICS_COUNT_BY_NAMESPACE=enabled
 	namespaceList    []string
 	selector         labels.Selector
@@ -163,6 +165,8 @@ func checkPacing(c *config) error {
 		return fmt.Errorf("--coalesce=%s: use 0 (roll at once) up to 1s", c.coalesce)
 	case checkWindow(c) != nil:
 		return checkWindow(c)
+	case checkFlapping(c) != nil:
+		return checkFlapping(c)
 	case c.minInterval < 0 || c.minInterval > 24*time.Hour:
 		return fmt.Errorf("--min-rollout-interval=%s: use 0 (none) up to 24h", c.minInterval)
 	case c.updateRate < 0 || c.updateBurst < 1:
@@ -243,5 +247,15 @@ func checkWindow(c *config) error {
 		return fmt.Errorf("--rollout-window: %w", err)
 	}
 	c.window = w
+	return nil
+}
+
+// checkFlapping reads --flapping-threshold into c.flappingRule.
+func checkFlapping(c *config) error {
+	r, err := brake.ParseRule(c.flapping)
+	if err != nil {
+		return fmt.Errorf("--flapping-threshold=%w", err)
+	}
+	c.flappingRule = r
 	return nil
 }

@@ -51,7 +51,7 @@ func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.E
 	}
 	rc := rollout.Config{Client: cl.kube, Dynamic: cl.all.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: cl.pods,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, Revisions: cfg.configRevisions, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
-		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, RolloutWindow: cfg.window, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.stakaterOpts,
+		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, RolloutWindow: cfg.window, Flapping: cfg.flappingRule, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.stakaterOpts,
 		Passive: cfg.changeWebhook != nil}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
@@ -93,6 +93,8 @@ func registerWorkGauges(cfg *config, reg *prometheus.Registry, w *work) {
 		Help: "Workloads whose rollout waits for --coalesce or for their floor between rollouts."}, w.ctrl.Held))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_workloads_held_by_rollback",
 		Help: "Workloads with configwave.io/revisions whose template a rollback (rollout undo, an abort) holds at an earlier config; each rolls forward on its config's next change."}, w.ctrl.HeldByRollback))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_sources_braked",
+		Help: "ConfigMaps and Secrets that change too often (--flapping-threshold): the workloads that follow them do not roll for them until they are quiet."}, w.ctrl.SourcesBraked))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_approvals_pending",
 		Help: "Workloads with configwave.io/approval: manual whose config change waits for approval (kubectl configwave approve)."}, w.ctrl.PendingApproval))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_approval_pending_oldest_seconds",

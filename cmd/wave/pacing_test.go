@@ -196,3 +196,35 @@ func TestRolloutWindowDefersAndRolloutNowRolls(t *testing.T) {
 	assert.True(t, configValueRolled(t, client, ns, "web", "1"))
 	assert.Len(t, events(t, client, ns, "web", "ConfigRolloutDeferred"), 1, "said once")
 }
+
+// A ConfigMap written in a loop (--flapping-threshold=3/10s): braked at its third change, with a
+// ConfigFlapping Warning on it and on the workload, no rollout while it flaps, and once it is
+// quiet for the threshold's duration the workload rolls once, with the last content.
+func TestFlappingSourceIsBraked(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "cm", map[string]string{"a": "0"})
+	createDeployment(t, client, deployment(ns, "web", withEnvKey("cm", "a")))
+	p := startWave(t, ns, "--coalesce=0", "--flapping-threshold=3/10s")
+	waitRecorded(t, client, ns, "web")
+	settle(t, p)
+
+	for i := 1; i <= 8; i++ { // a loop, one write after another
+		patchCM(t, client, ns, "cm", `{"data":{"a":"`+fmt.Sprint(i)+`"}}`)
+	}
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "cm", "ConfigFlapping")) == 1 }, eventually, tick, "said on the ConfigMap")
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigFlapping")) == 1 }, eventually, tick, "said on the workload")
+	assert.Equal(t, 1.0, p.Metric("configwave_wave_sources_braked"))
+	d := getDeployment(t, client, ns, "web")
+	braked := inputsHash(d)
+	rss, err := testcluster.ReplicaSets(ctx(t), client, d)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(rss), 3, "the first ReplicaSet, and at most the two changes before the brake")
+
+	// Quiet now: released after 10 s, one rollout with the last content.
+	waitTemplateHashChange(t, client, ns, "web", braked)
+	assert.True(t, configValueRolled(t, client, ns, "web", "8"), "the last write rolled")
+	settle(t, p)
+	assert.Len(t, events(t, client, ns, "web", "ConfigFlapping"), 1, "said once")
+	assert.Equal(t, 0.0, p.Metric("configwave_wave_sources_braked"))
+}

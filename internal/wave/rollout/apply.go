@@ -65,6 +65,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 	c.warned.set(key, d.Warned)
 	c.heldBack.set(key, d.HeldBack) // any other result than the hold ends it (a rollout, revisions off)
 	c.approvals.set(key, pendingSince(w, d))
+	c.brakeSaid.set(key, d.BrakeSaid) // any other result than the brake ends it
 	if d.Write == "rollout" {
 		if wait := c.pace.Turn(key, time.Now()); wait > 0 {
 			d = decision{Result: ResultHeld, HoldFor: wait, Wanted: d.Wanted,

@@ -29,8 +29,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -40,6 +42,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/brake"
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/crashloop"
 	"github.com/configwave/configwave/internal/wave/pacing"
@@ -95,6 +98,9 @@ type Config struct {
 	// RolloutWindow is when a rollout may start, for a workload without its own
 	// configwave.io/rollout-window (--rollout-window); always when empty.
 	RolloutWindow window.Windows
+	// Flapping is when a source that changes too often stops rolling the workloads that use it
+	// (--flapping-threshold); the zero Rule never brakes.
+	Flapping brake.Rule
 	// UpdateRate caps rollouts per second across all workloads, with bursts of UpdateBurst
 	// (--update-rate, --update-burst, Wave's names); 0 none.
 	UpdateRate  float64
@@ -139,6 +145,10 @@ type Controller struct {
 	heldBack warnedOf
 	// approvals: since when each workload's change waits for approval (configwave.io/approval).
 	approvals approvalsPending
+	// brake: the sources that change too often (--flapping-threshold); brakeSaid, per workload,
+	// the braked sources its last ConfigFlapping Event named.
+	brake     *brake.Tracker
+	brakeSaid warnedOf
 	pending   *changesPending
 	leading   atomic.Bool // Run is running: this replica decides
 	// indexMemo: the index values of the last cache entries indexed (see indexes.go).
@@ -169,6 +179,7 @@ func NewController(cfg Config) (*Controller, error) {
 	c.pending = newChangesPending()
 	c.pace = pacing.New(cfg.Coalesce, cfg.MinRolloutInterval, cfg.Reloader.Dialect.PausePeriod())
 	c.pace.LimitRate(cfg.UpdateRate, cfg.UpdateBurst)
+	c.brake = brake.NewTracker(cfg.Flapping)
 	if cfg.PodClient != nil {
 		lookup := func(key string) (workload.Workload, bool) {
 			kind, ns, name, err := workload.SplitKey(key)
@@ -260,6 +271,9 @@ func (c *Controller) watchConfigs() error {
 					// other metadata-only update concerns nobody.
 					o, ok1 := old.(*confighash.Digested)
 					n, ok2 := obj.(*confighash.Digested)
+					if ok1 && ok2 && !o.SameKeys(n) {
+						c.contentChanged(kind, n)
+					}
 					if !ok1 || !ok2 || !o.SameKeys(n) ||
 						!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || !maps.Equal(o.GetLabels(), n.GetLabels()) {
 						c.enqueueUsers(kind, obj)
@@ -349,6 +363,27 @@ func (c *Controller) enqueueNamespace(namespace string) {
 		}
 	}
 }
+
+// contentChanged counts a change of a source's content for the brake, and says on the source
+// when it brakes it.
+func (c *Controller) contentChanged(kind configref.Kind, obj metav1.Object) {
+	ref := configref.Ref{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	if !c.brake.Changed(ref, time.Now()) || !c.leading.Load() {
+		return
+	}
+	meta := metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, UID: obj.GetUID()}
+	var about runtime.Object = &corev1.ConfigMap{ObjectMeta: meta}
+	if kind == configref.Secret {
+		about = &corev1.Secret{ObjectMeta: meta}
+	}
+	r := c.brake.Rule()
+	c.Recorder.Eventf(about, corev1.EventTypeWarning, "ConfigFlapping",
+		"%s changed %d times within %s (--flapping-threshold=%s): the workloads that use it do not roll for its changes until it is quiet for %s; configwave.io/rollout-now: \"true\" on a workload rolls it",
+		ref.Kind.Lower()+"/"+ref.Name, r.Writes, r.Within, r, r.Within)
+}
+
+// SourcesBraked counts the sources that change too often to roll for, for the gauge.
+func (c *Controller) SourcesBraked() float64 { return float64(c.brake.Count(time.Now())) }
 
 func (c *Controller) enqueueUsers(kind configref.Kind, obj any) {
 	if m, ok := metaOf(obj); ok {
@@ -518,6 +553,7 @@ func (c *Controller) forget(key string) {
 	c.warned.set(key, "")
 	c.heldBack.set(key, "")
 	c.approvals.set(key, time.Time{})
+	c.brakeSaid.set(key, "")
 	if c.crash != nil {
 		c.crash.Forget(key)
 	}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -94,6 +95,14 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 	s.Inputs = confighash.InputsOf(ns, uses, c.Informers.Digests)
 	s.Entries = c.entries(w, used, sel, uses, ignored, s.Revisions)
+	for r := range uses {
+		if braked, quietAt := c.brake.Braked(r, s.Now); braked && s.Entries[r.Short(ns)].Follows {
+			s.Braked = append(s.Braked, r.Short(ns))
+			s.BrakedUntil = maxTime(s.BrakedUntil, quietAt)
+		}
+	}
+	slices.Sort(s.Braked)
+	s.BrakeSaid = c.brakeSaid.of(w.Key())
 
 	whole := func(r configref.Ref) (any, error) { return c.full.get(ctx, r) }
 	s.WaveHash = sync.OnceValues(func() (string, error) { return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, whole) })
@@ -301,4 +310,11 @@ func (a *approvalsPending) stats(now time.Time) (n int, oldest time.Duration) {
 		oldest = max(oldest, now.Sub(since))
 	}
 	return len(a.m), oldest
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -51,11 +51,12 @@ const (
 	ResultPendingApproval = "pending-approval" // configwave.io/approval: manual, and this change is not approved yet
 	ResultRejected        = "rejected"         // configwave.io/approval: manual, and this change was rejected
 	ResultDeferred        = "deferred"         // outside the workload's rollout window: rolls when it opens
+	ResultBraked          = "braked"           // a source it follows changes too often (--flapping-threshold)
 	ResultResumed         = "resumed"          // a Deployment Stakater Reloader paused for its pause-period, resumed
 )
 
 // Results are every reconcile result, the series of configwave_wave_reconciles_total.
-var Results = []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed, ResultRolledBack, ResultPendingApproval, ResultRejected, ResultDeferred}
+var Results = []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed, ResultRolledBack, ResultPendingApproval, ResultRejected, ResultDeferred, ResultBraked}
 
 // WorkloadStates are the values of the workloads gauge's "state" label: what the leader last
 // judged of each workload whose rollouts it follows (wave status shows the same states).

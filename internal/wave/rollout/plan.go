@@ -76,6 +76,12 @@ type situation struct {
 	// RolloutNow: configwave.io/rollout-now "true" rolls outside it.
 	Window     window.Windows
 	RolloutNow bool
+	// Braked are the sources the workload follows that change too often to roll for
+	// (--flapping-threshold), released at BrakedUntil if they stay quiet; BrakeSaid is what the
+	// last ConfigFlapping Event on the workload named.
+	Braked      []string
+	BrakedUntil time.Time
+	BrakeSaid   string
 
 	// Revisions: the workload's pods read snapshots of their revision's config
 	// (configwave.io/revisions, or --config-revisions). TemplateInputsHash is the template's
@@ -148,6 +154,8 @@ type decision struct {
 	ChangeID string
 	// ClearRolloutNow: remove configwave.io/rollout-now with the rollout it asked for.
 	ClearRolloutNow bool
+	// BrakeSaid: the braked sources a ConfigFlapping Event named, to remember ("" none).
+	BrakeSaid string
 	// PendingSince: a change waits for approval since then (zero: none), for the gauges.
 	PendingSince time.Time
 
@@ -253,6 +261,9 @@ func decide(s situation) (decision, error) {
 		return warn.with(decision{Result: ResultBaseline, Write: "baseline", Inputs: &r.value, Record: r.present, Log: log}), nil
 	}
 
+	if d, braked := s.brake(what); braked {
+		return warn.with(d), nil
+	}
 	id := s.changeID()
 	if s.Approval.Manual && s.Approval.Approved != id && (id == s.Rec.PendingID || id == s.Rec.Rejected || id == s.Approval.Rejected) {
 		// Decided already, and waiting for a person: pacing has nothing to hold.
@@ -419,6 +430,25 @@ func (s situation) gate(what, id string) (decision, bool) {
 			"%s changed; %s is %q, so it waits: kubectl configwave approve rolls it (annotation %s, %s), reject drops it (%s)",
 			what, approval.Annotation, approval.Manual, approval.ApproveAnnotation, say, approval.RejectAnnotation)}}
 		d.Log = &logLine{Msg: "rollout waits for approval", KV: []any{"changed", what}}
+	}
+	return d, true
+}
+
+// brake holds a rollout while a source the workload follows changes too often (a controller
+// fighting another, a pipeline writing in a loop), until it has been quiet for the threshold's
+// duration; configwave.io/rollout-now rolls it all the same. The Event is sent once per set of
+// braked sources.
+func (s situation) brake(what string) (decision, bool) {
+	if len(s.Braked) == 0 || s.RolloutNow {
+		return decision{}, false
+	}
+	names := strings.Join(s.Braked, ", ")
+	d := decision{Result: ResultBraked, HoldFor: s.BrakedUntil.Sub(s.Now) + 100*time.Millisecond, Wanted: s.Now, BrakeSaid: names}
+	if s.BrakeSaid != names {
+		d.Events = []event{{corev1.EventTypeWarning, "ConfigFlapping", fmt.Sprintf(
+			"%s changes too often (--flapping-threshold): not rolled for it until it is quiet, at %s at the earliest; the change of %s waits, and rolls then with everything since (%s: \"true\" rolls it now)",
+			names, s.BrakedUntil.UTC().Format(time.RFC3339), what, window.NowAnnotation)}}
+		d.Log = &logLine{Msg: "rollout braked: a source changes too often", KV: []any{"sources", names, "until", s.BrakedUntil}}
 	}
 	return d, true
 }

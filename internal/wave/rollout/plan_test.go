@@ -898,6 +898,46 @@ func TestPlan(t *testing.T) {
 			assert.Equal(t, ResultDeferred, d.Result)
 			assert.False(t, d.ClearApproval, "the approval stays for the rollout at the window's opening")
 		}},
+		{"a followed source flapping: braked until it is quiet, said once", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Braked, s.BrakedUntil = []string{"configmap/a"}, t0.Add(40*time.Second)
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultBraked, d.Result)
+			assert.Empty(t, d.Write, "nothing written: the record keeps what the pods run")
+			assert.Equal(t, 40*time.Second+100*time.Millisecond, d.HoldFor)
+			assert.Equal(t, "configmap/a", d.BrakeSaid)
+			require.Len(t, d.Events, 1)
+			assert.Equal(t, "ConfigFlapping", d.Events[0].Reason)
+			assert.Equal(t, corev1.EventTypeWarning, d.Events[0].Type)
+		}},
+		{"braked, said already: nothing said again", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Braked, s.BrakedUntil, s.BrakeSaid = []string{"configmap/a"}, t0.Add(40*time.Second), "configmap/a"
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultBraked, d.Result)
+			assert.Empty(t, d.Events)
+		}},
+		{"braked, rollout-now: rolls", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=2"))
+			s.Braked, s.BrakedUntil, s.RolloutNow, s.WaveHash = []string{"configmap/a"}, t0.Add(40*time.Second), true, hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			wantRollout(t, d, "configmap/a")
+			assert.Empty(t, d.BrakeSaid)
+		}},
+		{"braked, but the pods run the current config: nothing to brake", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1"))
+			s.Braked, s.BrakedUntil = []string{"configmap/a"}, t0.Add(40*time.Second)
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultUnchanged, d.Result)
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
