@@ -413,9 +413,13 @@ func TestRolloutNow(t *testing.T) {
 		return d.Annotations[rollout.InputsAnnotation] != ""
 	}, eventually, tick, "wave records the config the pods start with")
 	before := newestHash(t, client, ns, "web")
-	_, err = kubectlConfigwave(t, cluster.Kubeconfig(), "rollout-now", "deploy/web", "-n", ns)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "no config change of deployment/web in namespace "+ns+" waits for its rollout window")
+	assert.Contains(t, run(t, "rollout-now", "deploy/web", "-n", ns), "with nothing waiting, wave removes the annotation")
+	require.Eventually(t, func() bool {
+		d, err := client.AppsV1().Deployments(ns).Get(ctx(t), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		_, left := d.Annotations[window.NowAnnotation]
+		return !left
+	}, eventually, tick, "wave removes a rollout-now that asks for nothing, so it decides no later change")
 
 	_, err = client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"k": "v2"}}, metav1.UpdateOptions{})
 	require.NoError(t, err)

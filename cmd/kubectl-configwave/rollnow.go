@@ -31,9 +31,8 @@ func newRollNow(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s in namespace %s: %w", s.target, s.namespace, err)
 			}
-			if rec.DeferredUntil.IsZero() {
-				return fmt.Errorf("no config change of %s in namespace %s waits for its rollout window (wave records one once it sees it)", s.target, s.namespace)
-			}
+			// A change held by a brake on a flapping source is not on the record, so this asks
+			// whatever waits; wave removes the annotation once nothing does.
 			body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{window.NowAnnotation: "true"}}})
 			if err != nil {
 				return err
@@ -41,6 +40,10 @@ func newRollNow(g *globals) *cobra.Command {
 			clients := workload.Clients{Kube: s.reader.Kube, Dynamic: s.reader.Dynamic}
 			if err := workload.Patch(ctx, clients, s.target.Kind, s.namespace, s.target.Name, body); err != nil {
 				return explain(err, fmt.Sprintf("ask for the rollout of %s in namespace %s now", s.target, s.namespace))
+			}
+			if rec.DeferredUntil.IsZero() {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: asked to roll now (%s): a change held by a brake rolls; with nothing waiting, wave removes the annotation\n", s.target, window.NowAnnotation)
+				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: asked to roll now (%s), not at its window's opening at %s\n", s.target, window.NowAnnotation, rec.DeferredUntil.Format("2006-01-02T15:04:05Z07:00"))
 			return err

@@ -167,6 +167,8 @@ func checkPacing(c *config) error {
 		return checkWindow(c)
 	case checkFlapping(c) != nil:
 		return checkFlapping(c)
+	case c.maxInFlight < 0 || c.maxInFlightPerNamespace < 0:
+		return fmt.Errorf("--max-rollouts-in-flight=%d --max-rollouts-in-flight-per-namespace=%d: use 0 (no cap) or more", c.maxInFlight, c.maxInFlightPerNamespace)
 	case c.minInterval < 0 || c.minInterval > 24*time.Hour:
 		return fmt.Errorf("--min-rollout-interval=%s: use 0 (none) up to 24h", c.minInterval)
 	case c.updateRate < 0 || c.updateBurst < 1:

@@ -23,6 +23,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/alert"
 	"github.com/configwave/configwave/internal/wave/csi"
 	"github.com/configwave/configwave/internal/wave/leader"
+	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/profiling"
 	"github.com/configwave/configwave/internal/wave/rollout"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
@@ -51,7 +52,7 @@ func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.E
 	}
 	rc := rollout.Config{Client: cl.kube, Dynamic: cl.all.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: cl.pods,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, Revisions: cfg.configRevisions, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
-		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, RolloutWindow: cfg.window, Flapping: cfg.flappingRule, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.stakaterOpts,
+		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, RolloutWindow: cfg.window, Flapping: cfg.flappingRule, InFlight: pacing.InFlight{Max: cfg.maxInFlight, MaxPerNamespace: cfg.maxInFlightPerNamespace}, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.stakaterOpts,
 		Passive: cfg.changeWebhook != nil}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
@@ -93,6 +94,8 @@ func registerWorkGauges(cfg *config, reg *prometheus.Registry, w *work) {
 		Help: "Workloads whose rollout waits for --coalesce or for their floor between rollouts."}, w.ctrl.Held))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_workloads_held_by_rollback",
 		Help: "Workloads with configwave.io/revisions whose template a rollback (rollout undo, an abort) holds at an earlier config; each rolls forward on its config's next change."}, w.ctrl.HeldByRollback))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_rollouts_queued",
+		Help: "Config rollouts waiting for one under way to finish (--max-rollouts-in-flight)."}, w.ctrl.RolloutsQueued))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_sources_braked",
 		Help: "ConfigMaps and Secrets that change too often (--flapping-threshold): the workloads that follow them do not roll for them until they are quiet."}, w.ctrl.SourcesBraked))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "configwave_wave_approvals_pending",

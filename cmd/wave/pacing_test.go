@@ -11,12 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 	"github.com/configwave/configwave/internal/wave/window"
+	"github.com/configwave/configwave/internal/wave/workload"
 )
 
 // A ConfigMap and a Secret patched 50 ms apart (one kubectl apply) roll the workload once
@@ -181,7 +183,7 @@ func TestRolloutWindowDefersAndRolloutNowRolls(t *testing.T) {
 	settle(t, p)
 
 	patchCM(t, client, ns, "cm", `{"data":{"a":"1"}}`)
-	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigRolloutDeferred")) == 1 }, eventually, tick, "the change is deferred")
+	require.Eventually(t, func() bool { return eventCount(t, client, ns, "web", "ConfigRolloutDeferred") == 1 }, eventually, tick, "the change is deferred")
 	assert.Contains(t, events(t, client, ns, "web", "ConfigRolloutDeferred")[0].Message, "rolls when it opens, at ")
 	assert.Equal(t, before, inputsHash(getDeployment(t, client, ns, "web")), "nothing rolled: the deferral is the decision")
 	assert.Contains(t, getDeployment(t, client, ns, "web").Annotations[rolloutrecord.Annotation], `"deferredUntil"`)
@@ -194,10 +196,14 @@ func TestRolloutWindowDefersAndRolloutNowRolls(t *testing.T) {
 		return !left
 	}, eventually, tick, "wave removes rollout-now with the rollout it asked for")
 	assert.True(t, configValueRolled(t, client, ns, "web", "1"))
-	assert.Len(t, events(t, client, ns, "web", "ConfigRolloutDeferred"), 1, "said once")
+	assert.Equal(t, 1, eventCount(t, client, ns, "web", "ConfigRolloutDeferred"), "said once")
+	// The workload whose window does not parse: --rollout-window (closed) applies to it.
+	typoBefore := inputsHash(getDeployment(t, client, ns, "typo"))
+	require.Eventually(t, func() bool { return eventCount(t, client, ns, "typo", "ConfigRolloutDeferred") == 1 }, eventually, tick, "the flag's window applies to the typo")
+	assert.Equal(t, typoBefore, inputsHash(getDeployment(t, client, ns, "typo")))
 }
 
-// A ConfigMap written in a loop (--flapping-threshold=3/10s): braked at its third change, with a
+// A ConfigMap written in a loop (--flapping-threshold=3/20s): braked at its third change, with a
 // ConfigFlapping Warning on it and on the workload, no rollout while it flaps, and once it is
 // quiet for the threshold's duration the workload rolls once, with the last content.
 func TestFlappingSourceIsBraked(t *testing.T) {
@@ -205,26 +211,96 @@ func TestFlappingSourceIsBraked(t *testing.T) {
 	ns := testcluster.Namespace(t, client)
 	createCM(t, client, ns, "cm", map[string]string{"a": "0"})
 	createDeployment(t, client, deployment(ns, "web", withEnvKey("cm", "a")))
-	p := startWave(t, ns, "--coalesce=0", "--flapping-threshold=3/10s")
+	p := startWave(t, ns, "--coalesce=0", "--flapping-threshold=3/20s")
 	waitRecorded(t, client, ns, "web")
 	settle(t, p)
 
 	for i := 1; i <= 8; i++ { // a loop, one write after another
 		patchCM(t, client, ns, "cm", `{"data":{"a":"`+fmt.Sprint(i)+`"}}`)
 	}
-	require.Eventually(t, func() bool { return len(events(t, client, ns, "cm", "ConfigFlapping")) == 1 }, eventually, tick, "said on the ConfigMap")
-	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigFlapping")) == 1 }, eventually, tick, "said on the workload")
-	assert.Equal(t, 1.0, p.Metric("configwave_wave_sources_braked"))
+	require.Eventually(t, func() bool { return eventCount(t, client, ns, "cm", "ConfigFlapping") == 1 }, eventually, tick, "said on the ConfigMap")
+	require.Eventually(t, func() bool { return eventCount(t, client, ns, "web", "ConfigFlapping") == 1 }, eventually, tick, "said on the workload")
 	d := getDeployment(t, client, ns, "web")
-	braked := inputsHash(d)
 	rss, err := testcluster.ReplicaSets(ctx(t), client, d)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(rss), 3, "the first ReplicaSet, and at most the two changes before the brake")
+	assert.False(t, configValueRolled(t, client, ns, "web", "8"), "braked: the last write has not rolled")
 
-	// Quiet now: released after 10 s, one rollout with the last content.
-	waitTemplateHashChange(t, client, ns, "web", braked)
-	assert.True(t, configValueRolled(t, client, ns, "web", "8"), "the last write rolled")
+	// Quiet now: released after 20 s, one rollout with the last content.
+	require.Eventually(t, func() bool { return configValueRolled(t, client, ns, "web", "8") }, 2*eventually, tick, "the last write rolls once the source is quiet")
 	settle(t, p)
-	assert.Len(t, events(t, client, ns, "web", "ConfigFlapping"), 1, "said once")
+	rss, err = testcluster.ReplicaSets(ctx(t), client, getDeployment(t, client, ns, "web"))
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(rss), 4, "one rollout after the brake")
+	assert.Equal(t, 1, eventCount(t, client, ns, "web", "ConfigFlapping"), "said once")
 	assert.Equal(t, 0.0, p.Metric("configwave_wave_sources_braked"))
+}
+
+// A ConfigMap shared by four workloads under --max-rollouts-in-flight=1: never more than one
+// rollout under way (sampled until all four rolled), those that wait say so once, and all four
+// roll with the change.
+func TestMaxRolloutsInFlight(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "shared", map[string]string{"a": "0"})
+	names := []string{"a", "b", "c", "d"}
+	for _, name := range names {
+		createDeployment(t, client, deployment(ns, name, withEnvKey("shared", "a")))
+	}
+	p := startWave(t, ns, "--coalesce=0", "--max-rollouts-in-flight=1")
+	before := map[string]string{}
+	for _, name := range names {
+		before[name] = inputsHash(waitRecorded(t, client, ns, name))
+	}
+	settle(t, p)
+
+	patchCM(t, client, ns, "shared", `{"data":{"a":"1"}}`)
+	maxRolling, rolled := 0, 0
+	require.Eventually(t, func() bool {
+		rolling := 0
+		rolled = 0
+		for _, name := range names {
+			d := getDeployment(t, client, ns, name)
+			if inputsHash(d) == before[name] {
+				continue
+			}
+			rolled++
+			// Under way as wave judges it (its record and the Deployment's status), the judgement
+			// the cap counts by.
+			w, _ := workload.Of(d)
+			rec, err := rolloutrecord.ParseRecord(d.Annotations[rolloutrecord.Annotation])
+			require.NoError(t, err)
+			if rolloutrecord.Evaluate(rec, w.Progress, time.Now(), 0).State == rolloutrecord.Rolling {
+				rolling++
+			}
+		}
+		maxRolling = max(maxRolling, rolling)
+		return rolled == len(names) && rolling == 0
+	}, 2*eventually, tick, "all four roll, one after another")
+	assert.LessOrEqual(t, maxRolling, 1, "never more than one rollout under way")
+	queued := 0
+	for _, name := range names {
+		n := eventCount(t, client, ns, name, "ConfigRolloutQueued")
+		assert.LessOrEqual(t, n, 1, "%s said it waits once at most", name)
+		queued += n
+	}
+	assert.Positive(t, queued, "the four were decided together: one rolled, and at least one waited and said so")
+	for _, name := range names {
+		assert.True(t, configValueRolled(t, client, ns, name, "1"), name)
+	}
+	assert.Equal(t, 0.0, p.Metric("configwave_wave_rollouts_queued"))
+}
+
+// eventCount is how many times an Event of reason was said about name, counting those the
+// recorder folded into one (it raises the count of an Event said again).
+func eventCount(t testing.TB, client kubernetes.Interface, ns, name, reason string) int {
+	t.Helper()
+	n := 0
+	for _, e := range events(t, client, ns, name, reason) {
+		n += max(int(e.Count), 1)
+		if e.Series != nil {
+			n += int(e.Series.Count) - 1
+		}
+	}
+	return n
 }

@@ -263,7 +263,7 @@ func statusOf(w workload.Workload, now time.Time, deadline time.Duration, filter
 		row.Verdict = rolloutrecord.Verdict{State: rolloutrecord.HeldBack,
 			Reason: "its template is at revision " + at + ", not the newest (" + newest + "); the next change of its config rolls it forward"}
 	}
-	if !rec.DeferredUntil.IsZero() && row.State != rolloutrecord.Failed && row.State != rolloutrecord.Waiting {
+	if rec.DeferredUntil.After(now) && row.State != rolloutrecord.Failed && row.State != rolloutrecord.Waiting {
 		row.Verdict = rolloutrecord.Verdict{State: rolloutrecord.Deferred,
 			Reason: "outside its rollout window; rolls when it opens, at " + rec.DeferredUntil.Format(time.RFC3339) + " (configwave.io/rollout-now: \"true\" rolls it now)"}
 	}

@@ -93,13 +93,16 @@ func (s State) braked(now time.Time, r Rule) bool {
 
 // Tracker keeps a State per source, for the controller's handlers and its looks.
 type Tracker struct {
-	rule Rule
-	mu   sync.Mutex
-	m    map[configref.Ref]State
+	rule    Rule
+	mu      sync.Mutex
+	m       map[configref.Ref]State
+	sweepAt int // sweep once m is this big
 }
 
 // NewTracker brakes by rule.
-func NewTracker(rule Rule) *Tracker { return &Tracker{rule: rule, m: map[configref.Ref]State{}} }
+func NewTracker(rule Rule) *Tracker {
+	return &Tracker{rule: rule, m: map[configref.Ref]State{}, sweepAt: 1024}
+}
 
 // Changed notes a change of ref's content at now, and says whether it braked ref just now.
 func (t *Tracker) Changed(ref configref.Ref, now time.Time) (brakedNow bool) {
@@ -108,6 +111,10 @@ func (t *Tracker) Changed(ref configref.Ref, now time.Time) (brakedNow bool) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if len(t.m) >= t.sweepAt {
+		t.sweep(now) // bounded by the sources that changed within the rule's duration
+		t.sweepAt = max(2*len(t.m), 1024)
+	}
 	before := t.m[ref]
 	after := before.Changed(now, t.rule)
 	t.m[ref] = after
@@ -131,16 +138,23 @@ func (t *Tracker) Count(now time.Time) int {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.sweep(now)
 	n := 0
-	for ref, s := range t.m {
-		switch braked, _ := s.Braked(now, t.rule); {
-		case braked:
+	for _, s := range t.m {
+		if braked, _ := s.Braked(now, t.rule); braked {
 			n++
-		case len(s.Changes) == 0 || now.Sub(s.Changes[len(s.Changes)-1]) >= t.rule.Within:
-			delete(t.m, ref)
 		}
 	}
 	return n
+}
+
+// sweep forgets the sources quiet for the rule's duration: they start afresh.
+func (t *Tracker) sweep(now time.Time) {
+	for ref, s := range t.m {
+		if len(s.Changes) == 0 || now.Sub(s.Changes[len(s.Changes)-1]) >= t.rule.Within {
+			delete(t.m, ref)
+		}
+	}
 }
 
 // Rule is the tracker's rule.

@@ -72,6 +72,24 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 				Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"for", wait.Round(time.Millisecond), "why", fmt.Sprintf("waiting for its turn under --update-rate=%g", c.UpdateRate)}}}
 		}
 	}
+	if d.Write == "rollout" && c.InFlight.On() && !w.Progress.Untracked {
+		first := d.Wanted
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if ok, queuedNow := c.admit(key, w.Meta.Namespace, first); !ok {
+			// Looked at again when a rollout under way is over (followUp); the fallback look
+			// only covers a finish this replica did not see.
+			d = decision{Result: ResultHeld, HoldFor: 30 * time.Second, Wanted: first,
+				Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"why", fmt.Sprintf("waiting for a rollout under way to finish (--max-rollouts-in-flight=%d, per namespace %d)", c.InFlight.Max, c.InFlight.MaxPerNamespace)}}}
+			if queuedNow {
+				d.Events = []event{{corev1.EventTypeNormal, "ConfigRolloutQueued", fmt.Sprintf(
+					"the config rollout waits for one of the rollouts under way to finish (--max-rollouts-in-flight=%d, per namespace %d); the longest waiting goes first", c.InFlight.Max, c.InFlight.MaxPerNamespace)}}
+			}
+		} else {
+			defer c.started(key) // spent once written: followed as rolling from then on
+		}
+	}
 	ctx, cancel := finishing(ctx)
 	defer cancel()
 	if d.Revision != "" && d.Write == "rollout" && !c.DryRun {

@@ -101,6 +101,9 @@ type Config struct {
 	// Flapping is when a source that changes too often stops rolling the workloads that use it
 	// (--flapping-threshold); the zero Rule never brakes.
 	Flapping brake.Rule
+	// InFlight caps the rollouts under way at once (--max-rollouts-in-flight, per namespace
+	// --max-rollouts-in-flight-per-namespace); zero none.
+	InFlight pacing.InFlight
 	// UpdateRate caps rollouts per second across all workloads, with bursts of UpdateBurst
 	// (--update-rate, --update-burst, Wave's names); 0 none.
 	UpdateRate  float64
@@ -149,8 +152,11 @@ type Controller struct {
 	// the braked sources its last ConfigFlapping Event named.
 	brake     *brake.Tracker
 	brakeSaid warnedOf
-	pending   *changesPending
-	leading   atomic.Bool // Run is running: this replica decides
+	// flight: the rollouts waiting under the in-flight cap, and those admitted but not yet
+	// followed as rolling.
+	flight  flight
+	pending *changesPending
+	leading atomic.Bool // Run is running: this replica decides
 	// indexMemo: the index values of the last cache entries indexed (see indexes.go).
 	indexMemo indexMemo
 }
@@ -262,6 +268,9 @@ func (c *Controller) watchConfigs() error {
 					// more. Skipping it spares a second and third reconcile of each workload
 					// at start (100,000 objects, 10,000 workloads: 23,000 reconciles).
 					if !initialList {
+						if m, ok := metaOf(obj); ok {
+							c.contentChanged(kind, m) // made again: a writer that deletes and creates
+						}
 						c.enqueueUsers(kind, obj)
 					}
 				},
@@ -368,6 +377,9 @@ func (c *Controller) enqueueNamespace(namespace string) {
 // when it brakes it.
 func (c *Controller) contentChanged(kind configref.Kind, obj metav1.Object) {
 	ref := configref.Ref{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	if !c.used(ref) {
+		return // a heartbeat or a lock no workload reads is none of the brake's business
+	}
 	if !c.brake.Changed(ref, time.Now()) || !c.leading.Load() {
 		return
 	}
@@ -383,7 +395,12 @@ func (c *Controller) contentChanged(kind configref.Kind, obj metav1.Object) {
 }
 
 // SourcesBraked counts the sources that change too often to roll for, for the gauge.
-func (c *Controller) SourcesBraked() float64 { return float64(c.brake.Count(time.Now())) }
+func (c *Controller) SourcesBraked() float64 {
+	if !c.leading.Load() {
+		return 0 // a standby keeps counting, so that it brakes alike once it leads, but reports nothing
+	}
+	return float64(c.brake.Count(time.Now()))
+}
 
 func (c *Controller) enqueueUsers(kind configref.Kind, obj any) {
 	if m, ok := metaOf(obj); ok {
@@ -554,6 +571,7 @@ func (c *Controller) forget(key string) {
 	c.heldBack.set(key, "")
 	c.approvals.set(key, time.Time{})
 	c.brakeSaid.set(key, "")
+	c.flight.forget(key)
 	if c.crash != nil {
 		c.crash.Forget(key)
 	}
@@ -579,4 +597,92 @@ func missingNames(ms []*podrefs.MissingError) string {
 func inputsHash(value string) string {
 	sum := sha256.Sum256([]byte(value))
 	return hex.EncodeToString(sum[:8])
+}
+
+// flight is what the in-flight cap keeps between looks.
+type flight struct {
+	mu       sync.Mutex
+	admitted map[string]bool  // keys let through, not yet followed as rolling
+	waiting  map[string]int64 // keys waiting, by when they first wanted to roll
+}
+
+// admit decides, under the cap, whether the rollout of key (first wanted at first) starts
+// now; first is when it joined the wait, so that the longest waiting goes first.
+func (c *Controller) admit(key, namespace string, first time.Time) (ok, queuedNow bool) {
+	f := &c.flight
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.waiting == nil {
+		f.admitted, f.waiting = map[string]bool{}, map[string]int64{}
+	}
+	_, was := f.waiting[key]
+	if !was {
+		f.waiting[key] = first.UnixNano()
+	}
+	rolling, inNS := c.follow.Count(rolloutrecord.Rolling), c.follow.CountIn(rolloutrecord.Rolling, namespace)
+	for k := range f.admitted {
+		rolling++
+		if sameNamespace(k, namespace) {
+			inNS++
+		}
+	}
+	waiting := make([]pacing.Waiter, 0, len(f.waiting))
+	for k, at := range f.waiting {
+		waiting = append(waiting, pacing.Waiter{Key: k, First: at})
+	}
+	if !c.InFlight.MayStart(key, rolling, inNS, waiting) {
+		return false, !was
+	}
+	delete(f.waiting, key)
+	f.admitted[key] = true
+	return true, false
+}
+
+func sameNamespace(key, namespace string) bool {
+	_, rest, _ := strings.Cut(key, "/")
+	return strings.HasPrefix(rest, namespace+"/")
+}
+
+// started: key's rollout is written (and followed as rolling) or failed to be; its admission
+// is spent.
+func (c *Controller) started(key string) {
+	c.flight.mu.Lock()
+	delete(c.flight.admitted, key)
+	c.flight.mu.Unlock()
+}
+
+func (f *flight) forget(key string) {
+	f.mu.Lock()
+	delete(f.admitted, key)
+	delete(f.waiting, key)
+	f.mu.Unlock()
+}
+
+// freed looks again at the workloads that waited longest, now that a rollout in namespace is
+// over: the first in the cluster and the first in that namespace.
+func (c *Controller) freed(namespace string) {
+	c.flight.mu.Lock()
+	var first, firstInNS pacing.Waiter
+	for k, at := range c.flight.waiting {
+		w := pacing.Waiter{Key: k, First: at}
+		if first.Key == "" || w.First < first.First || w.First == first.First && w.Key < first.Key {
+			first = w
+		}
+		if sameNamespace(k, namespace) && (firstInNS.Key == "" || w.First < firstInNS.First || w.First == firstInNS.First && w.Key < firstInNS.Key) {
+			firstInNS = w
+		}
+	}
+	c.flight.mu.Unlock()
+	for _, w := range []pacing.Waiter{first, firstInNS} {
+		if w.Key != "" {
+			c.queue.Add(w.Key)
+		}
+	}
+}
+
+// RolloutsQueued counts the rollouts waiting under the in-flight cap, for the gauge.
+func (c *Controller) RolloutsQueued() float64 {
+	c.flight.mu.Lock()
+	defer c.flight.mu.Unlock()
+	return float64(len(c.flight.waiting))
 }

@@ -61,6 +61,9 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) error {
 		}
 	}()
 	r := c.follow.Transition(key, w.String(), rec, v)
+	if c.InFlight.On() && r != rolloutwatch.Nothing { // rolled out, recovered or failed: over
+		c.freed(w.Meta.Namespace) // a slot under the in-flight cap is free
+	}
 	var noteErr error
 	if v.State == rolloutrecord.Failed && rec.Failed == "" && c.follow.IsOurs(key) {
 		// On record, for `wave status` and a new leader; looked at on every pass until it is

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,7 +58,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 		s.Warnings = append(s.Warnings, problem)
 	}
 	s.Window = c.RolloutWindow
-	if v, ok := w.Meta.Annotations[window.Annotation]; ok {
+	if v := w.Meta.Annotations[window.Annotation]; strings.TrimSpace(v) != "" {
 		if own, err := window.Parse(v); err != nil {
 			s.Warnings = append(s.Warnings, window.Annotation+": "+err.Error()+"; --rollout-window applies meanwhile")
 		} else {

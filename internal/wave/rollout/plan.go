@@ -261,10 +261,11 @@ func decide(s situation) (decision, error) {
 		return warn.with(decision{Result: ResultBaseline, Write: "baseline", Inputs: &r.value, Record: r.present, Log: log}), nil
 	}
 
+	id := s.changeID()
 	if d, braked := s.brake(what); braked {
+		d.ChangeID = id // an approval given meanwhile stays for the change it names
 		return warn.with(d), nil
 	}
-	id := s.changeID()
 	if s.Approval.Manual && s.Approval.Approved != id && (id == s.Rec.PendingID || id == s.Rec.Rejected || id == s.Approval.Rejected) {
 		// Decided already, and waiting for a person: pacing has nothing to hold.
 		d, _ := s.gate(what, id)
@@ -397,6 +398,7 @@ func (s situation) gate(what, id string) (decision, bool) {
 	}
 	rec := s.Rec
 	rec.Missing, rec.MissingSince = "", time.Time{}
+	rec.DeferredUntil = time.Time{} // it waits for a person first; the window is looked at once approved
 	// With unkeyed digests, the ID is made from plain digests of Secret values: the record, on
 	// the workload beside the inputs record, may carry it; an Event, which everyone in the
 	// namespace reads, does not.
@@ -466,6 +468,7 @@ func (s situation) deferToWindow(what, id string) (decision, bool) {
 	}
 	rec := s.Rec
 	rec.Missing, rec.MissingSince = "", time.Time{}
+	rec.Pending, rec.PendingID, rec.PendingSince = "", "", time.Time{} // approved, or never gated: it waits for the window only
 	rec.DeferredUntil = opens.UTC()
 	d := decision{Result: ResultDeferred, Record: rec, ChangeID: id,
 		HoldFor: opens.Sub(s.Now) + 100*time.Millisecond, Wanted: s.Now}
@@ -508,7 +511,10 @@ func (s situation) changeID() string {
 func (s situation) tidyApproval(d decision) decision {
 	d.ClearApproval = d.ClearApproval || s.Approval.Approved != "" && d.Result != ResultRolled && s.Approval.Approved != d.ChangeID
 	d.ClearReject = s.Approval.Rejected != "" && (d.Result == ResultRejected || s.Approval.Rejected != d.ChangeID)
-	if (d.ClearApproval || d.ClearReject) && d.Write == "" {
+	// rollout-now asks for the rollout of a change that waits: once none waits (taken back,
+	// rolled meanwhile), it must not decide a later change either.
+	d.ClearRolloutNow = d.ClearRolloutNow || s.RolloutNow && d.Result != ResultRolled && d.Result != ResultHeld && d.Result != ResultPendingApproval
+	if (d.ClearApproval || d.ClearReject || d.ClearRolloutNow) && d.Write == "" {
 		d.Write = "missing" // a metadata write of the annotations alone
 		if d.Record == (rolloutrecord.Record{}) {
 			d.Record = s.Rec // a decision that writes nothing leaves the record as it stands

@@ -930,6 +930,38 @@ func TestPlan(t *testing.T) {
 			wantRollout(t, d, "configmap/a")
 			assert.Empty(t, d.BrakeSaid)
 		}},
+		{"braked with an approval given meanwhile: the approval stays for its change", func(t *testing.T) situation {
+			s := manual(t, "configmap/a=2")
+			s.Braked, s.BrakedUntil = []string{"configmap/a"}, t0.Add(40*time.Second)
+			s.Approval.Approved = s.changeID()
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultBraked, d.Result)
+			assert.False(t, d.ClearApproval)
+		}},
+		{"approved, then deferred to the window: it waits for the window only", func(t *testing.T) situation {
+			s := windowed(t, "configmap/a=2")
+			s.Approval = approval.Gate{Manual: true}
+			s.Approval.Approved = s.changeID()
+			s.Rec = rolloutrecord.Record{Pending: "configmap/a", PendingID: s.changeID(), PendingSince: t0.Add(-time.Hour)}
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultDeferred, d.Result)
+			assert.Empty(t, d.Record.PendingID, "no longer waiting for a person: not counted as pending, not shown as such")
+			assert.True(t, d.PendingSince.IsZero())
+		}},
+		{"rollout-now left when nothing waits: removed, so it decides no later change", func(t *testing.T) situation {
+			s := windowed(t, "configmap/a=1")
+			s.RolloutNow = true
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultUnchanged, d.Result)
+			assert.True(t, d.ClearRolloutNow)
+			assert.Equal(t, "missing", d.Write)
+		}},
 		{"braked, but the pods run the current config: nothing to brake", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=1"))
 			s.Braked, s.BrakedUntil = []string{"configmap/a"}, t0.Add(40*time.Second)

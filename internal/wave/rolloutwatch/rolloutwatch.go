@@ -7,6 +7,7 @@ package rolloutwatch
 import (
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,6 +150,19 @@ func (f *Tracker) Count(s rolloutrecord.State) int {
 	n := 0
 	for _, w := range f.seen {
 		if w.state == s {
+			n++
+		}
+	}
+	return n
+}
+
+// CountIn is how many of the workloads followed in namespace were last judged to be in state s.
+func (f *Tracker) CountIn(s rolloutrecord.State, namespace string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for key, w := range f.seen {
+		if _, rest, _ := strings.Cut(key, "/"); w.state == s && strings.HasPrefix(rest, namespace+"/") {
 			n++
 		}
 	}

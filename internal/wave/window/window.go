@@ -124,8 +124,9 @@ func (w Windows) Open(now time.Time) (open bool, opens time.Time) {
 	}
 	for _, one := range w.list {
 		local := now.In(one.loc)
-		// A window that started yesterday may still run; the next one is within a week.
-		for offset := -1; offset <= 7; offset++ {
+		// A window that started yesterday may still run; the next one is within a week, or two
+		// when daylight saving leaves none on this week's day.
+		for offset := -1; offset <= 14; offset++ {
 			day := time.Date(local.Year(), local.Month(), local.Day()+offset, 0, 0, 0, 0, one.loc)
 			if !one.days[day.Weekday()] {
 				continue
@@ -136,6 +137,9 @@ func (w Windows) Open(now time.Time) (open bool, opens time.Time) {
 				endDay++
 			}
 			end := time.Date(day.Year(), day.Month(), endDay, one.end/60, one.end%60, 0, 0, one.loc)
+			if !end.After(start) {
+				continue // the whole window falls in a gap of daylight saving: none that day
+			}
 			switch {
 			case !now.Before(start) && now.Before(end):
 				return true, now

@@ -33,7 +33,9 @@ func TestOpen(t *testing.T) {
 		{name: "the nearest of several", spec: "Sat 10:00-11:00 UTC; Tue 04:00-05:00 UTC", now: at(7, 12, 0, time.UTC), opens: at(8, 4, 0, time.UTC)},
 		{name: "a list of days, to the end of the day", spec: "Mon,Wed 23:00-24:00 UTC", now: at(9, 23, 30, time.UTC), open: true},
 		{name: "a range over the week's end", spec: "Sat-Mon 00:00-24:00 UTC", now: at(7, 12, 0, time.UTC), open: true},
-		{name: "daylight saving: the wall clock", spec: "Sun 02:30-03:30 Europe/Berlin", now: time.Date(2027, 3, 27, 12, 0, 0, 0, time.UTC), opens: time.Date(2027, 3, 28, 2, 30, 0, 0, berlin)},
+		{name: "daylight saving: the wall clock", spec: "Sun 03:30-04:30 Europe/Berlin", now: time.Date(2027, 3, 27, 12, 0, 0, 0, time.UTC), opens: time.Date(2027, 3, 28, 3, 30, 0, 0, berlin)},
+		{name: "daylight saving: a window inside the hour skipped moves with the clock", spec: "Sun 02:15-02:45 Europe/Berlin", now: time.Date(2027, 3, 27, 12, 0, 0, 0, time.UTC), opens: time.Date(2027, 3, 28, 3, 15, 0, 0, berlin)},
+		{name: "daylight saving: a window that is all skipped is none that day", spec: "Sun 02:30-03:30 Europe/Berlin", now: time.Date(2027, 3, 27, 12, 0, 0, 0, time.UTC), opens: time.Date(2027, 4, 4, 2, 30, 0, 0, berlin)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, err := Parse(tc.spec)
@@ -70,6 +72,8 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{"Mon-Fri 09:00-17:00 Europe/Berlin", "Fri 22:00-02:00 UTC; Sat 10:00-11:00 UTC", "", "Sun-Sat 00:00-24:00 UTC"} {
 		f.Add(s, int64(1796000000))
 	}
+	f.Add("Sun 02:30-03:30 Europe/Berlin", int64(1806062400)) // the night the clocks go forward
+	f.Add("Sun 02:15-02:45 Australia/Lord_Howe", int64(1791000000))
 	f.Fuzz(func(t *testing.T, s string, unix int64) {
 		w, err := Parse(s)
 		if err != nil {
@@ -78,9 +82,10 @@ func FuzzParse(f *testing.F) {
 		now := time.Unix(unix%(1<<34), 0)
 		open, opens := w.Open(now)
 		if !open {
-			// A window that parses opens within a week, and is open when it opens.
+			// A window that parses opens within two weeks (one, but for daylight saving), and is
+			// open when it opens.
 			assert.True(t, opens.After(now), "%q at %s: opens %s", s, now, opens)
-			assert.True(t, opens.Sub(now) <= 8*24*time.Hour, "%q at %s: opens %s", s, now, opens)
+			assert.True(t, opens.Sub(now) <= 15*24*time.Hour, "%q at %s: opens %s", s, now, opens)
 			again, _ := w.Open(opens)
 			assert.True(t, again, "%q: open at its opening %s", s, opens)
 		}
