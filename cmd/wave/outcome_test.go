@@ -126,7 +126,12 @@ func TestConfigRolloutOutcomes(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &status), body)
 	assert.True(t, status.Leader)
 	assert.Equal(t, 1.0, p.Metric("configwave_wave_leader"), "the leader gauge says so too")
-	assert.Equal(t, 1.0, p.Metric(`configwave_build_info{binary="wave",goversion="`+runtime.Version()+`",version="(devel)"}`))
+	// The version the binary says it is: "(devel)", or with VCS stamping on (GOFLAGS without
+	// -buildvcs=false, in a git checkout) a pseudo-version.
+	out, err := exec.Command(waveBin, "--version").Output()
+	require.NoError(t, err)
+	version := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "wave"))
+	assert.Equal(t, 1.0, p.Metric(`configwave_build_info{binary="wave",goversion="`+runtime.Version()+`",version="`+version+`"}`), "version %q", version)
 	require.Len(t, status.Failed, 2)
 	assert.Equal(t, "deployment "+ns+"/bad", status.Failed[0].Workload)
 	assert.Equal(t, "deployment "+ns+"/crashing", status.Failed[1].Workload)
