@@ -66,7 +66,7 @@ func waveCoalescing(e *env, r *report) error {
 		return t0, time.Since(tc), err
 	}
 	for _, coalesce := range []string{"", "--coalesce=0"} {
-		args := []string{"--kubeconfig=" + e.cluster.Kubeconfig(), "--namespaces=" + ns}
+		args := []string{"--kubeconfig=" + e.cluster.Kubeconfig(), "--namespaces=" + ns, "--flapping-threshold=0"} // pairs a second: a machine's rate
 		if coalesce != "" {
 			args = append(args, coalesce)
 		}

@@ -43,8 +43,9 @@ func (e *env) deployments(ns string, n int, cm func(i int) string) error {
 func (e *env) startWave(ns string, extra ...string) (*proc, error) {
 	// --coalesce=0: these figures are wave's own latency against the floor; the default
 	// --coalesce adds its 200 ms on purpose, to roll a ConfigMap and a Secret changed
-	// together once.
-	p, err := start(e.wave, nil, append([]string{"--kubeconfig=" + e.cluster.Kubeconfig(), "--namespaces=" + ns, "--coalesce=0"}, extra...)...)
+	// together once. --flapping-threshold=0: a bench writes like a machine, many changes a
+	// minute, which the default brake would hold.
+	p, err := start(e.wave, nil, append([]string{"--kubeconfig=" + e.cluster.Kubeconfig(), "--namespaces=" + ns, "--coalesce=0", "--flapping-threshold=0"}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func benchChangeToAnnotation(b *testing.B, n int) {
 		d.Spec.Replicas = new(int32)
 		createDeployment(b, client, d)
 	})
-	p := startWave(b, ns)
+	p := startWave(b, ns, "--flapping-threshold=0") // b.N changes of one ConfigMap: a machine's rate, which the brake would hold
 	require.Eventually(b, func() bool {
 		return p.Metric(`configwave_wave_patches_total{kind="Deployment",type="baseline"}`) == float64(n)
 	}, 5*time.Minute, 100*time.Millisecond, "wave did not record all %d workloads", n)

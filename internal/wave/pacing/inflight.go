@@ -21,27 +21,29 @@ type Waiter struct {
 }
 
 // MayStart decides whether key may start its rollout now: rolling is how many rollouts are
-// under way (cluster, and in key's namespace), and waiting are the workloads waiting under the
-// cap, key among them. It may when under both caps and no workload that waited longer (in its
-// namespace, for the namespace cap; anywhere, for the cluster's) would be passed over: first
-// come, first served, so none waits forever.
-func (c InFlight) MayStart(key string, rolling, rollingInNamespace int, waiting []Waiter) bool {
+// under way in the cluster, byNamespace per namespace, and waiting are the workloads waiting
+// under the cap, key among them. It may when under both caps and no workload that waited longer
+// and could start now (in its namespace, for the namespace cap; anywhere, for the cluster's)
+// would be passed over: first come, first served, so none waits forever, and one namespace's
+// queue does not hold up another's.
+func (c InFlight) MayStart(key string, rolling int, byNamespace map[string]int, waiting []Waiter) bool {
 	if !c.On() {
 		return true
 	}
-	if c.Max > 0 && rolling >= c.Max || c.MaxPerNamespace > 0 && rollingInNamespace >= c.MaxPerNamespace {
+	full := func(ns string) bool { return c.MaxPerNamespace > 0 && byNamespace[ns] >= c.MaxPerNamespace }
+	ns := namespaceOf(key)
+	if c.Max > 0 && rolling >= c.Max || full(ns) {
 		return false
 	}
 	me, ok := find(waiting, key)
 	if !ok {
 		return true
 	}
-	ns := namespaceOf(key)
 	for _, w := range waiting {
-		if w.Key == key || before(me, w) {
-			continue
+		if w.Key == key || before(me, w) || full(namespaceOf(w.Key)) {
+			continue // after key, or cannot start now anyway
 		}
-		// w waited longer: it goes first where it competes for the same slot.
+		// w waited longer and could start: it goes first where it competes for the same slot.
 		if c.Max > 0 || namespaceOf(w.Key) == ns {
 			return false
 		}

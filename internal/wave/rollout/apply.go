@@ -72,6 +72,9 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 				Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"for", wait.Round(time.Millisecond), "why", fmt.Sprintf("waiting for its turn under --update-rate=%g", c.UpdateRate)}}}
 		}
 	}
+	if d.Write != "rollout" && d.Result != ResultHeld {
+		c.flight.leave(key) // nothing to roll: it holds up no other rollout
+	}
 	if d.Write == "rollout" && c.InFlight.On() && !w.Progress.Untracked {
 		first := d.Wanted
 		if first.IsZero() {

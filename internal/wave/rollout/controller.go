@@ -153,8 +153,9 @@ type Controller struct {
 	brake     *brake.Tracker
 	brakeSaid warnedOf
 	// flight: the rollouts waiting under the in-flight cap, and those admitted but not yet
-	// followed as rolling.
+	// followed as rolling; primed: the rollouts under way at start are counted.
 	flight  flight
+	primed  atomic.Bool
 	pending *changesPending
 	leading atomic.Bool // Run is running: this replica decides
 	// indexMemo: the index values of the last cache entries indexed (see indexes.go).
@@ -480,6 +481,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return fmt.Errorf("caches did not sync: %w", context.Cause(ctx))
 	}
 	klog.InfoS("caches synced; reconciling", "workers", workers)
+	c.primeInFlight()
 	c.leading.Store(true)
 	defer c.leading.Store(false)
 	var wg sync.WaitGroup
@@ -619,23 +621,69 @@ func (c *Controller) admit(key, namespace string, first time.Time) (ok, queuedNo
 	if !was {
 		f.waiting[key] = first.UnixNano()
 	}
-	rolling, inNS := c.follow.Count(rolloutrecord.Rolling), c.follow.CountIn(rolloutrecord.Rolling, namespace)
+	byNS, rolling, self := c.follow.OursRolling(key)
+	if self { // a second change of a workload under way: its own rollout is no other's slot
+		rolling--
+		byNS[namespace]--
+	}
 	for k := range f.admitted {
 		rolling++
-		if sameNamespace(k, namespace) {
-			inNS++
-		}
+		_, rest, _ := strings.Cut(k, "/")
+		ns, _, _ := strings.Cut(rest, "/")
+		byNS[ns]++
 	}
 	waiting := make([]pacing.Waiter, 0, len(f.waiting))
 	for k, at := range f.waiting {
 		waiting = append(waiting, pacing.Waiter{Key: k, First: at})
 	}
-	if !c.InFlight.MayStart(key, rolling, inNS, waiting) {
+	if !c.primed.Load() {
+		return false, !was // the rollouts a former leader left under way are not counted yet
+	}
+	if !c.InFlight.MayStart(key, rolling, byNS, waiting) {
 		return false, !was
 	}
 	delete(f.waiting, key)
 	f.admitted[key] = true
 	return true, false
+}
+
+// leave: key no longer wants to roll (its config went back, a window or a brake holds it),
+// so it waits for no slot and holds up nobody; it rejoins with its first wish when it wants to
+// roll again (pacing keeps it).
+func (f *flight) leave(key string) {
+	f.mu.Lock()
+	delete(f.waiting, key)
+	f.mu.Unlock()
+}
+
+// primeInFlight judges every workload once before the workers start, so that the in-flight cap
+// counts the rollouts a former leader left under way from the first admission on. A workload
+// seen for the first time reports nothing (rolloutwatch.Tracker.Transition).
+func (c *Controller) primeInFlight() {
+	defer c.primed.Store(true)
+	if !c.InFlight.On() {
+		return
+	}
+	now := time.Now()
+	for kind, list := range c.Informers.workloads {
+		for _, inf := range list {
+			for _, k := range inf.GetIndexer().ListKeys() {
+				ns, name, err := cache.SplitMetaNamespaceKey(k)
+				if err != nil {
+					continue
+				}
+				w, ok := c.Informers.Workload(kind, ns, name)
+				if !ok || w.Progress.Untracked || !w.Progress.Observed {
+					continue
+				}
+				rec, err := rolloutrecord.ParseRecord(w.Meta.Annotations[rolloutrecord.Annotation])
+				if err != nil {
+					continue
+				}
+				c.follow.Transition(w.Key(), w.String(), rec, rolloutrecord.Evaluate(rec, w.Progress, now, c.RolloutDeadline))
+			}
+		}
+	}
 }
 
 func sameNamespace(key, namespace string) bool {

@@ -156,17 +156,23 @@ func (f *Tracker) Count(s rolloutrecord.State) int {
 	return n
 }
 
-// CountIn is how many of the workloads followed in namespace were last judged to be in state s.
-func (f *Tracker) CountIn(s rolloutrecord.State, namespace string) int {
+// OursRolling is how many config rollouts are under way (the pods roll for a config change, not
+// for an image bump), by namespace, and whether key's is one of them.
+func (f *Tracker) OursRolling(key string) (byNamespace map[string]int, total int, self bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := 0
-	for key, w := range f.seen {
-		if _, rest, _ := strings.Cut(key, "/"); w.state == s && strings.HasPrefix(rest, namespace+"/") {
-			n++
+	byNamespace = map[string]int{}
+	for k, w := range f.seen {
+		if w.state != rolloutrecord.Rolling || !w.ours {
+			continue
 		}
+		_, rest, _ := strings.Cut(k, "/")
+		ns, _, _ := strings.Cut(rest, "/")
+		byNamespace[ns]++
+		total++
+		self = self || k == key
 	}
-	return n
+	return byNamespace, total, self
 }
 
 // FailedRollouts lists the workloads whose last config rollout failed, for /status.
