@@ -71,8 +71,13 @@ func TestStakaterReloaderChart(t *testing.T) {
 
 			rolledBy(t, client, ns, c.Log)
 			rolledOnSecret(t, client, ns, c.Log)
-			_, metrics := pod.Netns.Get("127.0.0.1:9090", "/metrics")
-			assert.Contains(t, metrics, `reloader_reload_executed_total{success="true"} 2`)
+			// The counter goes up once wave has the API server's answer to its write, which the
+			// test may see first: looked at until it does.
+			var metrics string
+			require.Eventually(t, func() bool {
+				_, metrics = pod.Netns.Get("127.0.0.1:9090", "/metrics")
+				return strings.Contains(metrics, `reloader_reload_executed_total{success="true"} 2`)
+			}, eventually, 100*time.Millisecond, "Reloader's counter of the two rollouts")
 			assert.Contains(t, metrics, `configwave_wave_records_info{mode="secrets-by-metadata"} 1`)
 			_, err = client.CoreV1().ConfigMaps("reloader").Get(ctx(t), "configwave-install-key", metav1.GetOptions{})
 			assert.True(t, apierrors.IsNotFound(err), "no key kept in a ConfigMap, which the view role reads")
