@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -37,21 +38,28 @@ func newDecide(g *globals, verb, annotation, done string) *cobra.Command {
 				return fmt.Errorf("no config change of %s in namespace %s waits for approval (%s is %q; wave records a change that waits once it sees one)",
 					s.target, s.namespace, approval.Annotation, s.workload.Meta.Annotations[approval.Annotation])
 			}
-			// No resourceVersion precondition: controllers write the workload's status all the
-			// time. The ID binds the approval to the change read: wave takes it for that change
-			// only, and removes it once the workload stands at another.
-			body, err := json.Marshal(map[string]any{"metadata": map[string]any{
-				"annotations": map[string]string{annotation: rec.PendingID},
-			}})
-			if err != nil {
+			// The ID binds the approval to the change read: wave takes it for that change only,
+			// and removes it once the workload stands at another.
+			if err := s.annotate(ctx, annotation, rec.PendingID, verb+" the change of"); err != nil {
 				return err
-			}
-			clients := workload.Clients{Kube: s.reader.Kube, Dynamic: s.reader.Dynamic}
-			if err := workload.Patch(ctx, clients, s.target.Kind, s.namespace, s.target.Name, body); err != nil {
-				return explain(err, fmt.Sprintf("%s the change of %s in namespace %s", verb, s.target, s.namespace))
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: the change of %s (%s) %s\n", s.target, rec.Pending, rec.PendingID, done)
 			return err
 		},
 	}
+}
+
+// annotate writes one annotation on the session's workload, as a merge patch without a
+// resourceVersion precondition: controllers write the workload's status all the time, and what
+// the annotation names binds it to what was read. doing says what for, in an error.
+func (s *session) annotate(ctx context.Context, key, value, doing string) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	clients := workload.Clients{Kube: s.reader.Kube, Dynamic: s.reader.Dynamic}
+	if err := workload.Patch(ctx, clients, s.target.Kind, s.namespace, s.target.Name, body); err != nil {
+		return explain(err, fmt.Sprintf("%s %s in namespace %s", doing, s.target, s.namespace))
+	}
+	return nil
 }

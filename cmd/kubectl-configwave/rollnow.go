@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 	"github.com/configwave/configwave/internal/wave/window"
-	"github.com/configwave/configwave/internal/wave/workload"
 )
 
 // newRollNow asks wave to roll a change that waits for the workload's rollout window now, as
@@ -33,13 +31,8 @@ func newRollNow(g *globals) *cobra.Command {
 			}
 			// A change held by a brake on a flapping source is not on the record, so this asks
 			// whatever waits; wave removes the annotation once nothing does.
-			body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{window.NowAnnotation: "true"}}})
-			if err != nil {
+			if err := s.annotate(ctx, window.NowAnnotation, "true", "ask for the rollout now of"); err != nil {
 				return err
-			}
-			clients := workload.Clients{Kube: s.reader.Kube, Dynamic: s.reader.Dynamic}
-			if err := workload.Patch(ctx, clients, s.target.Kind, s.namespace, s.target.Name, body); err != nil {
-				return explain(err, fmt.Sprintf("ask for the rollout of %s in namespace %s now", s.target, s.namespace))
 			}
 			if rec.DeferredUntil.IsZero() {
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: asked to roll now (%s): a change held by a brake rolls; with nothing waiting, wave removes the annotation\n", s.target, window.NowAnnotation)

@@ -138,36 +138,25 @@ func cameBackOver(later, older *Revision) bool {
 
 // Replaced is the revision rev replaced: the one whose number, now or before an undo brought
 // it back, is the highest below rev's; nil for the first.
-func Replaced(revs []Revision, rev *Revision) *Revision {
-	var best *Revision
-	var bestN int64
-	for j := range revs {
-		r := &revs[j]
-		if r == rev {
-			continue
-		}
-		for _, n := range append([]int64{r.Number}, r.Earlier...) {
-			if n < rev.Number && (best == nil || n > bestN) {
-				best, bestN = r, n
-			}
-		}
-	}
-	return best
-}
+func Replaced(revs []Revision, rev *Revision) *Revision { return nearest(revs, rev, -1) }
 
 // following is the revision that took the number after rev's: the one whose number, now or
 // before an undo brought it back, is the lowest above rev's; nil for the newest.
-func following(revs []Revision, rev *Revision) *Revision {
+func following(revs []Revision, rev *Revision) *Revision { return nearest(revs, rev, +1) }
+
+// nearest is the revision with a number, now or before an undo, nearest to rev's on the side
+// dir says (-1 below, +1 above).
+func nearest(revs []Revision, rev *Revision, dir int64) *Revision {
 	var best *Revision
-	var bestN int64
+	var bestGap int64
 	for j := range revs {
 		r := &revs[j]
 		if r == rev {
 			continue
 		}
 		for _, n := range append([]int64{r.Number}, r.Earlier...) {
-			if n > rev.Number && (best == nil || n < bestN) {
-				best, bestN = r, n
+			if gap := (n - rev.Number) * dir; gap > 0 && (best == nil || gap < bestGap) {
+				best, bestGap = r, gap
 			}
 		}
 	}
