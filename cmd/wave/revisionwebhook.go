@@ -33,15 +33,28 @@ func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *pr
 	// Registered whether or not the webhook is served, as every series wave has.
 	failed := prometheus.NewCounter(prometheus.CounterOpts{Name: "configwave_wave_revision_owner_failures_total",
 		Help: "Owner references to a revision that wave could not add to a snapshot or index (the log says why): that object stays until deleted by hand."})
-	reg.MustRegister(failed)
+	dropped := prometheus.NewCounter(prometheus.CounterOpts{Name: "configwave_wave_revision_owner_dropped_total",
+		Help: "Owner references to a revision that waited behind too many others and were dropped: the revision's next pod asks again."})
+	reg.MustRegister(failed, dropped)
 	if cfg.revisionsWebhookAddress == "" {
 		return nil, nil
 	}
-	tlsConfig, from, err := webhookCertificate(ctx, cfg, cl)
+	trusted := prometheus.NewGauge(prometheus.GaugeOpts{Name: "configwave_wave_revisions_webhook_ca_trusted",
+		Help: "1 when the webhook's registration carries the CA of the certificate wave serves (--revisions-webhook-cert-secret), 0 when it could not be put there: the API server's calls fail and pods are admitted on the live objects (the log says why)."})
+	if cfg.webhookCertName != "" {
+		reg.MustRegister(trusted) // only where wave keeps the caBundle: a 0 elsewhere would alarm
+	}
+	tlsConfig, from, err := webhookCertificate(ctx, cfg, cl, func(ok bool) {
+		if ok {
+			trusted.Set(1)
+		} else {
+			trusted.Set(0)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	adopt := &revisionhook.Adopter{Client: cl.webhook, Failed: failed.Inc}
+	adopt := &revisionhook.Adopter{Client: cl.webhook, Failed: failed.Inc, Dropped: dropped.Inc}
 	go func() { _ = adopt.Run(ctx) }() // best effort: the revision's next pod asks again
 	ln, err := net.Listen("tcp", cfg.revisionsWebhookAddress)
 	if err != nil {
@@ -70,7 +83,7 @@ func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *pr
 // webhookCertificate is what the webhook serves: the certificate wave keeps in
 // --revisions-webhook-cert-secret, made or read before the first request, and looked at again
 // in the background; else the one mounted in --revisions-webhook-cert-dir.
-func webhookCertificate(ctx context.Context, cfg *config, cl *clients) (*tls.Config, string, error) {
+func webhookCertificate(ctx context.Context, cfg *config, cl *clients, trusted func(bool)) (*tls.Config, string, error) {
 	if cfg.webhookCertName == "" {
 		keys := &revisionhook.KeyPair{Dir: cfg.revisionsWebhookCertDir}
 		if err := keys.Load(); err != nil {
@@ -80,7 +93,7 @@ func webhookCertificate(ctx context.Context, cfg *config, cl *clients) (*tls.Con
 	}
 	svc := cfg.revisionsWebhookService + "." + cfg.webhookCertNS + ".svc"
 	k := &webhookcert.Keeper{Client: cl.kube, Namespace: cfg.webhookCertNS, Name: cfg.webhookCertName,
-		Configuration: cfg.revisionsWebhookConfiguration, DNSNames: []string{svc, svc + ".cluster.local"}}
+		Configuration: cfg.revisionsWebhookConfiguration, DNSNames: []string{svc, svc + ".cluster.local"}, Trusted: trusted}
 	if err := k.Sync(ctx); errors.Is(err, webhookcert.ErrRegistration) {
 		// Served all the same: the registration may come after wave (Helm creates it after
 		// the Deployment); it is looked at again soon.

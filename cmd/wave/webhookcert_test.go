@@ -29,8 +29,9 @@ func TestRevisionsWebhookCertificateMadeByWave(t *testing.T) {
 			"--revisions-webhook-service=configwave-wave-webhook", "--revisions-webhook-configuration=" + name}
 	}
 	first, second := testcluster.FreeAddr(t), testcluster.FreeAddr(t)
-	startWave(t, ns, args(first)...)
+	w := startWave(t, ns, args(first)...)
 	startWave(t, ns, args(second)...)
+	assert.Equal(t, 1.0, w.Metric("configwave_wave_revisions_webhook_ca_trusted"), "the registration carries the CA served")
 
 	mwc, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx(t), name, metav1.GetOptions{})
 	require.NoError(t, err)

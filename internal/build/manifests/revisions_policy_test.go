@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/testenv/testcluster"
+	"github.com/configwave/configwave/internal/wave/autorollback"
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/waveclient"
@@ -209,6 +212,53 @@ func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 		assert.NoError(t, err, "%s is still there", pod)
 	}
 	assert.NoError(t, wave.CoreV1().Pods(ns).Delete(ctx, "stuck-0", metav1.DeleteOptions{}), "a StatefulSet's pod that is not ready")
+
+	// An Argo Rollout: wave may abort it (rollback-on-failure), and change nothing else of its
+	// status, though RBAC grants patch on rollouts/status.
+	testcluster.InstallArgoRolloutsCRDs(t, cluster)
+	rollouts := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
+	rollout := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "metadata": map[string]any{"name": "web"},
+		"spec": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}}, "spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "app"}}}},
+			"strategy": map[string]any{"canary": map[string]any{"steps": []any{map[string]any{"setWeight": int64(50)}, map[string]any{"pause": map[string]any{}}}}}}}}
+	_, err = dyn.Resource(rollouts).Namespace(ns).Create(ctx, rollout, metav1.CreateOptions{})
+	require.NoError(t, err)
+	paused := []byte(`{"status":{"currentStepIndex":1,"pauseConditions":[{"reason":"CanaryPauseStep","startTime":"2026-01-01T00:00:00Z"}]}}`)
+	_, err = dyn.Resource(rollouts).Namespace(ns).Patch(ctx, "web", types.MergePatchType, paused, metav1.PatchOptions{}, "status")
+	require.NoError(t, err, "the canary paused at its step, as its controller writes it")
+	waveDyn, err := dynamic.NewForConfig(asWave)
+	require.NoError(t, err)
+	statusOf := func() map[string]any {
+		r, err := dyn.Resource(rollouts).Namespace(ns).Get(ctx, "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		st, _, _ := unstructured.NestedMap(r.Object, "status")
+		return st
+	}
+	require.Eventually(t, func() bool { // the policy reaches admission for the new kind a moment later
+		_, err := waveDyn.Resource(rollouts).Namespace(ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"status":{"promoteFull":true}}`), metav1.PatchOptions{}, "status")
+		if err == nil {
+			_, err = dyn.Resource(rollouts).Namespace(ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"status":{"promoteFull":null}}`), metav1.PatchOptions{}, "status")
+			require.NoError(t, err)
+			return false
+		}
+		return strings.Contains(err.Error(), "wave may only abort an Argo Rollout")
+	}, time.Minute, 200*time.Millisecond, "the policy never refused wave a full promotion (the canary's steps and analysis skipped)")
+	for what, patch := range map[string]string{
+		"an abort that also resumes the canary": `{"status":{"abort":true,"pauseConditions":null}}`,
+		"a step skipped":                        `{"status":{"currentStepIndex":2}}`,
+	} {
+		_, err := waveDyn.Resource(rollouts).Namespace(ns).Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+		require.Error(t, err, what)
+		assert.Contains(t, err.Error(), "wave may only abort an Argo Rollout", what)
+	}
+	assert.Nil(t, statusOf()["abort"], "nothing of the refused writes reached the Rollout")
+	r, err := dyn.Resource(rollouts).Namespace(ns).Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	abort, err := autorollback.AbortPatchAt(r.GetResourceVersion())
+	require.NoError(t, err)
+	_, err = waveDyn.Resource(rollouts).Namespace(ns).Patch(ctx, "web", types.MergePatchType, abort, metav1.PatchOptions{}, "status")
+	require.NoError(t, err, "wave's abort, as it sends it")
+	assert.Equal(t, true, statusOf()["abort"])
 }
 
 // readsAs is a revisions.API that reads through one client and creates through another.

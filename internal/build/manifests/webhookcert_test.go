@@ -3,6 +3,7 @@ package manifests_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,6 +121,23 @@ func TestChartLetsWaveMakeTheWebhookCertificate(t *testing.T) {
 		}
 		return strings.Contains(err.Error(), "wave may change only the caBundle of its webhook's registration")
 	}, time.Minute, 200*time.Millisecond, "the policy never refused wave a change of its registration's failure policy")
+	// Nor its owner references (one to an object that is not there has the garbage collector
+	// delete the registration) or finalizers.
+	for what, change := range map[string]func(*admissionregistrationv1.MutatingWebhookConfiguration){
+		"an owner reference": func(m *admissionregistrationv1.MutatingWebhookConfiguration) {
+			m.OwnerReferences = append(m.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "gone", UID: "0f6a3c52-0000-4000-8000-000000000000"})
+		},
+		"a finalizer": func(m *admissionregistrationv1.MutatingWebhookConfiguration) {
+			m.Finalizers = append(m.Finalizers, "example.com/hold")
+		},
+	} {
+		m, err := waveKube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwc.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		change(m)
+		_, err = waveKube.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, m, metav1.UpdateOptions{})
+		require.Error(t, err, "wave adding %s to its registration", what)
+		assert.Contains(t, err.Error(), "wave may change only the caBundle of its webhook's registration", what)
+	}
 	m, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwc.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	m.Webhooks[0].ClientConfig.CABundle = nil
@@ -144,4 +162,34 @@ func TestChartLetsWaveMakeTheWebhookCertificate(t *testing.T) {
 	err = elsewhere.Sync(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "forbidden", "RBAC lets wave write its own configuration's caBundle only")
+}
+
+// The registration docs/revisions.md gives for installs without the chart is the chart's own:
+// the same rules, selectors, conditions and failure policy.
+func TestDocsRegisterTheWebhookAsTheChartDoes(t *testing.T) {
+	md, err := os.ReadFile(filepath.Join(root, "docs", "revisions.md"))
+	require.NoError(t, err)
+	var block string
+	for _, part := range strings.Split(string(md), "```yaml\n")[1:] {
+		if body, _, _ := strings.Cut(part, "```"); strings.Contains(body, "kind: MutatingWebhookConfiguration") {
+			block = body
+		}
+	}
+	require.NotEmpty(t, block, "docs/revisions.md has the registration")
+	var fromDocs *unstructured.Unstructured
+	for _, o := range decode(t, []byte(block)) {
+		fromDocs = o
+	}
+	var fromChart *unstructured.Unstructured
+	for _, o := range decode(t, helmTemplate(t, "revisions.enabled=true", "revisions.webhook.certSecret=configwave-wave-webhook",
+		"revisions.webhook.annotations.cert-manager\\.io/inject-ca-from=configwave-system/configwave-wave-webhook")) {
+		if o.GetKind() == "MutatingWebhookConfiguration" {
+			fromChart = o
+		}
+	}
+	require.NotNil(t, fromChart)
+	docsHooks, _, _ := unstructured.NestedSlice(fromDocs.Object, "webhooks")
+	chartHooks, _, _ := unstructured.NestedSlice(fromChart.Object, "webhooks")
+	assert.Equal(t, chartHooks, docsHooks)
+	assert.Equal(t, fromChart.GetAnnotations(), fromDocs.GetAnnotations())
 }

@@ -99,6 +99,19 @@ func StartArgoRollouts(t testing.TB, c *Cluster) *Process {
 	return p
 }
 
+// InstallArgoRolloutsCRDs serves Rollouts without their controller (a test that writes their
+// status itself), as StartArgoRollouts does, until the test ends.
+func InstallArgoRolloutsCRDs(t testing.TB, c *Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // a build, when the cache lacks it
+	defer cancel()
+	argo, err := EnsureArgoRollouts(ctx, testWriter{t})
+	if err != nil {
+		t.Fatalf("Argo Rollouts' CRDs: %v", err)
+	}
+	InstallCRDs(t, c, argo.CRDs)
+}
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	var port int

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configwave/configwave/internal/wave/revisions"
 )
@@ -146,6 +147,43 @@ func Refusal(d *appsv1.Deployment) string {
 	return ""
 }
 
+// Unschedulable says why a Deployment whose rollout missed its progress deadline is not undone
+// because its new pods found no room, or "": pods of the failed config revision (their
+// ReplicaSet d's, of that revision, in rss) that the scheduler could not place, and none of
+// them that ran and failed. A missed deadline for want of capacity is no fault of the config
+// (a quota's says ReplicaFailure, above; capacity says nothing on the Deployment).
+func Unschedulable(d *appsv1.Deployment, rss []appsv1.ReplicaSet, pods []corev1.Pod, inputsHashAnnotation, failed string) string {
+	ofFailed := map[types.UID]bool{}
+	for _, rs := range rss {
+		if owner := metav1.GetControllerOfNoCopy(&rs); owner != nil && owner.UID == d.UID && rs.Spec.Template.Annotations[inputsHashAnnotation] == failed {
+			ofFailed[rs.UID] = true
+		}
+	}
+	var waiting []string
+	for _, p := range pods {
+		owner := metav1.GetControllerOfNoCopy(&p)
+		if owner == nil || !ofFailed[owner.UID] {
+			continue
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if c.RestartCount > 0 || c.State.Terminated != nil && c.State.Terminated.ExitCode != 0 {
+				return "" // it ran, and failed: the config may be at fault
+			}
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				waiting = append(waiting, p.Name)
+			}
+		}
+	}
+	if len(waiting) == 0 {
+		return ""
+	}
+	slices.Sort(waiting)
+	return fmt.Sprintf("deployment %s/%s: its new pods could not be scheduled (%s: no room on any node), which is no fault of its config: not undone; add capacity, or undo it by hand",
+		d.Namespace, d.Name, strings.Join(waiting, ", "))
+}
+
 // UndoPatch is the JSON patch of `kubectl rollout undo`: rs's template (without its
 // pod-template-hash label) and its annotations but the Deployment's own bookkeeping, tested
 // against the Deployment's resourceVersion, so that a change made in between is not undone
@@ -170,6 +208,3 @@ func UndoPatch(d *appsv1.Deployment, rs *appsv1.ReplicaSet) ([]byte, error) {
 		{"op": "replace", "path": "/metadata/annotations", "value": annotations},
 	})
 }
-
-// AbortPatch is `kubectl argo rollouts abort`: a merge patch of the Rollout's status.
-var AbortPatch = []byte(`{"status":{"abort":true}}`)

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configwave/configwave/internal/wave/revisions"
 )
@@ -133,4 +134,45 @@ func TestStillFailed(t *testing.T) {
 	other := d.DeepCopy()
 	other.Spec.Template.Annotations = map[string]string{hashKey: revC}
 	assert.ErrorContains(t, StillFailed(other, rss, hashKey, revD), "no longer of the failed config")
+}
+
+// A rollout that missed its deadline because its new pods found no room is not undone: the
+// capacity is at fault, not the config (before, it was undone). A pod of it that ran and
+// failed makes it the config's again.
+func TestUnschedulable(t *testing.T) {
+	yes := true
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "d"}}
+	rs := func(uid, hash string) appsv1.ReplicaSet {
+		return appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), OwnerReferences: []metav1.OwnerReference{{UID: "d", Controller: &yes}}},
+			Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"h": hash}}}}}
+	}
+	rss := []appsv1.ReplicaSet{rs("old", "rev-good"), rs("new", "rev-bad")}
+	pod := func(name, owner string, unschedulable bool, restarts int32) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{{UID: types.UID(owner), Controller: &yes}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: restarts}}}}
+		if unschedulable {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pods []corev1.Pod
+		want string
+	}{
+		{"new pods found no room: not undone", []corev1.Pod{pod("web-new-1", "new", true, 0), pod("web-old-1", "old", false, 0)}, "its new pods could not be scheduled (web-new-1: no room on any node)"},
+		{"one found no room, another ran and crashed: the config's", []corev1.Pod{pod("web-new-1", "new", true, 0), pod("web-new-2", "new", false, 3)}, ""},
+		{"an old pod unschedulable says nothing of the new config", []corev1.Pod{pod("web-old-1", "old", true, 0)}, ""},
+		{"just restarted, no pods listed: the other checks decide", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Unschedulable(d, rss, tc.pods, "h", "rev-bad")
+			if tc.want == "" {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Contains(t, got, tc.want)
+			assert.Contains(t, got, "deployment shop/web")
+		})
+	}
 }

@@ -23,6 +23,10 @@ type Adopter struct {
 	Client waveclient.Interface
 	// Failed, when set, counts references that could not be added.
 	Failed func()
+	// Dropped, when set, counts adoptions dropped with too many waiting (the revision's next
+	// pod asks again; a revision whose pods are all made meanwhile keeps its snapshots
+	// unowned).
+	Dropped func()
 
 	once    sync.Once
 	queue   chan adoption
@@ -78,11 +82,14 @@ func (a *Adopter) Add(namespace string, owner revisions.Owner, revision string, 
 		delete(a.pending, key)
 		a.mu.Unlock()
 		klog.InfoS("config revisions: too many owner references waiting; this one is left for the revision's next pod", "namespace", namespace, "owner", owner.Kind+"/"+owner.Name)
+		if a.Dropped != nil {
+			a.Dropped()
+		}
 	}
 }
 
 func ownerKey(owner revisions.Owner) string {
-	return owner.Kind + "/" + owner.Name + "\x00" + string(owner.UID)
+	return owner.Kind + "/" + owner.Name + "\x00" + string(owner.UID) + "\x00" + string(owner.Parent)
 }
 
 func doneKey(ref configref.Ref, owner revisions.Owner) string {
@@ -153,6 +160,9 @@ func (a *Adopter) verify(ctx context.Context, namespace string, owner revisions.
 			return owner, fmt.Errorf("read controllerrevision %s/%s: %w", namespace, owner.Name, err)
 		}
 		uid, data = cr.UID, cr.Data.Raw
+		if c := metav1.GetControllerOfNoCopy(cr); owner.Parent != "" && (c == nil || c.UID != owner.Parent) {
+			return owner, fmt.Errorf("controllerrevision %s/%s is not a revision of the set the pod names (uid %s)", namespace, owner.Name, owner.Parent)
+		}
 	default:
 		return owner, fmt.Errorf("%s %s: not a kind of revision", owner.Kind, owner.Name)
 	}

@@ -2,6 +2,7 @@ package revisionhook
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -52,4 +54,63 @@ func TestAdopterAddsOnlyTheRevisionThatUsesTheSnapshot(t *testing.T) {
 	cm, err := client.CoreV1().ConfigMaps("shop").Get(context.Background(), "app", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, cm.OwnerReferences, "a source is never written")
+}
+
+// A StatefulSet deleted and made again under its name has ControllerRevisions of the names its
+// predecessor's had: the pod's set uid tells them apart, so the new one's revision is adopted
+// too, and a revision the pod's set does not control is refused.
+func TestAdopterTellsARecreatedSetsRevisionApart(t *testing.T) {
+	immutable := true
+	snap := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "app-0123456789", Labels: map[string]string{revisions.ManagedByLabel: revisions.ManagedBy}}, Immutable: &immutable}
+	yes := true
+	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db-5c8b", UID: "cr-old",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "set-old", Controller: &yes}}},
+		Data: runtime.RawExtension{Raw: []byte(`{"spec":{"template":{"metadata":{"annotations":{"` + InputsHashAnnotation + `":"` + revision + `"}}}}}`)}}
+	client := fake.NewClientset(snap, cr)
+	var failed atomic.Int32
+	a := &Adopter{Client: waveclienttest.Wrap(client), Failed: func() { failed.Add(1) }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = a.Run(ctx) }()
+	ref := configref.Ref{Kind: configref.ConfigMap, Namespace: "shop", Name: snap.Name}
+	owners := func() []string {
+		cm, err := client.CoreV1().ConfigMaps("shop").Get(context.Background(), snap.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		var uids []string
+		for _, r := range cm.OwnerReferences {
+			uids = append(uids, string(r.UID))
+		}
+		return uids
+	}
+	owner := func(set types.UID) revisions.Owner {
+		return revisions.Owner{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: "db-5c8b", Parent: set}
+	}
+	a.Add("shop", owner("set-old"), revision, []configref.Ref{ref})
+	require.Eventually(t, func() bool { return len(owners()) == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	// The set is deleted and made again: its revision of the same name is a new object.
+	require.NoError(t, client.AppsV1().ControllerRevisions("shop").Delete(ctx, cr.Name, metav1.DeleteOptions{}))
+	again := cr.DeepCopy()
+	again.ResourceVersion, again.UID, again.OwnerReferences[0].UID = "", "cr-new", "set-new"
+	_, err := client.AppsV1().ControllerRevisions("shop").Create(ctx, again, metav1.CreateOptions{})
+	require.NoError(t, err)
+	a.Add("shop", owner("set-new"), revision, []configref.Ref{ref})
+	require.Eventually(t, func() bool { return len(owners()) == 2 }, 5*time.Second, 10*time.Millisecond,
+		"the recreated set's revision is adopted, not taken for the one done")
+	assert.ElementsMatch(t, []string{"cr-old", "cr-new"}, owners())
+
+	a.Add("shop", owner("set-other"), revision, []configref.Ref{ref})
+	require.Eventually(t, func() bool { return failed.Load() == 1 }, 5*time.Second, 10*time.Millisecond, "a revision of another set is refused")
+	assert.Len(t, owners(), 2)
+}
+
+// Past its queue, an adoption is dropped and counted, never blocking the webhook.
+func TestAdopterCountsWhatItDrops(t *testing.T) {
+	var dropped atomic.Int32
+	a := &Adopter{Client: waveclienttest.Wrap(fake.NewClientset()), Dropped: func() { dropped.Add(1) }}
+	ref := configref.Ref{Kind: configref.ConfigMap, Namespace: "shop", Name: "app-0123456789"}
+	for i := range adoptQueue + 3 { // Run not started: nothing leaves the queue
+		a.Add("shop", revisions.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: fmt.Sprintf("web-%d", i), UID: types.UID(fmt.Sprint(i))}, revision, []configref.Ref{ref})
+	}
+	assert.EqualValues(t, 3, dropped.Load())
 }

@@ -106,7 +106,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(context.Background(), lookWithin)
 		d = revisions.Decide(h.gather(ctx, req.Pod))
 		cancel()
-		if d.Why != "" {
+		// The registration promises sideEffects NoneOnDryRun: a dry run (kubectl apply
+		// --dry-run=server, or anyone who reaches the port) leaves no Event behind.
+		if d.Why != "" && !req.DryRun {
 			h.tell(req.Pod, d.Why)
 		}
 		if owner, ok := revisions.OwnerOf(req.Pod); ok && h.Adopt != nil && len(d.Use) > 0 && !req.Ephemeral && !req.DryRun {

@@ -7,8 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/revisions"
@@ -54,4 +57,17 @@ func TestAPILookTrustsOnlyWavesOwn(t *testing.T) {
 	assert.False(t, l.Exists(ctx, secret("db-aaaaaaaaaa")), "another content's annotation")
 	assert.False(t, l.Exists(ctx, secret("db-cccccccccc")), "not labelled as wave's")
 	assert.False(t, l.Exists(ctx, secret("db-gone000000")), "gone")
+}
+
+// A read of a snapshot that the API server does not answer (a timeout) names no snapshot: the
+// pod reads its source live rather than mount an object that may be gone.
+func TestAPILookTakesNoAnswerForAbsent(t *testing.T) {
+	yes := true
+	client := fake.NewSimpleClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db-0123456789",
+		Labels: map[string]string{revisions.ManagedByLabel: revisions.ManagedBy}, Annotations: map[string]string{revisions.ContentAnnotation: "0123456789"}}, Immutable: &yes})
+	client.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewTimeoutError("the API server did not answer in time", 1)
+	})
+	l := &APILook{Core: waveclienttest.Wrap(client).CoreV1()}
+	assert.False(t, l.Exists(context.Background(), configref.Ref{Kind: configref.Secret, Namespace: "shop", Name: "db-0123456789"}))
 }

@@ -33,6 +33,17 @@ func review(t testing.TB, op admissionv1.Operation, sub string, pod *corev1.Pod)
 	return b
 }
 
+// dryRun marks a review as a dry run (kubectl apply --dry-run=server).
+func dryRun(t testing.TB, body []byte) []byte {
+	var r admissionv1.AdmissionReview
+	require.NoError(t, json.Unmarshal(body, &r))
+	yes := true
+	r.Request.DryRun = &yes
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	return b
+}
+
 func appPod(hash string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "web-", Annotations: map[string]string{InputsHashAnnotation: hash}},
@@ -111,6 +122,16 @@ func TestHandler(t *testing.T) {
 		assert.Contains(t, resp.Warnings[0], "the pod reads the live objects")
 		answer(t, h, review(t, admissionv1.Create, "", appPod(revision)))
 		assert.Len(t, told, 1)
+	})
+	t.Run("a dry run: the same answer, and no Event (sideEffects NoneOnDryRun)", func(t *testing.T) {
+		var told []string
+		h := &Handler{Look: &look{}, Tell: func(_ *corev1.Pod, why string) { told = append(told, why) }}
+		resp, ops := answer(t, h, dryRun(t, review(t, admissionv1.Create, "", appPod(revision))))
+		assert.Empty(t, ops)
+		require.Len(t, resp.Warnings, 1, "the dry run still tells its caller")
+		assert.Empty(t, told, "no Event from a dry run")
+		answer(t, h, review(t, admissionv1.Create, "", appPod(revision)))
+		assert.Len(t, told, 1, "the real create after it is told")
 	})
 	t.Run("not a review: 400, which failurePolicy Ignore admits", func(t *testing.T) {
 		rec := httptest.NewRecorder()

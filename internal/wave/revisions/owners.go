@@ -21,6 +21,10 @@ import (
 type Owner struct {
 	APIVersion, Kind, Name string
 	UID                    types.UID
+	// Parent is, for a ControllerRevision, the uid of the StatefulSet or DaemonSet that the
+	// pod names as its controller: the pod does not carry the revision's own uid, and a set
+	// deleted and made again under its name has revisions of the same names.
+	Parent types.UID
 }
 
 // ControllerRevisionLabel is the label a StatefulSet's pods carry with the name of their
@@ -51,7 +55,7 @@ func OwnerOf(pod *corev1.Pod) (owner Owner, ok bool) {
 		case !strings.HasPrefix(label, ref.Name+"-"):
 			return Owner{}, false
 		}
-		return Owner{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: label}, true
+		return Owner{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: label, Parent: ref.UID}, true
 	}
 	return Owner{}, false
 }

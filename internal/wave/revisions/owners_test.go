@@ -24,11 +24,11 @@ func TestOwnerOf(t *testing.T) {
 		want Owner
 		ok   bool
 	}{
-		{"a ReplicaSet's pod: the ReplicaSet", pod("apps/v1", "ReplicaSet", "web-7d9f", nil), Owner{"apps/v1", "ReplicaSet", "web-7d9f", "u1"}, true},
-		{"a CronJob's pod: its Job", pod("batch/v1", "Job", "backup-2901", nil), Owner{"batch/v1", "Job", "backup-2901", "u1"}, true},
-		{"a StatefulSet's pod: the ControllerRevision it names, uid to read", pod("apps/v1", "StatefulSet", "db", map[string]string{ControllerRevisionLabel: "db-5c8b"}),
-			Owner{"apps/v1", "ControllerRevision", "db-5c8b", ""}, true},
-		{"a DaemonSet's pod: its label is the hash alone", pod("apps/v1", "DaemonSet", "agent", map[string]string{ControllerRevisionLabel: "66f5c"}), Owner{"apps/v1", "ControllerRevision", "agent-66f5c", ""}, true},
+		{"a ReplicaSet's pod: the ReplicaSet", pod("apps/v1", "ReplicaSet", "web-7d9f", nil), Owner{"apps/v1", "ReplicaSet", "web-7d9f", "u1", ""}, true},
+		{"a CronJob's pod: its Job", pod("batch/v1", "Job", "backup-2901", nil), Owner{"batch/v1", "Job", "backup-2901", "u1", ""}, true},
+		{"a StatefulSet's pod: the ControllerRevision it names, uid to read, its set's uid kept", pod("apps/v1", "StatefulSet", "db", map[string]string{ControllerRevisionLabel: "db-5c8b"}),
+			Owner{"apps/v1", "ControllerRevision", "db-5c8b", "", "u1"}, true},
+		{"a DaemonSet's pod: its label is the hash alone", pod("apps/v1", "DaemonSet", "agent", map[string]string{ControllerRevisionLabel: "66f5c"}), Owner{"apps/v1", "ControllerRevision", "agent-66f5c", "", "u1"}, true},
 		{"a revision label of another owner's name", pod("apps/v1", "StatefulSet", "db", map[string]string{ControllerRevisionLabel: "other-5c8b"}), Owner{}, false},
 		{"a StatefulSet's pod without the label", pod("apps/v1", "StatefulSet", "db", nil), Owner{}, false},
 		{"another group's kind of that name", pod("example.com/v1", "ReplicaSet", "x", nil), Owner{}, false},

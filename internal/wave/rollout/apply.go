@@ -76,20 +76,8 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		c.flight.leave(key) // nothing to roll: it holds up no other rollout
 	}
 	if d.Write == "rollout" && c.InFlight.On() && !w.Progress.Untracked {
-		first := d.Wanted
-		if first.IsZero() {
-			first = time.Now()
-		}
-		if ok, queuedNow := c.admit(key, w.Meta.Namespace, first); !ok {
-			// Looked at again when a rollout under way is over (followUp); the fallback look
-			// only covers a finish this replica did not see.
-			d = decision{Result: ResultHeld, HoldFor: 30 * time.Second, Wanted: first,
-				Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"why", fmt.Sprintf("waiting for a rollout under way to finish (--max-rollouts-in-flight=%d, per namespace %d)", c.InFlight.Max, c.InFlight.MaxPerNamespace)}}}
-			if queuedNow {
-				d.Events = []event{{corev1.EventTypeNormal, "ConfigRolloutQueued", fmt.Sprintf(
-					"the config rollout waits for one of the rollouts under way to finish (--max-rollouts-in-flight=%d, per namespace %d); the longest waiting goes first", c.InFlight.Max, c.InFlight.MaxPerNamespace)}}
-			}
-		} else {
+		var admitted bool
+		if d, admitted = c.admitOrQueue(w, d); admitted {
 			defer c.started(key) // spent once written: followed as rolling from then on
 		}
 	}
@@ -107,18 +95,7 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 	}
 	var restartErr error
 	if d.Restart {
-		// Before the write: once the record says rolled, no later look would start the Job. A
-		// repeated try finds the Job made (RestartID); one that cannot be made is said in an
-		// Event, and the change is recorded all the same: its next scheduled run uses it.
-		written := map[string]string{}
-		if d.InputsHash != "" {
-			written[InputsHashAnnotation] = d.InputsHash
-		}
-		if d.Hash != "" {
-			written[podrefs.ConfigHashAnnotation] = d.Hash
-		}
-		rw := workload.WithTemplateAnnotations(w, written)
-		restartErr = retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.clients(), rw, d.RestartID) })
+		restartErr = c.restartJob(ctx, w, d)
 	}
 	var err error
 	switch d.Write {
@@ -161,6 +138,44 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		}
 	}
 	return d.Result, nil
+}
+
+// admitOrQueue lets a rollout start under --max-rollouts-in-flight, or turns the decision into
+// a hold until a rollout under way is over; admitted says it may start.
+func (c *Controller) admitOrQueue(w workload.Workload, d decision) (_ decision, admitted bool) {
+	first := d.Wanted
+	if first.IsZero() {
+		first = time.Now()
+	}
+	ok, queuedNow := c.admit(w.Key(), w.Meta.Namespace, first)
+	if ok {
+		return d, true
+	}
+	// Looked at again when a rollout under way is over (followUp); the fallback look only
+	// covers a finish this replica did not see.
+	held := decision{Result: ResultHeld, HoldFor: 30 * time.Second, Wanted: first,
+		Log: &logLine{V: 2, Msg: "rollout held", KV: []any{"why", fmt.Sprintf("waiting for a rollout under way to finish (--max-rollouts-in-flight=%d, per namespace %d)", c.InFlight.Max, c.InFlight.MaxPerNamespace)}}}
+	if queuedNow {
+		held.Events = []event{{corev1.EventTypeNormal, "ConfigRolloutQueued", fmt.Sprintf(
+			"the config rollout waits for one of the rollouts under way to finish (--max-rollouts-in-flight=%d, per namespace %d); the longest waiting goes first", c.InFlight.Max, c.InFlight.MaxPerNamespace)}}
+	}
+	return held, false
+}
+
+// restartJob starts a CronJob's Job with the new config. It runs before the write: once the
+// record says rolled, no later look would start the Job. A repeated try finds the Job made
+// (RestartID); one that cannot be made is said in an Event, and the change is recorded all the
+// same: its next scheduled run uses it.
+func (c *Controller) restartJob(ctx context.Context, w workload.Workload, d decision) error {
+	written := map[string]string{}
+	if d.InputsHash != "" {
+		written[InputsHashAnnotation] = d.InputsHash
+	}
+	if d.Hash != "" {
+		written[podrefs.ConfigHashAnnotation] = d.Hash
+	}
+	rw := workload.WithTemplateAnnotations(w, written)
+	return retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error { return workload.Restart(ctx, c.clients(), rw, d.RestartID) })
 }
 
 // patch writes the inputs record (unless inputs is nil), the rollout record and, for a rollout,

@@ -53,19 +53,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 
 	s.Warnings = c.annotationProblems(w, sel)
-	var problem string
-	if s.Approval, problem = approval.Of(w.Meta.Annotations); problem != "" {
-		s.Warnings = append(s.Warnings, problem)
-	}
-	s.Window = c.RolloutWindow
-	if v := w.Meta.Annotations[window.Annotation]; strings.TrimSpace(v) != "" {
-		if own, err := window.Parse(v); err != nil {
-			s.Warnings = append(s.Warnings, window.Annotation+": "+err.Error()+"; --rollout-window applies meanwhile")
-		} else {
-			s.Window = own
-		}
-	}
-	s.RolloutNow = w.Meta.Annotations[window.NowAnnotation] == "true"
+	c.gatherGates(&s, w)
 	c.gatherRevisions(&s, w)
 	if s.Approval.Manual && !s.Revisions {
 		s.Warnings = append(s.Warnings, approval.Annotation+" holds back the rollout, not the config: without "+podrefs.RevisionsAnnotation+
@@ -104,7 +92,32 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 	slices.Sort(s.Braked)
 	s.BrakeSaid = c.brakeSaid.of(w.Key())
+	c.gatherHashes(ctx, &s, w, used, sel, uses)
+	return s
+}
 
+// gatherGates fills in the gates a change waits at: approval, the rollout window and its
+// rollout-now, each annotation that does not parse a warning.
+func (c *Controller) gatherGates(s *situation, w workload.Workload) {
+	var problem string
+	if s.Approval, problem = approval.Of(w.Meta.Annotations); problem != "" {
+		s.Warnings = append(s.Warnings, problem)
+	}
+	s.Window = c.RolloutWindow
+	if v := w.Meta.Annotations[window.Annotation]; strings.TrimSpace(v) != "" {
+		if own, err := window.Parse(v); err != nil {
+			s.Warnings = append(s.Warnings, window.Annotation+": "+err.Error()+"; --rollout-window applies meanwhile")
+		} else {
+			s.Window = own
+		}
+	}
+	s.RolloutNow = w.Meta.Annotations[window.NowAnnotation] == "true"
+}
+
+// gatherHashes fills in the hashes plan may ask for, each computed only when asked: they read
+// whole objects.
+func (c *Controller) gatherHashes(ctx context.Context, s *situation, w workload.Workload, used podrefs.References, sel selection, uses podrefs.Uses) {
+	ns := w.Meta.Namespace
 	whole := func(r configref.Ref) (any, error) { return c.full.get(ctx, r) }
 	s.WaveHash = sync.OnceValues(func() (string, error) { return confighash.KeyedWaveHash(c.Format, c.HashKey, used.Wave, whole) })
 	inputs := s.Inputs.Value
@@ -135,7 +148,6 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	s.ByMetadata = func() (confighash.Inputs, error) {
 		return c.inputsOfWhole(ctx, ns, uses, confighash.Digester{SecretsByMetadata: true})
 	}
-	return s
 }
 
 // gatherRevisions fills in what plan decides revisions and holds from.

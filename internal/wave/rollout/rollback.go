@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,10 +61,15 @@ func (c *Controller) rollBackOnFailure(ctx context.Context, w workload.Workload,
 
 var argoRollouts = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
 
+// UndoFieldManager is the field manager of wave's automatic undo, apart from the annotations'
+// configwave-wave: an undo takes the template (the image among it), and a GitOps tool told to
+// ignore what configwave-wave owns (docs/gitops.md) must still see that drift from Git.
+const UndoFieldManager = "configwave-wave-undo"
+
 // undo writes the undo of w's failed revision and says what it went back to.
 func (c *Controller) undo(ctx context.Context, w workload.Workload, failed string) (string, error) {
 	ns, name := w.Meta.Namespace, w.Meta.Name
-	opts := metav1.PatchOptions{FieldManager: "configwave-wave"}
+	opts := metav1.PatchOptions{FieldManager: UndoFieldManager}
 	switch w.Kind {
 	case workload.Deployment:
 		sel, err := metav1.LabelSelectorAsSelector(w.Selector)
@@ -73,6 +79,10 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 		list, err := c.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 		if err != nil {
 			return "", fmt.Errorf("list its ReplicaSets: %w", err)
+		}
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return "", fmt.Errorf("list its pods: %w", err)
 		}
 		// Read afresh: the cache is behind wave's own note of the failure, and the patch is
 		// tested against the version read. A status write in between is tried again; a change
@@ -88,7 +98,7 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 			if err := autorollback.StillFailed(d, list.Items, InputsHashAnnotation, failed); err != nil {
 				return err
 			}
-			if why := autorollback.Refusal(d); why != "" {
+			if why := cmp.Or(autorollback.Refusal(d), autorollback.Unschedulable(d, list.Items, pods.Items, InputsHashAnnotation, failed)); why != "" {
 				return errors.New(why)
 			}
 			passed = nil
@@ -114,8 +124,28 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 		if c.Dynamic == nil {
 			return "", fmt.Errorf("no client for Argo Rollouts")
 		}
-		if _, err := c.Dynamic.Resource(argoRollouts).Namespace(ns).Patch(ctx, name, types.MergePatchType, autorollback.AbortPatch, opts, "status"); err != nil {
-			return "", fmt.Errorf("abort the Rollout: %w", err)
+		// Read afresh and tested against the version read, as a Deployment's undo: a fix made
+		// since the rollout was judged is not aborted.
+		ri := c.Dynamic.Resource(argoRollouts).Namespace(ns)
+		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			r, err := ri.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("read the Rollout: %w", err)
+			}
+			if err := autorollback.RolloutStillFailed(r, InputsHashAnnotation, failed, w.Meta.Generation); err != nil {
+				return err
+			}
+			patch, err := autorollback.AbortPatchAt(r.GetResourceVersion())
+			if err != nil {
+				return err
+			}
+			if _, err := ri.Patch(ctx, name, types.MergePatchType, patch, opts, "status"); err != nil {
+				return fmt.Errorf("abort the Rollout: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return "", err
 		}
 		return "its stable ReplicaSet (aborted)", nil
 	}
@@ -205,9 +235,9 @@ func (c *Controller) undoToControllerRevision(ctx context.Context, w workload.Wo
 			return err
 		}
 		if w.Kind == workload.StatefulSet {
-			sts, err = c.Client.AppsV1().StatefulSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "configwave-wave"})
+			sts, err = c.Client.AppsV1().StatefulSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: UndoFieldManager})
 		} else {
-			_, err = c.Client.AppsV1().DaemonSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "configwave-wave"})
+			_, err = c.Client.AppsV1().DaemonSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: UndoFieldManager})
 		}
 		if err != nil {
 			return fmt.Errorf("patch the %s: %w", w.Kind, err)

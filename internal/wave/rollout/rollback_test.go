@@ -13,9 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -126,6 +129,11 @@ func TestUndoToControllerRevision(t *testing.T) {
 			to, err := c.undo(context.Background(), w, revD)
 			require.NoError(t, err)
 			assert.Contains(t, to, "revision 2, ControllerRevision db-c")
+			for _, a := range client.Actions() {
+				if p, ok := a.(k8stesting.PatchActionImpl); ok && (p.Resource.Resource == "statefulsets" || p.Resource.Resource == "daemonsets") {
+					assert.Equal(t, UndoFieldManager, p.PatchOptions.FieldManager, "the undo's own field manager, which a GitOps tool does not ignore")
+				}
+			}
 			var got corev1.PodTemplateSpec
 			if tc.kind == workload.DaemonSet {
 				d, err := client.AppsV1().DaemonSets("ns").Get(context.Background(), "db", metav1.GetOptions{})
@@ -202,4 +210,48 @@ func TestReadsLive(t *testing.T) {
 	assert.Empty(t, readsLive(pod("app-0123456789", "db-0123456789"), snaps), "pointed at its snapshots")
 	assert.Equal(t, []string{"configmap/app"}, readsLive(pod("app", "db-0123456789"), snaps))
 	assert.Empty(t, readsLive(pod("other", "rotated"), snaps), "sources with no snapshot (opted out) are read live by design")
+}
+
+// An Argo Rollout is aborted as `kubectl argo rollouts abort` does, read afresh and tested
+// against the version read: one whose spec changed since the rollout was judged (an image
+// fixed) is left as it is (before, the abort was sent blind and threw the fix away).
+func TestUndoAbortsAnArgoRolloutOnlyAsJudged(t *testing.T) {
+	failed := revisions.InputsHash("bad")
+	for _, tc := range []struct {
+		name       string
+		generation int64 // the Rollout's now; judged at 4
+		aborted    bool
+	}{
+		{"as judged: aborted", 4, true},
+		{"an image fixed since: left as it is", 5, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+				"metadata": map[string]any{"namespace": "ns", "name": "web", "generation": tc.generation, "resourceVersion": "9"},
+				"spec":     map[string]any{"template": map[string]any{"metadata": map[string]any{"annotations": map[string]any{InputsHashAnnotation: failed}}}}}}
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{argoRollouts: "RolloutList"}, r)
+			client := fake.NewSimpleClientset()
+			c, err := NewController(Config{Client: waveclienttest.Wrap(client), Dynamic: dyn,
+				Informers: NewInformers(workload.Clients{Kube: waveclienttest.Wrap(client)}, workload.Builtin(), []string{"ns"}, labels.Everything(), time.Minute, confighash.Digester{}),
+				Recorder:  record.NewFakeRecorder(10), Metrics: testMetrics()})
+			require.NoError(t, err)
+			w := workload.Workload{Kind: workload.ArgoRollout, Meta: &metav1.ObjectMeta{Namespace: "ns", Name: "web", Generation: 4}}
+			_, err = c.undo(context.Background(), w, failed)
+			got, getErr := dyn.Resource(argoRollouts).Namespace("ns").Get(context.Background(), "web", metav1.GetOptions{})
+			require.NoError(t, getErr)
+			aborted, _, _ := unstructured.NestedBool(got.Object, "status", "abort")
+			assert.Equal(t, tc.aborted, aborted)
+			if tc.aborted {
+				assert.NoError(t, err)
+				for _, a := range dyn.Actions() {
+					if p, ok := a.(k8stesting.PatchActionImpl); ok {
+						assert.Equal(t, UndoFieldManager, p.PatchOptions.FieldManager)
+						assert.Contains(t, string(p.Patch), `"resourceVersion":"9"`, "tested against the version read")
+					}
+				}
+			} else {
+				assert.ErrorContains(t, err, "its spec changed since the rollout was judged to have failed")
+			}
+		})
+	}
 }

@@ -31,6 +31,10 @@ type Keeper struct {
 	// five minutes.
 	Every time.Duration
 	Now   func() time.Time // zero: time.Now
+	// Trusted, when set, is told after each look whether the registration's caBundle
+	// carries the CA of what is served (false: the API server's calls fail, and pods are
+	// admitted on the live objects).
+	Trusted func(bool)
 
 	cert atomic.Pointer[tls.Certificate]
 }
@@ -124,20 +128,48 @@ func (k *Keeper) Sync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	k.cert.Store(&pair)
 	if k.Configuration == "" {
+		k.cert.Store(&pair)
 		return nil
 	}
-	// Read again just before the write: a replica that read the Secret before another made a
-	// new CA would otherwise put the bundle back without it.
-	latest, err := secrets.Get(ctx, k.Name, metav1.GetOptions{})
+	// A certificate under a new CA is served once the caBundle carries that CA: served
+	// before, the API server's calls fail until the bundle catches up.
+	if ServeAtOnce(k.cert.Load(), &pair, now()) {
+		k.cert.Store(&pair)
+	}
+	err = k.injectLatest(ctx, s, what, now())
+	if err == nil {
+		k.cert.Store(&pair)
+	}
+	if k.Trusted != nil {
+		k.Trusted(err == nil)
+	}
+	return err
+}
+
+// injectLatest puts s's CA in the registration, once s is still the Secret's latest: a
+// replica that read it before another made a new CA would otherwise put the bundle back
+// without it.
+func (k *Keeper) injectLatest(ctx context.Context, s *corev1.Secret, what string, now time.Time) error {
+	latest, err := k.Client.CoreV1().Secrets(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("%w: read %s again: %w", ErrRegistration, what, err)
 	}
 	if latest.ResourceVersion != s.ResourceVersion {
 		return fmt.Errorf("%w: %s changed meanwhile; it will be looked at again", ErrRegistration, what)
 	}
-	return k.inject(ctx, Bundle(s.Data, now()))
+	return k.inject(ctx, Bundle(s.Data, now))
+}
+
+// ServeAtOnce says whether next may be served before the registration's caBundle is known
+// to carry its CA: when nothing is served yet (nothing better to offer), when the one served
+// is under the same CA (the bundle trusts both), or when the one served has expired.
+func ServeAtOnce(served, next *tls.Certificate, now time.Time) bool {
+	if served == nil || served.Leaf == nil || next.Leaf == nil {
+		return true
+	}
+	return now.After(served.Leaf.NotAfter) ||
+		(bytes.Equal(served.Leaf.RawIssuer, next.Leaf.RawIssuer) && bytes.Equal(served.Leaf.AuthorityKeyId, next.Leaf.AuthorityKeyId))
 }
 
 // ErrRegistration: the certificate is served, and its CA could not be put in the webhook's

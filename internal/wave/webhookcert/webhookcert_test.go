@@ -233,3 +233,74 @@ func TestKeeperRunPutsTheCABack(t *testing.T) {
 		return err == nil && len(c.Webhooks[0].ClientConfig.CABundle) > 0
 	}, 5*time.Second, 10*time.Millisecond, "the caBundle is put back by the next look")
 }
+
+// A certificate under a new CA is served only once the registration's caBundle carries that
+// CA: served before, the API server would refuse every call until the bundle caught up. A
+// certificate renewed under the same CA is served at once.
+func TestKeeperServesANewCAOnlyOnceTheBundleHasIt(t *testing.T) {
+	client := fake.NewSimpleClientset(&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "reg"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "pods.revisions.configwave.io"}}})
+	now := time.Now()
+	var trusted []bool
+	k := &Keeper{Client: waveclienttest.Wrap(client), Namespace: "ns", Name: "cert", Configuration: "reg", DNSNames: names,
+		Now: func() time.Time { return now }, Trusted: func(ok bool) { trusted = append(trusted, ok) }}
+	require.NoError(t, k.Sync(context.Background()))
+	first := served(t, k)
+
+	refuse := true
+	client.PrependReactor("update", "mutatingwebhookconfigurations", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refuse {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}, "reg", errors.New("no"))
+		}
+		return false, nil, nil
+	})
+	// A new CA is due (its key lost here; a CA near its end alike) while the served
+	// certificate is still valid.
+	s, err := client.CoreV1().Secrets("ns").Get(context.Background(), "cert", metav1.GetOptions{})
+	require.NoError(t, err)
+	delete(s.Data, CAKeyKey)
+	_, err = client.CoreV1().Secrets("ns").Update(context.Background(), s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	err = k.Sync(context.Background())
+	require.ErrorIs(t, err, ErrRegistration)
+	assert.Equal(t, first.Raw, served(t, k).Raw, "the new CA's certificate waits while the bundle lacks its CA")
+	s, err = client.CoreV1().Secrets("ns").Get(context.Background(), "cert", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotEqual(t, first.Raw, leaf(t, s.Data).Raw, "the Secret has the new CA's certificate")
+
+	refuse = false
+	require.NoError(t, k.Sync(context.Background()))
+	assert.Equal(t, leaf(t, s.Data).Raw, served(t, k).Raw, "served once the bundle carries its CA")
+	assert.Equal(t, []bool{true, false, true}, trusted)
+}
+
+func TestServeAtOnce(t *testing.T) {
+	now := time.Now()
+	pair := func(data map[string][]byte) *tls.Certificate {
+		c, err := tls.X509KeyPair(data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey])
+		require.NoError(t, err)
+		return &c
+	}
+	first, err := Make(NewAll, nil, names, now)
+	require.NoError(t, err)
+	renewed, err := Make(NewServing, first, names, now.Add(time.Hour))
+	require.NoError(t, err)
+	newCA, err := Make(NewAll, first, names, now.Add(time.Hour))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name         string
+		served, next *tls.Certificate
+		at           time.Time
+		want         bool
+	}{
+		{"nothing served yet (just restarted)", nil, pair(first), now, true},
+		{"renewed under the same CA", pair(first), pair(renewed), now, true},
+		{"under a new CA", pair(first), pair(newCA), now, false},
+		{"under a new CA, the one served expired", pair(first), pair(newCA), now.Add(ServingValidity + time.Hour), true},
+		{"no leaf parsed (GODEBUG x509keypairleaf=0)", &tls.Certificate{}, pair(newCA), now, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, ServeAtOnce(tc.served, tc.next, tc.at))
+		})
+	}
+}
