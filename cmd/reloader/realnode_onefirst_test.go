@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,7 +40,10 @@ http {
   access_log off;
   server {
     listen 8080;
-    location /ready { return %d "%s\n"; }
+    location /ready {
+      if (-f /tmp/unready) { return 503 "kept unready\n"; }
+      return %d "%s\n";
+    }
   }
 }
 `, readiness, version)
@@ -120,27 +122,8 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	pods := func() []corev1.Pod {
-		list, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{LabelSelector: "app=web"})
-		require.NoError(t, err)
-		return list.Items
-	}
-	conf := func(p corev1.Pod) string {
-		b, _ := os.ReadFile(filepath.Join(node.PodEmptyDir(p.UID, "config"), "nginx.conf"))
-		return string(b)
-	}
-	allOn := func(version string) bool {
-		ps := pods()
-		if len(ps) != int(replicas) {
-			return false
-		}
-		for _, p := range ps {
-			if !testcluster.PodReady(p) || !strings.Contains(conf(p), `"`+version+`\n"`) {
-				return false
-			}
-		}
-		return true
-	}
+	f := &oneFirstNode{t: t, client: client, node: node, ns: ns, replicas: int(replicas), soak: soak}
+	pods, conf, allOn := f.pods, f.conf, f.allOn
 	if !assert.Eventually(t, func() bool { return allOn("v1") }, 2*time.Minute, 200*time.Millisecond, "4 pods Ready on v1") {
 		t.Fatal(testcluster.DescribePods(ctx(t), client, ns))
 	}
@@ -205,25 +188,7 @@ func TestOneFirstOnARealNode(t *testing.T) {
 	// restarts it, and it keeps the good config, never the rejected one its ConfigMap still
 	// holds (it resumes from what it keeps beside the config). Sampled every 100 ms for a soak
 	// and 5 s after the restart.
-	var sidecarID string
-	for _, c := range first.Status.InitContainerStatuses {
-		if c.Name == "reloader" {
-			sidecarID = c.ContainerID
-		}
-	}
-	pid, err := node.ContainerPID(ctx(t), sidecarID)
-	require.NoError(t, err, "the first pod's sidecar")
-	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-	require.Eventually(t, func() bool {
-		p, err := client.CoreV1().Pods(ns).Get(ctx(t), first.Name, metav1.GetOptions{})
-		require.NoError(t, err)
-		for _, c := range p.Status.InitContainerStatuses {
-			if c.Name == "reloader" && c.RestartCount > 0 && c.Started != nil && *c.Started {
-				return true
-			}
-		}
-		return false
-	}, 2*time.Minute, 200*time.Millisecond, "kubelet restarts the killed sidecar")
+	f.killSidecar(first.Name)
 	for restarted := time.Now(); time.Since(restarted) < soak+5*time.Second; time.Sleep(100 * time.Millisecond) {
 		p, err := client.CoreV1().Pods(ns).Get(ctx(t), first.Name, metav1.GetOptions{})
 		require.NoError(t, err)
@@ -253,6 +218,9 @@ func TestOneFirstOnARealNode(t *testing.T) {
 			}
 		}
 	}
+	// A sidecar killed mid-soak, a pod kept unready on purpose, and three changes 1 s apart,
+	// each against the other pods' files and the Lease, sampled every 100 ms.
+	f.faults()
 
 	// A newer change mid-soak supersedes the one under trial: v5 is laid out by one pod, v6
 	// comes during its soak, and v5 never reaches a second pod's folder (sampled every 100 ms

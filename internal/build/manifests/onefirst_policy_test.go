@@ -142,8 +142,8 @@ func TestOneFirstPolicyLetsAPodWriteOnlyItsOwnTurn(t *testing.T) {
 	}
 
 	promoted := renewed
-	promoted.State, promoted.Good = onefirst.Promoted, "c1"
-	require.NoError(t, put(a, promoted), "a promotes its content")
+	promoted.State, promoted.Good, promoted.Before = onefirst.Promoted, "c1", "c0"
+	require.NoError(t, put(a, promoted), "a promotes its content, keeping the one before")
 	joined := promoted
 	joined.Batch = map[string]time.Time{"web-b": now.Add(20 * time.Second)}
 	require.NoError(t, put(b, joined), "b takes a place in the batch")
@@ -192,7 +192,16 @@ func TestOneFirstPolicyLetsAPodWriteOnlyItsOwnTurn(t *testing.T) {
 	rejected := left
 	rejected.State, rejected.Renewed = onefirst.Rejected, now.Add(30*time.Second)
 	rejected.Reason = "the pod became not Ready after the config was laid out"
-	require.NoError(t, put(c, rejected), "c rejects the promoted content from its place in the batch")
+	for what, r := range map[string]onefirst.Record{
+		"c rejects it and names a good content of its own": func() onefirst.Record { r := rejected; r.Good = "c9"; return r }(),
+		"c rejects it and changes the content before":      func() onefirst.Record { r := rejected; r.Good, r.Before = "c9", "c9"; return r }(),
+	} {
+		err := put(c, r)
+		require.Error(t, err, what)
+		assert.Contains(t, err.Error(), "may change only its own place in the batch", what)
+	}
+	rejected.Good = "c0" // every pod that runs c1 goes back to c0
+	require.NoError(t, put(c, rejected), "c rejects the promoted content from its place in the batch, and the good one is the one before")
 
 	// Other Leases are not the reloader's, whatever the Role grants.
 	wave := &onefirst.LeaseStore{Client: b.Client, Namespace: ns, Name: "configwave-wave"}

@@ -146,9 +146,13 @@ type Gate struct {
 	laidAt    time.Time
 	good      source.Snapshot // the last content this pod ran and found healthy: what PutBack lays out
 	goodID    string
-	status    Status
-	lastRec   *Record         // the record as last read (a copy: Store.Get returns one)
-	told      map[string]bool // contents whose rejection or refusal was reported
+	// before is the good content before good: what a rejection of good after its promotion
+	// (Record.Before) puts back.
+	before   source.Snapshot
+	beforeID string
+	status   Status
+	lastRec  *Record         // the record as last read (a copy: Store.Get returns one)
+	told     map[string]bool // contents whose rejection or refusal was reported
 
 	// deferred is the write (its action and the record's version) held back by Jitter until
 	// deferredAt; only Run's goroutine uses them, and the fields below.
@@ -305,8 +309,7 @@ func (g *Gate) step(parent context.Context) time.Time {
 		g.resume(now)
 	}
 	poll := now.Add(g.opts.Poll)
-	snap := g.inner.Snapshot()
-	want := SnapshotID(snap)
+	snap, want := g.wanted()
 	rec, version, err := g.store.Get(ctx)
 	if err != nil {
 		// Cut off from the record: keep what is laid out, and never lay out a content that was
@@ -326,7 +329,7 @@ func (g *Gate) step(parent context.Context) time.Time {
 				klog.InfoS("warning: this pod's app failed on the config it tries, and the rollout record cannot be read: putting the good config back now, and recording the rejection once the record can be written",
 					"content", ContentOf(g.Snapshot()).Name, "why", why)
 				g.rejectedHere[have] = why
-				g.putBack(now)
+				g.putBack(now, "")
 			}
 		}
 		return poll
@@ -361,6 +364,28 @@ func (g *Gate) step(parent context.Context) time.Time {
 		return time.Time{} // a stopping sidecar lays nothing out
 	}
 	return g.apply(ctx, snap, want, rec, version, act, now, v.Failed)
+}
+
+// wanted is the content this pod decides about: what its source holds, except where an object
+// of it is missing (deleted, or not readable): the reload loop keeps the last set until it is
+// back, so a missing object is no content to try, promote or put back to, and the pod decides
+// about what it runs.
+func (g *Gate) wanted() (source.Snapshot, string) {
+	snap := g.inner.Snapshot()
+	want := SnapshotID(snap)
+	if len(snap.Missing) == 0 {
+		return snap, want
+	}
+	g.mu.Lock()
+	published, have := g.published, g.pubID
+	g.mu.Unlock()
+	if have == "" {
+		return snap, want // a pod with nothing yet starts on what there is
+	}
+	g.once("missing:"+want, func() {
+		klog.InfoS("warning: an object of the config is missing; the pod keeps the config it runs until the object is back", "missing", ContentOf(snap).Name)
+	})
+	return published, have
 }
 
 // withPod adds to v how this pod stands and, while it soaks, how its app failed since laidAt.
@@ -460,9 +485,9 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		g.mu.Unlock()
 		g.save(kept)
 	}
-	if (act.Do == Claim || act.Do == Join) && g.opts.Jitter > 0 {
+	if (act.Do == Claim || act.Do == Join) && g.opts.Jitter > 0 && !supersedesOwnTrial(rec, g.opts.Pod, act) {
 		if key := string(act.Do) + "@" + version; g.deferred != key {
-			g.deferred, g.deferredAt = key, now.Add(time.Duration(rand.Int64N(int64(g.opts.Jitter))))
+			g.deferred, g.deferredAt = key, now.Add(jitter(rec, g.opts.Jitter))
 			return g.deferredAt
 		} else if now.Before(g.deferredAt) {
 			return g.deferredAt
@@ -500,7 +525,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		return earliest(act.At, now.Add(g.opts.Sample))
 	case Promote:
 		r := *rec
-		r.State, r.Good, r.Renewed, r.Batch = Promoted, rec.Content, now, nil
+		r.State, r.Good, r.Before, r.Renewed, r.Batch = Promoted, rec.Content, rec.Good, now, nil
 		if put(r) {
 			g.setGood(snap, want)
 		}
@@ -511,9 +536,12 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		// written on a later step, and keeps the content from being laid out again).
 		failed = cmp.Or(failed, g.rejectedHere[want])
 		g.rejectedHere[want] = failed
-		g.putBack(now)
 		r := *rec
 		r.State, r.Reason, r.Renewed = Rejected, failed, now
+		if rec.State == Promoted && rec.Before != "" {
+			r.Good = rec.Before // taken back from every pod that runs it, to what it replaced
+		}
+		g.putBack(now, r.Good)
 		if put(r) {
 			// The Event goes once the record says so: until then the other pods may not keep theirs.
 			delete(g.rejectedHere, want)
@@ -555,7 +583,13 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		g.once("refuse:"+want, func() { call(g.opts.OnRefused, ContentOf(snap), rec.Reason) })
 		return time.Time{}
 	case PutBack:
-		g.putBack(now)
+		g.putBack(now, rec.Good)
+		g.mu.Lock()
+		stuck := g.pubID == want // started on it (a scale-up mid-soak): nothing earlier to go back to
+		g.mu.Unlock()
+		if stuck {
+			g.once("start:"+want, func() { call(g.opts.OnStartedRejected, ContentOf(snap), rec.Reason) })
+		}
 		return poll
 	case Release:
 		r := *rec
@@ -598,7 +632,27 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 	if runs && rec != nil && rec.Content == want && rec.State == Promoted {
 		g.setGood(snap, want)
 	}
-	return time.Time{}
+	return act.At // Nothing: zero, or when a claim it waits on expires
+}
+
+// supersedesOwnTrial says whether act is this pod's claim of a newer content while it tries
+// one itself: it claims at once, without jitter. The pod is off the promoted config already,
+// so trying the newer content there keeps one pod off it; another pod's claim would put a
+// second pod on an untried content until this one put its trial back.
+func supersedesOwnTrial(rec *Record, pod string, act Action) bool {
+	return act.Do == Claim && rec != nil && rec.State == Soaking && rec.First == pod
+}
+
+// jitter is how long a claim or join is held back: up to most, and, over a trial under way,
+// between most and twice most, so that its first pod's claim of the newer content
+// (supersedesOwnTrial) reaches the others first, its own source's watch a moment behind
+// theirs.
+func jitter(rec *Record, most time.Duration) time.Duration {
+	d := time.Duration(rand.Int64N(int64(most)))
+	if rec != nil && rec.State == Soaking && rec.First != "" {
+		d += most
+	}
+	return d
 }
 
 func (g *Gate) began(ctx context.Context, since time.Time) {
@@ -614,7 +668,7 @@ func (g *Gate) keepPromoted(rec *Record) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if rec != nil && g.pubID != "" && g.pubID != g.goodID && (rec.Good == g.pubID || rec.Content == g.pubID && rec.State == Promoted) {
-		g.good, g.goodID = g.published, g.pubID
+		g.becomeGoodLocked(g.published, g.pubID)
 	}
 }
 
@@ -632,9 +686,15 @@ func (g *Gate) goodContent(rec *Record) string {
 	return g.goodID
 }
 
-// putBack lays the last good content out again, for the reload loop to tell the app.
-func (g *Gate) putBack(now time.Time) {
+// putBack lays the last good content out again, for the reload loop to tell the app: the
+// record's good content target where this pod has it (a content rejected after its promotion,
+// which this pod took as good, goes back to the one before it), else its own last good one.
+func (g *Gate) putBack(now time.Time, target string) {
 	g.mu.Lock()
+	if target != "" && target != g.goodID && target == g.beforeID {
+		g.good, g.goodID = g.before, g.beforeID // the good content was rejected after all
+		g.before, g.beforeID = source.Snapshot{}, ""
+	}
 	good, id := g.good, g.goodID
 	g.mu.Unlock()
 	if id == "" {
@@ -674,12 +734,23 @@ func (g *Gate) publish(s source.Snapshot, id string, now time.Time) {
 func (g *Gate) setGood(s source.Snapshot, id string) {
 	g.mu.Lock()
 	changed := g.goodID != id
-	g.good, g.goodID = s, id
+	g.becomeGoodLocked(s, id)
 	kept := g.keptLocked()
 	g.mu.Unlock()
 	if changed {
 		g.save(kept)
 	}
+}
+
+// becomeGoodLocked makes s the good content, the one it replaces the one before; g.mu is held.
+func (g *Gate) becomeGoodLocked(s source.Snapshot, id string) {
+	if id == g.goodID {
+		return
+	}
+	if g.goodID != "" {
+		g.before, g.beforeID = g.good, g.goodID
+	}
+	g.good, g.goodID = s, id
 }
 
 // keptLocked is what Keep keeps now; g.mu is held.
@@ -695,6 +766,10 @@ func (g *Gate) keptLocked() Kept {
 	if g.goodID != "" {
 		snap := g.good
 		k.Good = &KeptSet{ID: g.goodID, Snapshot: &snap}
+	}
+	if g.beforeID != "" {
+		snap := g.before
+		k.Before = &KeptSet{ID: g.beforeID, Snapshot: &snap}
 	}
 	return k
 }
@@ -731,6 +806,9 @@ func (g *Gate) resume(now time.Time) {
 	g.mu.Lock()
 	if k.Good != nil {
 		g.good, g.goodID = *k.Good.Snapshot, k.Good.ID
+	}
+	if k.Before != nil {
+		g.before, g.beforeID = *k.Before.Snapshot, k.Before.ID
 	}
 	g.mu.Unlock()
 	maps.Copy(g.rejectedHere, k.Rejected)

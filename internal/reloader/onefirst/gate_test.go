@@ -224,17 +224,31 @@ func TestGateJitterHoldsAClaimBack(t *testing.T) {
 	require.NotNil(t, store.rec)
 	assert.Equal(t, "b", store.rec.First, "then written")
 
-	// Another sidecar claims first while this one holds its claim back: it waits instead.
+	// The first pod claims a newer content at once: it is off the promoted config already, so
+	// the rollout keeps one pod off it.
 	src.set("3")
-	at = g.step(ctx)
-	require.Equal(t, Soaking, store.rec.State)
-	other := *store.rec
-	other.Content, other.First, other.Since, other.Renewed = SnapshotID(src.Snapshot()), "a", now, now
-	store.rec, store.version = &other, store.version+1
-	now = at
 	g.step(ctx)
-	assert.Equal(t, "a", store.rec.First, "no write over the other sidecar's claim")
-	assert.Equal(t, "v1", string(g.Snapshot().Objects[0].Data["nginx.conf"]), "v3 is not laid out here, and its own trial of v2, overtaken, is put back")
+	require.Equal(t, SnapshotID(src.Snapshot()), store.rec.Content, "claimed without jitter")
+	assert.Equal(t, "b", store.rec.First)
+	assert.Equal(t, "v3", string(g.Snapshot().Objects[0].Data["nginx.conf"]))
+
+	// Another pod holds its claim over a trial under way back for a whole jitter and up to
+	// another, so that the first pod's claim comes first; it then waits instead of writing over
+	// it.
+	srcC := &fakeSource{}
+	srcC.set("1")
+	c := NewGate(srcC, store, Options{Pod: "c", Soak: 10 * time.Second, Expiry: 20 * time.Second, Jitter: 300 * time.Millisecond, Clock: func() time.Time { return now }})
+	c.step(ctx)
+	srcC.set("4")
+	at = c.step(ctx)
+	assert.True(t, !at.Before(now.Add(300*time.Millisecond)) && !at.After(now.Add(600*time.Millisecond)), "held back a whole jitter and up to another: %s", at.Sub(now))
+	src.set("4")
+	g.step(ctx)
+	require.Equal(t, "b", store.rec.First, "the first pod claimed v4 meanwhile")
+	now = at
+	c.step(ctx)
+	assert.Equal(t, "b", store.rec.First, "no write over the first pod's claim")
+	assert.Equal(t, "v1", string(c.Snapshot().Objects[0].Data["nginx.conf"]), "v4 is not laid out on a second pod")
 }
 
 // A selector that matches nothing is a content too (no files): the pod starts on it, rather
@@ -537,4 +551,168 @@ func TestGateStoppingWritesAnUnrecordedRejection(t *testing.T) {
 	store.mu.Lock()
 	defer store.mu.Unlock()
 	assert.Equal(t, Rejected, store.rec.State, "written as it stopped")
+}
+
+// newPods makes sidecars of one workload on one record and one clock the test moves.
+func newPods(store *memStore, clock *time.Time, names ...string) []*pod {
+	var pods []*pod
+	for _, name := range names {
+		p := &pod{src: &fakeSource{}, state: PodState{Ready: true}}
+		p.src.set("1")
+		p.gate = NewGate(p.src, store, Options{Pod: name, Soak: 10 * time.Second, Expiry: 20 * time.Second, Clock: func() time.Time { return *clock },
+			MaxBusy:           func() int { return 1 },
+			ReadPod:           func(context.Context) (PodState, error) { return p.state, nil },
+			Failed:            func(context.Context, time.Time, *PodState) string { return p.failed },
+			OnRejected:        func(c Content, why string) { p.events = append(p.events, "rejected: "+why) },
+			OnStartedRejected: func(c Content, why string) { p.events = append(p.events, "started on rejected: "+why) }})
+		pods = append(pods, p)
+	}
+	return pods
+}
+
+// A pod of the batch that rejects a content after its promotion takes it back from every pod
+// that runs it, to the content promoted before it; the record's good content names that one,
+// never the rejected content (before, the first pod and the batches done kept it: the fleet
+// split, and the Lease's good content was the rejected one).
+func TestGateRejectionAfterPromotionTakesItBackEverywhere(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	pods := newPods(store, &now, "a", "b", "c")
+	a, b, c := pods[0], pods[1], pods[2]
+	ctx := context.Background()
+	stepAll := func() {
+		for _, p := range pods {
+			p.gate.step(ctx)
+		}
+	}
+	stepAll()
+	v1 := store.rec
+	require.Nil(t, v1, "no change yet")
+	laid := func() []string { return []string{a.laid(), b.laid(), c.laid()} }
+	for _, p := range pods {
+		p.src.set("2")
+	}
+	stepAll() // a claims v2
+	now = now.Add(11 * time.Second)
+	stepAll() // a promotes; b joins
+	require.Equal(t, Promoted, store.rec.State)
+	good1 := store.rec.Before
+	require.NotEmpty(t, good1, "the promotion keeps the content before it")
+	now = now.Add(11 * time.Second)
+	stepAll() // b leaves; c joins
+	stepAll()
+	require.Equal(t, []string{"v2", "v2", "v2"}, laid())
+	require.Contains(t, store.rec.Batch, "c")
+
+	c.failed = "the pod became not Ready"
+	now = now.Add(time.Second)
+	c.gate.step(ctx)
+	assert.Equal(t, Rejected, store.rec.State)
+	assert.Equal(t, good1, store.rec.Good, "the record's good content is the one before the rejected one")
+	c.failed = ""
+	stepAll()
+	assert.Equal(t, []string{"v1", "v1", "v1"}, laid(), "every pod back on the content before")
+	stepAll()
+	assert.Equal(t, []string{"v1", "v1", "v1"}, laid(), "and stays there")
+
+	// A next change rolls as usual, and a rejection of it puts v1 back, not the rejected v2.
+	for _, p := range pods {
+		p.src.set("3")
+	}
+	now = now.Add(time.Minute)
+	stepAll()
+	require.Equal(t, "v3", a.laid())
+	a.failed = "503"
+	a.gate.step(ctx)
+	assert.Equal(t, []string{"v1", "v1", "v1"}, laid())
+}
+
+// A pod started on a content while another pod tries it (a scale-up), whose first pod is then
+// gone without giving its claim back (its node lost): it claims the content once the claim
+// expires, so that it is judged and the record moves on (before, nothing woke it: with one
+// replica the claim of a dead pod was never resolved).
+func TestGateReplacementPodClaimsADeadFirstPodsContent(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	a := newPods(store, &now, "a")[0]
+	ctx := context.Background()
+	a.gate.step(ctx)
+	a.src.set("2")
+	a.gate.step(ctx)
+	require.Equal(t, "a", store.rec.First)
+	// a's node is lost: a renews nothing more. Its replacement starts on what the source holds.
+	replacement := newPods(store, &now, "a-2")[0]
+	replacement.src.set("2")
+	replacement.gate.step(ctx)
+	require.Equal(t, "v2", replacement.laid())
+	next := replacement.gate.step(ctx)
+	require.False(t, next.IsZero(), "it looks again when the dead pod's claim expires")
+	assert.Equal(t, now.Add(20*time.Second), next)
+	now = next
+	replacement.gate.step(ctx)
+	assert.Equal(t, "a-2", store.rec.First, "it claims the content to judge it")
+	assert.Equal(t, Soaking, store.rec.State)
+	now = now.Add(11 * time.Second)
+	replacement.gate.step(ctx)
+	assert.Equal(t, Promoted, store.rec.State)
+}
+
+// An object of the config deleted is no content: no pod claims, promotes or puts back to it,
+// and each keeps what it runs until the object is back (before, the "missing" content was
+// claimed and promoted with nothing changed, and became what a rejection put back).
+func TestGateMissingSourceIsNoContent(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	pods := newPods(store, &now, "a", "b")
+	ctx := context.Background()
+	for _, p := range pods {
+		p.gate.step(ctx)
+	}
+	for _, p := range pods {
+		p.src.mu.Lock()
+		p.src.snap = source.Snapshot{Missing: []configref.Ref{{Kind: configref.ConfigMap, Namespace: "web", Name: "nginx"}}}
+		p.src.mu.Unlock()
+	}
+	for range 3 {
+		for _, p := range pods {
+			p.gate.step(ctx)
+		}
+		now = now.Add(11 * time.Second)
+	}
+	assert.Nil(t, store.rec, "nothing claimed")
+	for _, p := range pods {
+		assert.Equal(t, "v1", p.laid())
+	}
+	for _, p := range pods {
+		p.src.set("3")
+	}
+	pods[0].gate.step(ctx)
+	require.NotNil(t, store.rec)
+	assert.Equal(t, Soaking, store.rec.State, "the object back: its content is tried as any")
+	assert.Equal(t, "v3", pods[0].laid())
+}
+
+// A pod started on a content while another pod tried it (a scale-up mid-soak) has no earlier
+// config to go back to when the content is rejected: it says so once (before, it kept the
+// rejected content silently).
+func TestGatePodStartedOnAContentRejectedLaterSaysSo(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	a := newPods(store, &now, "a")[0]
+	ctx := context.Background()
+	a.gate.step(ctx)
+	a.src.set("2")
+	a.gate.step(ctx)
+	late := newPods(store, &now, "late")[0]
+	late.src.set("2")
+	late.gate.step(ctx)
+	require.Equal(t, "v2", late.laid())
+	a.failed = "the pod became not Ready"
+	a.gate.step(ctx)
+	require.Equal(t, Rejected, store.rec.State)
+	late.gate.step(ctx)
+	late.gate.step(ctx)
+	assert.Equal(t, "v2", late.laid(), "nothing earlier to put back")
+	assert.Equal(t, []string{"started on rejected: the pod became not Ready"}, late.events, "said once")
+	assert.Equal(t, RunsRejected, late.gate.CurrentStatus().Runs)
 }

@@ -23,6 +23,8 @@ type Kept struct {
 	Laid  *KeptSet `json:"laid,omitempty"`
 	// Good is nil when none is known; its Snapshot is nil when it is the content laid out.
 	Good *KeptSet `json:"good,omitempty"`
+	// Before is the good content before Good (Record.Before), with its objects; nil when none.
+	Before *KeptSet `json:"before,omitempty"`
 	// Rejected are the contents this pod rejected and put back whose rejection the record may
 	// not hold yet, with why: a restart must not lay them out again.
 	Rejected map[string]string `json:"rejected,omitempty"`
@@ -81,7 +83,10 @@ func parseKept(b []byte) (Kept, error) {
 		}
 		g.Snapshot = k.Laid.Snapshot
 	}
-	for _, set := range []*KeptSet{k.Laid, k.Good} {
+	if b := k.Before; b != nil && b.Snapshot == nil {
+		return Kept{}, fmt.Errorf("its content before the good one, %s, has no objects", b.ID)
+	}
+	for _, set := range []*KeptSet{k.Laid, k.Good, k.Before} {
 		if set != nil && SnapshotID(*set.Snapshot) != set.ID {
 			return Kept{}, fmt.Errorf("content %q does not match the objects kept for it", set.ID)
 		}

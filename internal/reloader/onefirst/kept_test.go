@@ -29,6 +29,8 @@ func TestKeptFileRoundTrip(t *testing.T) {
 		{"a trial over a good content", Kept{Lease: "l", Laid: &KeptSet{ID: SnapshotID(laid), Snapshot: &laid}, Good: &KeptSet{ID: SnapshotID(good), Snapshot: &good}}},
 		{"the good content laid out, kept once", Kept{Lease: "l", Laid: &KeptSet{ID: SnapshotID(good), Snapshot: &good}, Good: &KeptSet{ID: SnapshotID(good), Snapshot: &good}}},
 		{"no good content known", Kept{Lease: "l", Laid: &KeptSet{ID: SnapshotID(laid), Snapshot: &laid}}},
+		{"the good content and the one before it (a rejection after promotion puts it back)", Kept{Lease: "l", Laid: &KeptSet{ID: SnapshotID(laid), Snapshot: &laid},
+			Good: &KeptSet{ID: SnapshotID(laid), Snapshot: &laid}, Before: &KeptSet{ID: SnapshotID(good), Snapshot: &good}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, f.Save(tc.kept))
@@ -53,6 +55,7 @@ func TestParseKeptRefuses(t *testing.T) {
 		{"nothing laid out", keptVersion + `{"lease":"l"}`, "names no content laid out"},
 		{"objects that are not the content named", keptVersion + `{"lease":"l","laid":{"id":"0123","snapshot":{"Objects":[]}}}`, "does not match the objects kept for it"},
 		{"a good content without its objects", keptVersion + `{"lease":"l","laid":{"id":"` + SnapshotID(snap) + `","snapshot":{}},"good":{"id":"x"}}`, "has no objects"},
+		{"a content before without its objects", keptVersion + `{"lease":"l","laid":{"id":"` + SnapshotID(snap) + `","snapshot":{}},"before":{"id":"x"}}`, "has no objects"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseKept([]byte(tc.body))
@@ -71,7 +74,7 @@ func FuzzParseKept(f *testing.F) {
 			return
 		}
 		// What it accepts names content it holds: ids match their objects.
-		if SnapshotID(*k.Laid.Snapshot) != k.Laid.ID || k.Good != nil && SnapshotID(*k.Good.Snapshot) != k.Good.ID {
+		if SnapshotID(*k.Laid.Snapshot) != k.Laid.ID || k.Good != nil && SnapshotID(*k.Good.Snapshot) != k.Good.ID || k.Before != nil && SnapshotID(*k.Before.Snapshot) != k.Before.ID {
 			t.Fatalf("accepted a state whose ids do not match their objects: %q", b)
 		}
 	})

@@ -13,7 +13,8 @@
 // throughout, it marks the content Promoted. Then the others lay it out in batches: a pod joins
 // the batch while fewer than MaxUnavailable are in it, soaks the same way, and leaves it. A
 // failure marks the content Rejected: the pod that failed puts its last good files back, and
-// no other pod lays the content out. A newer content supersedes the one under trial at any
+// no other pod lays the content out; a failure in a batch, after the promotion, takes the
+// content back from every pod that runs it, to the content promoted before it. A newer content supersedes the one under trial at any
 // point; a first pod that stops renewing (deleted, killed, cut off) is replaced by the next
 // pod that sees its claim expire.
 //
@@ -53,6 +54,11 @@ type Record struct {
 	// Good is the last content that was promoted: what a pod started while Content is
 	// rejected should run.
 	Good string
+	// Before is, once Content is promoted, the Good it replaced. A pod of the batch that
+	// rejects Content after its promotion sets Good back to Before, and every pod that runs
+	// Content puts Before back: a rejection anywhere in the rollout takes it back everywhere,
+	// as an aborted canary does.
+	Before string
 	// Batch holds the pods that laid out a promoted Content and soak it now, with the time
 	// each joined.
 	Batch map[string]time.Time
@@ -183,8 +189,13 @@ func Decide(v View) Action {
 		return Action{Do: Nothing}
 	case v.Have == "":
 		return Action{Do: Start}
-	case v.RejectedHere && r != nil && r.Content == v.Want && (r.State == Soaking || r.State == Promoted && inBatch(r, v.Pod)):
+	case v.RejectedHere && r != nil && r.Content == v.Want && (r.State == Soaking && r.First == v.Pod || r.State == Promoted && inBatch(r, v.Pod)):
 		return Action{Do: Reject} // the pod put its good config back already: record why
+	case v.RejectedHere && r != nil && r.Content == v.Want && r.State == Soaking:
+		// Another pod took the content over while this one's rejection was unwritten (its
+		// claim expired in an outage): the rejection is not this pod's to write any more. It
+		// keeps its good config; the pod that holds the claim judges.
+		return Action{Do: Wait, At: ClaimExpires(v, r)}
 	case v.RejectedHere && r != nil && r.Content != v.Want:
 		return Action{Do: Nothing} // the record is about another content: keep the good config
 	// Otherwise the record has moved on (rejected, promoted by others meanwhile, or deleted to
@@ -208,7 +219,9 @@ func Decide(v View) Action {
 		if expires := ClaimExpires(v, r); r.First != "" && v.Now.Before(expires) {
 			switch {
 			case v.Have == v.Want:
-				return Action{Do: Nothing} // started on it while it is tried
+				// Started on it while it is tried: look again when the claim expires, since a
+				// first pod that is gone renews nothing, and nothing else would wake this one.
+				return Action{Do: Nothing, At: expires}
 			case overtaken(v, r):
 				return Action{Do: PutBack}
 			}

@@ -57,7 +57,8 @@ func TestDecide(t *testing.T) {
 
 		{name: "another pod soaks it: wait for its claim to end", pod: "b", want: "new", have: "old", rec: soaking("a", 0, 10*time.Second), now: 20 * time.Second, do: Wait, at: 55 * time.Second},
 		{name: "the first pod stopped renewing: take its place", pod: "b", want: "new", have: "old", rec: soaking("a", 0, 10*time.Second), now: 55 * time.Second, do: Claim},
-		{name: "a pod started on it while it is tried has nothing to do", pod: "b", want: "new", have: "new", rec: soaking("a", 0, 0), now: 5 * time.Second, do: Nothing},
+		{name: "a pod started on it while it is tried: nothing to do until the claim expires", pod: "b", want: "new", have: "new", rec: soaking("a", 0, 0), now: 5 * time.Second, do: Nothing, at: expiry},
+		{name: "a pod started on it, the first pod gone without giving its claim back: claim it, to be judged", pod: "b", want: "new", have: "new", rec: soaking("a", 0, 0), now: expiry, do: Claim},
 
 		{name: "promoted, a place in the batch: join", pod: "b", want: "new", have: "old", rec: promoted(nil), now: 31 * time.Second, busy: 1, do: Join},
 		{name: "promoted, the batch is full: wait for the first place to free", pod: "c", want: "new", have: "old",
@@ -116,8 +117,10 @@ func TestDecide(t *testing.T) {
 		// A pod that rejected a content and put its good one back, the record not written yet.
 		{name: "rejected here, the record still says soaking: write the rejection", pod: "a", want: "new", have: "old", rec: soaking("a", 0, 0), now: 5 * time.Second,
 			rejHere: true, do: Reject},
-		{name: "rejected here, another pod took the claim meanwhile: write the rejection all the same", pod: "a", want: "new", have: "old", rec: soaking("b", 0, 0), now: 5 * time.Second,
-			rejHere: true, do: Reject},
+		{name: "rejected here, another pod took the claim meanwhile: not this pod's rejection to write; keep the good config while the other judges", pod: "a", want: "new", have: "old", rec: soaking("b", 0, 0), now: 5 * time.Second,
+			rejHere: true, do: Wait, at: expiry},
+		{name: "rejected here, the claim given back meanwhile: keep the good config", pod: "a", want: "new", have: "old", rec: soaking("", 0, 0), now: 5 * time.Second,
+			rejHere: true, do: Wait, at: expiry},
 		{name: "rejected here, in the batch of the promoted content: write the rejection", pod: "b", want: "new", have: "old",
 			rec: promoted(map[string]time.Time{"b": at(31 * time.Second)}), now: 45 * time.Second, busy: 1, rejHere: true, do: Reject},
 		{name: "rejected here long ago (cut off), the content promoted by others since: the record decides, the pod judges it again",

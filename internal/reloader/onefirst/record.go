@@ -22,6 +22,7 @@ const (
 	StateAnnotation   = "reloader.configwave.io/state"
 	ReasonAnnotation  = "reloader.configwave.io/reason"
 	GoodAnnotation    = "reloader.configwave.io/good"
+	BeforeAnnotation  = "reloader.configwave.io/before"
 	BatchAnnotation   = "reloader.configwave.io/batch"
 )
 
@@ -40,6 +41,9 @@ func (r Record) Annotations() map[string]string {
 	}
 	if r.Good != "" {
 		a[GoodAnnotation] = r.Good
+	}
+	if r.Before != "" {
+		a[BeforeAnnotation] = r.Before
 	}
 	if len(r.Batch) > 0 {
 		pods := make([]string, 0, len(r.Batch))
@@ -61,7 +65,7 @@ func (r Record) Annotations() map[string]string {
 // wrong, and the caller treats the Lease as one to claim over.
 func ParseRecord(annotations map[string]string, holder string, since, renewed time.Time) (*Record, error) {
 	r := &Record{Content: annotations[ContentAnnotation], State: State(annotations[StateAnnotation]), First: holder,
-		Since: since, Renewed: renewed, Reason: annotations[ReasonAnnotation], Good: annotations[GoodAnnotation]}
+		Since: since, Renewed: renewed, Reason: annotations[ReasonAnnotation], Good: annotations[GoodAnnotation], Before: annotations[BeforeAnnotation]}
 	if r.Content == "" {
 		return nil, fmt.Errorf("annotation %s is missing or empty", ContentAnnotation)
 	}

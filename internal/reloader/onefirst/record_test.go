@@ -17,7 +17,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	since := time.UnixMilli(1_800_000_000_000).UTC()
 	for _, r := range []Record{
 		{Content: "c1", State: Soaking, First: "web-0", Since: since, Renewed: since.Add(time.Second)},
-		{Content: "c1", State: Promoted, First: "web-0", Since: since, Renewed: since, Good: "c1",
+		{Content: "c1", State: Promoted, First: "web-0", Since: since, Renewed: since, Good: "c1", Before: "c0",
 			Batch: map[string]time.Time{"web-1": since.Add(time.Minute), "web-2": since.Add(2 * time.Minute)}},
 		{Content: "c2", State: Rejected, First: "web-1", Since: since, Renewed: since, Reason: "the pod was not Ready for 12s", Good: "c1"},
 	} {
