@@ -28,6 +28,8 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 		"new ReplicaSet",
 		"rollout complete",
 		"ConfigChanged: configmap/app-config changed",
+		"--- kubectl configwave history deploy/app",
+		"REVISION",
 		"nothing left running",
 	}
 	t.Run("real node", func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -75,6 +76,7 @@ type demo struct {
 	client      kubernetes.Interface
 	reloaderBin string
 	waveBin     string
+	pluginBin   string // kubectl-configwave
 	undo        []func() // what stop undoes, last first
 }
 
@@ -131,6 +133,9 @@ func run(ctx context.Context, out io.Writer, o options) error {
 	if err := d.change(ctx, s, oldRS); err != nil {
 		return err
 	}
+	if err := d.history(ctx); err != nil {
+		return err
+	}
 	d.say("done. Logs until the demo stops: %s (wave.log, reloader.log or the node's, each control-plane component)", d.c.LogDir())
 	if o.wait {
 		d.say("the control plane stays up: KUBECONFIG=%s; Ctrl-C stops everything", d.c.Kubeconfig())
@@ -149,11 +154,11 @@ func (d *demo) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.say("building reloader and wave")
+	d.say("building reloader, wave and the kubectl plugin")
 	for _, b := range []struct {
 		name string
 		path *string
-	}{{"reloader", &d.reloaderBin}, {"wave", &d.waveBin}} {
+	}{{"reloader", &d.reloaderBin}, {"wave", &d.waveBin}, {"kubectl-configwave", &d.pluginBin}} {
 		bin, rm, err := testcluster.BuildCommand(filepath.Join(root, "cmd", b.name), b.name)
 		if err != nil {
 			return err
@@ -223,6 +228,20 @@ func (d *demo) applyApp(ctx context.Context, app *appsv1.Deployment) (string, er
 	}
 	d.say("Deployment app: %d ReplicaSet (%s), 2/2 pods ready; wave recorded its config inputs and rolled nothing", len(rss), strings.Join(rss, ", "))
 	return rss[0], nil
+}
+
+// history prints what `kubectl configwave history` says of the app, as a user would type it.
+func (d *demo) history(ctx context.Context) error {
+	fmt.Fprintln(d.out, "--- kubectl configwave history deploy/app -n "+ns)
+	cmd := exec.CommandContext(ctx, d.pluginBin, "history", "deploy/app", "-n", ns, "--kubeconfig="+d.c.Kubeconfig())
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	out, err := cmd.CombinedOutput()
+	_, _ = d.out.Write(out)
+	fmt.Fprintln(d.out)
+	if err != nil {
+		return fmt.Errorf("kubectl configwave history: %w", err)
+	}
+	return nil
 }
 
 // change patches the ConfigMap and prints what follows, each part as it happens.
