@@ -52,7 +52,7 @@ func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.E
 	}
 	rc := rollout.Config{Client: cl.kube, Dynamic: cl.all.Dynamic, Informers: inf, Recorder: recorder, Metrics: metrics, Format: cfg.format, HashKey: cfg.hashKey, DigestKey: digestKey, DryRun: cfg.dryRun, PodClient: cl.pods,
 		AllowCrossNamespaceRefs: cfg.crossNamespace, Revisions: cfg.configRevisions, RolloutDeadline: cfg.rolloutDeadline, Dialects: cfg.dialects,
-		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, RolloutWindow: cfg.window, Flapping: cfg.flappingRule, InFlight: pacing.InFlight{Max: cfg.maxInFlight, MaxPerNamespace: cfg.maxInFlightPerNamespace}, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.stakaterOpts,
+		Coalesce: cfg.coalesce, MinRolloutInterval: cfg.minInterval, RolloutWindow: cfg.window, SourceReadyTimeout: cfg.sourceReadyTimeout, Flapping: cfg.flappingRule, InFlight: pacing.InFlight{Max: cfg.maxInFlight, MaxPerNamespace: cfg.maxInFlightPerNamespace}, UpdateRate: cfg.updateRate, UpdateBurst: cfg.updateBurst, Reloader: cfg.stakaterOpts,
 		Passive: cfg.changeWebhook != nil}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send

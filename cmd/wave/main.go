@@ -106,6 +106,7 @@ type options struct {
 	minInterval                                                                        time.Duration
 	rolloutWindow                                                                      string
 	flapping                                                                           string
+	sourceReadyTimeout                                                                 time.Duration
 	maxInFlight, maxInFlightPerNamespace                                               int
 	updateRate                                                                         float64
 	updateBurst                                                                        int
@@ -162,6 +163,7 @@ Flags:
 	fs.DurationVar(&o.coalesce, "coalesce", defaultCoalesce, "after the first change that reaches a quiet workload, wait this long for more before rolling, so that a ConfigMap and a Secret changed together (one kubectl apply, one Helm upgrade) roll it once. At most 1s; 0 rolls at once.")
 	fs.IntVar(&o.maxInFlight, "max-rollouts-in-flight", 0, "at most this many config rollouts under way at once across the cluster: the next starts when one rolls out or fails, the longest waiting first (a ConfigRolloutQueued Event, configwave_wave_rollouts_queued). 0: no cap.")
 	fs.IntVar(&o.maxInFlightPerNamespace, "max-rollouts-in-flight-per-namespace", 0, "the same cap within each namespace. 0: no cap.")
+	fs.DurationVar(&o.sourceReadyTimeout, "source-ready-timeout", 10*time.Minute, `how long a rollout waits for a Secret it follows whose content is incomplete (a kubernetes.io/tls Secret whose tls.crt and tls.key are not a pair: a renewal half-written) before it rolls all the same, saying so in a ConfigSourceIncomplete Event. 0: never waits.`)
 	fs.StringVar(&o.flapping, "flapping-threshold", brake.Default.String(), `a ConfigMap or Secret that changes this often ("WRITES/DURATION") stops rolling the workloads that follow it until it is quiet for DURATION: a ConfigFlapping Event on it and on them, configwave_wave_sources_braked. The default never brakes a person's edits and brakes a machine writing twice a second after 5s. 0: never.`)
 	fs.StringVar(&o.rolloutWindow, "rollout-window", "", `when a config rollout may start, for every workload without its own configwave.io/rollout-window: "DAYS HH:MM-HH:MM ZONE", several joined by ";" ("Mon-Fri 09:00-17:00 Europe/Berlin; Sat 10:00-11:00 UTC"). A change outside it rolls when it opens; configwave.io/rollout-now: "true" on a workload rolls it at once. Empty: always.`)
 	fs.DurationVar(&o.minInterval, "min-rollout-interval", 0, "at least this long between two rollouts wave causes on one workload (a workload's configwave.io/min-rollout-interval or Reloader's deployment.reloader.stakater.com/pause-period annotation may raise it); changes in the meantime roll together when it ends. A brake on runaway writers. 0: none.")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/configwave/configwave/internal/testenv/testcerts"
 	"github.com/configwave/configwave/internal/testenv/testcluster"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
@@ -311,4 +313,72 @@ func eventCount(t testing.TB, client kubernetes.Interface, ns, name, reason stri
 		}
 	}
 	return n
+}
+
+// A TLS Secret written in two steps, the new certificate first and its key a moment later (a
+// renewal half-written, as a script or a second controller writes it): nothing rolls while the
+// two are not a pair, a ConfigSourceIncomplete Warning says why, and once the key follows the
+// workload rolls once, with the pair. Past --source-ready-timeout a pair that stays broken rolls
+// all the same, and says so.
+func TestIncompleteTLSSecretWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout string
+		fixed   bool // the key follows
+	}{
+		{"the key follows: one rollout, with the pair", "1h", true},
+		{"the pair stays broken: rolls after the timeout, saying so", "3s", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := adminClient(t)
+			ns := testcluster.Namespace(t, client)
+			crt1, key1 := testcerts.SelfSigned(t, "web")
+			crt2, key2 := testcerts.SelfSigned(t, "web")
+			secrets := client.CoreV1().Secrets(ns)
+			_, err := secrets.Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls"}, Type: corev1.SecretTypeTLS,
+				Data: map[string][]byte{corev1.TLSCertKey: crt1, corev1.TLSPrivateKeyKey: key1}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			createDeployment(t, client, deployment(ns, "web", withVolume(corev1.Volume{Name: "tls",
+				VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls"}}})))
+			p := startWave(t, ns, "--coalesce=0", "--source-ready-timeout="+tc.timeout)
+			before := inputsHash(waitRecorded(t, client, ns, "web"))
+			settle(t, p)
+
+			write := func(key string, value []byte) {
+				s, err := secrets.Get(ctx(t), "tls", metav1.GetOptions{})
+				require.NoError(t, err)
+				s.Data[key] = value
+				_, err = secrets.Update(ctx(t), s, metav1.UpdateOptions{})
+				require.NoError(t, err)
+			}
+			write(corev1.TLSCertKey, crt2) // the new certificate beside the old key
+			require.Eventually(t, func() bool { return eventCount(t, client, ns, "web", "ConfigSourceIncomplete") >= 1 }, eventually, tick, "said on the workload")
+			said := events(t, client, ns, "web", "ConfigSourceIncomplete")[0]
+			assert.Equal(t, corev1.EventTypeWarning, said.Type)
+			assert.Contains(t, said.Message, "secret/tls: tls.crt and tls.key are not a pair")
+			for _, secret := range [][]byte{crt2, key1} {
+				assert.NotContains(t, said.Message, string(secret[30:60]), "no value in the Event")
+			}
+			if tc.fixed {
+				assert.Equal(t, before, inputsHash(getDeployment(t, client, ns, "web")), "nothing rolled while the pair is broken")
+				assert.Contains(t, getDeployment(t, client, ns, "web").Annotations[rolloutrecord.Annotation], `"incompleteSince"`)
+				write(corev1.TLSPrivateKeyKey, key2) // the key follows
+			}
+			waitTemplateHashChange(t, client, ns, "web", before)
+			settle(t, p)
+			if tc.fixed {
+				assert.Equal(t, 1, eventCount(t, client, ns, "web", "ConfigSourceIncomplete"), "said once, and not again with the rollout of the pair")
+				assert.NotContains(t, getDeployment(t, client, ns, "web").Annotations[rolloutrecord.Annotation], `"incompleteSince"`, "the wait is over")
+			} else {
+				require.Eventually(t, func() bool {
+					for _, e := range events(t, client, ns, "web", "ConfigSourceIncomplete") {
+						if strings.Contains(e.Message, "rolled with secret/tls") {
+							return true
+						}
+					}
+					return false
+				}, eventually, tick, "the rollout past the timeout says what it rolled with")
+			}
+		})
+	}
 }

@@ -267,6 +267,10 @@ func statusOf(w workload.Workload, now time.Time, deadline time.Duration, filter
 		row.Verdict = rolloutrecord.Verdict{State: rolloutrecord.Deferred,
 			Reason: "outside its rollout window; rolls when it opens, at " + rec.DeferredUntil.Format(time.RFC3339) + " (configwave.io/rollout-now: \"true\" rolls it now)"}
 	}
+	if rec.Incomplete != "" && row.State != rolloutrecord.Failed && row.State != rolloutrecord.Waiting {
+		row.Verdict = rolloutrecord.Verdict{State: rolloutrecord.Incomplete, Since: rec.IncompleteSince,
+			Reason: rec.Incomplete + "; rolls once it is complete, or after --source-ready-timeout (configwave.io/rollout-now: \"true\" rolls it now)"}
+	}
 	if rec.PendingID != "" && row.State != rolloutrecord.Failed && row.State != rolloutrecord.Waiting {
 		row.Verdict = rolloutrecord.Verdict{State: rolloutrecord.PendingApproval, Since: rec.PendingSince, Change: rec.Pending,
 			Reason: rec.Pending + " changed, and configwave.io/approval is manual: approve with kubectl configwave approve " + strings.ToLower(string(w.Kind)) + "/" + w.Meta.Name + " -n " + w.Meta.Namespace + ", or reject"}

@@ -16,6 +16,7 @@ import (
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/slimcache"
+	"github.com/configwave/configwave/internal/wave/sourceready"
 )
 
 // Digester reduces ConfigMaps and Secrets to per-key digests. With a Key, the digests are
@@ -97,6 +98,7 @@ func (dg Digester) Transform(obj any) (any, error) {
 			out.Keys = append(out.Keys, KeyDigest{Key: intern(k), Digest: d})
 		}
 		sortKeys(out.Keys)
+		out.SetIncomplete(sourceready.Incomplete(o.Type, o.Data)) // its answer only: no value is kept
 		return out, nil
 	}
 	return obj, nil

@@ -31,6 +31,7 @@ type Digested struct {
 type digestedMeta struct {
 	labels      map[string]string // only with Digester.KeepLabels
 	annotations map[string]string // only the keptAnnotations the object has
+	incomplete  string            // sourceready.Incomplete: a half-written TLS pair, say
 }
 
 // KeyDigest is one key's digest.
@@ -72,7 +73,7 @@ func (d *Digested) GetObjectKind() schema.ObjectKind { return schema.EmptyObject
 func (d *Digested) DeepCopyObject() runtime.Object {
 	out := *d
 	if d.meta != nil {
-		out.meta = &digestedMeta{labels: maps.Clone(d.meta.labels), annotations: maps.Clone(d.meta.annotations)}
+		out.meta = &digestedMeta{labels: maps.Clone(d.meta.labels), annotations: maps.Clone(d.meta.annotations), incomplete: d.meta.incomplete}
 	}
 	out.Keys = append([]KeyDigest(nil), d.Keys...)
 	return &out

@@ -30,3 +30,22 @@ func (d *Digested) SetAnnotations(v map[string]string) {
 	}
 	d.meta.annotations = v
 }
+
+// Incomplete says why the object's content is not one a pod can start on (sourceready), or "".
+func (d *Digested) Incomplete() string {
+	if d.meta == nil {
+		return ""
+	}
+	return d.meta.incomplete
+}
+
+// SetIncomplete keeps why the object's content is not complete ("": complete).
+func (d *Digested) SetIncomplete(why string) {
+	if why == "" {
+		return
+	}
+	if d.meta == nil {
+		d.meta = &digestedMeta{}
+	}
+	d.meta.incomplete = why
+}

@@ -39,6 +39,7 @@ type rest struct {
 	labels      map[string]string
 	annotations map[string]string
 	rv          string
+	incomplete  string // confighash.Digested.Incomplete: a half-written TLS pair, say
 }
 
 func pack(d *confighash.Digested) record {
@@ -49,13 +50,13 @@ func pack(d *confighash.Digested) record {
 	} else {
 		x.keys = append(make([]confighash.KeyDigest, 0, len(d.Keys)), d.Keys...)
 	}
-	x.labels, x.annotations = d.GetLabels(), d.GetAnnotations()
+	x.labels, x.annotations, x.incomplete = d.GetLabels(), d.GetAnnotations(), d.Incomplete()
 	if v, err := strconv.ParseUint(d.ResourceVersion, 10, 64); err == nil && v < math.MaxUint64 && strconv.FormatUint(v, 10) == d.ResourceVersion {
 		r.rv = v + 1
 	} else {
 		x.rv = d.ResourceVersion
 	}
-	if x.keys != nil || x.labels != nil || x.annotations != nil || x.rv != "" {
+	if x.keys != nil || x.labels != nil || x.annotations != nil || x.rv != "" || x.incomplete != "" {
 		r.rest = &x
 	}
 	return r
@@ -82,6 +83,7 @@ func (r *record) unpack(namespace, name string) *confighash.Digested {
 		if r.rest.annotations != nil {
 			d.SetAnnotations(r.rest.annotations)
 		}
+		d.SetIncomplete(r.rest.incomplete)
 	}
 	return d
 }

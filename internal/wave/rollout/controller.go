@@ -98,6 +98,10 @@ type Config struct {
 	// RolloutWindow is when a rollout may start, for a workload without its own
 	// configwave.io/rollout-window (--rollout-window); always when empty.
 	RolloutWindow window.Windows
+	// SourceReadyTimeout is how long a rollout waits for a source it follows whose content is
+	// incomplete (sourceready: a half-written TLS pair) before it rolls all the same
+	// (--source-ready-timeout); 0 never waits.
+	SourceReadyTimeout time.Duration
 	// Flapping is when a source that changes too often stops rolling the workloads that use it
 	// (--flapping-threshold); the zero Rule never brakes.
 	Flapping brake.Rule

@@ -84,16 +84,33 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 	}
 	s.Inputs = confighash.InputsOf(ns, uses, c.Informers.Digests)
 	s.Entries = c.entries(w, used, sel, uses, ignored, s.Revisions)
+	c.gatherSources(&s, w, uses)
+	c.gatherHashes(ctx, &s, w, used, sel, uses)
+	return s
+}
+
+// gatherSources fills in what stands in the way of the sources the workload follows: those
+// that change too often (the brake), and those whose content is incomplete.
+func (c *Controller) gatherSources(s *situation, w workload.Workload, uses podrefs.Uses) {
+	ns := w.Meta.Namespace
 	for r := range uses {
-		if braked, quietAt := c.brake.Braked(r, s.Now); braked && s.Entries[r.Short(ns)].Follows {
+		if !s.Entries[r.Short(ns)].Follows {
+			continue
+		}
+		if braked, quietAt := c.brake.Braked(r, s.Now); braked {
 			s.Braked = append(s.Braked, r.Short(ns))
 			s.BrakedUntil = maxTime(s.BrakedUntil, quietAt)
+		}
+		if why := c.Informers.Incomplete(r); why != "" {
+			if s.Incomplete == nil {
+				s.Incomplete = map[string]string{}
+			}
+			s.Incomplete[r.Short(ns)] = why
 		}
 	}
 	slices.Sort(s.Braked)
 	s.BrakeSaid = c.brakeSaid.of(w.Key())
-	c.gatherHashes(ctx, &s, w, used, sel, uses)
-	return s
+	s.SourceReadyTimeout = c.SourceReadyTimeout
 }
 
 // gatherGates fills in the gates a change waits at: approval, the rollout window and its

@@ -235,6 +235,20 @@ func (inf *Informers) config(ref configref.Ref) (any, bool) {
 	return getByKey(inf.configs[ref.Kind], ref.Namespace+"/"+ref.Name)
 }
 
+// Incomplete says why a source's content in the cache is not one a pod can start on
+// (sourceready), or "".
+func (inf *Informers) Incomplete(ref configref.Ref) string {
+	if ref.Kind != configref.Secret {
+		return ""
+	}
+	if d, ok := inf.config(ref); ok {
+		if d, ok := d.(*confighash.Digested); ok {
+			return d.Incomplete()
+		}
+	}
+	return ""
+}
+
 // Digests is a DigestsFunc over the caches.
 func (inf *Informers) Digests(ref configref.Ref) (map[string]string, bool) {
 	if ref.Kind == configref.SecretProviderClass {

@@ -52,11 +52,12 @@ const (
 	ResultRejected        = "rejected"         // configwave.io/approval: manual, and this change was rejected
 	ResultDeferred        = "deferred"         // outside the workload's rollout window: rolls when it opens
 	ResultBraked          = "braked"           // a source it follows changes too often (--flapping-threshold)
+	ResultIncomplete      = "incomplete"       // a source it follows is incomplete (a half-written TLS pair): waits for it (--source-ready-timeout)
 	ResultResumed         = "resumed"          // a Deployment Stakater Reloader paused for its pause-period, resumed
 )
 
 // Results are every reconcile result, the series of configwave_wave_reconciles_total.
-var Results = []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed, ResultRolledBack, ResultPendingApproval, ResultRejected, ResultDeferred, ResultBraked}
+var Results = []string{ResultUnchanged, ResultBaseline, ResultRolled, ResultMissing, ResultHeld, ResultError, ResultRetry, ResultIgnored, ResultResumed, ResultRolledBack, ResultPendingApproval, ResultRejected, ResultDeferred, ResultBraked, ResultIncomplete}
 
 // WorkloadStates are the values of the workloads gauge's "state" label: what the leader last
 // judged of each workload whose rollouts it follows (wave status shows the same states).

@@ -82,6 +82,12 @@ type situation struct {
 	Braked      []string
 	BrakedUntil time.Time
 	BrakeSaid   string
+	// Incomplete are the sources the workload follows whose content is not one a pod can
+	// start on, and why ("secret/tls" → "tls.crt and tls.key are not a pair (...)"); a
+	// rollout of a change of one of them waits for it at most SourceReadyTimeout
+	// (--source-ready-timeout) from the record's IncompleteSince.
+	Incomplete         map[string]string
+	SourceReadyTimeout time.Duration
 
 	// Revisions: the workload's pods read snapshots of their revision's config
 	// (configwave.io/revisions, or --config-revisions). TemplateInputsHash is the template's
@@ -285,11 +291,20 @@ func decide(s situation) (decision, error) {
 	if d, deferred := s.deferToWindow(what, id); deferred {
 		return warn.with(d), nil
 	}
+	incomplete := s.incompleteChanged(r)
+	if d, waiting := s.waitForSources(what, id, incomplete); waiting {
+		return warn.with(d), nil
+	}
 	h, err := hash.get()
 	if err != nil {
 		return decision{}, err
 	}
 	rollout := s.rollout(what, r.value, h)
+	if incomplete != "" { // rolled all the same: past the wait, or asked to roll now
+		rollout.Events = append(rollout.Events, event{corev1.EventTypeWarning, "ConfigSourceIncomplete", fmt.Sprintf(
+			"rolled with %s (%s changed): waited %s (--source-ready-timeout), or %s asked to roll now; new pods may fail on it until it is complete",
+			incomplete, what, s.SourceReadyTimeout, window.NowAnnotation)})
+	}
 	rollout.Wanted = first // held by apply if the cluster-wide limit says wait
 	rollout.ChangeID = id
 	return warn.with(rollout), nil
@@ -384,6 +399,7 @@ func (s situation) records() records {
 	// rollout window.
 	r.present.Pending, r.present.PendingID, r.present.PendingSince, r.present.Rejected = "", "", time.Time{}, ""
 	r.present.DeferredUntil = time.Time{}
+	r.present.Incomplete, r.present.IncompleteSince = "", time.Time{}
 	return r
 }
 
@@ -399,6 +415,7 @@ func (s situation) gate(what, id string) (decision, bool) {
 	rec := s.Rec
 	rec.Missing, rec.MissingSince = "", time.Time{}
 	rec.DeferredUntil = time.Time{} // it waits for a person first; the window is looked at once approved
+	rec.Incomplete, rec.IncompleteSince = "", time.Time{}
 	// With unkeyed digests, the ID is made from plain digests of Secret values: the record, on
 	// the workload beside the inputs record, may carry it; an Event, which everyone in the
 	// namespace reads, does not.
@@ -470,6 +487,7 @@ func (s situation) deferToWindow(what, id string) (decision, bool) {
 	rec.Missing, rec.MissingSince = "", time.Time{}
 	rec.Pending, rec.PendingID, rec.PendingSince = "", "", time.Time{} // approved, or never gated: it waits for the window only
 	rec.DeferredUntil = opens.UTC()
+	rec.Incomplete, rec.IncompleteSince = "", time.Time{} // its sources are looked at when it opens
 	d := decision{Result: ResultDeferred, Record: rec, ChangeID: id,
 		HoldFor: opens.Sub(s.Now) + 100*time.Millisecond, Wanted: s.Now}
 	if rec != s.Rec {
@@ -482,6 +500,56 @@ func (s situation) deferToWindow(what, id string) (decision, bool) {
 		d.Log = &logLine{Msg: "rollout deferred to the rollout window", KV: []any{"changed", what, "opens", opens}}
 	}
 	return d, true
+}
+
+// waitForSources holds a rollout while a source the workload follows is incomplete (a TLS
+// Secret whose certificate and key are not a pair: a renewal half-written), so that no new pod
+// starts on it, for at most SourceReadyTimeout from when wave first saw it so (the record's
+// IncompleteSince: a restarted wave waits no longer); then it rolls all the same, and says so.
+// configwave.io/rollout-now rolls at once.
+func (s situation) waitForSources(what, id, names string) (decision, bool) {
+	if names == "" || s.RolloutNow || s.SourceReadyTimeout <= 0 {
+		return decision{}, false
+	}
+	since := s.Rec.IncompleteSince
+	if since.IsZero() || since.After(s.Now) {
+		since = s.Now
+	}
+	until := since.Add(s.SourceReadyTimeout)
+	if !s.Now.Before(until) {
+		return decision{}, false
+	}
+	rec := s.Rec
+	rec.Missing, rec.MissingSince = "", time.Time{}
+	rec.Pending, rec.PendingID, rec.PendingSince = "", "", time.Time{}
+	rec.DeferredUntil = time.Time{}
+	rec.Incomplete, rec.IncompleteSince = names, since.UTC()
+	d := decision{Result: ResultIncomplete, Record: rec, ChangeID: id, HoldFor: until.Sub(s.Now) + 100*time.Millisecond, Wanted: s.Now}
+	if rec != s.Rec {
+		d.Write = "missing"
+	}
+	if s.Rec.IncompleteSince.IsZero() {
+		d.Events = []event{{corev1.EventTypeWarning, "ConfigSourceIncomplete", fmt.Sprintf(
+			"%s changed, and %s: the rollout waits until it is complete, at most until %s (--source-ready-timeout), so that no new pod starts on it (%s: \"true\" rolls it now)",
+			what, names, until.UTC().Format(time.RFC3339), window.NowAnnotation)}}
+		d.Log = &logLine{Msg: "rollout waits for an incomplete source", KV: []any{"changed", what, "incomplete", names, "until", until}}
+	}
+	return d, true
+}
+
+// incompleteChanged names the incomplete sources (and why) that changed since the record the
+// pods run, "; "-joined: a rollout waits only for a change it would carry, never for a source
+// that was incomplete before and is unchanged.
+func (s situation) incompleteChanged(r records) string {
+	ran := confighash.ParseInputs(r.inputs)
+	var names []string
+	for name, why := range s.Incomplete {
+		if ran[name] != s.Inputs.Objects[name] {
+			names = append(names, name+": "+why)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, "; ")
 }
 
 // changeID identifies, under configwave.io/approval: manual, the change the workload stands

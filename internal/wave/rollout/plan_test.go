@@ -89,6 +89,27 @@ func TestPlan(t *testing.T) {
 		s.Window = w
 		return s
 	}
+	// incomplete: a Wave workload whose Secret tls changed and is a half-written TLS pair, with
+	// the rollout record rec and --source-ready-timeout 10m.
+	incomplete := func(t *testing.T, rec rolloutrecord.Record) situation {
+		s := wave(t, inputs("configmap/a=1", "secret/tls=2"))
+		s.Record = keyed("configmap/a=1,secret/tls=1")
+		s.Incomplete = map[string]string{"secret/tls": "tls.crt and tls.key are not a pair (private key does not match public key)"}
+		s.SourceReadyTimeout, s.Rec = 10*time.Minute, rec
+		return s
+	}
+	// rolledSaying: a rollout of change whose Events are ConfigChanged and the others named.
+	rolledSaying := func(t *testing.T, d decision, change string, also ...string) {
+		t.Helper()
+		assert.Equal(t, ResultRolled, d.Result)
+		assert.Equal(t, "rollout", d.Write)
+		assert.Equal(t, change, d.Record.Change)
+		var said []string
+		for _, e := range d.Events {
+			said = append(said, e.Reason)
+		}
+		assert.Equal(t, append([]string{"ConfigChanged"}, also...), said)
+	}
 	missing := &podrefs.MissingError{Ref: configref.Ref{Kind: configref.ConfigMap, Namespace: "ns", Name: "a"}, Where: "container app envFrom"}
 	wantRecordOnly := func(t *testing.T, d decision, result string) {
 		t.Helper()
@@ -897,6 +918,74 @@ func TestPlan(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, ResultDeferred, d.Result)
 			assert.False(t, d.ClearApproval, "the approval stays for the rollout at the window's opening")
+		}},
+		{"a followed source incomplete (a TLS pair half-written): the rollout waits, said once, the record says since when", func(t *testing.T) situation {
+			return incomplete(t, rolloutrecord.Record{})
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultIncomplete, d.Result)
+			assert.Equal(t, "missing", d.Write, "only the rollout record")
+			assert.Empty(t, d.InputsHash, "the template stays")
+			assert.Equal(t, t0, d.Record.IncompleteSince)
+			assert.Equal(t, "secret/tls: tls.crt and tls.key are not a pair (private key does not match public key)", d.Record.Incomplete)
+			assert.Equal(t, 10*time.Minute+100*time.Millisecond, d.HoldFor, "looked at again when the wait is over (or at once when the Secret changes)")
+			require.Len(t, d.Events, 1)
+			assert.Equal(t, "ConfigSourceIncomplete", d.Events[0].Reason)
+			assert.Equal(t, corev1.EventTypeWarning, d.Events[0].Type)
+			assert.Contains(t, d.Events[0].Message, "at most until 2026-11-25T09:10:00Z")
+		}},
+		{"incomplete, just restarted: the wait counts from the record, nothing said again", func(t *testing.T) situation {
+			return incomplete(t, rolloutrecord.Record{Incomplete: "secret/tls: tls.crt and tls.key are not a pair (private key does not match public key)", IncompleteSince: t0.Add(-4 * time.Minute)})
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultIncomplete, d.Result)
+			assert.Empty(t, d.Write)
+			assert.Empty(t, d.Events)
+			assert.Equal(t, 6*time.Minute+100*time.Millisecond, d.HoldFor)
+		}},
+		{"incomplete past --source-ready-timeout: rolls all the same, and says so", func(t *testing.T) situation {
+			s := incomplete(t, rolloutrecord.Record{Incomplete: "secret/tls: x", IncompleteSince: t0.Add(-11 * time.Minute)})
+			s.WaveHash = hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			rolledSaying(t, d, "secret/tls", "ConfigSourceIncomplete")
+			assert.True(t, d.Record.IncompleteSince.IsZero(), "the wait is over")
+			assert.Empty(t, d.Record.Incomplete)
+		}},
+		{"incomplete, then complete: rolls, the wait forgotten, nothing more said", func(t *testing.T) situation {
+			s := incomplete(t, rolloutrecord.Record{Incomplete: "secret/tls: x", IncompleteSince: t0.Add(-time.Minute)})
+			s.Incomplete, s.WaveHash = nil, hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			rolledSaying(t, d, "secret/tls")
+			assert.True(t, d.Record.IncompleteSince.IsZero())
+		}},
+		{"incomplete, rollout-now: rolls at once", func(t *testing.T) situation {
+			s := incomplete(t, rolloutrecord.Record{})
+			s.RolloutNow, s.WaveHash = true, hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			rolledSaying(t, d, "secret/tls", "ConfigSourceIncomplete")
+			assert.True(t, d.ClearRolloutNow)
+		}},
+		{"a source incomplete before and unchanged, another changed: rolls without waiting for it", func(t *testing.T) situation {
+			s := incomplete(t, rolloutrecord.Record{})
+			s.Inputs, s.Record, s.WaveHash = inputs("configmap/a=2", "secret/tls=1"), keyed("configmap/a=1,secret/tls=1"), hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			rolledSaying(t, d, "configmap/a")
+		}},
+		{"incomplete, --source-ready-timeout 0: never waits", func(t *testing.T) situation {
+			s := incomplete(t, rolloutrecord.Record{})
+			s.SourceReadyTimeout, s.WaveHash = 0, hash("h2")
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			rolledSaying(t, d, "secret/tls", "ConfigSourceIncomplete")
 		}},
 		{"a followed source flapping: braked until it is quiet, said once", func(t *testing.T) situation {
 			s := wave(t, inputs("configmap/a=2"))

@@ -46,6 +46,11 @@ type Record struct {
 	Rejected string `json:"rejected,omitempty"`
 	// DeferredUntil: a change waits for the workload's rollout window, which opens then.
 	DeferredUntil time.Time `json:"deferredUntil,omitzero"`
+	// Incomplete names the sources a change waits for, whose content is incomplete (a TLS
+	// Secret's certificate and key not a pair), and why; IncompleteSince is when wave first
+	// saw it so, from which --source-ready-timeout counts.
+	Incomplete      string    `json:"incomplete,omitempty"`
+	IncompleteSince time.Time `json:"incompleteSince,omitzero"`
 }
 
 // maxRecord bounds what is parsed: anyone who may edit the workload can write the annotation.
@@ -67,7 +72,7 @@ func ParseRecord(s string) (Record, error) {
 		return Record{}, fmt.Errorf("annotation %s is not what wave writes (%v); remove it, wave writes it again on the next rollout", Annotation, err)
 	}
 	r.Change, r.Missing, r.Failed, r.Pending = clean(r.Change), clean(r.Missing), clean(r.Failed), clean(r.Pending)
-	r.PendingID, r.Rejected = clean(r.PendingID), clean(r.Rejected)
+	r.PendingID, r.Rejected, r.Incomplete = clean(r.PendingID), clean(r.Rejected), clean(r.Incomplete)
 	return r, nil
 }
 
@@ -92,7 +97,7 @@ func clean(s string) string {
 // String is the annotation value.
 func (r Record) String() string {
 	r.Change, r.Missing, r.Failed, r.Pending = clean(r.Change), clean(r.Missing), clean(r.Failed), clean(r.Pending)
-	r.PendingID, r.Rejected = clean(r.PendingID), clean(r.Rejected)
+	r.PendingID, r.Rejected, r.Incomplete = clean(r.PendingID), clean(r.Rejected), clean(r.Incomplete)
 	b, _ := json.Marshal(r) // strings and times only: cannot fail
 	return string(b)
 }
@@ -114,6 +119,9 @@ const (
 	// Deferred: a change waits for the workload's rollout window (wave status says it from the
 	// record).
 	Deferred State = "waiting for its window"
+	// Incomplete: a change waits for a source whose content is incomplete (wave status says it
+	// from the record).
+	Incomplete State = "waiting for a complete source"
 	// What wave status says of an opted-in workload that wave has not judged (no record):
 	NotRecorded State = "not recorded" // wave has not looked at it: not running, or not watching there
 	FilteredOut State = "filtered out" // wave's filters (as given to wave status) leave it out
