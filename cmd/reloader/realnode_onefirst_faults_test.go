@@ -152,20 +152,22 @@ func (f *oneFirstNode) faults() {
 		}
 		return false
 	}, eventually, 100*time.Millisecond, "one pod takes v8 first")
-	time.Sleep(f.soak / 3)
+	if r := f.record(); r == nil || r.Content != v8 || r.State != onefirst.Soaking || r.First != first.Name {
+		t.Fatalf("v8 is no longer in %s's soak when its sidecar is to be killed (a machine too slow for a %s soak?): %+v", first.Name, f.soak, r)
+	}
 	killed := f.killSidecar(first.Name)
 	restarted := time.Now()
 	var r *onefirst.Record
 	for {
 		require.Less(t, time.Since(killed), 2*time.Minute, "v8 promoted after its first pod's sidecar was killed mid-soak; pods: %s", testcluster.DescribePods(ctx(t), f.client, f.ns))
-		if r = f.record(); r != nil && r.Content == v8 && r.State == onefirst.Promoted {
-			break
-		}
-		on := 0
+		on := 0 // the files first, then the record: a promotion in between is seen
 		for _, p := range f.pods() {
 			if f.version(p) == "v8" {
 				on++
 			}
+		}
+		if r = f.record(); r != nil && r.Content == v8 && r.State == onefirst.Promoted {
+			break
 		}
 		require.LessOrEqual(t, on, 1, "no second pod takes v8 before it is promoted")
 		time.Sleep(100 * time.Millisecond)
@@ -179,7 +181,12 @@ func (f *oneFirstNode) faults() {
 
 	// A pod kept unready on purpose (its readiness location answers 503 while a file is there,
 	// as an app whose dependency is down does): it neither claims nor rejects a good change,
-	// and follows it once the others promoted it.
+	// and follows it once the others promoted it. Made unready once v8's batches are over, so
+	// that it is no batch pod of v8 (which would reject v8, rightly).
+	require.Eventually(t, func() bool {
+		r := f.record()
+		return r != nil && r.Content == v8 && r.State == onefirst.Promoted && len(r.Batch) == 0 && f.allOn("v8")
+	}, eventually, 100*time.Millisecond, "v8's rollout over")
 	unready := f.pods()[0]
 	flag := filepath.Join(f.node.PodEmptyDir(unready.UID, "tmp"), "unready")
 	require.NoError(t, os.WriteFile(flag, nil, 0o644))
@@ -188,6 +195,8 @@ func (f *oneFirstNode) faults() {
 		require.NoError(t, err)
 		return !testcluster.PodReady(*p)
 	}, eventually, 100*time.Millisecond, "pod %s not Ready", unready.Name)
+	r = f.record()
+	require.Equal(t, onefirst.Promoted, r.State, "v8 stays promoted while a pod goes unready: %s", r.Reason)
 	v9 := f.patch("v9", 200)
 	patched := time.Now()
 	for {
@@ -215,22 +224,30 @@ func (f *oneFirstNode) faults() {
 	t.Logf("one pod kept unready: the other three on v9 and the unready one following %s after the patch; it claimed and rejected nothing", time.Since(patched).Round(100*time.Millisecond))
 
 	// Three changes 1 s apart: every pod ends on the newest (good) or, when the newest is bad, on
-	// the last promoted; at no sample is more than --rollout-max-unavailable (1) pod off a
-	// promoted config.
+	// the last promoted; never more than --rollout-max-unavailable (1) pod off a promoted config
+	// but for a moment (another pod's claim can race the first pod's own, until the first pod
+	// sees it and puts its trial back).
 	promoted := map[string]bool{"v9": true}
 	f.burst(promoted, [3]string{"v10", "v11", "v12"}, 200, "v12")
 	f.burst(promoted, [3]string{"v13", "v14", "v15"}, 503, "v12")
 }
 
+// raceFor is how long more than one pod may be off a promoted config: the moment another pod's
+// claim of a newer content races the first pod's, until the first pod sees it and puts its
+// trial back.
+const raceFor = 2 * time.Second
+
 // burst patches three versions 1 s apart, the last with readiness answering last, and samples
 // every 100 ms until every pod is Ready on want and the Lease has judged the last: no more than
 // one pod at a time runs a version the Lease has not promoted (read after the files, so a
-// promotion between is counted).
+// promotion between is counted), but for a moment (raceFor).
 func (f *oneFirstNode) burst(promoted map[string]bool, versions [3]string, last int, want string) {
 	t := f.t
 	ids := map[string]string{}
 	var lastID string
 	judged := false
+	var overSince time.Time // when more than one pod was first seen off a promoted config, in a row
+	mostOff := 0
 	start := time.Now()
 	next := start
 	for sent := 0; ; {
@@ -260,14 +277,22 @@ func (f *oneFirstNode) burst(promoted map[string]bool, versions [3]string, last 
 				off = append(off, pod+"="+v)
 			}
 		}
-		require.LessOrEqual(t, len(off), 1, "at most --rollout-max-unavailable (1) pod off a promoted config, %s after the first of %v: %v",
-			time.Since(start).Round(100*time.Millisecond), versions, off)
+		mostOff = max(mostOff, len(off))
+		switch {
+		case len(off) <= 1:
+			overSince = time.Time{}
+		case overSince.IsZero():
+			overSince = time.Now()
+		default:
+			require.Less(t, time.Since(overSince), raceFor, "at most --rollout-max-unavailable (1) pod off a promoted config but for a moment, %s after the first of %v: %v",
+				time.Since(start).Round(100*time.Millisecond), versions, off)
+		}
 		if judged && f.allOn(want) {
 			break
 		}
 		require.Less(t, time.Since(start), 2*time.Minute, "every pod on %s after %v; pods: %s", want, versions, testcluster.DescribePods(ctx(t), f.client, f.ns))
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("three changes 1 s apart (%s): every pod on %s %s after the first; never more than one pod off a promoted config",
-		strings.Join(versions[:], ", "), want, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("three changes 1 s apart (%s): every pod on %s %s after the first; at most %d pods off a promoted config at a sample (1 but for a moment)",
+		strings.Join(versions[:], ", "), want, time.Since(start).Round(100*time.Millisecond), mostOff)
 }

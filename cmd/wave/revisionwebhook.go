@@ -40,8 +40,8 @@ func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *pr
 		return nil, nil
 	}
 	trusted := prometheus.NewGauge(prometheus.GaugeOpts{Name: "configwave_wave_revisions_webhook_ca_trusted",
-		Help: "1 when the webhook's registration carries the CA of the certificate wave serves (--revisions-webhook-cert-secret), 0 when it could not be put there: the API server's calls fail and pods are admitted on the live objects (the log says why)."})
-	if cfg.webhookCertName != "" {
+		Help: "1 when the webhook's registration (--revisions-webhook-configuration) carries the newest CA of wave's certificate (--revisions-webhook-cert-secret), 0 when wave could not put it there (the log says why): a replica that starts meanwhile serves a certificate the API server does not trust, and its calls admit pods on the live objects."})
+	if cfg.webhookCertName != "" && cfg.revisionsWebhookConfiguration != "" {
 		reg.MustRegister(trusted) // only where wave keeps the caBundle: a 0 elsewhere would alarm
 	}
 	tlsConfig, from, err := webhookCertificate(ctx, cfg, cl, func(ok bool) {

@@ -329,7 +329,7 @@ func (g *Gate) step(parent context.Context) time.Time {
 				klog.InfoS("warning: this pod's app failed on the config it tries, and the rollout record cannot be read: putting the good config back now, and recording the rejection once the record can be written",
 					"content", ContentOf(g.Snapshot()).Name, "why", why)
 				g.rejectedHere[have] = why
-				g.putBack(now, "")
+				g.putBack(now, "", have)
 			}
 		}
 		return poll
@@ -476,7 +476,8 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		return err == nil
 	}
 	g.note(rec, want, act)
-	if _, ok := g.rejectedHere[want]; ok && act.Do != Reject && (rec == nil || rec.Content == want) {
+	keep := act.Do == Wait && rec != nil && rec.Content == want && rec.State == Soaking // another pod's to judge: never claimed here again
+	if _, ok := g.rejectedHere[want]; ok && act.Do != Reject && !keep && (rec == nil || rec.Content == want) {
 		// On the record now, or the record moved on (promoted by others, deleted to start
 		// over): it decides from here.
 		delete(g.rejectedHere, want)
@@ -515,6 +516,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		}
 		g.began(ctx, now)
 		g.publish(snap, want, now)
+		g.soakFrom(now) // a pod that ran the content already (started on it) is judged from now
 		return now.Add(g.opts.Sample)
 	case Renew:
 		if now.Sub(rec.Renewed) >= g.opts.Expiry/3 {
@@ -541,7 +543,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		if rec.State == Promoted && rec.Before != "" {
 			r.Good = rec.Before // taken back from every pod that runs it, to what it replaced
 		}
-		g.putBack(now, r.Good)
+		g.putBack(now, r.Good, want)
 		if put(r) {
 			// The Event goes once the record says so: until then the other pods may not keep theirs.
 			delete(g.rejectedHere, want)
@@ -583,9 +585,16 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		g.once("refuse:"+want, func() { call(g.opts.OnRefused, ContentOf(snap), rec.Reason) })
 		return time.Time{}
 	case PutBack:
-		g.putBack(now, rec.Good)
+		rejected := ""
+		if rec.State == Rejected {
+			rejected = rec.Content
+		}
+		g.putBack(now, rec.Good, rejected)
 		g.mu.Lock()
 		stuck := g.pubID == want // started on it (a scale-up mid-soak): nothing earlier to go back to
+		if stuck {
+			g.status.RunsRejected = true
+		}
 		g.mu.Unlock()
 		if stuck {
 			g.once("start:"+want, func() { call(g.opts.OnStartedRejected, ContentOf(snap), rec.Reason) })
@@ -655,6 +664,13 @@ func jitter(rec *Record, most time.Duration) time.Duration {
 	return d
 }
 
+// soakFrom starts this pod's judgement of what it runs at now.
+func (g *Gate) soakFrom(now time.Time) {
+	g.mu.Lock()
+	g.laidAt = now
+	g.mu.Unlock()
+}
+
 func (g *Gate) began(ctx context.Context, since time.Time) {
 	if g.opts.Began != nil {
 		g.opts.Began(ctx, since)
@@ -687,11 +703,13 @@ func (g *Gate) goodContent(rec *Record) string {
 }
 
 // putBack lays the last good content out again, for the reload loop to tell the app: the
-// record's good content target where this pod has it (a content rejected after its promotion,
-// which this pod took as good, goes back to the one before it), else its own last good one.
-func (g *Gate) putBack(now time.Time, target string) {
+// record's good content target where this pod has it, else its own last good one. A content
+// rejected after its promotion that this pod took as good (rejected) goes back to the one
+// before it: the record's, or this pod's own before (it took a later promotion than the one
+// the record goes back to).
+func (g *Gate) putBack(now time.Time, target, rejected string) {
 	g.mu.Lock()
-	if target != "" && target != g.goodID && target == g.beforeID {
+	if g.beforeID != "" && target != g.goodID && (target == g.beforeID || rejected != "" && rejected == g.goodID) {
 		g.good, g.goodID = g.before, g.beforeID // the good content was rejected after all
 		g.before, g.beforeID = source.Snapshot{}, ""
 	}

@@ -716,3 +716,66 @@ func TestGatePodStartedOnAContentRejectedLaterSaysSo(t *testing.T) {
 	assert.Equal(t, []string{"started on rejected: the pod became not Ready"}, late.events, "said once")
 	assert.Equal(t, RunsRejected, late.gate.CurrentStatus().Runs)
 }
+
+// A pod that took a later promotion than the one a rejection goes back to (it was still on an
+// older content when the record's "before" was promoted) goes back to its own content before
+// the rejected one, never stays on the rejected content (before, it kept it, and said it had
+// started on it).
+func TestGateRejectionAfterPromotionReachesAPodOfAnotherBefore(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	c := newPods(store, &now, "c")[0]
+	ctx := context.Background()
+	id := func(rv string) string {
+		src := &fakeSource{}
+		src.set(rv)
+		return SnapshotID(src.Snapshot())
+	}
+	c.src.set("4")
+	c.gate.step(ctx) // starts on v4
+	store.rec = &Record{Content: id("11"), State: Promoted, First: "a", Good: id("11"), Before: id("9"), Renewed: now}
+	c.src.set("11")
+	c.gate.step(ctx) // joins v11's batch
+	require.Equal(t, "v11", c.laid())
+	now = now.Add(11 * time.Second)
+	c.gate.step(ctx) // leaves it: v11 good, v4 before
+	require.NotContains(t, store.rec.Batch, "c")
+	r := *store.rec
+	r.State, r.Good, r.Reason = Rejected, id("9"), "the pod became not Ready"
+	store.rec, store.version = &r, store.version+1 // d rejects v11 from its batch
+	c.gate.step(ctx)
+	assert.Equal(t, "v4", c.laid(), "back on its own content before the rejected one")
+	assert.Empty(t, c.events, "it did not start on the rejected content")
+}
+
+// A pod whose rejection could not be written before another pod took the content over (its
+// claim expired in an outage) keeps its good config, and never claims the content again: not
+// while the other pod's claim lives, nor once it expires (before, it forgot its rejection at
+// once and could lay the content out again).
+func TestGateUnwrittenRejectionTakenOverKeepsTheGoodConfig(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	a := newPods(store, &now, "a")[0]
+	ctx := context.Background()
+	a.gate.step(ctx)
+	a.src.set("2")
+	a.gate.step(ctx)
+	require.Equal(t, "v2", a.laid())
+	a.failed, store.putsDown = "the app refused the reload request", true
+	a.gate.step(ctx)
+	require.Equal(t, "v1", a.laid(), "put back at once")
+	a.failed = ""
+	now = now.Add(30 * time.Second) // the outage outlives a's claim: b takes the content over
+	r := *store.rec
+	r.First, r.Since, r.Renewed = "b", now, now
+	store.mu.Lock()
+	store.rec, store.version, store.putsDown = &r, store.version+1, false
+	store.mu.Unlock()
+	for range 3 {
+		a.gate.step(ctx)
+		assert.Equal(t, "v1", a.laid(), "keeps its good config while b judges")
+		assert.Equal(t, "b", store.rec.First, "writes nothing over b's claim")
+		assert.Equal(t, Soaking, store.rec.State)
+		now = now.Add(15 * time.Second) // past b's claim too, in the end
+	}
+}

@@ -193,9 +193,13 @@ func Decide(v View) Action {
 		return Action{Do: Reject} // the pod put its good config back already: record why
 	case v.RejectedHere && r != nil && r.Content == v.Want && r.State == Soaking:
 		// Another pod took the content over while this one's rejection was unwritten (its
-		// claim expired in an outage): the rejection is not this pod's to write any more. It
-		// keeps its good config; the pod that holds the claim judges.
-		return Action{Do: Wait, At: ClaimExpires(v, r)}
+		// claim expired in an outage), or the claim was given back: the rejection is not this
+		// pod's to write any more. It keeps its good config and claims the content no more;
+		// the pod that holds the claim, or takes it, judges.
+		if expires := ClaimExpires(v, r); r.First != "" && v.Now.Before(expires) {
+			return Action{Do: Wait, At: expires}
+		}
+		return Action{Do: Wait}
 	case v.RejectedHere && r != nil && r.Content != v.Want:
 		return Action{Do: Nothing} // the record is about another content: keep the good config
 	// Otherwise the record has moved on (rejected, promoted by others meanwhile, or deleted to

@@ -2,15 +2,21 @@ package autorollback
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
+// ErrAbortedAlready: the Rollout is aborted already (Argo Rollouts aborts one itself when an
+// analysis fails): the undo is made, with no write.
+var ErrAbortedAlready = errors.New("aborted already")
+
 // RolloutStillFailed says whether an Argo Rollout read afresh still runs the template whose
 // rollout was judged to have failed: of the failed config revision, at the generation judged.
 // A change since (an image fixed, another change) is not aborted, as a Deployment's undo is
-// not made over one (StillFailed); one already aborted needs no second abort.
+// not made over one (StillFailed); one already aborted needs no second abort
+// (ErrAbortedAlready).
 func RolloutStillFailed(r *unstructured.Unstructured, inputsHashAnnotation, failed string, judgedGeneration int64) error {
 	what := "rollout " + r.GetNamespace() + "/" + r.GetName()
 	hash, _, _ := unstructured.NestedString(r.Object, "spec", "template", "metadata", "annotations", inputsHashAnnotation)
@@ -21,7 +27,7 @@ func RolloutStillFailed(r *unstructured.Unstructured, inputsHashAnnotation, fail
 		return fmt.Errorf("%s: its spec changed since the rollout was judged to have failed (a fix, another change: generation %d, judged at %d): left as it is",
 			what, r.GetGeneration(), judgedGeneration)
 	case aborted:
-		return fmt.Errorf("%s is aborted already: left as it is", what)
+		return fmt.Errorf("%s: %w", what, ErrAbortedAlready)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package autorollback
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,7 +27,7 @@ func TestRolloutStillFailed(t *testing.T) {
 		{"as judged: abort", rollout(failed, 4, false), ""},
 		{"an image fixed since (a new generation): left as it is", rollout(failed, 5, false), "its spec changed since the rollout was judged to have failed"},
 		{"another config since: left as it is", rollout("rev-next", 5, false), "no longer of the failed config"},
-		{"aborted already (by hand, or by this wave before a restart)", rollout(failed, 4, true), "aborted already"},
+		{"aborted already (by its analysis, by hand, or by this wave before a restart)", rollout(failed, 4, true), "aborted already"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := RolloutStillFailed(tc.r, annotation, failed, 4)
@@ -36,6 +37,7 @@ func TestRolloutStillFailed(t *testing.T) {
 			}
 			assert.ErrorContains(t, err, tc.err)
 			assert.ErrorContains(t, err, "rollout shop/web", "names the object")
+			assert.Equal(t, tc.r.Object["status"] != nil, errors.Is(err, ErrAbortedAlready))
 		})
 	}
 	patch, err := AbortPatchAt("42")

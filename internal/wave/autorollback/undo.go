@@ -149,9 +149,11 @@ func Refusal(d *appsv1.Deployment) string {
 
 // Unschedulable says why a Deployment whose rollout missed its progress deadline is not undone
 // because its new pods found no room, or "": pods of the failed config revision (their
-// ReplicaSet d's, of that revision, in rss) that the scheduler could not place, and none of
-// them that ran and failed. A missed deadline for want of capacity is no fault of the config
-// (a quota's says ReplicaFailure, above; capacity says nothing on the Deployment).
+// ReplicaSet d's, of that revision, in rss) that the scheduler could not place, and every other
+// one of them Ready. A pod of it that was placed and is not Ready (a key its env names missing,
+// a mount that fails, a probe, a crash) may be the config's fault: then it is undone. A missed
+// deadline for want of capacity alone is no fault of the config (a quota's says ReplicaFailure,
+// above; capacity says nothing on the Deployment).
 func Unschedulable(d *appsv1.Deployment, rss []appsv1.ReplicaSet, pods []corev1.Pod, inputsHashAnnotation, failed string) string {
 	ofFailed := map[types.UID]bool{}
 	for _, rs := range rss {
@@ -165,15 +167,20 @@ func Unschedulable(d *appsv1.Deployment, rss []appsv1.ReplicaSet, pods []corev1.
 		if owner == nil || !ofFailed[owner.UID] {
 			continue
 		}
-		for _, c := range p.Status.ContainerStatuses {
-			if c.RestartCount > 0 || c.State.Terminated != nil && c.State.Terminated.ExitCode != 0 {
-				return "" // it ran, and failed: the config may be at fault
+		unschedulable, ready := false, false
+		for _, c := range p.Status.Conditions {
+			switch {
+			case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable:
+				unschedulable = true
+			case c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue:
+				ready = true
 			}
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				waiting = append(waiting, p.Name)
-			}
+		switch {
+		case unschedulable:
+			waiting = append(waiting, p.Name)
+		case !ready:
+			return "" // placed, and not Ready: the config may be at fault
 		}
 	}
 	if len(waiting) == 0 {

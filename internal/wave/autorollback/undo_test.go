@@ -147,11 +147,16 @@ func TestUnschedulable(t *testing.T) {
 			Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"h": hash}}}}}
 	}
 	rss := []appsv1.ReplicaSet{rs("old", "rev-good"), rs("new", "rev-bad")}
-	pod := func(name, owner string, unschedulable bool, restarts int32) corev1.Pod {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{{UID: types.UID(owner), Controller: &yes}}},
-			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: restarts}}}}
-		if unschedulable {
+	// pod: "unschedulable", "ready", or placed and not ready ("waiting": a missing key, a crash).
+	pod := func(name, owner, state string) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{{UID: types.UID(owner), Controller: &yes}}}}
+		switch state {
+		case "unschedulable":
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+		case "ready":
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		default:
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionFalse}}
 		}
 		return p
 	}
@@ -160,9 +165,10 @@ func TestUnschedulable(t *testing.T) {
 		pods []corev1.Pod
 		want string
 	}{
-		{"new pods found no room: not undone", []corev1.Pod{pod("web-new-1", "new", true, 0), pod("web-old-1", "old", false, 0)}, "its new pods could not be scheduled (web-new-1: no room on any node)"},
-		{"one found no room, another ran and crashed: the config's", []corev1.Pod{pod("web-new-1", "new", true, 0), pod("web-new-2", "new", false, 3)}, ""},
-		{"an old pod unschedulable says nothing of the new config", []corev1.Pod{pod("web-old-1", "old", true, 0)}, ""},
+		{"new pods found no room: not undone", []corev1.Pod{pod("web-new-1", "new", "unschedulable"), pod("web-old-1", "old", "waiting")}, "its new pods could not be scheduled (web-new-1: no room on any node)"},
+		{"one found no room, another is Ready on it: not undone", []corev1.Pod{pod("web-new-1", "new", "unschedulable"), pod("web-new-2", "new", "ready")}, "(web-new-1: no room"},
+		{"one found no room, another placed and not Ready (a missing key, a crash): the config's", []corev1.Pod{pod("web-new-1", "new", "unschedulable"), pod("web-new-2", "new", "waiting")}, ""},
+		{"an old pod unschedulable says nothing of the new config", []corev1.Pod{pod("web-old-1", "old", "unschedulable")}, ""},
 		{"just restarted, no pods listed: the other checks decide", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -125,7 +125,8 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 			return "", fmt.Errorf("no client for Argo Rollouts")
 		}
 		// Read afresh and tested against the version read, as a Deployment's undo: a fix made
-		// since the rollout was judged is not aborted.
+		// since the rollout was judged is not aborted; one aborted already (its analysis failed)
+		// is undone as it stands.
 		ri := c.Dynamic.Resource(argoRollouts).Namespace(ns)
 		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 			r, err := ri.Get(ctx, name, metav1.GetOptions{})
@@ -144,7 +145,10 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 			}
 			return nil
 		})
-		if err != nil {
+		switch {
+		case errors.Is(err, autorollback.ErrAbortedAlready):
+			return "its stable ReplicaSet (aborted already)", nil
+		case err != nil:
 			return "", err
 		}
 		return "its stable ReplicaSet (aborted)", nil

@@ -220,15 +220,20 @@ func TestUndoAbortsAnArgoRolloutOnlyAsJudged(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		generation int64 // the Rollout's now; judged at 4
+		already    bool  // aborted already (by its analysis)
 		aborted    bool
 	}{
-		{"as judged: aborted", 4, true},
-		{"an image fixed since: left as it is", 5, false},
+		{"as judged: aborted", 4, false, true},
+		{"an image fixed since: left as it is", 5, false, false},
+		{"aborted already by its analysis: the undo stands as it is, nothing written", 4, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
 				"metadata": map[string]any{"namespace": "ns", "name": "web", "generation": tc.generation, "resourceVersion": "9"},
 				"spec":     map[string]any{"template": map[string]any{"metadata": map[string]any{"annotations": map[string]any{InputsHashAnnotation: failed}}}}}}
+			if tc.already {
+				r.Object["status"] = map[string]any{"abort": true}
+			}
 			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{argoRollouts: "RolloutList"}, r)
 			client := fake.NewSimpleClientset()
 			c, err := NewController(Config{Client: waveclienttest.Wrap(client), Dynamic: dyn,
@@ -245,6 +250,7 @@ func TestUndoAbortsAnArgoRolloutOnlyAsJudged(t *testing.T) {
 				assert.NoError(t, err)
 				for _, a := range dyn.Actions() {
 					if p, ok := a.(k8stesting.PatchActionImpl); ok {
+						assert.False(t, tc.already, "nothing written over an abort already made")
 						assert.Equal(t, UndoFieldManager, p.PatchOptions.FieldManager)
 						assert.Contains(t, string(p.Patch), `"resourceVersion":"9"`, "tested against the version read")
 					}
