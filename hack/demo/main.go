@@ -76,7 +76,7 @@ type demo struct {
 	client      kubernetes.Interface
 	reloaderBin string
 	waveBin     string
-	pluginBin   string // kubectl-configwave
+	pluginBin   string   // kubectl-configwave
 	undo        []func() // what stop undoes, last first
 }
 
