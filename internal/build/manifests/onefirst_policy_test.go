@@ -193,14 +193,15 @@ func TestOneFirstPolicyLetsAPodWriteOnlyItsOwnTurn(t *testing.T) {
 	rejected.State, rejected.Renewed = onefirst.Rejected, now.Add(30*time.Second)
 	rejected.Reason = "the pod became not Ready after the config was laid out"
 	for what, r := range map[string]onefirst.Record{
-		"c rejects it and names a good content of its own": func() onefirst.Record { r := rejected; r.Good = "c9"; return r }(),
-		"c rejects it and changes the content before":      func() onefirst.Record { r := rejected; r.Good, r.Before = "c9", "c9"; return r }(),
+		"c rejects it and names a good content of its own":  func() onefirst.Record { r := rejected; r.Good = "c9"; return r }(),
+		"c rejects it and changes the content before":       func() onefirst.Record { r := rejected; r.Good, r.Before = "c9", "c9"; return r }(),
+		"c rejects it and names another content taken back": func() onefirst.Record { r := rejected; r.Good, r.TakenBack = "c0", "c9"; return r }(),
 	} {
 		err := put(c, r)
 		require.Error(t, err, what)
 		assert.Contains(t, err.Error(), "may change only its own place in the batch", what)
 	}
-	rejected.Good = "c0" // every pod that runs c1 goes back to c0
+	rejected.Good, rejected.TakenBack = "c0", "c1" // every pod that runs c1 goes back to c0
 	require.NoError(t, put(c, rejected), "c rejects the promoted content from its place in the batch, and the good one is the one before")
 
 	// Other Leases are not the reloader's, whatever the Role grants.

@@ -511,7 +511,11 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 	case Claim:
 		g.keepPromoted(rec)
 		good := g.goodContent(rec)
-		if !put(Record{Content: want, State: Soaking, First: g.opts.Pod, Since: now, Renewed: now, Good: good, Duration: g.opts.Expiry}) {
+		takenBack := ""
+		if rec != nil {
+			takenBack = rec.TakenBack
+		}
+		if !put(Record{Content: want, State: Soaking, First: g.opts.Pod, Since: now, Renewed: now, Good: good, Duration: g.opts.Expiry, TakenBack: takenBack}) {
 			return now.Add(g.opts.Sample) // another sidecar wrote first: decide again on what it wrote
 		}
 		g.began(ctx, now)
@@ -541,7 +545,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		r := *rec
 		r.State, r.Reason, r.Renewed = Rejected, failed, now
 		if rec.State == Promoted && rec.Before != "" {
-			r.Good = rec.Before // taken back from every pod that runs it, to what it replaced
+			r.Good, r.TakenBack = rec.Before, rec.Content // taken back from every pod that runs it, to what it replaced
 		}
 		g.putBack(now, r.Good, want)
 		if put(r) {
@@ -585,7 +589,7 @@ func (g *Gate) apply(ctx context.Context, snap source.Snapshot, want string, rec
 		g.once("refuse:"+want, func() { call(g.opts.OnRefused, ContentOf(snap), rec.Reason) })
 		return time.Time{}
 	case PutBack:
-		rejected := ""
+		rejected := rec.TakenBack // a pod that missed that rejection
 		if rec.State == Rejected {
 			rejected = rec.Content
 		}

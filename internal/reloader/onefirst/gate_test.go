@@ -779,3 +779,32 @@ func TestGateUnwrittenRejectionTakenOverKeepsTheGoodConfig(t *testing.T) {
 		now = now.Add(15 * time.Second) // past b's claim too, in the end
 	}
 }
+
+// A pod cut off while a content it ran was rejected after its promotion, and a newer content
+// claimed over the rejection before it read the record again: the record carries what was taken
+// back, and the pod puts its content before it back (before, it kept the rejected content until
+// the newer one reached it, or for ever if that was rejected too).
+func TestGatePodThatMissedARejectionPutsItsContentBack(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	a := newPods(store, &now, "a")[0]
+	ctx := context.Background()
+	id := func(rv string) string {
+		src := &fakeSource{}
+		src.set(rv)
+		return SnapshotID(src.Snapshot())
+	}
+	a.gate.step(ctx) // v1
+	a.src.set("12")
+	a.gate.step(ctx) // claims v12
+	now = now.Add(11 * time.Second)
+	a.gate.step(ctx) // promotes it: good v12, before v1
+	require.Equal(t, Promoted, store.rec.State)
+	// Cut off: meanwhile a batch pod rejected v12, and b claimed v13 over the rejection.
+	store.rec = &Record{Content: id("13"), State: Soaking, First: "b", Since: now, Renewed: now, Good: id("1"), TakenBack: id("12")}
+	store.version++
+	a.src.set("13")
+	a.gate.step(ctx)
+	assert.Equal(t, "v1", a.laid(), "v12 was taken back: the pod puts its content before it back")
+	assert.Equal(t, "b", store.rec.First, "b's claim stands")
+}

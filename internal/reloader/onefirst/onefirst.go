@@ -59,6 +59,11 @@ type Record struct {
 	// Content puts Before back: a rejection anywhere in the rollout takes it back everywhere,
 	// as an aborted canary does.
 	Before string
+	// TakenBack is the last content rejected after its promotion (and taken back from the
+	// pods that ran it), carried on by every claim after it: a pod that was cut off then and
+	// missed the rejection, a newer content claimed over it first, still runs it and puts its
+	// content before it back.
+	TakenBack string
 	// Batch holds the pods that laid out a promoted Content and soak it now, with the time
 	// each joined.
 	Batch map[string]time.Time
@@ -260,7 +265,10 @@ func Decide(v View) Action {
 // overtaken says whether the pod runs a trial of its own that a newer content overtook: neither
 // its good content nor the record's. It is no one's to judge any more, so it is put back.
 func overtaken(v View, r *Record) bool {
-	return v.Good != "" && v.Have != v.Good && v.Have != r.Good && v.Standing != Terminating
+	if v.Standing == Terminating {
+		return false
+	}
+	return v.Good != "" && v.Have != v.Good && v.Have != r.Good || r.TakenBack != "" && v.Have == r.TakenBack && r.Content != r.TakenBack
 }
 
 // claim is the step of a pod that would claim Want: only a pod that can judge it does.

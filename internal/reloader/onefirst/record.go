@@ -18,12 +18,13 @@ import (
 // The annotations that hold a Record on its Lease; First, Since and Renewed are the Lease's
 // holderIdentity, acquireTime and renewTime, so that `kubectl get lease` shows who tries what.
 const (
-	ContentAnnotation = "reloader.configwave.io/content"
-	StateAnnotation   = "reloader.configwave.io/state"
-	ReasonAnnotation  = "reloader.configwave.io/reason"
-	GoodAnnotation    = "reloader.configwave.io/good"
-	BeforeAnnotation  = "reloader.configwave.io/before"
-	BatchAnnotation   = "reloader.configwave.io/batch"
+	ContentAnnotation   = "reloader.configwave.io/content"
+	StateAnnotation     = "reloader.configwave.io/state"
+	ReasonAnnotation    = "reloader.configwave.io/reason"
+	GoodAnnotation      = "reloader.configwave.io/good"
+	BeforeAnnotation    = "reloader.configwave.io/before"
+	TakenBackAnnotation = "reloader.configwave.io/taken-back"
+	BatchAnnotation     = "reloader.configwave.io/batch"
 )
 
 // maxReason bounds the reason kept on the Lease: a sentence, not a log.
@@ -45,6 +46,9 @@ func (r Record) Annotations() map[string]string {
 	if r.Before != "" {
 		a[BeforeAnnotation] = r.Before
 	}
+	if r.TakenBack != "" {
+		a[TakenBackAnnotation] = r.TakenBack
+	}
 	if len(r.Batch) > 0 {
 		pods := make([]string, 0, len(r.Batch))
 		for p := range r.Batch {
@@ -65,7 +69,8 @@ func (r Record) Annotations() map[string]string {
 // wrong, and the caller treats the Lease as one to claim over.
 func ParseRecord(annotations map[string]string, holder string, since, renewed time.Time) (*Record, error) {
 	r := &Record{Content: annotations[ContentAnnotation], State: State(annotations[StateAnnotation]), First: holder,
-		Since: since, Renewed: renewed, Reason: annotations[ReasonAnnotation], Good: annotations[GoodAnnotation], Before: annotations[BeforeAnnotation]}
+		Since: since, Renewed: renewed, Reason: annotations[ReasonAnnotation], Good: annotations[GoodAnnotation], Before: annotations[BeforeAnnotation],
+		TakenBack: annotations[TakenBackAnnotation]}
 	if r.Content == "" {
 		return nil, fmt.Errorf("annotation %s is missing or empty", ContentAnnotation)
 	}
