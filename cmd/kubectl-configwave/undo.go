@@ -116,7 +116,7 @@ func applyUndo(ctx context.Context, s *session, rev *history.Revision) error {
 		if err != nil {
 			return err
 		}
-		body, err := autorollback.UndoPatch(d, rs)
+		body, err := autorollback.UndoPatch(d, rs, nil)
 		if err != nil {
 			return err
 		}
@@ -127,7 +127,7 @@ func applyUndo(ctx context.Context, s *session, rev *history.Revision) error {
 		if err != nil {
 			return err
 		}
-		body, err := autorollback.RevisionPatch(rv, cr)
+		body, err := autorollback.RevisionPatch(rv, cr, nil)
 		if err != nil {
 			return err
 		}

@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 	waveBin = bin
 	code := testcluster.Run(m, &cluster)
 	remove()
+	if plugin.remove != nil {
+		plugin.remove()
+	}
 	os.Exit(code)
 }
 

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,6 +133,8 @@ func TestRevisionsFailedChangeUndoesItselfOnARealNode(t *testing.T) {
 	v1 := inputsHash(getDeployment(t, client, ns, "web"))
 
 	start := time.Now()
+	require.Eventually(t, func() bool { return eventCount(t, client, ns, "web", "ConfigRolledOut") >= 1 }, eventually, tick, "turning revisions on is reported rolled out")
+	rolledOut := eventCount(t, client, ns, "web", "ConfigRolledOut")
 	patchCM(t, client, ns, "app-config", `{"data":{"EXIT_CODE":"3"}}`)
 	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigRollbackStarted")) == 1 }, 2*time.Minute, tick,
 		"the crash-looping rollout is never undone")
@@ -144,6 +149,7 @@ func TestRevisionsFailedChangeUndoesItselfOnARealNode(t *testing.T) {
 	}
 	assert.Equal(t, 1.0, p.Metric(`configwave_wave_rollbacks_total{kind="Deployment"}`), "exactly one undo")
 	assert.Len(t, events(t, client, ns, "web", "ConfigRollbackStarted"), 1)
+	assert.Equal(t, rolledOut, eventCount(t, client, ns, "web", "ConfigRolledOut"), "the undo's own rollout is not the change rolled out")
 	pods, err := client.CoreV1().Pods(ns).List(ctx(t), metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, pod := range pods.Items {
@@ -152,6 +158,58 @@ func TestRevisionsFailedChangeUndoesItselfOnARealNode(t *testing.T) {
 			assert.True(t, testcluster.PodReady(pod))
 		}
 	}
+
+	// What a user then types: history says what failed and what runs now, diff which key the
+	// failed change added.
+	history := kubectlConfigwave(t, "history", "deploy/web", "-n", ns)
+	t.Logf("kubectl configwave history deploy/web:\n%s", history)
+	assert.Contains(t, history, "failed, rolled back: ", "the failed revision, and why")
+	assert.Contains(t, history, "CrashLoopBackOff")
+	assert.Contains(t, history, "held by an undo", "what runs now")
+	var h struct {
+		Revisions []struct {
+			Revision   int64  `json:"revision"`
+			InputsHash string `json:"inputsHash"`
+			Outcome    string `json:"outcome"`
+		} `json:"revisions"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(kubectlConfigwave(t, "history", "deploy/web", "-n", ns, "-o", "json")), &h))
+	var failed, now int64
+	for _, r := range h.Revisions {
+		switch {
+		case strings.HasPrefix(r.Outcome, "failed"):
+			failed = r.Revision
+		case r.InputsHash == v1 && strings.HasPrefix(r.Outcome, "held"):
+			now = r.Revision
+		}
+	}
+	require.NotZero(t, failed, "history names the failed revision: %+v", h)
+	require.NotZero(t, now, "history names the revision that runs now: %+v", h)
+	diff := kubectlConfigwave(t, "diff", "deploy/web", "-n", ns, fmt.Sprintf("--revision=%d", now), fmt.Sprintf("--to=%d", failed))
+	t.Logf("kubectl configwave diff deploy/web --revision=%d --to=%d:\n%s", now, failed, diff)
+	assert.Contains(t, diff, "EXIT_CODE", "the key the failed change added")
+}
+
+// plugin is the kubectl plugin, built by the first test that needs it and removed by TestMain.
+var plugin struct {
+	once   sync.Once
+	bin    string
+	remove func()
+	err    error
+}
+
+// kubectlConfigwave runs the kubectl plugin as a user types it.
+func kubectlConfigwave(t *testing.T, args ...string) string {
+	t.Helper()
+	plugin.once.Do(func() {
+		plugin.bin, plugin.remove, plugin.err = testcluster.BuildCommand(filepath.Join("..", "kubectl-configwave"), "kubectl-configwave")
+	})
+	require.NoError(t, plugin.err, "build kubectl-configwave")
+	cmd := exec.CommandContext(ctx(t), plugin.bin, append([]string{"--kubeconfig=" + cluster.Kubeconfig()}, args...)...)
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "kubectl configwave %v: %s", args, out)
+	return string(out)
 }
 
 // On the real node, a StatefulSet of OrderedReady pods (its default) undoes a change that
@@ -194,6 +252,8 @@ func TestRevisionsFailedChangeUndoesAStatefulSetOnARealNode(t *testing.T) {
 	v1 := get().Spec.Template.Annotations[rollout.InputsHashAnnotation]
 
 	start := time.Now()
+	require.Eventually(t, func() bool { return eventCount(t, client, ns, "db", "ConfigRolledOut") >= 1 }, eventually, tick, "turning revisions on is reported rolled out")
+	rolledOut := eventCount(t, client, ns, "db", "ConfigRolledOut")
 	patchCM(t, client, ns, "app-config", `{"data":{"EXIT_CODE":"3"}}`)
 	require.Eventually(t, func() bool { return len(events(t, client, ns, "db", "ConfigRollbackStarted")) == 1 }, 2*time.Minute, tick,
 		"the crash-looping rollout is never undone")
@@ -208,6 +268,7 @@ func TestRevisionsFailedChangeUndoesAStatefulSetOnARealNode(t *testing.T) {
 	}
 	assert.Equal(t, 1.0, p.Metric(`configwave_wave_rollbacks_total{kind="StatefulSet"}`), "exactly one undo")
 	assert.Len(t, events(t, client, ns, "db", "ConfigRollbackStarted"), 1)
+	assert.Equal(t, rolledOut, eventCount(t, client, ns, "db", "ConfigRolledOut"), "the undo's own rollout is not the change rolled out")
 }
 
 // On the real node, under the real Argo Rollouts controller: a canary of a config change is a

@@ -45,7 +45,7 @@ func Judge(revs []Revision, st State) {
 		switch {
 		case newest:
 			rev.Outcome = newestOutcome(rev, st)
-		case undone && st.Record.Failed != "" && st.Label == rev.InputsHash:
+		case undone && st.Record.Failed != "" && (st.Label == rev.InputsHash || st.Record.UndoneFrom == rev.InputsHash):
 			rev.Outcome = "failed, rolled back: " + st.Record.Failed
 		case undone:
 			rev.Outcome = "rolled back"

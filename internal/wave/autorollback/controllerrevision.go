@@ -87,7 +87,7 @@ func PreviousRevision(what string, crs []appsv1.ControllerRevision, inputsHashAn
 // RevisionPatch is the strategic merge patch kubectl's undo applies, cr's data, with the
 // resourceVersion the workload was read at, which the API server takes as a precondition: a
 // change made in between is not undone blindly (409, and the next look decides again).
-func RevisionPatch(resourceVersion string, cr *appsv1.ControllerRevision) ([]byte, error) {
+func RevisionPatch(resourceVersion string, cr *appsv1.ControllerRevision, set map[string]string) ([]byte, error) {
 	var patch map[string]any
 	if err := json.Unmarshal(cr.Data.Raw, &patch); err != nil {
 		return nil, fmt.Errorf("ControllerRevision %s: its data is not a template patch: %w", cr.Name, err)
@@ -95,7 +95,11 @@ func RevisionPatch(resourceVersion string, cr *appsv1.ControllerRevision) ([]byt
 	if patch == nil {
 		return nil, fmt.Errorf("ControllerRevision %s: it holds no template patch", cr.Name)
 	}
-	patch["metadata"] = map[string]any{"resourceVersion": resourceVersion}
+	meta := map[string]any{"resourceVersion": resourceVersion}
+	if len(set) > 0 {
+		meta["annotations"] = set // written with it: wave's note of the undo
+	}
+	patch["metadata"] = meta
 	return json.Marshal(patch)
 }
 

@@ -60,7 +60,7 @@ func TestPreviousRevision(t *testing.T) {
 
 func TestRevisionPatch(t *testing.T) {
 	prev := cr("c", 3, revC)
-	b, err := RevisionPatch("77", &prev)
+	b, err := RevisionPatch("77", &prev, nil)
 	require.NoError(t, err)
 	var patch struct {
 		Metadata struct {
@@ -80,7 +80,7 @@ func TestRevisionPatch(t *testing.T) {
 
 	bad := cr("x", 1, revC)
 	bad.Data.Raw = []byte("null")
-	_, err = RevisionPatch("77", &bad)
+	_, err = RevisionPatch("77", &bad, nil)
 	assert.ErrorContains(t, err, "ControllerRevision x")
 }
 

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,7 +196,11 @@ func Unschedulable(d *appsv1.Deployment, rss []appsv1.ReplicaSet, pods []corev1.
 // pod-template-hash label) and its annotations but the Deployment's own bookkeeping, tested
 // against the Deployment's resourceVersion, so that a change made in between is not undone
 // blindly (the API server answers 409 and the next look decides again).
-func UndoPatch(d *appsv1.Deployment, rs *appsv1.ReplicaSet) ([]byte, error) {
+//
+// set are annotations written with it (wave's note of the undo, on its rollout record): the
+// Deployment's annotations go back with the template, and would take the note of the failure
+// with them.
+func UndoPatch(d *appsv1.Deployment, rs *appsv1.ReplicaSet, set map[string]string) ([]byte, error) {
 	annotations := map[string]string{}
 	for k := range annotationsToSkip {
 		if v, ok := d.Annotations[k]; ok {
@@ -207,6 +212,7 @@ func UndoPatch(d *appsv1.Deployment, rs *appsv1.ReplicaSet) ([]byte, error) {
 			annotations[k] = v
 		}
 	}
+	maps.Copy(annotations, set)
 	template := rs.Spec.Template.DeepCopy()
 	delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
 	return json.Marshal([]map[string]any{

@@ -88,7 +88,7 @@ func TestUndoPatch(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "77", Annotations: map[string]string{
 		revisionAnnotation: "4", corev1.LastAppliedConfigAnnotation: "{...}", "configwave.io/config-inputs": "the failed record"}}}
 	prev := rs("c", "3", revC)
-	b, err := UndoPatch(d, &prev)
+	b, err := UndoPatch(d, &prev, map[string]string{"configwave.io/rollout": "note"})
 	require.NoError(t, err)
 	var ops []struct {
 		Op, Path string
@@ -104,8 +104,9 @@ func TestUndoPatch(t *testing.T) {
 	assert.NotContains(t, tmpl.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
 	var ann map[string]string
 	require.NoError(t, json.Unmarshal(ops[2].Value, &ann))
-	assert.Equal(t, map[string]string{revisionAnnotation: "4", corev1.LastAppliedConfigAnnotation: "{...}", "configwave.io/config-inputs": "record of c"}, ann,
-		"the ReplicaSet's annotations, and the Deployment's own bookkeeping, as kubectl's undo")
+	assert.Equal(t, map[string]string{revisionAnnotation: "4", corev1.LastAppliedConfigAnnotation: "{...}", "configwave.io/config-inputs": "record of c",
+		"configwave.io/rollout": "note"}, ann,
+		"the ReplicaSet's annotations, and the Deployment's own bookkeeping, as kubectl's undo, and wave's note of the undo")
 }
 
 func TestRefusal(t *testing.T) {

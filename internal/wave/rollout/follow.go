@@ -90,7 +90,11 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) error {
 		c.Metrics.Rollouts.WithLabelValues(RolloutFailed).Inc()
 		c.Metrics.RolloutDuration.WithLabelValues(RolloutFailed).Observe(now.Sub(rec.Started).Seconds())
 		c.alert(fmt.Sprintf("configwave: the rollout of %s failed after %s changed: %s. The old pods keep serving; revert the change (git revert) or fix the config.", w, v.Change, v.Reason))
-		c.rollBackOnFailure(ctx, w, v.Change)
+		failed := rec
+		if failed.Failed == "" {
+			failed.Failed, failed.FailedAt = v.Reason, v.Since.UTC().Truncate(time.Second)
+		}
+		c.rollBackOnFailure(ctx, w, v.Change, failed)
 	}
 	return noteErr
 }

@@ -3,6 +3,7 @@ package rollout
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/autorollback"
 	"github.com/configwave/configwave/internal/wave/podrefs"
 	"github.com/configwave/configwave/internal/wave/revisions"
+	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
 
@@ -31,7 +33,7 @@ import (
 // the config the workload ran before, from its snapshots, and wave holds the undo
 // (heldByRollback) until the config changes again, so it never loops. Without revisions an
 // undo would bring back the old template on the new config, so it is refused, and said.
-func (c *Controller) rollBackOnFailure(ctx context.Context, w workload.Workload, change string) {
+func (c *Controller) rollBackOnFailure(ctx context.Context, w workload.Workload, change string, rec rolloutrecord.Record) {
 	on, err := strconv.ParseBool(w.Meta.Annotations[autorollback.Annotation])
 	if err != nil || !on {
 		return
@@ -46,7 +48,11 @@ func (c *Controller) rollBackOnFailure(ctx context.Context, w workload.Workload,
 		c.Recorder.Eventf(w.Object, corev1.EventTypeNormal, "ConfigRollbackStarted", "dry run: would undo the failed %s change", change)
 		return
 	}
-	to, err := c.undo(ctx, w, failed)
+	// The record of the failed rollout goes with the undo, noted as undone: the Deployment's
+	// annotations go back with its template, and the undo's own rollout must not be reported
+	// as that change rolled out.
+	rec.UndoneFrom, rec.UndoneAt = failed, time.Now().UTC().Truncate(time.Second)
+	to, err := c.undo(ctx, w, failed, map[string]string{rolloutrecord.Annotation: rec.String()})
 	if err != nil {
 		c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "RollbackFailed", "the rollout of the %s change failed, and undoing it failed too: %v; undo it by hand (kubectl rollout undo)", change, err)
 		klog.ErrorS(err, "automatic rollback failed", "workload", w.String())
@@ -67,7 +73,7 @@ var argoRollouts = schema.GroupVersionResource{Group: "argoproj.io", Version: "v
 const UndoFieldManager = "configwave-wave-undo"
 
 // undo writes the undo of w's failed revision and says what it went back to.
-func (c *Controller) undo(ctx context.Context, w workload.Workload, failed string) (string, error) {
+func (c *Controller) undo(ctx context.Context, w workload.Workload, failed string, note map[string]string) (string, error) {
 	ns, name := w.Meta.Namespace, w.Meta.Name
 	opts := metav1.PatchOptions{FieldManager: UndoFieldManager}
 	switch w.Kind {
@@ -105,7 +111,7 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 			if prev, err = autorollback.Previous(d, list.Items, InputsHashAnnotation, failed, c.revisionUsable(ctx, ns, &passed)); err != nil {
 				return err
 			}
-			patch, err := autorollback.UndoPatch(d, prev)
+			patch, err := autorollback.UndoPatch(d, prev, note)
 			if err != nil {
 				return err
 			}
@@ -119,7 +125,7 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 		}
 		return "revision " + prev.Annotations["deployment.kubernetes.io/revision"] + ", ReplicaSet " + prev.Name + passedOver(passed), nil
 	case workload.StatefulSet, workload.DaemonSet:
-		return c.undoToControllerRevision(ctx, w, failed)
+		return c.undoToControllerRevision(ctx, w, failed, note)
 	case workload.ArgoRollout:
 		if c.Dynamic == nil {
 			return "", fmt.Errorf("no client for Argo Rollouts")
@@ -145,13 +151,19 @@ func (c *Controller) undo(ctx context.Context, w workload.Workload, failed strin
 			}
 			return nil
 		})
+		to := "its stable ReplicaSet (aborted)"
 		switch {
 		case errors.Is(err, autorollback.ErrAbortedAlready):
-			return "its stable ReplicaSet (aborted already)", nil
+			to = "its stable ReplicaSet (aborted already)"
 		case err != nil:
 			return "", err
 		}
-		return "its stable ReplicaSet (aborted)", nil
+		if b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": note}}); err == nil && len(note) > 0 {
+			if _, err := ri.Patch(ctx, name, types.MergePatchType, b, opts); err != nil {
+				klog.ErrorS(err, "the undo is made; its note on the rollout record is not", "workload", w.String())
+			}
+		}
+		return to, nil
 	}
 	return "", fmt.Errorf("a %s is not undone automatically: undo it by hand", w.Kind)
 }
@@ -190,7 +202,7 @@ func (c *Controller) revisionUsable(ctx context.Context, ns string, passed *[]st
 // resourceVersion read. A StatefulSet of OrderedReady pods then waits forever for its pod that
 // crash-loops on the failed config, so that pod is deleted once the set's controller took the
 // undo, as Kubernetes' documentation says to do by hand ("Forced rollback").
-func (c *Controller) undoToControllerRevision(ctx context.Context, w workload.Workload, failed string) (string, error) {
+func (c *Controller) undoToControllerRevision(ctx context.Context, w workload.Workload, failed string, note map[string]string) (string, error) {
 	ns, name := w.Meta.Namespace, w.Meta.Name
 	what := strings.ToLower(string(w.Kind)) + "/" + name + " -n " + ns // as kubectl takes it
 	sel, err := metav1.LabelSelectorAsSelector(w.Selector)
@@ -234,7 +246,7 @@ func (c *Controller) undoToControllerRevision(ctx context.Context, w workload.Wo
 		if err := judgedSpec(generation, template, w, failed, bad); err != nil {
 			return err
 		}
-		patch, err := autorollback.RevisionPatch(resourceVersion, prev)
+		patch, err := autorollback.RevisionPatch(resourceVersion, prev, note)
 		if err != nil {
 			return err
 		}

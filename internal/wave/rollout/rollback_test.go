@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,7 +127,7 @@ func TestUndoToControllerRevision(t *testing.T) {
 			w, ok := workload.Of(obj)
 			require.True(t, ok)
 
-			to, err := c.undo(context.Background(), w, revD)
+			to, err := c.undo(context.Background(), w, revD, map[string]string{"configwave.io/rollout": "note"})
 			require.NoError(t, err)
 			assert.Contains(t, to, "revision 2, ControllerRevision db-c")
 			for _, a := range client.Actions() {
@@ -145,6 +146,9 @@ func TestUndoToControllerRevision(t *testing.T) {
 				got = s.(*appsv1.StatefulSet).Spec.Template
 			}
 			assert.Equal(t, template(revC), got, "the template of the revision before, whole")
+			o, err := client.Tracker().Get(appsv1.SchemeGroupVersion.WithResource(strings.ToLower(string(tc.kind))+"s"), "ns", "db")
+			require.NoError(t, err)
+			assert.Equal(t, "note", o.(metav1.Object).GetAnnotations()["configwave.io/rollout"], "wave's note of the undo, written with it")
 			pods, err := client.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
 			require.NoError(t, err)
 			left := map[string]bool{}
@@ -185,7 +189,7 @@ func TestUndoToControllerRevisionWithoutOneBefore(t *testing.T) {
 		Recorder: record.NewFakeRecorder(10), Metrics: testMetrics()})
 	require.NoError(t, err)
 	w, _ := workload.Of(ds)
-	_, err = c.undo(context.Background(), w, revD)
+	_, err = c.undo(context.Background(), w, revD, map[string]string{"configwave.io/rollout": "note"})
 	assert.ErrorContains(t, err, "daemonset/agent -n ns has no revision before 1")
 	assert.ErrorContains(t, err, "undo it by hand")
 	for _, a := range client.Actions() {
@@ -241,17 +245,24 @@ func TestUndoAbortsAnArgoRolloutOnlyAsJudged(t *testing.T) {
 				Recorder:  record.NewFakeRecorder(10), Metrics: testMetrics()})
 			require.NoError(t, err)
 			w := workload.Workload{Kind: workload.ArgoRollout, Meta: &metav1.ObjectMeta{Namespace: "ns", Name: "web", Generation: 4}}
-			_, err = c.undo(context.Background(), w, failed)
+			_, err = c.undo(context.Background(), w, failed, map[string]string{"configwave.io/rollout": "note"})
 			got, getErr := dyn.Resource(argoRollouts).Namespace("ns").Get(context.Background(), "web", metav1.GetOptions{})
 			require.NoError(t, getErr)
 			aborted, _, _ := unstructured.NestedBool(got.Object, "status", "abort")
 			assert.Equal(t, tc.aborted, aborted)
 			if tc.aborted {
+				assert.Equal(t, "note", got.GetAnnotations()["configwave.io/rollout"], "wave's note of the undo")
+			}
+			if tc.aborted {
 				assert.NoError(t, err)
 				for _, a := range dyn.Actions() {
-					if p, ok := a.(k8stesting.PatchActionImpl); ok {
-						assert.False(t, tc.already, "nothing written over an abort already made")
-						assert.Equal(t, UndoFieldManager, p.PatchOptions.FieldManager)
+					p, ok := a.(k8stesting.PatchActionImpl)
+					if !ok {
+						continue
+					}
+					assert.Equal(t, UndoFieldManager, p.PatchOptions.FieldManager)
+					if p.Subresource == "status" {
+						assert.False(t, tc.already, "no abort written over an abort already made")
 						assert.Contains(t, string(p.Patch), `"resourceVersion":"9"`, "tested against the version read")
 					}
 				}

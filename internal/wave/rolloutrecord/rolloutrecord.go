@@ -51,6 +51,11 @@ type Record struct {
 	// saw it so, from which --source-ready-timeout counts.
 	Incomplete      string    `json:"incomplete,omitempty"`
 	IncompleteSince time.Time `json:"incompleteSince,omitzero"`
+	// UndoneFrom is the config revision (inputs hash) of a failed rollout wave undid
+	// (configwave.io/rollback-on-failure), at UndoneAt; Change and Failed say which change and
+	// why. The undo's own rollout is no rollout of that change: never reported rolled out.
+	UndoneFrom string    `json:"undoneFrom,omitempty"`
+	UndoneAt   time.Time `json:"undoneAt,omitzero"`
 }
 
 // maxRecord bounds what is parsed: anyone who may edit the workload can write the annotation.
@@ -72,7 +77,7 @@ func ParseRecord(s string) (Record, error) {
 		return Record{}, fmt.Errorf("annotation %s is not what wave writes (%v); remove it, wave writes it again on the next rollout", Annotation, err)
 	}
 	r.Change, r.Missing, r.Failed, r.Pending = clean(r.Change), clean(r.Missing), clean(r.Failed), clean(r.Pending)
-	r.PendingID, r.Rejected, r.Incomplete = clean(r.PendingID), clean(r.Rejected), clean(r.Incomplete)
+	r.PendingID, r.Rejected, r.Incomplete, r.UndoneFrom = clean(r.PendingID), clean(r.Rejected), clean(r.Incomplete), clean(r.UndoneFrom)
 	return r, nil
 }
 
@@ -144,6 +149,9 @@ func Evaluate(rec Record, p workload.Progress, now time.Time, deadline time.Dura
 		return Verdict{State: Waiting, Since: rec.MissingSince, Change: rec.Change, Reason: rec.Missing + " missing"}
 	case rec.Started.IsZero():
 		return Verdict{State: UpToDate} // wave never rolled it: its pods started with the config
+	case rec.UndoneFrom != "":
+		// Its pods go back to the config before the change: not the change rolled out.
+		return Verdict{State: HeldBack, Since: rec.UndoneAt, Change: rec.Change, Reason: "its rollout failed (" + rec.Failed + ") and was undone: the pods run the config before it"}
 	case p.Done:
 		return Verdict{State: UpToDate, Since: rec.Started, Change: rec.Change}
 	case p.Failed != "":

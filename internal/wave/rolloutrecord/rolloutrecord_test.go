@@ -38,6 +38,9 @@ func TestEvaluate(t *testing.T) {
 			Verdict{State: Failed, Since: t0.Add(20 * time.Second), Change: "configmap/app", Reason: "pod app-1: container \"app\" in CrashLoopBackOff"}},
 		{"failed on record, then done (fixed)", Record{Change: "configmap/app", Started: t0, Failed: "crash", FailedAt: t0}, workload.Progress{Done: true}, t0.Add(time.Hour),
 			Verdict{State: UpToDate, Since: t0, Change: "configmap/app"}},
+		{"failed and undone by wave, the undo done: held back, never the change rolled out (just restarted alike)",
+			Record{Change: "configmap/app", Started: t0, Failed: "crash", FailedAt: t0, UndoneFrom: "rev-bad", UndoneAt: t0.Add(time.Minute)}, workload.Progress{Done: true}, t0.Add(time.Hour),
+			Verdict{State: HeldBack, Since: t0.Add(time.Minute), Change: "configmap/app", Reason: "its rollout failed (crash) and was undone: the pods run the config before it"}},
 		{"missing config", Record{Change: "configmap/app", Started: t0, Missing: "secret/db", MissingSince: t0.Add(time.Minute)}, workload.Progress{Done: true}, t0.Add(time.Hour),
 			Verdict{State: Waiting, Since: t0.Add(time.Minute), Change: "configmap/app", Reason: "secret/db missing"}},
 	} {

@@ -35,6 +35,7 @@ func TestTransition(t *testing.T) {
 		{"up to date, then a rollout another replica wrote fails", false, []step{{rec, rolloutrecord.UpToDate, Nothing}, {later, rolloutrecord.Failed, Failed}}},
 		{"a rollout this replica wrote, seen first on a workload from before it (a stale list): nothing, until the write shows", true,
 			[]step{{rolloutrecord.Record{}, rolloutrecord.UpToDate, Nothing}, {rec, rolloutrecord.Rolling, Nothing}, {rec, rolloutrecord.UpToDate, RolledOut}}},
+		{"rolling, failed, then undone by wave (held back): no recovery reported", true, []step{{rec, rolloutrecord.Rolling, Nothing}, {rec, rolloutrecord.Failed, Failed}, {rec, rolloutrecord.HeldBack, Nothing}}},
 		{"an older record after a newer one tells nothing", false, []step{{later, rolloutrecord.Rolling, Nothing}, {rec, rolloutrecord.UpToDate, Nothing}, {later, rolloutrecord.UpToDate, RolledOut}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
