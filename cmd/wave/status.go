@@ -252,6 +252,7 @@ func statusOf(w workload.Workload, now time.Time, deadline time.Duration, filter
 		row.Verdict = rolloutrecord.Verdict{State: "unknown", Reason: err.Error()}
 		return row
 	}
+	rec = rec.AtTemplate(w.Template.Annotations[rollout.InputsHashAnnotation])
 	row.Verdict = rolloutrecord.Evaluate(rec, w.Progress, now, deadline)
 	// With config revisions, the label names the newest revision wave rolled: a template at
 	// another one was undone (kubectl rollout undo, an abort), and wave holds it there.

@@ -45,7 +45,7 @@ func Judge(revs []Revision, st State) {
 		switch {
 		case newest:
 			rev.Outcome = newestOutcome(rev, st)
-		case undone && st.Record.Failed != "" && (st.Label == rev.InputsHash || st.Record.UndoneFrom == rev.InputsHash):
+		case undone && st.Record.Failed != "" && failedAt(st, rev):
 			rev.Outcome = "failed, rolled back: " + st.Record.Failed
 		case undone:
 			rev.Outcome = "rolled back"
@@ -56,11 +56,21 @@ func Judge(revs []Revision, st State) {
 	}
 }
 
+// failedAt says whether the record's failure is rev's: the revision wave's undo noted, or
+// without such a note the one wave rolled last (a note from an earlier undo, put back on the
+// workload by a later undo, names another).
+func failedAt(st State, rev *Revision) bool {
+	if st.Record.UndoneFrom != "" {
+		return st.Record.UndoneFrom == rev.InputsHash
+	}
+	return st.Label == rev.InputsHash
+}
+
 func newestOutcome(rev *Revision, st State) string {
 	switch {
 	case st.Aborted:
 		return "aborted: the canary was scaled away, the stable pods keep their config"
-	case st.Record.Failed != "" && st.Label == rev.InputsHash:
+	case st.Record.Failed != "" && failedAt(st, rev):
 		return "failed: " + st.Record.Failed
 	case st.Progress.Failed != "":
 		return "failed: " + st.Progress.Failed

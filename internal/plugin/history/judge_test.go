@@ -57,6 +57,15 @@ func TestJudge(t *testing.T) {
 			{"held by an undo: wave keeps this config until a source changes (its newest rollout was " + revC + ")", "an undo brought it back"},
 		},
 	}, {
+		name: "a later good change, then kubectl rollout undo back to the revision wave's undo restored: the note it carries names the old failure, not this revision's",
+		revs: []Revision{
+			{Number: 5, Created: t0.Add(4 * time.Minute), InputsHash: revC, Config: []Source{app("3333")}},
+			{Number: 6, Created: t0.Add(time.Minute), InputsHash: revA, Config: []Source{app("1111")}, Earlier: []int64{4}},
+		},
+		st: State{Label: revC, Record: rolloutrecord.Record{Failed: "crash-looping", UndoneFrom: revB}, Progress: workload.Progress{Done: true}},
+		want: []want{{"rolled back", "config change: configmap/app changed"},
+			{"held by an undo: wave keeps this config until a source changes (its newest rollout was " + revC + ")", "an undo brought it back"}},
+	}, {
 		name: "kubectl rollout undo of a good change, wave just restarted: the labels and record alone say it",
 		revs: []Revision{
 			{Number: 3, Created: t0.Add(2 * time.Minute), InputsHash: revB, Config: []Source{app("2222")}},

@@ -40,6 +40,7 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) error {
 		c.Recorder.Event(w.Object, corev1.EventTypeWarning, "InvalidAnnotation", err.Error())
 		return nil
 	}
+	rec = rec.AtTemplate(w.Template.Annotations[InputsHashAnnotation])
 	now := time.Now()
 	if d := rolloutrecord.DueIn(rec, w.Progress, now, c.RolloutDeadline); d > 0 {
 		c.queue.AddAfter(key, d) // wave's own deadline: look again when it passes

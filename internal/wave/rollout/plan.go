@@ -247,9 +247,10 @@ func decide(s situation) (decision, error) {
 
 	hash := &lazyWaveHash{s: s, own: r.writeOwn}
 	what, current, log := revisionsTurnedOn, false, (*logLine)(nil)
+	var changed []string
 	if !turnOn {
 		var err error
-		if what, current, log, err = s.stale(r, hash); err != nil {
+		if what, changed, current, log, err = s.stale(r, hash); err != nil {
 			return decision{}, err
 		}
 	}
@@ -291,7 +292,7 @@ func decide(s situation) (decision, error) {
 	if d, deferred := s.deferToWindow(what, id); deferred {
 		return warn.with(d), nil
 	}
-	incomplete := s.incompleteChanged(r)
+	incomplete := s.incompleteChanged(changed)
 	if d, waiting := s.waitForSources(what, id, incomplete); waiting {
 		return warn.with(d), nil
 	}
@@ -400,6 +401,11 @@ func (s situation) records() records {
 	r.present.Pending, r.present.PendingID, r.present.PendingSince, r.present.Rejected = "", "", time.Time{}, ""
 	r.present.DeferredUntil = time.Time{}
 	r.present.Incomplete, r.present.IncompleteSince = "", time.Time{}
+	// A note of an undo holds while the hold does (heldByRollback writes nothing): a record
+	// written otherwise is after it, the failure it noted over.
+	if r.present.UndoneFrom != "" {
+		r.present.UndoneFrom, r.present.UndoneAt, r.present.Failed, r.present.FailedAt = "", time.Time{}, "", time.Time{}
+	}
 	return r
 }
 
@@ -415,7 +421,6 @@ func (s situation) gate(what, id string) (decision, bool) {
 	rec := s.Rec
 	rec.Missing, rec.MissingSince = "", time.Time{}
 	rec.DeferredUntil = time.Time{} // it waits for a person first; the window is looked at once approved
-	rec.Incomplete, rec.IncompleteSince = "", time.Time{}
 	// With unkeyed digests, the ID is made from plain digests of Secret values: the record, on
 	// the workload beside the inputs record, may carry it; an Event, which everyone in the
 	// namespace reads, does not.
@@ -486,8 +491,7 @@ func (s situation) deferToWindow(what, id string) (decision, bool) {
 	rec := s.Rec
 	rec.Missing, rec.MissingSince = "", time.Time{}
 	rec.Pending, rec.PendingID, rec.PendingSince = "", "", time.Time{} // approved, or never gated: it waits for the window only
-	rec.DeferredUntil = opens.UTC()
-	rec.Incomplete, rec.IncompleteSince = "", time.Time{} // its sources are looked at when it opens
+	rec.DeferredUntil = opens.UTC()                                    // a wait for an incomplete source goes on counting meanwhile
 	d := decision{Result: ResultDeferred, Record: rec, ChangeID: id,
 		HoldFor: opens.Sub(s.Now) + 100*time.Millisecond, Wanted: s.Now}
 	if rec != s.Rec {
@@ -530,26 +534,26 @@ func (s situation) waitForSources(what, id, names string) (decision, bool) {
 	}
 	if s.Rec.IncompleteSince.IsZero() {
 		d.Events = []event{{corev1.EventTypeWarning, "ConfigSourceIncomplete", fmt.Sprintf(
-			"%s changed, and %s: the rollout waits until it is complete, at most until %s (--source-ready-timeout), so that no new pod starts on it (%s: \"true\" rolls it now)",
+			"%s changed, and %s: wave does not roll the pods onto it until it is complete, at most until %s (--source-ready-timeout); pods that start meanwhile read it live unless config revisions keep the complete one (%s: \"true\" rolls it now)",
 			what, names, until.UTC().Format(time.RFC3339), window.NowAnnotation)}}
 		d.Log = &logLine{Msg: "rollout waits for an incomplete source", KV: []any{"changed", what, "incomplete", names, "until", until}}
 	}
 	return d, true
 }
 
-// incompleteChanged names the incomplete sources (and why) that changed since the record the
-// pods run, "; "-joined: a rollout waits only for a change it would carry, never for a source
-// that was incomplete before and is unchanged.
-func (s situation) incompleteChanged(r records) string {
-	ran := confighash.ParseInputs(r.inputs)
+// incompleteChanged names the incomplete sources (and why) among those that changed since the
+// record the pods run (changed, as stale found them in the record's own terms), "; "-joined: a
+// rollout waits only for a change it would carry, never for a source that was incomplete before
+// and is unchanged.
+func (s situation) incompleteChanged(changed []string) string {
 	var names []string
-	for name, why := range s.Incomplete {
-		if ran[name] != s.Inputs.Objects[name] {
+	for _, name := range changed {
+		if why, ok := s.Incomplete[name]; ok {
 			names = append(names, name+": "+why)
 		}
 	}
 	slices.Sort(names)
-	return strings.Join(names, "; ")
+	return rolloutrecord.Clean(strings.Join(names, "; "))
 }
 
 // changeID identifies, under configwave.io/approval: manual, the change the workload stands
@@ -623,34 +627,36 @@ func (l *lazyWaveHash) get() (string, error) {
 }
 
 // stale decides whether the pods run old config: if not (current), the line to log when the
-// record is written; if so, what changed, for the log and the Event.
-func (s situation) stale(r records, hash *lazyWaveHash) (what string, current bool, log *logLine, err error) {
+// record is written; if so, what changed, for the log and the Event, and the objects that
+// changed (changed; nil where a mark, not the record, says the pods are behind).
+func (s situation) stale(r records, hash *lazyWaveHash) (what string, changed []string, current bool, log *logLine, err error) {
 	pods, err := s.podsRun(r.id, r.inputs)
 	if err != nil {
-		return "", false, nil, err
+		return "", nil, false, nil, err
 	}
 	if pods.current {
-		return "", true, nil, nil
+		return "", nil, true, nil, nil
 	}
 	if !pods.byRecord {
-		return s.adoptedStale(hash)
+		what, current, log, err := s.adoptedStale(hash)
+		return what, nil, current, log, err
 	}
 	rolling := s.rolling(pods.ran, pods.now)
 	if len(rolling) == 0 {
-		return "", true, unfollowedLog, nil
+		return "", nil, true, unfollowedLog, nil
 	}
 	// The record is behind, but another tool may have rolled the pods meanwhile (Wave or
 	// Reloader, run while wave was stopped): its mark on the template says which config the
 	// pods run. When it is the current one, they run it: adopt, whatever the record held.
 	marked, err := s.markedCurrent(rolling)
 	if err != nil {
-		return "", false, nil, err
+		return "", nil, false, nil, err
 	}
 	if marked {
-		return "", true, &logLine{Msg: "the pods already run the current config, by the template's Wave hash or Reloader's mark (another tool rolled them); recorded, nothing to roll",
+		return "", nil, true, &logLine{Msg: "the pods already run the current config, by the template's Wave hash or Reloader's mark (another tool rolled them); recorded, nothing to roll",
 			KV: []any{"changed", confighash.DescribeChanged(rolling)}}, nil
 	}
-	return confighash.DescribeChanged(rolling), false, nil, nil
+	return confighash.DescribeChanged(rolling), rolling, false, nil, nil
 }
 
 // unfollowedLog is stale's word that only objects the workload does not follow changed (by

@@ -979,6 +979,29 @@ func TestPlan(t *testing.T) {
 			require.NoError(t, err)
 			rolledSaying(t, d, "configmap/a")
 		}},
+		{"incomplete, outside the rollout window: deferred, and the wait goes on counting from when it began", func(t *testing.T) situation {
+			s := incomplete(t, rolloutrecord.Record{Incomplete: "secret/tls: x", IncompleteSince: t0.Add(-4 * time.Minute)})
+			w, err := window.Parse("Sat 10:00-11:00 UTC")
+			require.NoError(t, err)
+			s.Window = w
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, ResultDeferred, d.Result)
+			assert.Equal(t, t0.Add(-4*time.Minute), d.Record.IncompleteSince, "not started again at the window's opening")
+		}},
+		{"a record noting an undo, written again once the hold is over (the config reverted): the note and its failure go", func(t *testing.T) situation {
+			s := wave(t, inputs("configmap/a=1"))
+			s.Rec = rolloutrecord.Record{Change: "configmap/a", Started: t0, Failed: "crash", UndoneFrom: "rev-bad", UndoneAt: t0}
+			s.HasRecord = false // the pods run the current config, not yet recorded so: a baseline write
+			return s
+		}, func(t *testing.T, d decision, err error) {
+			require.NoError(t, err)
+			assert.Equal(t, "baseline", d.Write)
+			assert.Equal(t, "configmap/a", d.Record.Change, "the record written is the one read")
+			assert.Empty(t, d.Record.UndoneFrom)
+			assert.Empty(t, d.Record.Failed)
+		}},
 		{"incomplete, --source-ready-timeout 0: never waits", func(t *testing.T) situation {
 			s := incomplete(t, rolloutrecord.Record{})
 			s.SourceReadyTimeout, s.WaveHash = 0, hash("h2")

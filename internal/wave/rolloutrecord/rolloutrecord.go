@@ -81,6 +81,10 @@ func ParseRecord(s string) (Record, error) {
 	return r, nil
 }
 
+// Clean is clean, for a text the controller writes into a record and compares with one read
+// back (which ParseRecord cleans).
+func Clean(s string) string { return clean(s) }
+
 // clean keeps printable text, bounded: a hand-written record or another controller's status
 // must not put control characters or pages of text into Events and alerts.
 func clean(s string) string {
@@ -105,6 +109,16 @@ func (r Record) String() string {
 	r.PendingID, r.Rejected, r.Incomplete = clean(r.PendingID), clean(r.Rejected), clean(r.Incomplete)
 	b, _ := json.Marshal(r) // strings and times only: cannot fail
 	return string(b)
+}
+
+// AtTemplate is the record as it stands for a workload whose template is at revision: a note
+// of an undo is over once the template is at the undone revision again (kubectl rollout undo
+// back to it, an Argo Rollout retried).
+func (r Record) AtTemplate(revision string) Record {
+	if r.UndoneFrom != "" && r.UndoneFrom == revision {
+		r.UndoneFrom, r.UndoneAt = "", time.Time{}
+	}
+	return r
 }
 
 // State is where a workload's pods stand with its config.

@@ -138,3 +138,15 @@ func TestEvaluateCleansTextFromOthers(t *testing.T) {
 		}
 	}
 }
+
+// A note of an undo stands while the template is at another revision than the one undone;
+// back at it (kubectl rollout undo to it, an Argo Rollout retried), the note is over.
+func TestAtTemplate(t *testing.T) {
+	noted := Record{Change: "configmap/app", Failed: "crash", UndoneFrom: "rev-bad", UndoneAt: time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)}
+	assert.Equal(t, noted, noted.AtTemplate("rev-good"), "held at the revision before: the note stands")
+	back := noted.AtTemplate("rev-bad")
+	assert.Empty(t, back.UndoneFrom)
+	assert.True(t, back.UndoneAt.IsZero())
+	assert.Equal(t, "crash", back.Failed, "the failure is the template's again")
+	assert.Equal(t, Record{}, Record{}.AtTemplate("rev-x"), "just restarted, no record: nothing")
+}

@@ -10,15 +10,19 @@
 package sourceready
 
 import (
-	"crypto/tls"
+	"crypto"
+	"crypto/x509"
+	"encoding/pem"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
 
 // Incomplete says why a Secret's content is not complete, or "": a TLS Secret (its type, or
-// both keys present) whose tls.crt and tls.key are not a matching pair. The reason names keys
-// and what is wrong with them, never their content.
+// both keys present) with one half empty, or whose certificate and key both parse and are not a
+// pair. What does not parse is not judged (an encrypted key, a kind of key Go does not read):
+// only a pair wave can read is a pair it can call broken. The reason is one of a few fixed
+// phrases: nothing of the data, nor of the errors that quote it.
 func Incomplete(typ corev1.SecretType, data map[string][]byte) string {
 	crt, hasCrt := data[corev1.TLSCertKey]
 	key, hasKey := data[corev1.TLSPrivateKeyKey]
@@ -33,14 +37,54 @@ func Incomplete(typ corev1.SecretType, data map[string][]byte) string {
 	case len(key) == 0:
 		return "tls.crt is there and tls.key is empty"
 	}
-	if _, err := tls.X509KeyPair(crt, key); err != nil {
-		return "tls.crt and tls.key are not a pair (" + reason(err) + ")"
+	leaf, ok := firstCertificate(crt)
+	if !ok {
+		return ""
+	}
+	priv, ok := privateKey(key)
+	if !ok {
+		return ""
+	}
+	if pub, ok := priv.Public().(interface{ Equal(crypto.PublicKey) bool }); ok && !pub.Equal(leaf.PublicKey) {
+		return "tls.crt and tls.key are not a pair (the key is not the certificate's)"
 	}
 	return ""
 }
 
-// reason is the part of the TLS library's error that says what is wrong: its messages name the
-// problem (no PEM data, a key that does not match), never the data.
-func reason(err error) string {
-	return strings.TrimPrefix(err.Error(), "tls: ")
+// firstCertificate is the first certificate of a PEM bundle: the leaf, as a TLS server serves it.
+func firstCertificate(b []byte) (*x509.Certificate, bool) {
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return nil, false
+		}
+		if block.Type == "CERTIFICATE" {
+			c, err := x509.ParseCertificate(block.Bytes)
+			return c, err == nil
+		}
+	}
+}
+
+// privateKey is the first private key of a PEM file, in any form crypto/tls reads.
+func privateKey(b []byte) (crypto.Signer, bool) {
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return nil, false
+		}
+		if block.Type != "PRIVATE KEY" && !strings.HasSuffix(block.Type, " PRIVATE KEY") {
+			continue
+		}
+		if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+			return k, true
+		}
+		if k, err := x509.ParseECPrivateKey(block.Bytes); err == nil {
+			return k, true
+		}
+		if k, err := x509.ParsePKCS8PrivateKey(block.Bytes); err == nil {
+			s, ok := k.(crypto.Signer)
+			return s, ok
+		}
+		return nil, false
+	}
 }

@@ -39,14 +39,16 @@ func TestIncomplete(t *testing.T) {
 		want string
 	}{
 		{"a matching pair", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": crt, "tls.key": key}, ""},
-		{"a renewal half-written: the new certificate beside the old key", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": crt2, "tls.key": key}, "tls.crt and tls.key are not a pair (private key does not match public key)"},
+		{"a renewal half-written: the new certificate beside the old key", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": crt2, "tls.key": key}, "tls.crt and tls.key are not a pair (the key is not the certificate's)"},
 		{"an Opaque Secret with both keys is judged alike", corev1.SecretTypeOpaque, map[string][]byte{"tls.crt": crt, "tls.key": key2}, "not a pair"},
 		{"an Opaque Secret of other keys: not a TLS Secret", corev1.SecretTypeOpaque, map[string][]byte{"password": []byte("x")}, ""},
 		{"an Opaque Secret with a certificate only (a CA bundle)", corev1.SecretTypeOpaque, map[string][]byte{"tls.crt": crt}, ""},
 		{"made empty, to be filled (cert-manager's placeholder)", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": nil, "tls.key": nil}, ""},
 		{"the certificate written, the key not yet", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": crt, "tls.key": nil}, "tls.crt is there and tls.key is empty"},
 		{"the key written, the certificate not yet", corev1.SecretTypeTLS, map[string][]byte{"tls.key": key}, "tls.key is there and tls.crt is empty"},
-		{"not PEM at all", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": []byte("garbage"), "tls.key": key}, "not a pair"},
+		{"not PEM at all: not judged (only a pair wave can read is one it calls broken)", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": []byte("garbage"), "tls.key": key}, ""},
+		{"an encrypted key: not judged", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": crt, "tls.key": []byte("-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n")}, ""},
+		{"the CA before the leaf in tls.crt, the leaf's key: the first certificate is judged", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": append(append([]byte{}, crt2...), crt...), "tls.key": key}, "not a pair"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Incomplete(tc.typ, tc.data)
