@@ -553,6 +553,13 @@ func TestGateStoppingWritesAnUnrecordedRejection(t *testing.T) {
 	assert.Equal(t, Rejected, store.rec.State, "written as it stopped")
 }
 
+// contentOf is the content id of what fakeSource.set(rv) holds.
+func contentOf(rv string) string {
+	src := &fakeSource{}
+	src.set(rv)
+	return SnapshotID(src.Snapshot())
+}
+
 // newPods makes sidecars of one workload on one record and one clock the test moves.
 func newPods(store *memStore, clock *time.Time, names ...string) []*pod {
 	var pods []*pod
@@ -726,14 +733,9 @@ func TestGateRejectionAfterPromotionReachesAPodOfAnotherBefore(t *testing.T) {
 	store := &memStore{}
 	c := newPods(store, &now, "c")[0]
 	ctx := context.Background()
-	id := func(rv string) string {
-		src := &fakeSource{}
-		src.set(rv)
-		return SnapshotID(src.Snapshot())
-	}
 	c.src.set("4")
 	c.gate.step(ctx) // starts on v4
-	store.rec = &Record{Content: id("11"), State: Promoted, First: "a", Good: id("11"), Before: id("9"), Renewed: now}
+	store.rec = &Record{Content: contentOf("11"), State: Promoted, First: "a", Good: contentOf("11"), Before: contentOf("9"), Renewed: now}
 	c.src.set("11")
 	c.gate.step(ctx) // joins v11's batch
 	require.Equal(t, "v11", c.laid())
@@ -741,7 +743,7 @@ func TestGateRejectionAfterPromotionReachesAPodOfAnotherBefore(t *testing.T) {
 	c.gate.step(ctx) // leaves it: v11 good, v4 before
 	require.NotContains(t, store.rec.Batch, "c")
 	r := *store.rec
-	r.State, r.Good, r.Reason = Rejected, id("9"), "the pod became not Ready"
+	r.State, r.Good, r.Reason = Rejected, contentOf("9"), "the pod became not Ready"
 	store.rec, store.version = &r, store.version+1 // d rejects v11 from its batch
 	c.gate.step(ctx)
 	assert.Equal(t, "v4", c.laid(), "back on its own content before the rejected one")
@@ -789,11 +791,6 @@ func TestGatePodThatMissedARejectionPutsItsContentBack(t *testing.T) {
 	store := &memStore{}
 	a := newPods(store, &now, "a")[0]
 	ctx := context.Background()
-	id := func(rv string) string {
-		src := &fakeSource{}
-		src.set(rv)
-		return SnapshotID(src.Snapshot())
-	}
 	a.gate.step(ctx) // v1
 	a.src.set("12")
 	a.gate.step(ctx) // claims v12
@@ -801,7 +798,7 @@ func TestGatePodThatMissedARejectionPutsItsContentBack(t *testing.T) {
 	a.gate.step(ctx) // promotes it: good v12, before v1
 	require.Equal(t, Promoted, store.rec.State)
 	// Cut off: meanwhile a batch pod rejected v12, and b claimed v13 over the rejection.
-	store.rec = &Record{Content: id("13"), State: Soaking, First: "b", Since: now, Renewed: now, Good: id("1"), TakenBack: id("12")}
+	store.rec = &Record{Content: contentOf("13"), State: Soaking, First: "b", Since: now, Renewed: now, Good: contentOf("1"), TakenBack: contentOf("12")}
 	store.version++
 	a.src.set("13")
 	a.gate.step(ctx)

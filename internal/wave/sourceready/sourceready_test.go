@@ -1,37 +1,18 @@
 package sourceready
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configwave/configwave/internal/testenv/testcerts"
 )
 
-// pair makes a self-signed certificate and its key, PEM encoded.
-func pair(t testing.TB) (crt, key []byte) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "web"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	require.NoError(t, err)
-	kder, err := x509.MarshalECPrivateKey(k)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
 func TestIncomplete(t *testing.T) {
-	crt, key := pair(t)
-	crt2, key2 := pair(t)
+	crt, key := testcerts.SelfSigned(t, "web")
+	crt2, key2 := testcerts.SelfSigned(t, "web")
 	for _, tc := range []struct {
 		name string
 		typ  corev1.SecretType
@@ -64,7 +45,7 @@ func TestIncomplete(t *testing.T) {
 // FuzzIncompleteNeverShowsTheData: whatever a Secret holds, the reason names keys and what is
 // wrong, never a piece of the data (a Secret's value must not reach an Event).
 func FuzzIncompleteNeverShowsTheData(f *testing.F) {
-	crt, key := pair(f)
+	crt, key := testcerts.SelfSigned(f, "web")
 	f.Add(crt, key)
 	f.Add([]byte("-----BEGIN CERTIFICATE-----\nc2VjcmV0LXZhbHVl\n-----END CERTIFICATE-----\n"), []byte("secret-value"))
 	f.Fuzz(func(t *testing.T, crt, key []byte) {
