@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/configwave/configwave/internal/testenv/testcerts"
 	"github.com/configwave/configwave/internal/testenv/testcluster"
@@ -555,5 +556,75 @@ func TestRevisionsScaleUpWithWaveStoppedStartsPodsOnTheLiveConfig(t *testing.T) 
 	for _, e := range events(t, client, ns, "web", "ConfigRevisionLive") {
 		assert.Equal(t, corev1.EventTypeWarning, e.Type)
 		assert.Regexp(t, `^pod web-[a-z0-9]+-[a-z0-9]+ of revision `+rev+` reads configmap/app live, not its snapshots: wave's webhook did not answer when the pod was made`, e.Message)
+	}
+}
+
+// `kubectl replace` of a workload with revisions on, from a file without wave's template
+// annotation (the user's own manifest, or one read back and edited), is no undo: wave does not
+// hold it and report a rollback; it rolls the template onto the current config's revision, so
+// that its pods read snapshots again.
+func TestRevisionsReplaceWithoutWavesAnnotationIsNoUndo(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	createCM(t, client, ns, "app", map[string]string{"k": "v1"})
+	p := startWave(t, ns)
+	manifest := deployment(ns, "web",
+		withVolume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app")}}}))
+	manifest.Annotations[revisions.OptInAnnotation] = "true"
+	createDeployment(t, client, manifest.DeepCopy())
+	require.Eventually(t, func() bool { return revisions.IsRevision(inputsHash(getDeployment(t, client, ns, "web"))) }, eventually, tick)
+	v1 := inputsHash(getDeployment(t, client, ns, "web"))
+	settle(t, p)
+
+	// kubectl rollout undo to the revision from before revisions were on, which has no
+	// annotation of wave's either: that is an undo, and held.
+	undoDeployment(t, client, ns, "web")
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigRolledBack")) == 1 }, eventually, tick, "the undo is held")
+	assert.Contains(t, events(t, client, ns, "web", "ConfigRolledBack")[0].Message, "from before its revisions were on")
+	assert.Empty(t, inputsHash(getDeployment(t, client, ns, "web")))
+
+	for _, c := range []struct {
+		name    string
+		said    string // the reason of the Event that says why it rolls
+		replace func(stored *appsv1.Deployment) *appsv1.Deployment
+	}{
+		// Every mark of wave's is gone with the file's metadata: as a workload seen anew.
+		{"the user's own manifest", "ConfigRevisionsOn", func(stored *appsv1.Deployment) *appsv1.Deployment {
+			d := manifest.DeepCopy() // no resourceVersion: kubectl replace puts it unconditionally
+			d.Spec.Template.Spec.Containers[0].Image = "example.invalid/app:2"
+			return d
+		}},
+		{"read back, wave's template annotation dropped", "ConfigChanged", func(stored *appsv1.Deployment) *appsv1.Deployment {
+			d := stored.DeepCopy()
+			delete(d.Spec.Template.Annotations, rollout.InputsHashAnnotation)
+			d.Spec.Template.Spec.Containers[0].Image = "example.invalid/app:3"
+			return d
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				_, err := client.AppsV1().Deployments(ns).Update(ctx(t), c.replace(getDeployment(t, client, ns, "web")), metav1.UpdateOptions{})
+				return err
+			}))
+			require.Eventually(t, func() bool { return inputsHash(getDeployment(t, client, ns, "web")) == v1 }, eventually, tick,
+				"wave puts the current config's revision back on the replaced template")
+			d := getDeployment(t, client, ns, "web")
+			assert.Equal(t, v1, d.Labels[revisions.RevisionLabel])
+			assert.Contains(t, d.Spec.Template.Spec.Containers[0].Image, "example.invalid/app:", "the replace's own change stays")
+			settle(t, p)
+			assert.Len(t, events(t, client, ns, "web", "ConfigRolledBack"), 1, "a replace is no undo")
+			assert.Zero(t, p.Metric("configwave_wave_workloads_held_by_rollback"))
+			if c.said == "ConfigChanged" {
+				replaced := events(t, client, ns, "web", c.said)
+				require.NotEmpty(t, replaced)
+				assert.Contains(t, replaced[len(replaced)-1].Message, "no undo")
+			} else {
+				said := int32(0)
+				for _, e := range events(t, client, ns, "web", c.said) {
+					said += max(e.Count, 1)
+				}
+				assert.Equal(t, int32(2), said, "turned on, and on again once replaced")
+			}
+		})
 	}
 }

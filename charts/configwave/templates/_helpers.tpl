@@ -90,7 +90,8 @@ true
   resources: ["serviceaccounts"]
   verbs: ["get"]
 # configwave.io/rollback-on-failure: a Deployment's ReplicaSets and a StatefulSet's or
-# DaemonSet's ControllerRevisions, to undo it to the one before, and an Argo Rollout's abort
+# DaemonSet's ControllerRevisions, to undo it to the one before, and an Argo Rollout's abort;
+# listed too to tell an undo from a template put in without wave's annotation (kubectl replace)
 - apiGroups: ["apps"]
   resources: ["replicasets", "controllerrevisions"]
   verbs: ["list"]

@@ -128,8 +128,10 @@ func StillFailed(d *appsv1.Deployment, rss []appsv1.ReplicaSet, inputsHashAnnota
 
 func equalIgnoringHash(a, b *corev1.PodTemplateSpec) bool {
 	a, b = a.DeepCopy(), b.DeepCopy()
-	delete(a.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	delete(b.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	for _, hash := range []string{appsv1.DefaultDeploymentUniqueLabelKey, "rollouts-pod-template-hash"} { // Argo Rollouts' own
+		delete(a.Labels, hash)
+		delete(b.Labels, hash)
+	}
 	return equality.Semantic.DeepEqual(a, b)
 }
 

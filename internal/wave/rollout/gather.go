@@ -13,6 +13,7 @@ import (
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/approval"
+	"github.com/configwave/configwave/internal/wave/autorollback"
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
@@ -54,7 +55,7 @@ func (c *Controller) gather(ctx context.Context, w workload.Workload) situation 
 
 	s.Warnings = c.annotationProblems(w, sel)
 	c.gatherGates(&s, w)
-	c.gatherRevisions(&s, w)
+	c.gatherRevisions(ctx, &s, w)
 	if s.Approval.Manual && !s.Revisions {
 		s.Warnings = append(s.Warnings, approval.Annotation+" holds back the rollout, not the config: without "+podrefs.RevisionsAnnotation+
 			" kubelet updates mounted files and every new pod reads the live objects; turn revisions on to keep the config too")
@@ -168,7 +169,7 @@ func (c *Controller) gatherHashes(ctx context.Context, s *situation, w workload.
 }
 
 // gatherRevisions fills in what plan decides revisions and holds from.
-func (c *Controller) gatherRevisions(s *situation, w workload.Workload) {
+func (c *Controller) gatherRevisions(ctx context.Context, s *situation, w workload.Workload) {
 	var problem string
 	s.Revisions, problem = revisionsOn(c.Revisions, w.Meta.Annotations[podrefs.RevisionsAnnotation], s.RestartInPlace)
 	if problem != "" {
@@ -178,6 +179,13 @@ func (c *Controller) gatherRevisions(s *situation, w workload.Workload) {
 	s.NewestRevision = w.Meta.Labels[revisions.RevisionLabel]
 	s.NewestFollowed = w.Meta.Labels[revisions.FollowedLabel]
 	s.HeldBackSaid = c.heldBack.of(w.Key())
+	s.AtEarlierRevision = func() (bool, error) {
+		made, err := c.revisionsMade(ctx, w)
+		if err != nil {
+			return false, err
+		}
+		return autorollback.AtEarlierRevision(made.Template, made.Revisions, InputsHashAnnotation, s.NewestRevision), nil
+	}
 }
 
 // entries says, for each object of the inputs record and each one ignored, whether its change

@@ -100,6 +100,10 @@ type situation struct {
 	// NewestFollowed is the FollowedLabel wave wrote with NewestRevision ("" before wave wrote
 	// one): what a hold compares.
 	NewestFollowed string
+	// AtEarlierRevision reports whether the template, which names no revision of wave's, is
+	// one of the workload's revisions made before its newest: an undo's, not a kubectl replace
+	// that dropped wave's annotation (nil: taken as an undo).
+	AtEarlierRevision func() (bool, error)
 
 	// WaveHash is Wave's hash of the current config (a *podrefs.MissingError when Wave's view
 	// misses an object). StakaterBehind reports whether a mark Reloader left on the template
@@ -224,7 +228,9 @@ func decide(s situation) (decision, error) {
 	if s.SchedulingDisabled {
 		return warn.with(s.restoreScheduler()), nil
 	}
-	if d, held := s.heldByRollback(r); held {
+	if d, held, err := s.heldByRollback(r); err != nil {
+		return decision{}, err
+	} else if held {
 		return warn.with(d), nil
 	}
 	turnOn := false // revisions on, and the template names no revision of the current config
@@ -246,7 +252,7 @@ func decide(s situation) (decision, error) {
 	}
 
 	hash := &lazyWaveHash{s: s, own: r.writeOwn}
-	what, current, log := revisionsTurnedOn, false, (*logLine)(nil)
+	what, current, log := s.turnOnChange(), false, (*logLine)(nil)
 	var changed []string
 	if !turnOn {
 		var err error
@@ -311,8 +317,25 @@ func decide(s situation) (decision, error) {
 	return warn.with(rollout), nil
 }
 
-// revisionsTurnedOn is the change a workload rolls for once its revisions are on.
-const revisionsTurnedOn = "configwave.io/revisions turned on"
+// revisionsTurnedOn is the change a workload rolls for once its revisions are on;
+// templateReplaced the one it rolls for when, with revisions on already, its template was put
+// in without wave's annotation (kubectl replace of the user's file), which is no undo.
+const (
+	revisionsTurnedOn = "configwave.io/revisions turned on"
+	templateReplaced  = "the pod template (put in without " + InputsHashAnnotation + ")"
+)
+
+// turnOnChange is the change a workload with revisions on rolls for when its template names no
+// revision of its current config: revisions turned on, or, when wave rolled one before and
+// heldByRollback found no undo, a template put in by hand.
+func (s situation) turnOnChange() string {
+	if s.NewestRevision != "" && !revisions.IsRevision(s.TemplateInputsHash) {
+		return templateReplaced
+	}
+	return revisionsTurnedOn
+}
+
+const replacedMessage = "the pod template names no revision (put in without " + InputsHashAnnotation + ", as kubectl replace of a file does; no undo): rolling it onto the current config's revision, so that its pods read their snapshots"
 
 const revisionsOnMessage = "revisions are on (configwave.io/revisions): rolling out once, so that every revision from now on keeps the config it runs with; an undo to a revision from before restores its template only, on the live config"
 
@@ -328,16 +351,29 @@ const revisionsOnMessage = "revisions are on (configwave.io/revisions): rolling 
 // Secret that opts out of revisions, or a change of an object the workload does not follow,
 // leaves it held; rolling forward then would bring back the very config that was undone (with
 // rollback-on-failure, an undo and a failure at every rotation).
-func (s situation) heldByRollback(r records) (decision, bool) {
+//
+// A template that names no revision of wave's is held only when it is one of the workload's
+// earlier revisions (an undo to one from before revisions were on): one put in by hand without
+// wave's annotation (kubectl replace) is rolled onto the current config's revision.
+func (s situation) heldByRollback(r records) (decision, bool, error) {
 	if !s.Revisions || s.NewestRevision == "" || s.TemplateInputsHash == s.NewestRevision {
-		return decision{}, false
+		return decision{}, false, nil
 	}
 	newest := s.NewestRevision == revisions.InputsHash(r.value)
 	if !newest && s.NewestFollowed != "" {
 		newest = s.NewestFollowed == s.followedKey(s.NewestRevision)
 	}
 	if !newest {
-		return decision{}, false
+		return decision{}, false, nil
+	}
+	if !revisions.IsRevision(s.TemplateInputsHash) && s.AtEarlierRevision != nil {
+		earlier, err := s.AtEarlierRevision()
+		if err != nil {
+			return decision{}, false, fmt.Errorf("tell an undo from a replaced template: %w", err)
+		}
+		if !earlier {
+			return decision{}, false, nil
+		}
 	}
 	// Marked, so that a template with no inputs hash at all (a revision from before wave) is
 	// remembered too.
@@ -351,7 +387,7 @@ func (s situation) heldByRollback(r records) (decision, bool) {
 		d.Events = []event{{corev1.EventTypeNormal, "ConfigRolledBack", msg}}
 		d.Log = &logLine{Msg: "held at an earlier config by a rollback", KV: []any{"revision", s.TemplateInputsHash, "newest", s.NewestRevision}}
 	}
-	return d, true
+	return d, true, nil
 }
 
 // followedKey is FollowedLabel's value for revision with the config as it is now: a hash of
@@ -798,11 +834,14 @@ func (s situation) rollout(what, value, hash string) decision {
 	} else if s.Revisions {
 		d.InputsHash = revisions.InputsHash(value)
 		d.Revision, d.ClearRevision, d.Followed = d.InputsHash, false, s.followedKey(d.InputsHash)
-		if what == revisionsTurnedOn {
+		switch what {
+		case revisionsTurnedOn:
 			d.Events[0] = event{corev1.EventTypeNormal, "ConfigRevisionsOn", revisionsOnMessage}
-			if s.DryRun {
-				d.Events[0].Message = "dry run: would roll: " + revisionsOnMessage
-			}
+		case templateReplaced:
+			d.Events[0].Message = replacedMessage
+		}
+		if s.DryRun && (what == revisionsTurnedOn || what == templateReplaced) {
+			d.Events[0].Message = "dry run: would roll: " + d.Events[0].Message
 		}
 	}
 	switch {

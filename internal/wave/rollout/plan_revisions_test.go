@@ -117,6 +117,32 @@ func TestPlanRevisions(t *testing.T) {
 			assert.Equal(t, "at ", d.HeldBack, "remembered, so said once")
 			require.Len(t, d.Events, 1)
 		}},
+		{"an undo to the revision from before wave wrote any hash, told apart from a replace: held", func() situation {
+			s := deployment(v2)
+			s.TemplateInputsHash, s.NewestRevision = "", rev(v2)
+			s.AtEarlierRevision = func() (bool, error) { return true, nil }
+			return s
+		}, func(t *testing.T, d decision) { assert.Equal(t, ResultRolledBack, d.Result) }},
+		{"kubectl replace of a file without wave's annotation (a revision made after the newest): rolled onto the current config's revision, and said so", func() situation {
+			s := deployment(v1)
+			s.TemplateInputsHash = ""
+			s.AtEarlierRevision = func() (bool, error) { return false, nil }
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolled, d.Result)
+			assert.Equal(t, rev(v1), d.InputsHash, "the current config's revision")
+			assert.Empty(t, d.HeldBack)
+			require.NotEmpty(t, d.Events)
+			assert.Equal(t, "ConfigChanged", d.Events[0].Reason)
+			assert.Contains(t, d.Events[0].Message, "no undo")
+			assert.NotContains(t, d.Events[0].Message, "revisions are on")
+		}},
+		{"the revisions could not be listed to tell an undo from a replace: an error, looked at again", func() situation {
+			s := deployment(v1)
+			s.TemplateInputsHash = ""
+			s.AtEarlierRevision = func() (bool, error) { return false, fmt.Errorf("forbidden") }
+			return s
+		}, nil},
 		{"an undo to a revision from before revisions were on: held, on the live config", func() situation {
 			s := deployment(v2)
 			s.TemplateInputsHash, s.NewestRevision = inputsHash(record(v1)), rev(v2)
@@ -241,6 +267,10 @@ func TestPlanRevisions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := plan(tc.s())
+			if tc.check == nil { // the decision cannot be made: an error, nothing written
+				require.Error(t, err)
+				return
+			}
 			require.NoError(t, err)
 			tc.check(t, d)
 		})
