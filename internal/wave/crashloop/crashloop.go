@@ -13,7 +13,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -33,6 +35,8 @@ type Finder struct {
 	annotation string           // the template annotation that tells one rollout's pods from another's
 	wake       func(key string) // the controller looks at the workload again
 	queue      workqueue.TypedInterface[string]
+
+	noAccessOnce sync.Once // said once: wave may not list the revisions
 
 	mu    sync.Mutex
 	found map[string]Found     // workload key -> the crash loop, on the template it was seen on
@@ -112,15 +116,26 @@ func (c *Finder) check(ctx context.Context, key string) error {
 	if err != nil || sel.Empty() {
 		return nil // an empty selector would list every pod of the namespace
 	}
+	if !w.Progress.Observed {
+		return nil // its controller has not made the newest revision yet: asked again later
+	}
 	template := w.Template.Annotations[c.annotation]
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	revs, listed, err := c.revisions(ctx, w, sel)
+	if err != nil {
+		return err
+	}
 	// ResourceVersion "0": served from the API server's watch cache, not etcd.
 	pods, err := c.client.CoreV1().Pods(w.Meta.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: "0"})
 	if err != nil {
 		return fmt.Errorf("list the pods of %s: %w", w, err)
 	}
-	reason := crashLooping(controlledBy(w, pods.Items), c.annotation, template)
+	judged := controlledBy(w, pods.Items)
+	if listed {
+		judged = ofNewestRevision(w, revs, judged)
+	}
+	reason := crashLooping(judged, c.annotation, template)
 	if reason == "" {
 		return nil
 	}
@@ -134,6 +149,44 @@ func (c *Finder) check(ctx context.Context, key string) error {
 		c.wake(key)
 	}
 	return nil
+}
+
+// revisions lists w's ReplicaSets or ControllerRevisions, so that only the newest revision's
+// pods are judged; listed is false where wave may not list them (no
+// config/wave-revisions or revisions.enabled): then every pod of the current config counts, as
+// before, and the automatic undo, which needs that access, is not made anyway.
+func (c *Finder) revisions(ctx context.Context, w workload.Workload, sel labels.Selector) (revs Revisions, listed bool, err error) {
+	opts := metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: "0"}
+	ns := w.Meta.Namespace
+	switch w.Kind {
+	case workload.Deployment, workload.ArgoRollout:
+		list, err := c.client.AppsV1().ReplicaSets(ns).List(ctx, opts)
+		if apierrors.IsForbidden(err) {
+			c.noAccessOnce.Do(func() {
+				klog.InfoS("crash loops judged among every pod of the new config, not only its newest ReplicaSet's: wave may not list ReplicaSets", "err", err)
+			})
+			return revs, false, nil
+		}
+		if err != nil {
+			return revs, false, fmt.Errorf("list the ReplicaSets of %s: %w", w, err)
+		}
+		revs.ReplicaSets = list.Items
+	case workload.StatefulSet, workload.DaemonSet:
+		list, err := c.client.AppsV1().ControllerRevisions(ns).List(ctx, opts)
+		if apierrors.IsForbidden(err) {
+			c.noAccessOnce.Do(func() {
+				klog.InfoS("crash loops judged among every pod of the new config, not only its newest revision's: wave may not list ControllerRevisions", "err", err)
+			})
+			return revs, false, nil
+		}
+		if err != nil {
+			return revs, false, fmt.Errorf("list the ControllerRevisions of %s: %w", w, err)
+		}
+		revs.ControllerRevisions = list.Items
+	default:
+		return revs, false, nil
+	}
+	return revs, true, nil
 }
 
 // controlledBy keeps the pods that w's own controller made: a StatefulSet's or DaemonSet's by
