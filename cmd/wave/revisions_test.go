@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -232,47 +230,10 @@ func index(t *testing.T, client kubernetes.Interface, ns, revision string) map[s
 	return cm.Data
 }
 
-// undoDeployment is `kubectl rollout undo deployment/NAME`, as kubectl v0.37's
-// DeploymentRollbacker does it: the ReplicaSet of the revision before the current one gives
-// back the template (without its pod-template-hash label) and every annotation but the
-// Deployment's own revision bookkeeping, in one JSON patch.
+// undoDeployment is `kubectl rollout undo deployment/NAME`.
 func undoDeployment(t *testing.T, client kubernetes.Interface, ns, name string) {
 	t.Helper()
-	d := getDeployment(t, client, ns, name)
-	rss, err := testcluster.ReplicaSets(ctx(t), client, d)
-	require.NoError(t, err)
-	current, _ := strconv.Atoi(d.Annotations["deployment.kubernetes.io/revision"])
-	var previous *appsv1.ReplicaSet
-	best := 0
-	for i, rs := range rss {
-		n, _ := strconv.Atoi(rs.Annotations["deployment.kubernetes.io/revision"])
-		if n < current && n > best {
-			previous, best = &rss[i], n
-		}
-	}
-	require.NotNil(t, previous, "no revision before %d", current)
-	skip := map[string]bool{corev1.LastAppliedConfigAnnotation: true, "deployment.kubernetes.io/revision": true, "deployment.kubernetes.io/revision-history": true,
-		"deployment.kubernetes.io/desired-replicas": true, "deployment.kubernetes.io/max-replicas": true, appsv1.DeprecatedRollbackTo: true}
-	annotations := map[string]string{}
-	for k := range skip {
-		if v, ok := d.Annotations[k]; ok {
-			annotations[k] = v
-		}
-	}
-	for k, v := range previous.Annotations {
-		if !skip[k] {
-			annotations[k] = v
-		}
-	}
-	template := previous.Spec.Template.DeepCopy()
-	delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "replace", "path": "/spec/template", "value": template},
-		{"op": "replace", "path": "/metadata/annotations", "value": annotations},
-	})
-	require.NoError(t, err)
-	_, err = client.AppsV1().Deployments(ns).Patch(ctx(t), name, types.JSONPatchType, patch, metav1.PatchOptions{})
-	require.NoError(t, err)
+	require.NoError(t, testcluster.RolloutUndo(ctx(t), client, ns, name))
 }
 
 // With the webhook registered as the chart registers it, the pods a ReplicaSet creates for a

@@ -149,6 +149,8 @@ func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 		{"a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-abcdef0123", Labels: managed, Annotations: snapshotOf("db", "abcdef0123")}, Immutable: &immutable}, true},
 		{"a TLS snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls-abcdef0123", Labels: managed, Annotations: snapshotOf("tls", "abcdef0123")}, Immutable: &immutable,
 			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": nil, "tls.key": nil}}, true},
+		{"a snapshot of a Secret kept out of backups, which its copies are too", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-abcdef0124",
+			Labels: map[string]string{revisions.ManagedByLabel: revisions.ManagedBy, "velero.io/exclude-from-backup": "true"}, Annotations: snapshotOf("db", "abcdef0124")}, Immutable: &immutable}, true},
 		{"a Secret that is not a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anything"}}, false},
 		{"a mutable one labelled as a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-mutable", Labels: managed}}, false},
 		{"a ServiceAccount token labelled as a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Labels: managed,

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
@@ -155,8 +156,16 @@ func InstallCRDs(t testing.TB, c *Cluster, files []string) {
 			_ = crds.Delete(ctx, name, metav1.DeleteOptions{})
 		}
 		for _, name := range names {
+			// A CRD deleted a moment after it was made can fail its finalizer with "storage is
+			// (re)initializing", retried after a backoff that may outlast the minute: a write to
+			// the CRD queues it again at once.
+			polls := 0
 			if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 				_, err := crds.Get(ctx, name, metav1.GetOptions{})
+				if polls++; polls%25 == 0 && err == nil {
+					nudge := fmt.Sprintf(`{"metadata":{"annotations":{"configwave.test/nudge":"%d"}}}`, polls)
+					_, _ = crds.Patch(ctx, name, types.MergePatchType, []byte(nudge), metav1.PatchOptions{})
+				}
 				return apierrors.IsNotFound(err), nil
 			}); err != nil {
 				t.Errorf("CRD %s still there a minute after its deletion", name)

@@ -47,6 +47,9 @@ var controllers = []string{
 	// For the real node's pods: kube-root-ca.crt in every namespace, mounted with their token,
 	// and their PersistentVolumeClaims bound.
 	"root-ca-certificate-publisher-controller", "persistentvolume-binder-controller",
+	// A Service's endpoints, where the API server calls a webhook behind it
+	// (--enable-aggregator-routing): our chart's revisions webhook.
+	"endpoints-controller", "endpointslice-controller",
 }
 
 // Options tunes a cluster. The zero value is what most tests want.
@@ -263,6 +266,9 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		"--service-account-signing-key-file", c.pki.SAKey,
 		"--service-cluster-ip-range", serviceCIDR,
 		"--endpoint-reconciler-type", "none",
+		// A webhook behind a Service (our chart's) is called at its endpoints, the pod's own
+		// address, which the host reaches; there is no kube-proxy to route a Service's address.
+		"--enable-aggregator-routing=true",
 		"--cert-dir", filepath.Join(c.dir, "apiserver-certs"),
 	); err != nil {
 		return err

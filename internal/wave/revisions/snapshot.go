@@ -93,17 +93,29 @@ func SourceLabelValue(source string) string {
 	return head + "-" + tag
 }
 
+// ProtectiveLabels are the source's labels a snapshot carries: those that keep a copy out of
+// somewhere it must not go (a backup), which a copy without them would leak to. No other label
+// of the source: one that selects it for something (k8s-sidecar's grafana_dashboard, Argo CD's
+// secret-type) must not select its snapshots too.
+var ProtectiveLabels = []string{"velero.io/exclude-from-backup"}
+
 // SnapshotOf is the snapshot of a ConfigMap or Secret as it is now: an immutable copy in the
 // same namespace with every key byte for byte (data and binaryData, a Secret's type), labelled
-// with its source. It carries none of the source's own labels or annotations, so that nothing
-// that selects the source by label selects its snapshots too, and no owner: wave adds the
-// revisions that use it as owners, and Kubernetes' garbage collector removes it with the last.
+// with its source. Of the source's own labels and annotations it carries only the
+// ProtectiveLabels, so that nothing that selects the source by label selects its snapshots
+// too, and no owner: wave adds the revisions that use it as owners, and Kubernetes' garbage
+// collector removes it with the last.
 func SnapshotOf(source metav1.Object, id string) (metav1.Object, error) {
 	meta := metav1.ObjectMeta{
 		Name:        SnapshotName(source.GetName(), id),
 		Namespace:   source.GetNamespace(),
 		Labels:      map[string]string{SnapshotOfLabel: SourceLabelValue(source.GetName()), ManagedByLabel: ManagedBy},
 		Annotations: map[string]string{SnapshotOfAnnotation: source.GetName(), ContentAnnotation: id},
+	}
+	for _, k := range ProtectiveLabels {
+		if v, ok := source.GetLabels()[k]; ok {
+			meta.Labels[k] = v
+		}
 	}
 	immutable := true
 	switch src := source.(type) {

@@ -106,6 +106,13 @@ func TestSnapshotOfASecretKeepsItsType(t *testing.T) {
 	snap := obj.(*corev1.Secret)
 	assert.Equal(t, "tls-0123456789", snap.Name)
 	assert.Equal(t, corev1.SecretTypeTLS, snap.Type)
+	assert.NotContains(t, snap.Labels, "velero.io/exclude-from-backup")
+
+	// A Secret kept out of backups: its copies are kept out too, and carry no other label.
+	src.Labels = map[string]string{"velero.io/exclude-from-backup": "true", "grafana_dashboard": "1"}
+	obj, err = SnapshotOf(src, "0123456789")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{SnapshotOfLabel: "tls", ManagedByLabel: ManagedBy, "velero.io/exclude-from-backup": "true"}, obj.GetLabels())
 	assert.Equal(t, src.Data, snap.Data)
 	require.NotNil(t, snap.Immutable)
 	assert.True(t, *snap.Immutable)
