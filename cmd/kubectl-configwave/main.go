@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -105,7 +106,11 @@ func (g *globals) open(ctx context.Context, args []string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{config: cfg, namespace: ns, target: t, reader: history.Reader{Kube: kube}}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{config: cfg, namespace: ns, target: t, reader: history.Reader{Kube: kube, Metadata: meta}}
 	if t.Kind == workload.ArgoRollout {
 		if s.reader.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 			return nil, err
@@ -127,7 +132,9 @@ func (s *session) reload(ctx context.Context) error {
 	if err != nil {
 		return explain(err, fmt.Sprintf("read the revisions of %s in namespace %s", s.target, s.namespace))
 	}
-	history.Judge(revs, history.StateOf(w))
+	st := history.StateOf(w)
+	st.Writers = s.reader.Writers(ctx, s.namespace, revs)
+	history.Judge(revs, st)
 	s.workload, s.revisions = w, revs
 	return nil
 }

@@ -135,10 +135,11 @@ func TestHistoryDiffAndUndoOfADeployment(t *testing.T) {
 	require.Eventually(t, func() bool { return revisions.IsRevision(newestHash(t, client, ns, "web")) }, eventually, tick, "wave turns revisions on")
 	first := newestHash(t, client, ns, "web")
 
-	// One change of each source: the next revision.
-	_, err = client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"app.conf": "color=green\nsize=1\n"}}, metav1.UpdateOptions{})
+	// One change of each source: the next revision, in the next second (as below).
+	time.Sleep(1100 * time.Millisecond)
+	_, err = client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"app.conf": "color=green\nsize=1\n"}}, metav1.UpdateOptions{FieldManager: "helm"})
 	require.NoError(t, err)
-	_, err = client.CoreV1().Secrets(ns).Update(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}, StringData: map[string]string{"password": secretV2}}, metav1.UpdateOptions{})
+	_, err = client.CoreV1().Secrets(ns).Update(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}, StringData: map[string]string{"password": secretV2}}, metav1.UpdateOptions{FieldManager: "helm"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { h := newestHash(t, client, ns, "web"); return h != first && revisions.IsRevision(h) }, eventually, tick, "wave rolls the change")
 	second := newestHash(t, client, ns, "web")
@@ -157,8 +158,7 @@ func TestHistoryDiffAndUndoOfADeployment(t *testing.T) {
 	assert.Equal(t, "configmap/app", v2.Config[0].Source)
 	assert.NotEqual(t, v1.Config[0].Snapshot, v2.Config[0].Snapshot, "each content has its snapshot")
 	assert.NotEmpty(t, v2.Config[1].Snapshot, "the Secret's too")
-	assert.Contains(t, v2.Cause, "configmap/app")
-	assert.Contains(t, v2.Cause, "secret/db")
+	assert.Equal(t, "config change: configmap/app changed (by helm), secret/db changed (by helm)", v2.Cause, "what changed, and who wrote it")
 	assert.Equal(t, "replaced", v1.Outcome)
 	table := run(t, "history", "deploy/web", "-n", ns)
 	assert.Contains(t, table, "REVISION")
@@ -178,8 +178,11 @@ func TestHistoryDiffAndUndoOfADeployment(t *testing.T) {
 		}
 	}
 
-	// A third change, then v2's snapshot of app is deleted: an undo to v2 is refused.
-	_, err = client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"app.conf": "color=red\nsize=1\n"}}, metav1.UpdateOptions{})
+	// A third change, then v2's snapshot of app is deleted: an undo to v2 is refused. It comes
+	// in the next second: the API server keeps the times of writes and of revisions to the
+	// second, and history names who wrote a change only where one revision fits the write.
+	time.Sleep(1100 * time.Millisecond)
+	_, err = client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"app.conf": "color=red\nsize=1\n"}}, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { h := newestHash(t, client, ns, "web"); return h != second && revisions.IsRevision(h) }, eventually, tick, "wave rolls the third change")
 	require.NoError(t, client.CoreV1().ConfigMaps(ns).Delete(ctx(t), v2.Config[0].Snapshot, metav1.DeleteOptions{}))
@@ -207,10 +210,11 @@ func TestHistoryDiffAndUndoOfADeployment(t *testing.T) {
 	}
 	n = len(h.Revisions)
 	assert.Equal(t, "rolled back", h.Revisions[n-2].Outcome, "the third change, which the undo went back from")
-	assert.Equal(t, "config change: configmap/app changed", h.Revisions[n-2].Cause)
+	assert.Equal(t, "config change: configmap/app changed (by kubectl-edit)", h.Revisions[n-2].Cause)
 	assert.Equal(t, v2.Revision, h.Revisions[n-3].Revision)
 	assert.Equal(t, "replaced", h.Revisions[n-3].Outcome, "the second change was replaced by the third, not rolled back")
-	assert.Equal(t, "config change: configmap/app changed, secret/db changed", h.Revisions[n-3].Cause, "what it was made of, though its snapshot is gone")
+	assert.Equal(t, "config change: configmap/app changed, secret/db changed (by helm)", h.Revisions[n-3].Cause,
+		"what it was made of, though its snapshot is gone; the ConfigMap's writer then is not known since kubectl-edit took its field")
 	t.Logf("kubectl configwave history deploy/web:\n%s", run(t, "history", "deploy/web", "-n", ns))
 	t.Logf("kubectl configwave diff deploy/web:\n%s", diff)
 	var p podsOut
@@ -289,7 +293,7 @@ func TestHistoryPodsAndUndoOfSets(t *testing.T) {
 	// Creation times are kept to the second: the change comes in the next one, so that the
 	// undo below is told by creation alone, as for any ControllerRevision.
 	time.Sleep(1100 * time.Millisecond)
-	_, err = client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"k": "v2"}}, metav1.UpdateOptions{})
+	_, err = client.CoreV1().ConfigMaps(ns).Update(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"k": "v2"}}, metav1.UpdateOptions{FieldManager: "argocd-controller"})
 	require.NoError(t, err)
 	for what, hash := range hashOf {
 		t.Run(what, func(t *testing.T) {
@@ -298,7 +302,7 @@ func TestHistoryPodsAndUndoOfSets(t *testing.T) {
 			require.GreaterOrEqual(t, len(h.Revisions), 2)
 			older, newest := h.Revisions[len(h.Revisions)-2], h.Revisions[len(h.Revisions)-1]
 			assert.Equal(t, first[what], older.InputsHash)
-			assert.Equal(t, "config change: configmap/app changed", newest.Cause)
+			assert.Equal(t, "config change: configmap/app changed (by argocd-controller)", newest.Cause, "who wrote it, from its managedFields")
 			assert.Contains(t, newest.Object, "controllerrevision/")
 
 			// Each pod under its revision, once the set's controller replaced it.

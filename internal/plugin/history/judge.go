@@ -2,7 +2,9 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
@@ -19,6 +21,65 @@ type State struct {
 	Record   rolloutrecord.Record
 	// Aborted: an Argo Rollout's status.abort.
 	Aborted bool
+	// Writers are, for each source (Source.What), the field managers of its last writes, as
+	// its managedFields keep them: one entry per manager, with the time of its last write.
+	Writers map[string][]Write
+}
+
+// Write is one field manager's last write of a source.
+type Write struct {
+	Manager string
+	At      time.Time
+}
+
+// writersIn names the managers whose last write of the source what made rev: a write kept
+// after the revision before rev and no later than rev, as the API server keeps both (to the
+// second), and that fits no other revision that changed the source, so that two changes in
+// one second name no one rather than the wrong one. A write in the second the revision before
+// was made is not counted: the source's creation is often kept in the second its workload's
+// first revision was made. A manager that wrote again since has
+// only its later write kept, and is not named: not known.
+func writersIn(revs []Revision, rev *Revision, what string, writes []Write) string {
+	prev := Replaced(revs, rev)
+	var names []string
+	for _, w := range writes {
+		fits := changedAt(revs, what, w.At)
+		if len(fits) == 1 && fits[0] == rev && prev != nil && w.At.After(prev.Created) && !slices.Contains(names, w.Manager) {
+			names = append(names, w.Manager)
+		}
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return ""
+	}
+	return " (by " + strings.Join(names, ", ") + ")"
+}
+
+// changedAt is every revision whose change of the source what a write at the time at may have
+// made: one that changed its content, made no earlier than at, replacing one made no later.
+func changedAt(revs []Revision, what string, at time.Time) []*Revision {
+	var out []*Revision
+	for i := range revs {
+		r := &revs[i]
+		prev := Replaced(revs, r)
+		if prev == nil || at.After(r.Created) || at.Before(prev.Created) {
+			continue
+		}
+		before, now := contentOf(prev, what), contentOf(r, what)
+		if before != "" && now != "" && before != now {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func contentOf(rev *Revision, what string) string {
+	for _, s := range rev.Config {
+		if s.What() == what {
+			return s.Content
+		}
+	}
+	return ""
 }
 
 // StateOf gathers w's State.
@@ -113,7 +174,7 @@ func cause(revs []Revision, i int, st State) string {
 		case !ok:
 			changes = append(changes, s.What()+" added")
 		case p.Content != "" && s.Content != "" && p.Content != s.Content:
-			changes = append(changes, s.What()+" changed")
+			changes = append(changes, s.What()+" changed"+writersIn(revs, rev, s.What(), st.Writers[s.What()]))
 		}
 	}
 	for _, s := range prev.Config {

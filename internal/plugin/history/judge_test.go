@@ -41,6 +41,30 @@ func TestJudge(t *testing.T) {
 		st:   State{Label: revB, Progress: workload.Progress{Done: true}},
 		want: []want{{"replaced", "first revision kept"}, {"replaced", "revisions turned on"}, {"rolled out", "config change: configmap/app changed"}},
 	}, {
+		name: "who changed a source, as its managedFields keep it: a write between the revision before and this one names its manager; one written again since is not known",
+		revs: []Revision{rev(1, 0, revA, app("1111")), rev(2, 2, revB, app("2222")), rev(3, 4, revC, app("3333"))},
+		st: State{Label: revC, Progress: workload.Progress{Done: true}, Writers: map[string][]Write{"configmap/app": {
+			{Manager: "kubectl-edit", At: t0.Add(4 * time.Minute)}, // the same second as revision 3: its change
+			{Manager: "helm", At: t0.Add(5 * time.Minute)},         // after every revision: no change of theirs
+			{Manager: "before-all", At: t0.Add(-time.Minute)},
+		}}},
+		want: []want{{"replaced", "first revision kept"}, {"replaced", "config change: configmap/app changed"}, {"rolled out", "config change: configmap/app changed (by kubectl-edit)"}},
+	}, {
+		name: "two changes of a source in one second: the write fits both, so it names neither",
+		revs: []Revision{rev(1, 0, revA, app("1111")), rev(2, 2, revB, app("2222")), rev(3, 2, revC, app("3333"))},
+		st:   State{Label: revC, Progress: workload.Progress{Done: true}, Writers: map[string][]Write{"configmap/app": {{Manager: "kubectl-edit", At: t0.Add(2 * time.Minute)}}}},
+		want: []want{{"replaced", "first revision kept"}, {"replaced", "config change: configmap/app changed"}, {"rolled out", "config change: configmap/app changed"}},
+	}, {
+		name: "the source's creation, kept in the second the revision before was made: not the writer of the change",
+		revs: []Revision{rev(1, 0, revA, app("1111")), rev(2, 2, revB, app("2222"))},
+		st:   State{Label: revB, Progress: workload.Progress{Done: true}, Writers: map[string][]Write{"configmap/app": {{Manager: "creator", At: t0}}}},
+		want: []want{{"replaced", "first revision kept"}, {"rolled out", "config change: configmap/app changed"}},
+	}, {
+		name: "just restarted: no writers read (no access), the causes as without them",
+		revs: []Revision{rev(1, 0, revA, app("1111")), rev(2, 2, revB, app("2222"))},
+		st:   State{Label: revB, Progress: workload.Progress{Done: true}, Writers: map[string][]Write{"configmap/app": nil}},
+		want: []want{{"replaced", "first revision kept"}, {"rolled out", "config change: configmap/app changed"}},
+	}, {
 		name: "wave's record names the change of the newest, where the snapshots do not tell",
 		revs: []Revision{rev(1, 0, "h1", Source{Ref: app("").Ref, Live: "revisions were off"}), rev(2, 1, "h2", Source{Ref: app("").Ref, Live: "revisions were off"})},
 		st:   State{Label: "h2", Record: rolloutrecord.Record{Change: "configmap/app"}},

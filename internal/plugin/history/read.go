@@ -19,7 +19,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/autorollback"
@@ -73,6 +75,8 @@ func (s Source) What() string { return s.Ref.Kind.Lower() + "/" + s.Ref.Name }
 type Reader struct {
 	Kube    waveclient.Interface
 	Dynamic dynamic.Interface // nil where Argo Rollouts is not served
+	// Metadata reads the sources' metadata only, for who wrote them (nil: not said).
+	Metadata metadata.Interface
 }
 
 // Workload reads the workload kind/name in namespace.
@@ -279,4 +283,43 @@ func (r Reader) config(ctx context.Context, namespace string, rev *Revision) err
 		}
 	}
 	return nil
+}
+
+// Writers reads, for each ConfigMap and Secret the revisions name, who wrote it last, from
+// its managedFields (State.Writers). Only the metadata is asked for, so no Secret's value
+// reaches the plugin; a source the user may not read, or that is gone, names no one.
+func (r Reader) Writers(ctx context.Context, namespace string, revs []Revision) map[string][]Write {
+	if r.Metadata == nil {
+		return nil
+	}
+	out := map[string][]Write{}
+	for _, rev := range revs {
+		for _, s := range rev.Config {
+			if _, done := out[s.What()]; done {
+				continue
+			}
+			gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+			if s.Ref.Kind == configref.Secret {
+				gvr.Resource = "secrets"
+			}
+			m, err := r.Metadata.Resource(gvr).Namespace(namespace).Get(ctx, s.Ref.Name, metav1.GetOptions{})
+			if err != nil {
+				out[s.What()] = nil
+				continue
+			}
+			out[s.What()] = writesOf(m.ManagedFields)
+		}
+	}
+	return out
+}
+
+// writesOf keeps the writes of the object itself (not its status) by each manager.
+func writesOf(fields []metav1.ManagedFieldsEntry) []Write {
+	var out []Write
+	for _, f := range fields {
+		if f.Subresource == "" && f.Time != nil && f.Manager != "" {
+			out = append(out, Write{Manager: f.Manager, At: f.Time.Time})
+		}
+	}
+	return out
 }
