@@ -16,6 +16,8 @@ import (
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/plugin/configdiff"
 	"github.com/configwave/configwave/internal/plugin/history"
+	"github.com/configwave/configwave/internal/plugin/sidecarstate"
+	"github.com/configwave/configwave/internal/reloader/onefirst"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
@@ -103,6 +105,9 @@ type podView struct {
 	Phase    string       `json:"phase"`
 	Restarts int32        `json:"restarts"`
 	Config   []sourceRead `json:"config"`
+	// Sidecar is where the pod stands in its reloader sidecars' one-first rollout, as their
+	// Lease records it ("" without one).
+	Sidecar string `json:"sidecar,omitempty"`
 }
 
 // sourceRead is what one pod reads for one source: "snapshot" (its revision's) or "live".
@@ -126,6 +131,7 @@ func podsView(ctx context.Context, s *session) (podsOut, error) {
 	if err != nil {
 		return out, explain(err, fmt.Sprintf("list the pods of %s in namespace %s", s.target, s.namespace))
 	}
+	recs := oneFirstRecords(ctx, s)
 	byRevision := map[int64][]podView{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -133,7 +139,9 @@ func podsView(ctx context.Context, s *session) (podsOut, error) {
 		if rev == nil {
 			continue
 		}
-		byRevision[rev.Number] = append(byRevision[rev.Number], viewOfPod(s.namespace, rev, p))
+		v := viewOfPod(s.namespace, rev, p)
+		v.Sidecar = sidecarstate.Of(recs, p.Name)
+		byRevision[rev.Number] = append(byRevision[rev.Number], v)
 	}
 	for i := len(s.revisions) - 1; i >= 0; i-- {
 		r := s.revisions[i]
@@ -148,6 +156,17 @@ func podsView(ctx context.Context, s *session) (podsOut, error) {
 		out.Revisions = append(out.Revisions, podRevision{Revision: r.Number, Object: r.Object, Outcome: r.Outcome, Pods: ps})
 	}
 	return out, nil
+}
+
+// oneFirstRecords reads the one-first records of the workload's reloader sidecars from their
+// Leases. A user who may not list Leases sees the pods without them: the rest of the view does
+// not need them.
+func oneFirstRecords(ctx context.Context, s *session) []onefirst.Record {
+	leases, err := s.reader.Kube.CoordinationV1().Leases(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: sidecarstate.Label})
+	if err != nil {
+		return nil
+	}
+	return sidecarstate.Records(leases.Items, s.target.Kind, s.target.Name)
 }
 
 // revisionOfPod is the revision p belongs to: its controller (a ReplicaSet, a Job), or its
@@ -217,6 +236,13 @@ func printPodTree(w io.Writer, c colours, v podsOut) {
 				}
 			}
 			fmt.Fprintf(w, "%s %s pod/%s  %s  %s  restarts %d  %s\n", stem, leaf, p.Name, configdiff.Clean(p.Phase), ready, p.Restarts, strings.Join(cfg, ", "))
+			if p.Sidecar != "" {
+				under := "│  "
+				if j == len(r.Pods)-1 {
+					under = "   "
+				}
+				fmt.Fprintf(w, "%s %s  sidecar: %s\n", stem, under, configdiff.Clean(p.Sidecar))
+			}
 		}
 	}
 }
