@@ -151,6 +151,8 @@ func TestRevisionsPolicyLetsWaveOnlyAddOwnersToItsSnapshots(t *testing.T) {
 			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": nil, "tls.key": nil}}, true},
 		{"a snapshot of a Secret kept out of backups, which its copies are too", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-abcdef0124",
 			Labels: map[string]string{revisions.ManagedByLabel: revisions.ManagedBy, "velero.io/exclude-from-backup": "true"}, Annotations: snapshotOf("db", "abcdef0124")}, Immutable: &immutable}, true},
+		{"the backup label with another value", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-abcdef0125",
+			Labels: map[string]string{revisions.ManagedByLabel: revisions.ManagedBy, "velero.io/exclude-from-backup": "no"}, Annotations: snapshotOf("db", "abcdef0125")}, Immutable: &immutable}, false},
 		{"a Secret that is not a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anything"}}, false},
 		{"a mutable one labelled as a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-mutable", Labels: managed}}, false},
 		{"a ServiceAccount token labelled as a snapshot", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Labels: managed,

@@ -132,6 +132,17 @@ func TestOurChartWithRevisionsOnARealNode(t *testing.T) {
 	cm, err := client.CoreV1().ConfigMaps(app).Get(ctx(t), "app-config", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "v2", cm.Data["GREETING"])
+
+	// wave holds the undo: it says so, and leaves the template at v1.
+	err = wait.PollUntilContextTimeout(ctx(t), 200*time.Millisecond, time.Minute, true, func(c context.Context) (bool, error) {
+		evs, err := client.CoreV1().Events(app).List(c, metav1.ListOptions{FieldSelector: "reason=ConfigRolledBack"})
+		return err == nil && len(evs.Items) > 0, nil
+	})
+	require.NoError(t, err, "wave never said it holds the undo:\n%s", waveLog())
+	time.Sleep(3 * time.Second)
+	d, err = client.AppsV1().Deployments(app).Get(ctx(t), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, v1, d.Spec.Template.Annotations["configwave.io/config-inputs-hash"], "wave rolled the undo forward")
 }
 
 // helmInstall is `helm install NAME ./charts/configwave --namespace NS ARGS...` against the
@@ -151,13 +162,15 @@ func helmInstall(t *testing.T, c *testcluster.Cluster, name, ns string, args ...
 	}
 	chart, err := filepath.Abs(filepath.Join("..", "..", "..", "charts", "configwave")) // from this package's folder
 	require.NoError(t, err)
-	out, err := helm(append([]string{"install", name, chart}, args...)...)
-	require.NoError(t, err, "helm install: %s", out)
+	// Uninstalled even when the install fails half-way: its cluster-wide objects (the
+	// ClusterRoles, the webhook's registration, the policies) must not outlive the test.
 	t.Cleanup(func() {
-		if out, err := helm("uninstall", name, "--wait", "--timeout", "2m"); err != nil {
+		if out, err := helm("uninstall", name, "--wait", "--timeout", "2m", "--ignore-not-found"); err != nil {
 			t.Errorf("helm uninstall: %v: %s", err, out)
 		}
 	})
+	out, err := helm(append([]string{"install", name, chart}, args...)...)
+	require.NoError(t, err, "helm install: %s", out)
 }
 
 // logsOf is every container log of the namespace's pods, for a failure's message.

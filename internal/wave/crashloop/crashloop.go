@@ -156,7 +156,10 @@ func (c *Finder) check(ctx context.Context, key string) error {
 // config/wave-revisions or revisions.enabled): then every pod of the current config counts, as
 // before, and the automatic undo, which needs that access, is not made anyway.
 func (c *Finder) revisions(ctx context.Context, w workload.Workload, sel labels.Selector) (revs Revisions, listed bool, err error) {
-	opts := metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: "0"}
+	// A consistent read, not the watch cache's ("0"), which may lag: the workload was seen
+	// Observed, so its controller had made the newest revision before, and a list that lacks
+	// it would take the revision before (the same config, an image since fixed) for the newest.
+	opts := metav1.ListOptions{LabelSelector: sel.String()}
 	ns := w.Meta.Namespace
 	switch w.Kind {
 	case workload.Deployment, workload.ArgoRollout:

@@ -93,11 +93,11 @@ func SourceLabelValue(source string) string {
 	return head + "-" + tag
 }
 
-// ProtectiveLabels are the source's labels a snapshot carries: those that keep a copy out of
-// somewhere it must not go (a backup), which a copy without them would leak to. No other label
-// of the source: one that selects it for something (k8s-sidecar's grafana_dashboard, Argo CD's
-// secret-type) must not select its snapshots too.
-var ProtectiveLabels = []string{"velero.io/exclude-from-backup"}
+// ProtectiveLabels are the source's labels a snapshot carries, with the one value that
+// protects: those that keep a copy out of somewhere it must not go (a backup), which a copy
+// without them would leak to. No other label of the source: one that selects it for something
+// (k8s-sidecar's grafana_dashboard, Argo CD's secret-type) must not select its snapshots too.
+var ProtectiveLabels = map[string]string{"velero.io/exclude-from-backup": "true"}
 
 // SnapshotOf is the snapshot of a ConfigMap or Secret as it is now: an immutable copy in the
 // same namespace with every key byte for byte (data and binaryData, a Secret's type), labelled
@@ -112,9 +112,9 @@ func SnapshotOf(source metav1.Object, id string) (metav1.Object, error) {
 		Labels:      map[string]string{SnapshotOfLabel: SourceLabelValue(source.GetName()), ManagedByLabel: ManagedBy},
 		Annotations: map[string]string{SnapshotOfAnnotation: source.GetName(), ContentAnnotation: id},
 	}
-	for _, k := range ProtectiveLabels {
-		if v, ok := source.GetLabels()[k]; ok {
-			meta.Labels[k] = v
+	for k, protects := range ProtectiveLabels {
+		if source.GetLabels()[k] == protects {
+			meta.Labels[k] = protects
 		}
 	}
 	immutable := true

@@ -113,6 +113,10 @@ func TestSnapshotOfASecretKeepsItsType(t *testing.T) {
 	obj, err = SnapshotOf(src, "0123456789")
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{SnapshotOfLabel: "tls", ManagedByLabel: ManagedBy, "velero.io/exclude-from-backup": "true"}, obj.GetLabels())
+	src.Labels = map[string]string{"velero.io/exclude-from-backup": "false"}
+	obj, err = SnapshotOf(src, "0123456789")
+	require.NoError(t, err)
+	assert.NotContains(t, obj.GetLabels(), "velero.io/exclude-from-backup", "only the value that protects")
 	assert.Equal(t, src.Data, snap.Data)
 	require.NotNil(t, snap.Immutable)
 	assert.True(t, *snap.Immutable)

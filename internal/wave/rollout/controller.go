@@ -150,6 +150,9 @@ type Controller struct {
 	// heldBack remembers, per workload, the template hash a rollback holds it at, once the
 	// ConfigRolledBack Event for it is sent.
 	heldBack warnedOf
+	// earlier: per workload, whether its template with no revision is one of its earlier
+	// revisions (an undo's), for the generation it was asked for.
+	earlier earlierAnswers
 	// approvals: since when each workload's change waits for approval (configwave.io/approval).
 	approvals approvalsPending
 	// brake: the sources that change too often (--flapping-threshold); brakeSaid, per workload,
@@ -578,6 +581,7 @@ func (c *Controller) forget(key string) {
 	c.approvals.set(key, time.Time{})
 	c.brakeSaid.set(key, "")
 	c.flight.forget(key)
+	c.earlier.forget(key)
 	if c.crash != nil {
 		c.crash.Forget(key)
 	}

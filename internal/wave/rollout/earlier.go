@@ -3,13 +3,81 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/wave/autorollback"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
+
+// atEarlierRevision answers situation.AtEarlierRevision for w, whose template names no
+// revision of wave's while its label names newest: read once per generation of the workload
+// (a held workload is looked at on every resync, and its answer changes only with its
+// template). A CronJob has no undo: its template is no earlier revision. Where wave may not
+// read the revisions, it is taken as an undo, as before this was asked, and said once.
+func (c *Controller) atEarlierRevision(ctx context.Context, w workload.Workload, newest string) (bool, error) {
+	if w.Kind == workload.CronJob {
+		return false, nil
+	}
+	at := earlierAnswer{uid: w.Meta.UID, generation: w.Meta.Generation, newest: newest}
+	if earlier, ok := c.earlier.of(w.Key(), at); ok {
+		return earlier, nil
+	}
+	made, err := c.revisionsMade(ctx, w)
+	if apierrors.IsForbidden(err) {
+		c.earlier.forbiddenOnce.Do(func() {
+			klog.InfoS("a template without wave's revision annotation is taken for an undo: wave may not read the revisions to tell it from a kubectl replace", "workload", w.String(), "err", err)
+		})
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	at.earlier = autorollback.AtEarlierRevision(made.Template, made.Revisions, InputsHashAnnotation, newest)
+	c.earlier.set(w.Key(), at)
+	return at.earlier, nil
+}
+
+// earlierAnswers keeps atEarlierRevision's answers.
+type earlierAnswers struct {
+	mu            sync.Mutex
+	m             map[string]earlierAnswer
+	forbiddenOnce sync.Once
+}
+
+type earlierAnswer struct {
+	uid        types.UID
+	generation int64
+	newest     string
+	earlier    bool
+}
+
+func (e *earlierAnswers) of(key string, at earlierAnswer) (bool, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	got, ok := e.m[key]
+	return got.earlier, ok && got.uid == at.uid && got.generation == at.generation && got.newest == at.newest
+}
+
+func (e *earlierAnswers) set(key string, at earlierAnswer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = map[string]earlierAnswer{}
+	}
+	e.m[key] = at
+}
+
+func (e *earlierAnswers) forget(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.m, key)
+}
 
 // madeRevisions is a workload's template, read afresh (the cache keeps only what wave's
 // decisions read of it), and the revisions its own controller keeps.
@@ -73,7 +141,7 @@ func (c *Controller) revisionsOf(ctx context.Context, w workload.Workload) ([]au
 			}
 			template, err := autorollback.RevisionTemplate(cr)
 			if err != nil {
-				return nil, err
+				continue // no template to compare: not this one
 			}
 			out = append(out, autorollback.Made{Template: template, Created: cr.CreationTimestamp.Time})
 		}

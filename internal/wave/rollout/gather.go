@@ -13,7 +13,6 @@ import (
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/approval"
-	"github.com/configwave/configwave/internal/wave/autorollback"
 	"github.com/configwave/configwave/internal/wave/confighash"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/podrefs"
@@ -179,13 +178,7 @@ func (c *Controller) gatherRevisions(ctx context.Context, s *situation, w worklo
 	s.NewestRevision = w.Meta.Labels[revisions.RevisionLabel]
 	s.NewestFollowed = w.Meta.Labels[revisions.FollowedLabel]
 	s.HeldBackSaid = c.heldBack.of(w.Key())
-	s.AtEarlierRevision = func() (bool, error) {
-		made, err := c.revisionsMade(ctx, w)
-		if err != nil {
-			return false, err
-		}
-		return autorollback.AtEarlierRevision(made.Template, made.Revisions, InputsHashAnnotation, s.NewestRevision), nil
-	}
+	s.AtEarlierRevision = func() (bool, error) { return c.atEarlierRevision(ctx, w, s.NewestRevision) }
 }
 
 // entries says, for each object of the inputs record and each one ignored, whether its change
