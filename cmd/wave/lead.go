@@ -25,6 +25,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/leader"
 	"github.com/configwave/configwave/internal/wave/pacing"
 	"github.com/configwave/configwave/internal/wave/profiling"
+	"github.com/configwave/configwave/internal/wave/revisionhook"
 	"github.com/configwave/configwave/internal/wave/rollout"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
 	"github.com/configwave/configwave/internal/wave/stakatermetrics"
@@ -40,7 +41,7 @@ type work struct {
 	leading func() bool
 }
 
-func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.EventRecorder, reg *prometheus.Registry, digestKey []byte, stakater *stakatermetrics.StakaterReloader) (*work, error) {
+func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.EventRecorder, reg *prometheus.Registry, digestKey []byte, stakater *stakatermetrics.StakaterReloader, adopt *revisionhook.Adopter) (*work, error) {
 	w := &work{}
 	metrics := rollout.NewMetrics(reg, func() float64 { return w.ctrl.QueueDepth() }, func() float64 { return w.ctrl.Tracked() },
 		func(s rolloutrecord.State) float64 { return w.ctrl.Workloads(s) })
@@ -56,6 +57,9 @@ func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.E
 		Passive: cfg.changeWebhook != nil}
 	if cfg.webhook != nil {
 		rc.Alert = cfg.webhook.Send
+	}
+	if adopt != nil {
+		rc.Adopt = adopt.Add
 	}
 	if cfg.revisionsWebhookAddress != "" {
 		// The pods its webhook missed (wave down, a failed call) are said every sync period.

@@ -237,7 +237,8 @@ func runWave(cfg *config) error {
 	}
 	defer ep.stop()                              // unless the run group took them over
 	var caches atomic.Pointer[rollout.Informers] // for the webhook's Events, once they are made
-	if srv, err := startRevisionWebhook(ctx, cfg, cl, reg, caches.Load, recorder); err != nil {
+	adopt := startAdopter(ctx, cl, reg)
+	if srv, err := startRevisionWebhook(ctx, cfg, cl, reg, adopt, caches.Load, recorder); err != nil {
 		return err
 	} else if srv != nil {
 		ep.serve(srv)
@@ -272,7 +273,7 @@ func runWave(cfg *config) error {
 		return err
 	}
 	caches.Store(inf)
-	w, err := newWork(cfg, cl, inf, recorder, reg, dg.key, stakater)
+	w, err := newWork(cfg, cl, inf, recorder, reg, dg.key, stakater, adopt)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -149,6 +151,57 @@ func TestRevisionSnapshotsGoWithTheirReplicaSets(t *testing.T) {
 	rss, err := testcluster.ReplicaSets(ctx(t), client, getDeployment(t, client, ns, "web"))
 	require.NoError(t, err)
 	assert.Len(t, rss, 2, "revisionHistoryLimit 1: the current ReplicaSet and one before")
+}
+
+// A revision with no pod (scaled to 0), under a wave that serves no webhook: wave itself gives
+// its snapshots and index to the revision's ReplicaSet once the Deployment's controller made
+// it, so that they go with it; before, nothing owned them and they lived for ever. A
+// StatefulSet's go to its ControllerRevision the same way.
+func TestRevisionSnapshotsOfARevisionWithNoPodIsOwnedByIt(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	startWave(t, ns)
+	createCM(t, client, ns, "app", map[string]string{"k": "v1"})
+	vol := withVolume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app")}}})
+	d := deployment(ns, "web", vol)
+	zero := int32(0)
+	d.Spec.Replicas = &zero
+	d.Annotations[revisions.OptInAnnotation] = "true"
+	createDeployment(t, client, d)
+	tmpl := deployment(ns, "db", vol).Spec.Template
+	tmpl.Labels = map[string]string{"app": "db"}
+	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Annotations: maps.Clone(d.Annotations)},
+		Spec: appsv1.StatefulSetSpec{Replicas: &zero, ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl}}
+	_, err := client.AppsV1().StatefulSets(ns).Create(ctx(t), set, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	ownedBy := func(kind string, rev string) func() bool {
+		return func() bool {
+			cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), revisions.IndexName(rev), metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			snap, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), cm.Data["configmap.app"], metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			owns := func(refs []metav1.OwnerReference) bool {
+				return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.Kind == kind })
+			}
+			return owns(cm.OwnerReferences) && owns(snap.OwnerReferences)
+		}
+	}
+	require.Eventually(t, func() bool { return revisions.IsRevision(inputsHash(getDeployment(t, client, ns, "web"))) }, eventually, tick)
+	require.Eventually(t, ownedBy("ReplicaSet", inputsHash(getDeployment(t, client, ns, "web"))), eventually, tick,
+		"the index and snapshot of a revision with no pod are owned by its ReplicaSet")
+	var rev string
+	require.Eventually(t, func() bool {
+		s, err := client.AppsV1().StatefulSets(ns).Get(ctx(t), "db", metav1.GetOptions{})
+		require.NoError(t, err)
+		rev = s.Spec.Template.Annotations[rollout.InputsHashAnnotation]
+		return revisions.IsRevision(rev)
+	}, eventually, tick)
+	require.Eventually(t, ownedBy("ControllerRevision", rev), eventually, tick, "and a StatefulSet's by its ControllerRevision")
 }
 
 // A StatefulSet's and a DaemonSet's pods name their ControllerRevision by a label (a

@@ -29,13 +29,7 @@ const revisionWebhookPath = "/mutate-pods"
 // start: it reads the API server, not the caches. Without --revisions-webhook-address it
 // serves nothing (nil). A pod it cannot help is still admitted,
 // and an Event on its workload (once per revision and reason) says it reads live.
-func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *prometheus.Registry, inf func() *rollout.Informers, recorder record.EventRecorder) (*serve.Server, error) {
-	// Registered whether or not the webhook is served, as every series wave has.
-	failed := prometheus.NewCounter(prometheus.CounterOpts{Name: "configwave_wave_revision_owner_failures_total",
-		Help: "Owner references to a revision that wave could not add to a snapshot or index (the log says why): that object stays until deleted by hand."})
-	dropped := prometheus.NewCounter(prometheus.CounterOpts{Name: "configwave_wave_revision_owner_dropped_total",
-		Help: "Owner references to a revision that waited behind too many others and were dropped: the revision's next pod asks again."})
-	reg.MustRegister(failed, dropped)
+func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *prometheus.Registry, adopt *revisionhook.Adopter, inf func() *rollout.Informers, recorder record.EventRecorder) (*serve.Server, error) {
 	if cfg.revisionsWebhookAddress == "" {
 		return nil, nil
 	}
@@ -54,8 +48,6 @@ func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *pr
 	if err != nil {
 		return nil, err
 	}
-	adopt := &revisionhook.Adopter{Client: cl.webhook, Failed: failed.Inc, Dropped: dropped.Inc}
-	go func() { _ = adopt.Run(ctx) }() // best effort: the revision's next pod asks again
 	ln, err := net.Listen("tcp", cfg.revisionsWebhookAddress)
 	if err != nil {
 		return nil, fmt.Errorf("--revisions-webhook-address %s: %w", cfg.revisionsWebhookAddress, err)
@@ -78,6 +70,26 @@ func startRevisionWebhook(ctx context.Context, cfg *config, cl *clients, reg *pr
 	srv.Bound(5*time.Second, 10*time.Second, 30*time.Second, 90*time.Second, 64<<10)
 	klog.InfoS("serving the config revisions webhook", "address", srv.Addr(), "path", revisionWebhookPath, "certificate", from)
 	return srv, nil
+}
+
+// startAdopter starts what gives a revision's snapshots and index their owner reference to
+// the revision object: asked by the webhook at each new pod of a revision, and by wave's
+// controller once per revision (a revision with no pod, or whose pods the webhook missed). On
+// the webhook's client where there is one, else wave's own.
+func startAdopter(ctx context.Context, cl *clients, reg *prometheus.Registry) *revisionhook.Adopter {
+	// Registered whether or not the webhook is served, as every series wave has.
+	failed := prometheus.NewCounter(prometheus.CounterOpts{Name: "configwave_wave_revision_owner_failures_total",
+		Help: "Owner references to a revision that wave could not add to a snapshot or index (the log says why): that object stays until deleted by hand."})
+	dropped := prometheus.NewCounter(prometheus.CounterOpts{Name: "configwave_wave_revision_owner_dropped_total",
+		Help: "Owner references to a revision that waited behind too many others and were dropped: the revision's next pod, or wave's next look at the workload, asks again."})
+	reg.MustRegister(failed, dropped)
+	client := cl.webhook
+	if client == nil {
+		client = cl.kube
+	}
+	adopt := &revisionhook.Adopter{Client: client, Failed: failed.Inc, Dropped: dropped.Inc}
+	go func() { _ = adopt.Run(ctx) }() // best effort: asked again by the revision's next pod
+	return adopt
 }
 
 // webhookCertificate is what the webhook serves: the certificate wave keeps in

@@ -56,8 +56,9 @@ func (a *Adopter) init() {
 }
 
 // Add asks for the objects (in owner's namespace) to live as long as owner, a revision object
-// of revision. It never blocks.
-func (a *Adopter) Add(namespace string, owner revisions.Owner, revision string, objects []configref.Ref) {
+// of revision. It never blocks; false says the ask was dropped (too many waiting), for the
+// caller to ask again later.
+func (a *Adopter) Add(namespace string, owner revisions.Owner, revision string, objects []configref.Ref) bool {
 	a.init()
 	var todo []configref.Ref
 	key := ownerKey(owner)
@@ -73,10 +74,11 @@ func (a *Adopter) Add(namespace string, owner revisions.Owner, revision string, 
 	}
 	a.mu.Unlock()
 	if len(todo) == 0 || queued {
-		return
+		return true
 	}
 	select {
 	case a.queue <- adoption{owner: owner, revision: revision, objects: todo}:
+		return true
 	default:
 		a.mu.Lock()
 		delete(a.pending, key)
@@ -85,6 +87,7 @@ func (a *Adopter) Add(namespace string, owner revisions.Owner, revision string, 
 		if a.Dropped != nil {
 			a.Dropped()
 		}
+		return false
 	}
 }
 

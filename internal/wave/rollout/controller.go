@@ -126,6 +126,10 @@ type Config struct {
 	// they were made, and say so once per pod (ConfigRevisionLive). Set it where wave serves
 	// the webhook: without it every such pod reads live by design.
 	LivePodsEvery time.Duration
+	// Adopt, when set, makes the index and snapshots of a revision live as long as the revision
+	// object (revisionhook.Adopter.Add): wave asks it once per revision, so that a revision
+	// with no pod, or whose pods the webhook missed, does not keep them for ever.
+	Adopt func(namespace string, owner revisions.Owner, revision string, objects []configref.Ref) bool
 	// Alert, when set, receives one line of text for each failed config rollout and each
 	// recovery (--notify-webhook). It names workloads and objects, never a value.
 	Alert func(text string)
@@ -153,6 +157,8 @@ type Controller struct {
 	// earlier: per workload, whether its template with no revision is one of its earlier
 	// revisions (an undo's), for the generation it was asked for.
 	earlier earlierAnswers
+	// adopted: per workload, the revision whose snapshots wave gave to its revision object.
+	adopted adoptedRevisions
 	// approvals: since when each workload's change waits for approval (configwave.io/approval).
 	approvals approvalsPending
 	// brake: the sources that change too often (--flapping-threshold); brakeSaid, per workload,
@@ -582,6 +588,7 @@ func (c *Controller) forget(key string) {
 	c.brakeSaid.set(key, "")
 	c.flight.forget(key)
 	c.earlier.forget(key)
+	c.adopted.forget(key)
 	if c.crash != nil {
 		c.crash.Forget(key)
 	}

@@ -48,6 +48,7 @@ func (c *Controller) followUp(ctx context.Context, w workload.Workload) error {
 	if !w.Progress.Observed {
 		return nil // its controller has not looked at the current generation yet: nothing to judge
 	}
+	c.adoptRevision(ctx, w) // its controller made the revision object: it owns its snapshots
 	p := w.Progress
 	if c.crash != nil {
 		if cl, ok := c.crash.Of(key, w.Template.Annotations[InputsHashAnnotation]); ok && !p.Done && p.Failed == "" {
