@@ -59,7 +59,7 @@ func newWork(cfg *config, cl *clients, inf *rollout.Informers, recorder record.E
 		rc.Alert = cfg.webhook.Send
 	}
 	if adopt != nil {
-		rc.Adopt = adopt.Add
+		rc.Adopt, rc.Unadopt = adopt.Add, adopt.Forget
 	}
 	if cfg.revisionsWebhookAddress != "" {
 		// The pods its webhook missed (wave down, a failed call) are said every sync period.

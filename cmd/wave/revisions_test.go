@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -15,6 +16,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -202,6 +204,62 @@ func TestRevisionSnapshotsOfARevisionWithNoPodIsOwnedByIt(t *testing.T) {
 		return revisions.IsRevision(rev)
 	}, eventually, tick)
 	require.Eventually(t, ownedBy("ControllerRevision", rev), eventually, tick, "and a StatefulSet's by its ControllerRevision")
+}
+
+// A backup restored into a cluster (Velero): the index and snapshots come back with owner
+// references to the uids of the cluster they were saved in, which name nothing here, and the
+// garbage collector removes them while the restored pods run the revision. wave makes them
+// again from the sources (which hold the revision's content still), says so, and gives them to
+// the revision's ReplicaSet; before, they stayed gone, and a restarted container of those pods
+// could not start (CreateContainerConfigError).
+func TestRevisionSnapshotsMadeAgainAfterARestore(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	// Nothing of the workload changes when the garbage collector takes them: wave sees the loss
+	// at its next resync, which the test makes come soon.
+	startWaveWithWebhook(t, client, ns, "--sync-period=3s")
+	createCM(t, client, ns, "app", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", withVolume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("app")}}}))
+	d.Annotations[revisions.OptInAnnotation] = "true"
+	createDeployment(t, client, d)
+	require.Eventually(t, func() bool { return revisions.IsRevision(inputsHash(getDeployment(t, client, ns, "web"))) }, eventually, tick)
+	rev := inputsHash(getDeployment(t, client, ns, "web"))
+	snap := index(t, client, ns, rev)["configmap.app"]
+	pod := podOf(t, client, ns, rev)
+	require.Equal(t, snap, pod.Spec.Volumes[0].ConfigMap.Name)
+	owner := metav1.GetControllerOf(pod)
+	require.NotNil(t, owner)
+	ownedByTheReplicaSet := func() bool {
+		for _, name := range []string{revisions.IndexName(rev), snap} {
+			cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), name, metav1.GetOptions{})
+			if err != nil || !slices.ContainsFunc(cm.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == owner.UID }) {
+				return false
+			}
+		}
+		return true
+	}
+	// Owned first, as they were when the backup was made (and wave adds nothing after that).
+	require.Eventually(t, ownedByTheReplicaSet, eventually, tick)
+
+	// As restored: owned by the ReplicaSet of that name in the cluster they were saved in.
+	elsewhere, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{
+		{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner.Name, UID: "0a0a0a0a-0000-4000-8000-000000000000"}}}})
+	require.NoError(t, err)
+	for _, name := range []string{revisions.IndexName(rev), snap} {
+		_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx(t), name, types.MergePatchType, elsewhere, metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		_, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), snap, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, eventually, tick, "the garbage collector removes what names an owner that is not there")
+
+	require.Eventually(t, func() bool { return len(events(t, client, ns, "web", "ConfigRevisionRestored")) > 0 }, time.Minute, tick, "wave never made the snapshots again")
+	require.Eventually(t, ownedByTheReplicaSet, eventually, tick, "the index and snapshot are there again, owned by the revision's ReplicaSet")
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx(t), snap, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "v1", cm.Data["k"], "the revision's content")
+	assert.Equal(t, rev, inputsHash(getDeployment(t, client, ns, "web")), "nothing rolled")
 }
 
 // A StatefulSet's and a DaemonSet's pods name their ControllerRevision by a label (a

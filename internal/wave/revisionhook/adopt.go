@@ -3,6 +3,7 @@ package revisionhook
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -88,6 +89,22 @@ func (a *Adopter) Add(namespace string, owner revisions.Owner, revision string, 
 			a.Dropped()
 		}
 		return false
+	}
+}
+
+// Forget drops what Adopter remembers having done for objects, so that the next Add for them
+// reads them again: they were made again (wave's repair of a revision), without the owner
+// references the old ones had.
+func (a *Adopter) Forget(objects []configref.Ref) {
+	a.init()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for key := range a.done {
+		for _, ref := range objects {
+			if strings.HasPrefix(key, ref.String()+"\x00") {
+				delete(a.done, key)
+			}
+		}
 	}
 }
 

@@ -27,6 +27,7 @@ func (c *Controller) adoptRevision(ctx context.Context, w workload.Workload) {
 	if c.Adopt == nil || c.DryRun || !revisions.IsRevision(rev) || c.adopted.is(key, rev) {
 		return
 	}
+	madeAgain := c.adopted.madeAgain(key)
 	owner, found, err := c.revisionObject(ctx, w, rev)
 	if err != nil || !found {
 		if err != nil {
@@ -44,6 +45,9 @@ func (c *Controller) adoptRevision(ctx context.Context, w workload.Workload) {
 		objects := []configref.Ref{{Kind: configref.ConfigMap, Namespace: ns, Name: revisions.IndexName(rev)}}
 		for ref, snap := range snaps {
 			objects = append(objects, configref.Ref{Kind: ref.Kind, Namespace: ns, Name: snap})
+		}
+		if madeAgain && c.Unadopt != nil {
+			c.Unadopt(objects) // the old ones' owner references are not theirs
 		}
 		if !c.Adopt(ns, owner, rev, objects) {
 			return // dropped with too many waiting: asked again on the next look
@@ -92,10 +96,28 @@ func (c *Controller) revisionObject(ctx context.Context, w workload.Workload, re
 }
 
 // adoptedRevisions remembers, per workload, the revision whose snapshots wave gave to its
-// revision object last.
+// revision object last, and the workloads whose snapshots were made again since.
 type adoptedRevisions struct {
-	mu sync.Mutex
-	m  map[string]string
+	mu    sync.Mutex
+	m     map[string]string
+	again map[string]bool
+}
+
+// repaired says the workload's snapshots were made again: given to the revision object anew.
+func (a *adoptedRevisions) repaired(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.m, key)
+	if a.again == nil {
+		a.again = map[string]bool{}
+	}
+	a.again[key] = true
+}
+
+func (a *adoptedRevisions) madeAgain(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.again[key]
 }
 
 func (a *adoptedRevisions) is(key, rev string) bool {
@@ -111,10 +133,12 @@ func (a *adoptedRevisions) set(key, rev string) {
 		a.m = map[string]string{}
 	}
 	a.m[key] = rev
+	delete(a.again, key)
 }
 
 func (a *adoptedRevisions) forget(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.m, key)
+	delete(a.again, key)
 }

@@ -93,6 +93,12 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 			c.Recorder.Eventf(w.Object, corev1.EventTypeWarning, "ConfigRevisionFailed", "%v; the pods of this rollout read the live objects until the next change of their config", err)
 		}
 	}
+	if d.Repair != "" && !c.DryRun {
+		if err := c.ensureRevision(ctx, w, d.Repair); err != nil {
+			return "", fmt.Errorf("make the snapshots of revision %s again: %w", d.Repair, err)
+		}
+		c.adopted.repaired(key) // given to the revision object again, by followUp below
+	}
 	var restartErr error
 	if d.Restart {
 		restartErr = c.restartJob(ctx, w, d)
@@ -123,6 +129,9 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 	}
 	if d.Follow {
 		c.follow.Started(key, d.Record)
+	}
+	if d.LookAgainIn > 0 {
+		c.queue.AddAfter(key, d.LookAgainIn)
 	}
 	if d.HoldFor > 0 {
 		c.pace.Want(key, d.Wanted)

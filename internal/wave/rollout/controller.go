@@ -130,6 +130,8 @@ type Config struct {
 	// object (revisionhook.Adopter.Add): wave asks it once per revision, so that a revision
 	// with no pod, or whose pods the webhook missed, does not keep them for ever.
 	Adopt func(namespace string, owner revisions.Owner, revision string, objects []configref.Ref) bool
+	// Unadopt, beside Adopt, forgets what Adopt did for objects made again (a repair).
+	Unadopt func(objects []configref.Ref)
 	// Alert, when set, receives one line of text for each failed config rollout and each
 	// recovery (--notify-webhook). It names workloads and objects, never a value.
 	Alert func(text string)

@@ -179,6 +179,15 @@ func (c *Controller) gatherRevisions(ctx context.Context, s *situation, w worklo
 	s.NewestFollowed = w.Meta.Labels[revisions.FollowedLabel]
 	s.HeldBackSaid = c.heldBack.of(w.Key())
 	s.AtEarlierRevision = func() (bool, error) { return c.atEarlierRevision(ctx, w, s.NewestRevision) }
+	s.IndexGone = func(rev string) bool {
+		for _, e := range s.Entries {
+			if e.InRevisions {
+				_, cached := c.Informers.config(configref.Ref{Kind: configref.ConfigMap, Namespace: w.Meta.Namespace, Name: revisions.IndexName(rev)})
+				return !cached
+			}
+		}
+		return false // a revision of no kept source has no index
+	}
 }
 
 // entries says, for each object of the inputs record and each one ignored, whether its change

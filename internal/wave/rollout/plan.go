@@ -104,6 +104,9 @@ type situation struct {
 	// one of the workload's revisions made before its newest: an undo's, not a kubectl replace
 	// that dropped wave's annotation (nil: taken as an undo).
 	AtEarlierRevision func() (bool, error)
+	// IndexGone reports whether revision keeps sources in snapshots yet its index is not in
+	// the caches (nil: not asked).
+	IndexGone func(revision string) bool
 
 	// WaveHash is Wave's hash of the current config (a *podrefs.MissingError when Wave's view
 	// misses an object). StakaterBehind reports whether a mark Reloader left on the template
@@ -157,6 +160,11 @@ type decision struct {
 	ClearRevision bool
 	Followed      string // the FollowedLabel written with Revision
 	HeldBack      string // the template hash a rollback holds the workload at, to remember
+	// Repair: the revision (the template's, of the current config) whose index and snapshots
+	// apply makes again from the sources: they were gone while its pods run.
+	Repair string
+	// LookAgainIn: look at the workload again then (an index not seen yet may only be late).
+	LookAgainIn time.Duration
 	// ClearApproval, ClearReject: remove configwave.io/approve or configwave.io/reject, once it
 	// did what it says, or when it names another change than the one the workload stands at.
 	ClearApproval, ClearReject bool
@@ -233,22 +241,9 @@ func decide(s situation) (decision, error) {
 	} else if held {
 		return warn.with(d), nil
 	}
-	turnOn := false // revisions on, and the template names no revision of the current config
-	if s.HasRecord && r.id == s.KeyID && r.ownHash == r.writeOwn && r.inputs == s.Inputs.Value {
-		want := revisions.InputsHash(r.value)
-		turnOn = s.Revisions && s.TemplateInputsHash != want
-		switch {
-		case turnOn:
-		case s.Revisions && s.NewestRevision != want:
-			// Held by an undo, then the config itself went back to what the template runs: the
-			// pods run the current config, and the label says so again, so that the config's
-			// next change rolls (with the old label it would read as the undo's).
-			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: s.Rec, Revision: want, Followed: s.followedKey(want)}), nil
-		case r.present != s.Rec: // the config is back as it was: nothing to roll
-			return warn.with(decision{Result: ResultUnchanged, Write: "missing", Record: r.present}), nil
-		default:
-			return warn.with(decision{Result: ResultUnchanged}), nil
-		}
+	d, settled, turnOn := s.atCurrentConfig(r)
+	if settled {
+		return warn.with(d), nil
 	}
 
 	hash := &lazyWaveHash{s: s, own: r.writeOwn}
@@ -388,6 +383,53 @@ func (s situation) heldByRollback(r records) (decision, bool, error) {
 		d.Log = &logLine{Msg: "held at an earlier config by a rollback", KV: []any{"revision", s.TemplateInputsHash, "newest", s.NewestRevision}}
 	}
 	return d, true, nil
+}
+
+// atCurrentConfig decides a workload whose record is of the current config: nothing to roll
+// (settled, d), or turnOn (revisions on, and the template names no revision of the current
+// config) for decide to roll.
+func (s situation) atCurrentConfig(r records) (d decision, settled, turnOn bool) {
+	if !s.HasRecord || r.id != s.KeyID || r.ownHash != r.writeOwn || r.inputs != s.Inputs.Value {
+		return decision{}, false, false
+	}
+	want := revisions.InputsHash(r.value)
+	switch {
+	case s.Revisions && s.TemplateInputsHash != want:
+		return decision{}, false, true
+	case s.Revisions && s.NewestRevision != want:
+		// Held by an undo, then the config itself went back to what the template runs: the
+		// pods run the current config, and the label says so again, so that the config's
+		// next change rolls (with the old label it would read as the undo's).
+		return decision{Result: ResultUnchanged, Write: "missing", Record: s.Rec, Revision: want, Followed: s.followedKey(want)}, true, false
+	case r.present != s.Rec: // the config is back as it was: nothing to roll
+		return decision{Result: ResultUnchanged, Write: "missing", Record: r.present}, true, false
+	case s.revisionGone(want):
+		if wait := indexSettle - s.Now.Sub(s.Rec.Started); wait > 0 {
+			return decision{Result: ResultUnchanged, LookAgainIn: wait}, true, false
+		}
+		return s.repair(want), true, false
+	}
+	return decision{Result: ResultUnchanged}, true, false
+}
+
+// indexSettle is how long after a rollout an index missing from the caches is taken as gone:
+// the caches see the one wave has just made a moment after.
+const indexSettle = 10 * time.Second
+
+// revisionGone says whether the template's revision, which is the current config's (want),
+// lost its index while its pods run it: its ReplicaSet deleted with --cascade=orphan and made
+// again under its name, a backup restored with new uids; the garbage collector then removed
+// what the old one owned. Its sources still hold the revision's content, as want says.
+func (s situation) revisionGone(want string) bool {
+	return s.Revisions && s.IndexGone != nil && s.TemplateInputsHash == want && s.NewestRevision == want && s.IndexGone(want)
+}
+
+// repair makes the revision's index and snapshots again from its sources (their names are of
+// its content, so its pods' names find them), and says so.
+func (s situation) repair(rev string) decision {
+	return decision{Result: ResultUnchanged, Repair: rev, Events: []event{{corev1.EventTypeWarning, "ConfigRevisionRestored",
+		"the index and snapshots of revision " + rev + " were gone while its pods run it (its ReplicaSet or ControllerRevision deleted with --cascade=orphan and made again, or restored from a backup): made again from its ConfigMaps and Secrets, which hold its content still; a pod whose container restarted meanwhile failed to start until now"}},
+		Log: &logLine{Msg: "made a revision's snapshots again", KV: []any{"revision", rev}}}
 }
 
 // followedKey is FollowedLabel's value for revision with the config as it is now: a hash of

@@ -123,6 +123,51 @@ func TestPlanRevisions(t *testing.T) {
 			s.AtEarlierRevision = func() (bool, error) { return true, nil }
 			return s
 		}, func(t *testing.T, d decision) { assert.Equal(t, ResultRolledBack, d.Result) }},
+		// Its ReplicaSet deleted with --cascade=orphan and made again: the garbage collector took
+		// the index and snapshots the old one owned, while the pods run the revision.
+		{"the current revision's index is gone from the caches a while after its rollout: made again", func() situation {
+			s := deployment(v1)
+			s.Rec.Started = t0.Add(-time.Hour)
+			s.IndexGone = func(rev string) bool { return rev == s.TemplateInputsHash }
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultUnchanged, d.Result)
+			assert.Equal(t, rev(v1), d.Repair)
+			require.Len(t, d.Events, 1)
+			assert.Equal(t, "ConfigRevisionRestored", d.Events[0].Reason)
+			assert.Empty(t, d.Write, "nothing of the workload is written")
+		}},
+		{"just restarted: the same caches and record, the same repair", func() situation {
+			s := deployment(v1)
+			s.Rec.Started = t0.Add(-time.Hour)
+			s.HeldBackSaid = ""
+			s.IndexGone = func(string) bool { return true }
+			return s
+		}, func(t *testing.T, d decision) { assert.Equal(t, rev(v1), d.Repair) }},
+		{"the index missing from the caches right after the rollout that made it: maybe only not seen yet, looked at again once it would be", func() situation {
+			s := deployment(v1)
+			s.Rec.Started = t0.Add(-4 * time.Second)
+			s.IndexGone = func(string) bool { return true }
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, decision{Result: ResultUnchanged, LookAgainIn: indexSettle - 4*time.Second}, d)
+		}},
+		{"the index there: nothing", func() situation {
+			s := deployment(v1)
+			s.Rec.Started = t0.Add(-time.Hour)
+			s.IndexGone = func(string) bool { return false }
+			return s
+		}, func(t *testing.T, d decision) { assert.Equal(t, decision{Result: ResultUnchanged}, d) }},
+		{"held at v1 by an undo, v1's index gone: not made again from today's sources, which are not v1's", func() situation {
+			s := deployment(v2)
+			s.Rec.Started = t0.Add(-time.Hour)
+			s.NewestRevision = rev(v2)
+			s.IndexGone = func(string) bool { return true }
+			return s
+		}, func(t *testing.T, d decision) {
+			assert.Equal(t, ResultRolledBack, d.Result)
+			assert.Empty(t, d.Repair)
+		}},
 		{"kubectl replace of a file without wave's annotation (a revision made after the newest): rolled onto the current config's revision, and said so", func() situation {
 			s := deployment(v1)
 			s.TemplateInputsHash = ""
