@@ -49,7 +49,7 @@ func TestPodsShowTheSidecarsOneFirstState(t *testing.T) {
 	}
 	got := sidecarOf()
 	assert.Equal(t, "under trial: tries config bbbbbbbb first, since "+since.UTC().Format(time.RFC3339), got[first])
-	assert.Equal(t, "promoted: keeps config aaaaaaaa while pod "+first+" tries bbbbbbbb", got[other])
+	assert.Equal(t, "keeps config aaaaaaaa while pod "+first+" tries config bbbbbbbb first", got[other])
 	table := run(t, "pods", "deploy/web", "-n", ns)
 	assert.Contains(t, table, "sidecar: under trial: tries config bbbbbbbb first")
 

@@ -114,6 +114,10 @@ func newInformers(ctx context.Context, cfg *config, cl *clients, dg digests, kin
 			return nil, err
 		}
 		inf.WatchNamespaces(cl.kube)
+	} else if ok, err := mayWatchNamespaces(ctx, cl.kube); err != nil {
+		return nil, err
+	} else if ok {
+		inf.WatchNamespaces(cl.kube) // for configwave.io/rollout-window on a namespace
 	}
 	if cfg.csi {
 		if err := watchSecretProviderClasses(ctx, inf, cfg.namespaceList, cl.kube, cl.all.Dynamic, cl.rest); err != nil {

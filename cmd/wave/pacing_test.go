@@ -205,6 +205,33 @@ func TestRolloutWindowDefersAndRolloutNowRolls(t *testing.T) {
 	assert.Equal(t, typoBefore, inputsHash(getDeployment(t, client, ns, "typo")))
 }
 
+// configwave.io/rollout-window on the namespace: every workload there without a window of its
+// own rolls in it, a change outside it waits and says so; the namespace's window taken off,
+// the change rolls at once (a change of the namespace is looked at, as a change of the
+// workload is).
+func TestNamespaceRolloutWindowDefers(t *testing.T) {
+	client := adminClient(t)
+	ns := testcluster.Namespace(t, client)
+	opens := time.Now().UTC().Add(12 * time.Hour) // closed for the whole test, on any machine
+	closed := fmt.Sprintf("%s %02d:%02d-%02d:%02d UTC", opens.Weekday().String()[:3], opens.Hour(), opens.Minute(), (opens.Hour()+1)%24, opens.Minute())
+	_, err := client.CoreV1().Namespaces().Patch(ctx(t), ns, types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, window.Annotation, closed), metav1.PatchOptions{})
+	require.NoError(t, err)
+	createCM(t, client, ns, "cm", map[string]string{"a": "0"})
+	createDeployment(t, client, deployment(ns, "web", withEnvKey("cm", "a")))
+	p := startWave(t, ns, "--coalesce=0")
+	before := inputsHash(waitRecorded(t, client, ns, "web"))
+	settle(t, p)
+
+	patchCM(t, client, ns, "cm", `{"data":{"a":"1"}}`)
+	require.Eventually(t, func() bool { return eventCount(t, client, ns, "web", "ConfigRolloutDeferred") == 1 }, eventually, tick, "the namespace's window defers the change")
+	assert.Equal(t, before, inputsHash(getDeployment(t, client, ns, "web")), "nothing rolled")
+
+	_, err = client.CoreV1().Namespaces().Patch(ctx(t), ns, types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, window.Annotation), metav1.PatchOptions{})
+	require.NoError(t, err)
+	waitTemplateHashChange(t, client, ns, "web", before)
+	assert.True(t, configValueRolled(t, client, ns, "web", "1"))
+}
+
 // A ConfigMap written in a loop (--flapping-threshold=3/20s): braked at its third change, with a
 // ConfigFlapping Warning on it and on the workload, no rollout while it flaps, and once it is
 // quiet for the threshold's duration the workload rolls once, with the last content.

@@ -56,9 +56,13 @@ true
   verbs: ["create", "patch"]
 {{- if .Values.crashLoopDetection }}
 # to see the new pods of a config rollout crash-loop, and say so at once (crashLoopDetection;
-# listing pods shows every pod spec of the namespace)
+# listing pods shows every pod spec of the namespace); only the newest revision's pods count
+# (its ReplicaSet or ControllerRevision)
 - apiGroups: [""]
   resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: ["apps"]
+  resources: ["replicasets", "controllerrevisions"]
   verbs: ["list"]
 {{- end }}
 {{- if .Values.enableCSIIntegration }}
@@ -105,9 +109,10 @@ true
   resources: ["pods"]
   verbs: ["list", "delete"]
 {{- end }}
-{{- if .Values.namespaceSelector }}
-# their labels, for Stakater Reloader's --namespace-selector (namespaceSelector); cluster-wide
-# only: a namespace is not in a namespace
+{{- if or .Values.namespaceSelector .Values.namespaceRolloutWindows }}
+# their labels, for Stakater Reloader's --namespace-selector (namespaceSelector), and their
+# configwave.io/rollout-window, a window for all their workloads (namespaceRolloutWindows);
+# cluster-wide only: a namespace is not in a namespace
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get", "list", "watch"]

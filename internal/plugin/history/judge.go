@@ -41,10 +41,25 @@ type Write struct {
 // only its later write kept, and is not named: not known.
 func writersIn(revs []Revision, rev *Revision, what string, writes []Write) string {
 	prev := Replaced(revs, rev)
+	if prev == nil {
+		return ""
+	}
+	below := int64(-1) // the number by which prev came right before rev
+	for _, n := range append([]int64{prev.Number}, prev.Earlier...) {
+		if n < rev.Number {
+			below = max(below, n)
+		}
+	}
+	if rev.Number != below+1 || prev.Number < rev.Number && len(prev.Earlier) > 0 {
+		// One between is gone, or the revision before had come back by an undo when rev was
+		// made (made long before it): a write after its creation may be of the revision that
+		// is gone, or of a change that was undone.
+		return ""
+	}
 	var names []string
 	for _, w := range writes {
 		fits := changedAt(revs, what, w.At)
-		if len(fits) == 1 && fits[0] == rev && prev != nil && w.At.After(prev.Created) && !slices.Contains(names, w.Manager) {
+		if len(fits) == 1 && fits[0] == rev && w.At.After(prev.Created) && !slices.Contains(names, w.Manager) {
 			names = append(names, w.Manager)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
@@ -59,6 +60,12 @@ func TestJudge(t *testing.T) {
 		revs: []Revision{rev(1, 0, revA, app("1111")), rev(2, 2, revB, app("2222"))},
 		st:   State{Label: revB, Progress: workload.Progress{Done: true}, Writers: map[string][]Write{"configmap/app": {{Manager: "creator", At: t0}}}},
 		want: []want{{"replaced", "first revision kept"}, {"rolled out", "config change: configmap/app changed"}},
+	}, {
+		name: "the revision before came back by an undo: who changed it since is not said (the write may be of the change undone)",
+		revs: []Revision{rev(2, 0, revA, app("1111")), {Number: 3, Created: t0.Add(time.Minute), InputsHash: revB, Config: []Source{app("2222")}, Earlier: []int64{1}},
+			rev(4, 3, revC, app("3333"))},
+		st:   State{Label: revC, Progress: workload.Progress{Done: true}, Writers: map[string][]Write{"configmap/app": {{Manager: "kubectl-edit", At: t0.Add(2 * time.Minute)}}}},
+		want: []want{{"rolled back", "config change: configmap/app changed"}, {"replaced", "an undo brought it back"}, {"rolled out", "config change: configmap/app changed"}},
 	}, {
 		name: "just restarted: no writers read (no access), the causes as without them",
 		revs: []Revision{rev(1, 0, revA, app("1111")), rev(2, 2, revB, app("2222"))},
@@ -156,4 +163,24 @@ func TestJudge(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
+}
+
+func TestWritesOfKeepsOnlyWhoWroteData(t *testing.T) {
+	at := metav1.NewTime(t0)
+	entry := func(manager, fields, sub string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Time: &at, Subresource: sub, FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+	}
+	got := writesOf([]metav1.ManagedFieldsEntry{
+		entry("helm", `{"f:data":{"f:app.conf":{}}}`, ""),
+		entry("kubectl-label", `{"f:metadata":{"f:labels":{"f:team":{}}}}`, ""),
+		entry("argocd", `{"f:metadata":{"f:annotations":{"f:argocd.argoproj.io/tracking-id":{}}}}`, ""),
+		entry("eso", `{"f:stringData":{"f:password":{}}}`, ""),
+		entry("binary", `{"f:binaryData":{"f:logo.png":{}}}`, ""),
+		entry("status-writer", `{"f:data":{}}`, "status"),
+	})
+	var names []string
+	for _, w := range got {
+		names = append(names, w.Manager)
+	}
+	assert.Equal(t, []string{"helm", "eso", "binary"}, names, "only who wrote data: a label or an annotation changes nothing a revision keeps")
 }

@@ -208,15 +208,19 @@ func (r Reader) jobs(ctx context.Context, w workload.Workload) ([]Revision, erro
 		return nil, fmt.Errorf("%s: list its Jobs: %w", w, err)
 	}
 	var jobs []Revision
+	current := map[string]bool{} // Jobs of the CronJob's template now
 	for i := range list.Items {
 		if j := &list.Items[i]; controlledBy(j, w) {
 			t := JobTemplate(j)
 			jobs = append(jobs, Revision{Object: "job/" + j.Name, Name: j.Name, Created: j.CreationTimestamp.Time,
 				InputsHash: t.Annotations[rollout.InputsHashAnnotation], Template: t})
+			current[j.Name] = w.Template != nil && equality.Semantic.DeepEqual(t, *w.Template)
 		}
 	}
+	// By creation, kept to the second; within one (a change right after another, each
+	// starting a Job), the run of the CronJob's template now is the newer.
 	slices.SortStableFunc(jobs, func(a, b Revision) int {
-		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.Name, b.Name))
+		return cmp.Or(a.Created.Compare(b.Created), compareBool(current[a.Name], current[b.Name]), strings.Compare(a.Name, b.Name))
 	})
 	// Runs of the same template are one revision, named by its newest Job (the one most likely
 	// still there when an undo reads it).
@@ -313,13 +317,30 @@ func (r Reader) Writers(ctx context.Context, namespace string, revs []Revision) 
 	return out
 }
 
-// writesOf keeps the writes of the object itself (not its status) by each manager.
+// writesOf keeps the writes of each manager that owns some of the object's data (data,
+// binaryData, a Secret's stringData): a manager that only labelled or annotated it (kubectl
+// label, a GitOps tool's tracking) changed nothing a revision keeps. The fields are key names,
+// never values.
 func writesOf(fields []metav1.ManagedFieldsEntry) []Write {
 	var out []Write
 	for _, f := range fields {
-		if f.Subresource == "" && f.Time != nil && f.Manager != "" {
+		if f.Subresource != "" || f.Time == nil || f.Manager == "" || f.FieldsV1 == nil {
+			continue
+		}
+		raw := string(f.FieldsV1.Raw)
+		if strings.Contains(raw, `"f:data"`) || strings.Contains(raw, `"f:binaryData"`) || strings.Contains(raw, `"f:stringData"`) {
 			out = append(out, Write{Manager: f.Manager, At: f.Time.Time})
 		}
 	}
 	return out
+}
+
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case b:
+		return -1
+	}
+	return 1
 }

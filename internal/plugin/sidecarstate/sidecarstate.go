@@ -67,31 +67,51 @@ func Of(recs []onefirst.Record, pod string) string {
 
 func of(r onefirst.Record, pod string) string {
 	c := short(r.Content)
+	first := oneLine(r.First)
 	switch r.State {
 	case onefirst.Soaking:
-		if r.First == pod {
+		switch {
+		case r.First == "":
+			return fmt.Sprintf("keeps %s; config %s waits for a pod to try it first", orNone(r.Good), c)
+		case r.First == pod:
 			return fmt.Sprintf("under trial: tries config %s first, since %s", c, r.Since.UTC().Format(time.RFC3339))
 		}
-		return fmt.Sprintf("promoted: keeps %s while pod %s tries %s", orNone(r.Good), r.First, c)
+		return fmt.Sprintf("keeps %s while pod %s tries config %s first", orNone(r.Good), first, c)
 	case onefirst.Promoted:
 		if at, ok := r.Batch[pod]; ok {
 			return fmt.Sprintf("under trial: soaks config %s in a batch, since %s", c, at.UTC().Format(time.RFC3339))
 		}
-		return fmt.Sprintf("promoted: config %s (each pod takes it in its batch)", c)
+		return fmt.Sprintf("config %s promoted: each pod takes it in its batch (this one has it, or waits for its turn)", c)
 	case onefirst.Rejected:
 		why := ""
 		if r.Reason != "" {
-			why = " (" + r.Reason + ")"
+			why = " (" + oneLine(r.Reason) + ")"
+		}
+		if r.TakenBack == r.Content {
+			// Rejected by a pod of a batch after the promotion: the record keeps the first
+			// pod, which was healthy on it, not the one that rejected it.
+			return fmt.Sprintf("rejected after its promotion, on a pod of a batch: config %s%s taken back from every pod; back on %s", c, why, orNone(r.Good))
 		}
 		if r.First == pod {
 			return fmt.Sprintf("rejected here: config %s failed%s; back on %s", c, why, orNone(r.Good))
 		}
-		return fmt.Sprintf("rejected: config %s failed on pod %s%s; keeps %s", c, r.First, why, orNone(r.Good))
+		return fmt.Sprintf("rejected: config %s failed on pod %s%s; keeps %s", c, first, why, orNone(r.Good))
 	}
-	return string(r.State) + ": config " + c
+	return oneLine(string(r.State)) + ": config " + c
 }
 
-func short(id string) string { return id[:min(len(id), 8)] }
+// oneLine keeps a field anyone who may write the Lease wrote on one line of the tree: every
+// control character becomes "?", so that it cannot draw lines of its own.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+func short(id string) string { return oneLine(id[:min(len(id), 8)]) }
 
 func orNone(id string) string {
 	if id == "" {

@@ -22,9 +22,9 @@ func TestAtEarlierRevision(t *testing.T) {
 		}
 		return t
 	}
-	preWave := Made{template("app:1", "", "aaa"), t0}
-	turnedOn := Made{template("app:1", revA, "bbb"), t0.Add(time.Minute)}
-	replaced := Made{template("app:2", "", "ccc"), t0.Add(2 * time.Minute)}
+	preWave := Made{Template: template("app:1", "", "aaa"), Created: t0}
+	turnedOn := Made{Template: template("app:1", revA, "bbb"), Created: t0.Add(time.Minute)}
+	replaced := Made{Template: template("app:2", "", "ccc"), Created: t0.Add(2 * time.Minute)}
 	now := template("app:1", "", "")
 	tests := []struct {
 		name     string
@@ -37,15 +37,22 @@ func TestAtEarlierRevision(t *testing.T) {
 		{"kubectl replace with a new image, its ReplicaSet not made yet: no undo", template("app:2", "", ""), []Made{preWave, turnedOn}, false},
 		{"kubectl replace with a new image, its ReplicaSet made after the newest revision: no undo", template("app:2", "", ""), []Made{preWave, turnedOn, replaced}, false},
 		{"made in the same second as the newest revision: taken as earlier (held, as before)", template("app:2", "", ""),
-			[]Made{preWave, turnedOn, {template("app:2", "", "ccc"), turnedOn.Created}}, true},
+			[]Made{preWave, turnedOn, {Template: template("app:2", "", "ccc"), Created: turnedOn.Created}}, true},
 		{"no revision of the newest left to compare with: held, as before", template("app:2", "", ""), []Made{preWave}, true},
 		{"an Argo Rollout's ReplicaSet: its own hash label is no difference", now,
-			[]Made{{func() corev1.PodTemplateSpec {
+			[]Made{{Template: func() corev1.PodTemplateSpec {
 				t := template("app:1", "", "")
 				t.Labels = map[string]string{"rollouts-pod-template-hash": "ddd"}
 				return t
-			}(), t0}, turnedOn}, true},
+			}(), Created: t0}, turnedOn}, true},
 		{"another container's image differs: not that revision", template("app:3", "", ""), []Made{preWave, turnedOn}, false},
+		// ReplicaSets: their numbers tell the order within a second.
+		{"a replace's new ReplicaSet made in the same second as the newest: a higher number, no undo", template("app:2", "", ""),
+			[]Made{{template("app:1", "", "aaa"), t0, 1, false}, {template("app:1", revA, "bbb"), t0, 2, false}, {template("app:2", "", "ccc"), t0, 3, false}}, false},
+		{"an undo, before the Deployment's controller numbered it again: a lower number", now,
+			[]Made{{template("app:1", "", "aaa"), t0, 1, false}, {template("app:1", revA, "bbb"), t0, 2, false}}, true},
+		{"an undo, numbered again: it came back", now,
+			[]Made{{template("app:1", "", "aaa"), t0, 3, true}, {template("app:1", revA, "bbb"), t0, 2, false}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -57,8 +57,8 @@ func (a *Adopter) init() {
 }
 
 // Add asks for the objects (in owner's namespace) to live as long as owner, a revision object
-// of revision. It never blocks; false says the ask was dropped (too many waiting), for the
-// caller to ask again later.
+// of revision. It never blocks; false says the ask was not queued (too many waiting, or one for
+// the same owner waits already), for the caller to ask again later.
 func (a *Adopter) Add(namespace string, owner revisions.Owner, revision string, objects []configref.Ref) bool {
 	a.init()
 	var todo []configref.Ref
@@ -74,8 +74,11 @@ func (a *Adopter) Add(namespace string, owner revisions.Owner, revision string, 
 		a.pending[key] = true
 	}
 	a.mu.Unlock()
-	if len(todo) == 0 || queued {
+	if len(todo) == 0 {
 		return true
+	}
+	if queued {
+		return false // an ask for the owner waits, maybe for fewer objects: ask again later
 	}
 	select {
 	case a.queue <- adoption{owner: owner, revision: revision, objects: todo}:

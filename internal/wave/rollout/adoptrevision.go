@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -24,21 +25,26 @@ import (
 func (c *Controller) adoptRevision(ctx context.Context, w workload.Workload) {
 	rev := w.Template.Annotations[InputsHashAnnotation]
 	key := w.Key()
-	if c.Adopt == nil || c.DryRun || !revisions.IsRevision(rev) || c.adopted.is(key, rev) {
+	// Per generation: a change of the template that keeps the config (an image) makes another
+	// revision object of the same revision, which owns them too.
+	at := adoptedAt{rev: rev, generation: w.Meta.Generation}
+	if c.Adopt == nil || c.DryRun || !revisions.IsRevision(rev) || !c.adopted.due(key, at, time.Now()) {
 		return
 	}
 	madeAgain := c.adopted.madeAgain(key)
-	owner, found, err := c.revisionObject(ctx, w, rev)
-	if err != nil || !found {
+	owners, err := c.revisionObjects(ctx, w, rev)
+	if err != nil || len(owners) == 0 {
 		if err != nil {
 			klog.V(2).InfoS("could not find the revision object to own the revision's snapshots; looking again later", "workload", w.String(), "revision", rev, "err", err)
 		}
+		c.adopted.tried(key, at, time.Now())
 		return
 	}
 	ns := w.Meta.Namespace
 	snaps, err := revisions.Kept(ctx, revisions.ClientAPI{Core: c.Client.CoreV1()}, ns, rev, w.Template)
 	if err != nil && !errors.Is(err, revisions.ErrConfigGone) {
 		klog.V(2).InfoS("could not read the revision's index; looking again later", "workload", w.String(), "revision", rev, "err", err)
+		c.adopted.tried(key, at, time.Now())
 		return
 	}
 	if snaps != nil { // nil: its index is gone, or not wave's; a snapshot gone is passed over
@@ -49,58 +55,99 @@ func (c *Controller) adoptRevision(ctx context.Context, w workload.Workload) {
 		if madeAgain && c.Unadopt != nil {
 			c.Unadopt(objects) // the old ones' owner references are not theirs
 		}
-		if !c.Adopt(ns, owner, rev, objects) {
-			return // dropped with too many waiting: asked again on the next look
+		for _, owner := range owners {
+			if !c.Adopt(ns, owner, rev, objects) {
+				c.adopted.tried(key, at, time.Now()) // not queued: asked again a little later
+				return
+			}
 		}
 	}
-	c.adopted.set(key, rev)
+	c.adopted.set(key, at)
 }
 
-// revisionObject finds the object w's controller keeps revision rev in, among those w
-// controls (by UID), read afresh: a Deployment's or Argo Rollout's ReplicaSet, a StatefulSet's
-// or DaemonSet's ControllerRevision.
-func (c *Controller) revisionObject(ctx context.Context, w workload.Workload, rev string) (revisions.Owner, bool, error) {
+// revisionObjects finds the objects w's controller keeps revision rev in, among those w
+// controls (by UID), read afresh: a Deployment's or Argo Rollout's ReplicaSets, a StatefulSet's
+// or DaemonSet's ControllerRevisions (more than one where a template change kept the config).
+func (c *Controller) revisionObjects(ctx context.Context, w workload.Workload, rev string) ([]revisions.Owner, error) {
 	sel, err := metav1.LabelSelectorAsSelector(w.Selector)
 	if err != nil {
-		return revisions.Owner{}, false, fmt.Errorf("its selector: %w", err)
+		return nil, fmt.Errorf("its selector: %w", err)
 	}
 	ns, opts := w.Meta.Namespace, metav1.ListOptions{LabelSelector: sel.String()}
 	controlled := func(o metav1.Object) bool {
 		ref := metav1.GetControllerOfNoCopy(o)
 		return ref != nil && ref.UID == w.Meta.UID
 	}
+	var out []revisions.Owner
 	switch w.Kind {
 	case workload.Deployment, workload.ArgoRollout:
 		list, err := c.Client.AppsV1().ReplicaSets(ns).List(ctx, opts)
 		if err != nil {
-			return revisions.Owner{}, false, fmt.Errorf("list its ReplicaSets: %w", err)
+			return nil, fmt.Errorf("list its ReplicaSets: %w", err)
 		}
 		for i := range list.Items {
 			if rs := &list.Items[i]; controlled(rs) && rs.Spec.Template.Annotations[InputsHashAnnotation] == rev {
-				return revisions.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID}, true, nil
+				out = append(out, revisions.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID})
 			}
 		}
 	case workload.StatefulSet, workload.DaemonSet:
 		list, err := c.Client.AppsV1().ControllerRevisions(ns).List(ctx, opts)
 		if err != nil {
-			return revisions.Owner{}, false, fmt.Errorf("list its ControllerRevisions: %w", err)
+			return nil, fmt.Errorf("list its ControllerRevisions: %w", err)
 		}
 		for i := range list.Items {
 			cr := &list.Items[i]
 			if t, err := autorollback.RevisionTemplate(cr); err == nil && controlled(cr) && t.Annotations[InputsHashAnnotation] == rev {
-				return revisions.Owner{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: cr.Name, UID: cr.UID, Parent: w.Meta.UID}, true, nil
+				out = append(out, revisions.Owner{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: cr.Name, UID: cr.UID, Parent: w.Meta.UID})
 			}
 		}
 	}
-	return revisions.Owner{}, false, nil
+	return out, nil
 }
 
-// adoptedRevisions remembers, per workload, the revision whose snapshots wave gave to its
-// revision object last, and the workloads whose snapshots were made again since.
+// adoptRetry is how long a workload whose revision object was not found, or whose ask was not
+// queued, waits before it is looked for again: looks come often, and each is a list.
+const adoptRetry = time.Minute
+
+// adoptedAt is what was given to the revision objects: a revision, for a generation of the
+// workload.
+type adoptedAt struct {
+	rev        string
+	generation int64
+}
+
+// adoptedRevisions remembers, per workload, what wave gave to its revision objects last, when
+// it last tried and could not, and the workloads whose snapshots were made again since.
 type adoptedRevisions struct {
 	mu    sync.Mutex
-	m     map[string]string
+	m     map[string]adoptedAt
+	tries map[string]adoptTry
 	again map[string]bool
+}
+
+type adoptTry struct {
+	at   adoptedAt
+	when time.Time
+}
+
+// due says whether w's revision at is to be given to its revision objects now.
+func (a *adoptedRevisions) due(key string, at adoptedAt, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m[key] == at {
+		return false
+	}
+	t, tried := a.tries[key]
+	return !tried || t.at != at || now.Sub(t.when) >= adoptRetry
+}
+
+func (a *adoptedRevisions) tried(key string, at adoptedAt, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.tries == nil {
+		a.tries = map[string]adoptTry{}
+	}
+	a.tries[key] = adoptTry{at: at, when: now}
 }
 
 // repaired says the workload's snapshots were made again: given to the revision object anew.
@@ -108,6 +155,7 @@ func (a *adoptedRevisions) repaired(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.m, key)
+	delete(a.tries, key)
 	if a.again == nil {
 		a.again = map[string]bool{}
 	}
@@ -120,19 +168,14 @@ func (a *adoptedRevisions) madeAgain(key string) bool {
 	return a.again[key]
 }
 
-func (a *adoptedRevisions) is(key, rev string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.m[key] == rev
-}
-
-func (a *adoptedRevisions) set(key, rev string) {
+func (a *adoptedRevisions) set(key string, at adoptedAt) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.m == nil {
-		a.m = map[string]string{}
+		a.m = map[string]adoptedAt{}
 	}
-	a.m[key] = rev
+	a.m[key] = at
+	delete(a.tries, key)
 	delete(a.again, key)
 }
 
@@ -140,5 +183,39 @@ func (a *adoptedRevisions) forget(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.m, key)
+	delete(a.tries, key)
 	delete(a.again, key)
+}
+
+// repairRetry is how long after a repair of a revision's snapshots (made, or failed) another is
+// not tried: the caches see what was made a moment later, and one that failed is said once.
+const repairRetry = 5 * time.Minute
+
+// repairsTried remembers, per workload, the revision whose snapshots were last made again, and
+// when.
+type repairsTried struct {
+	mu sync.Mutex
+	m  map[string]adoptTry
+}
+
+func (r *repairsTried) due(key, rev string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.m[key]
+	return !ok || t.at.rev != rev || now.Sub(t.when) >= repairRetry
+}
+
+func (r *repairsTried) tried(key, rev string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]adoptTry{}
+	}
+	r.m[key] = adoptTry{at: adoptedAt{rev: rev}, when: now}
+}
+
+func (r *repairsTried) forget(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, key)
 }

@@ -94,10 +94,15 @@ func (c *Controller) apply(ctx context.Context, w workload.Workload, d decision)
 		}
 	}
 	if d.Repair != "" && !c.DryRun {
+		// Tried once in a while, whatever comes of it: a repair that cannot be made (quota,
+		// RBAC) is said, and never stops the rest of the look (followUp).
+		c.repairs.tried(key, d.Repair, time.Now())
 		if err := c.ensureRevision(ctx, w, d.Repair); err != nil {
-			return "", fmt.Errorf("make the snapshots of revision %s again: %w", d.Repair, err)
+			d.Events = []event{{corev1.EventTypeWarning, "ConfigRevisionFailed", fmt.Sprintf(
+				"the index and snapshots of revision %s are gone while its pods run it, and could not be made again: %v; a pod whose container restarts cannot start until they are: grant what the error names, or roll the workload", d.Repair, err)}}
+		} else {
+			c.adopted.repaired(key) // given to the revision object again, by followUp below
 		}
-		c.adopted.repaired(key) // given to the revision object again, by followUp below
 	}
 	var restartErr error
 	if d.Restart {
@@ -281,15 +286,7 @@ func nilIfEmpty(v string) any {
 // ones that are absent (the pods read those live).
 func (c *Controller) ensureRevision(ctx context.Context, w workload.Workload, revision string) error {
 	ns := w.Meta.Namespace
-	var sources []revisions.Source
-	for _, ref := range revisions.SourcesOf(ns, &w.Template.Spec) {
-		obj, ok := c.Informers.config(ref)
-		m, isMeta := obj.(metav1.Object)
-		if !ok || !isMeta || c.ignored(ref) || optsOut(m) {
-			continue
-		}
-		sources = append(sources, revisions.Source{Ref: ref, ResourceVersion: m.GetResourceVersion()})
-	}
+	sources := c.revisionSources(w)
 	dg := c.Informers.digester
 	if len(dg.Key) == 0 {
 		// Plain digests of a Secret's values would make a snapshot's name a test of guesses
@@ -300,6 +297,21 @@ func (c *Controller) ensureRevision(ctx context.Context, w workload.Workload, re
 		return fmt.Errorf("keep the config of revision %s: %w", revision, err)
 	}
 	return nil
+}
+
+// revisionSources are the sources a revision of w keeps in snapshots: those its pod spec names
+// that are there, not ignored, and not opted out of revisions.
+func (c *Controller) revisionSources(w workload.Workload) []revisions.Source {
+	var sources []revisions.Source
+	for _, ref := range revisions.SourcesOf(w.Meta.Namespace, &w.Template.Spec) {
+		obj, ok := c.Informers.config(ref)
+		m, isMeta := obj.(metav1.Object)
+		if !ok || !isMeta || c.ignored(ref) || optsOut(m) {
+			continue
+		}
+		sources = append(sources, revisions.Source{Ref: ref, ResourceVersion: m.GetResourceVersion()})
+	}
+	return sources
 }
 
 // restoreScheduling puts back the scheduler Wave 0.7 and later set aside while the workload's

@@ -161,6 +161,8 @@ type Controller struct {
 	earlier earlierAnswers
 	// adopted: per workload, the revision whose snapshots wave gave to its revision object.
 	adopted adoptedRevisions
+	// repairs: per workload, the revision whose snapshots were made again last (Repair).
+	repairs repairsTried
 	// approvals: since when each workload's change waits for approval (configwave.io/approval).
 	approvals approvalsPending
 	// brake: the sources that change too often (--flapping-threshold); brakeSaid, per workload,
@@ -262,8 +264,9 @@ func (c *Controller) watchNamespaces() error {
 	if ns := c.Informers.namespaces; ns != nil {
 		if _, err := ns.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(old, obj any) {
-				if !maps.Equal(old.(metav1.Object).GetLabels(), obj.(metav1.Object).GetLabels()) {
-					c.enqueueNamespace(obj.(metav1.Object).GetName())
+				was, is := old.(metav1.Object), obj.(metav1.Object)
+				if !maps.Equal(was.GetLabels(), is.GetLabels()) || was.GetAnnotations()[window.Annotation] != is.GetAnnotations()[window.Annotation] {
+					c.enqueueNamespace(is.GetName()) // its selection, or its workloads' window
 				}
 			},
 		}); err != nil {
@@ -591,6 +594,7 @@ func (c *Controller) forget(key string) {
 	c.flight.forget(key)
 	c.earlier.forget(key)
 	c.adopted.forget(key)
+	c.repairs.forget(key)
 	if c.crash != nil {
 		c.crash.Forget(key)
 	}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -126,7 +127,12 @@ func (c *Controller) revisionsOf(ctx context.Context, w workload.Workload) ([]au
 		}
 		for i := range list.Items {
 			if rs := &list.Items[i]; controlled(rs) {
-				out = append(out, autorollback.Made{Template: rs.Spec.Template, Created: rs.CreationTimestamp.Time})
+				number, history := "deployment.kubernetes.io/revision", "deployment.kubernetes.io/revision-history"
+				if w.Kind == workload.ArgoRollout {
+					number, history = "rollout.argoproj.io/revision", "rollout.argoproj.io/revision-history"
+				}
+				n, _ := strconv.ParseInt(rs.Annotations[number], 10, 64)
+				out = append(out, autorollback.Made{Template: rs.Spec.Template, Created: rs.CreationTimestamp.Time, Number: n, CameBack: rs.Annotations[history] != ""})
 			}
 		}
 	case workload.StatefulSet, workload.DaemonSet:

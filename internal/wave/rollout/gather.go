@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -120,14 +119,10 @@ func (c *Controller) gatherGates(s *situation, w workload.Workload) {
 	if s.Approval, problem = approval.Of(w.Meta.Annotations); problem != "" {
 		s.Warnings = append(s.Warnings, problem)
 	}
-	s.Window = c.RolloutWindow
-	if v := w.Meta.Annotations[window.Annotation]; strings.TrimSpace(v) != "" {
-		if own, err := window.Parse(v); err != nil {
-			s.Warnings = append(s.Warnings, window.Annotation+": "+err.Error()+"; --rollout-window applies meanwhile")
-		} else {
-			s.Window = own
-		}
-	}
+	var problems []string
+	ns := w.Meta.Namespace
+	s.Window, problems = window.Pick(c.RolloutWindow, ns, c.Informers.namespaceAnnotations(ns)[window.Annotation], w.Meta.Annotations[window.Annotation])
+	s.Warnings = append(s.Warnings, problems...)
 	s.RolloutNow = w.Meta.Annotations[window.NowAnnotation] == "true"
 }
 
@@ -179,15 +174,19 @@ func (c *Controller) gatherRevisions(ctx context.Context, s *situation, w worklo
 	s.NewestFollowed = w.Meta.Labels[revisions.FollowedLabel]
 	s.HeldBackSaid = c.heldBack.of(w.Key())
 	s.AtEarlierRevision = func() (bool, error) { return c.atEarlierRevision(ctx, w, s.NewestRevision) }
-	s.IndexGone = func(rev string) bool {
-		for _, e := range s.Entries {
-			if e.InRevisions {
-				_, cached := c.Informers.config(configref.Ref{Kind: configref.ConfigMap, Namespace: w.Meta.Namespace, Name: revisions.IndexName(rev)})
-				return !cached
-			}
-		}
+	s.IndexGone = func(rev string) bool { return c.indexGone(w, rev) }
+}
+
+// indexGone says whether w's revision rev should have an index and the caches have none, and
+// a repair of it was not tried a moment ago. Without an install key a Secret's snapshot is
+// named by its uid and resourceVersion, which a restore changes: made again, its name would
+// not be the one the pods read, so that is not asked.
+func (c *Controller) indexGone(w workload.Workload, rev string) bool {
+	if len(c.Informers.digester.Key) == 0 || !c.repairs.due(w.Key(), rev, time.Now()) || len(c.revisionSources(w)) == 0 {
 		return false // a revision of no kept source has no index
 	}
+	_, cached := c.Informers.config(configref.Ref{Kind: configref.ConfigMap, Namespace: w.Meta.Namespace, Name: revisions.IndexName(rev)})
+	return !cached
 }
 
 // entries says, for each object of the inputs record and each one ignored, whether its change

@@ -47,11 +47,23 @@ type Informers struct {
 	runs  sync.WaitGroup
 }
 
-// WatchNamespaces adds an informer on namespaces, whose labels --namespace-selector reads.
-// Call it before Start.
+// WatchNamespaces adds an informer on namespaces, whose labels --namespace-selector reads, and
+// whose configwave.io/rollout-window gives their workloads' windows. Call it before Start.
 func (inf *Informers) WatchNamespaces(client waveclient.Interface) {
 	inf.namespaces = informer.New[*corev1.NamespaceList](client.CoreV1().Namespaces(), client, &corev1.Namespace{}, informer.Options{Indexers: informer.NamespaceIndex()})
 	inf.all = append(inf.all, inf.namespaces)
+}
+
+// namespaceAnnotations are a namespace's annotations; nil when namespaces are not watched or it
+// is gone.
+func (inf *Informers) namespaceAnnotations(name string) map[string]string {
+	if inf == nil || inf.namespaces == nil {
+		return nil
+	}
+	if obj, ok, err := inf.namespaces.GetIndexer().GetByKey(name); err == nil && ok {
+		return obj.(metav1.Object).GetAnnotations()
+	}
+	return nil
 }
 
 // namespaceLabels are a namespace's labels; nil when namespaces are not watched or it is gone.

@@ -421,7 +421,7 @@ const indexSettle = 10 * time.Second
 // again under its name, a backup restored with new uids; the garbage collector then removed
 // what the old one owned. Its sources still hold the revision's content, as want says.
 func (s situation) revisionGone(want string) bool {
-	return s.Revisions && s.IndexGone != nil && s.TemplateInputsHash == want && s.NewestRevision == want && s.IndexGone(want)
+	return s.Revisions && !s.DryRun && s.IndexGone != nil && s.TemplateInputsHash == want && s.NewestRevision == want && s.IndexGone(want)
 }
 
 // repair makes the revision's index and snapshots again from its sources (their names are of

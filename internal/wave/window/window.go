@@ -150,3 +150,25 @@ func (w Windows) Open(now time.Time) (open bool, opens time.Time) {
 	}
 	return false, opens
 }
+
+// Pick is the windows a workload rolls in: its own annotation's (workload), else its
+// namespace's (namespace, the same annotation on the Namespace), else the flag's. One that does
+// not parse is passed over with a problem naming the object and the field, and the next applies.
+func Pick(flag Windows, namespaceName, namespace, workload string) (Windows, []string) {
+	var problems []string
+	if strings.TrimSpace(workload) != "" {
+		own, err := Parse(workload)
+		if err == nil {
+			return own, nil
+		}
+		problems = append(problems, Annotation+": "+err.Error()+"; the namespace's window, else --rollout-window, applies meanwhile")
+	}
+	if strings.TrimSpace(namespace) != "" {
+		ns, err := Parse(namespace)
+		if err == nil {
+			return ns, problems
+		}
+		problems = append(problems, "namespace "+namespaceName+"'s "+Annotation+": "+err.Error()+"; --rollout-window applies meanwhile")
+	}
+	return flag, problems
+}

@@ -91,3 +91,31 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestPick(t *testing.T) {
+	flag, err := Parse("Mon-Sun 01:00-02:00 UTC")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name           string
+		namespace, own string
+		want           string
+		problems       []string
+	}{
+		{"none: the flag's", "", "", "Mon-Sun 01:00-02:00 UTC", nil},
+		{"the namespace's over the flag's", "Sat-Sun 10:00-12:00 UTC", "", "Sat-Sun 10:00-12:00 UTC", nil},
+		{"the workload's over the namespace's", "Sat-Sun 10:00-12:00 UTC", "Mon-Fri 09:00-17:00 Europe/Berlin", "Mon-Fri 09:00-17:00 Europe/Berlin", nil},
+		{"the workload's does not parse: the namespace's, and said", "Sat-Sun 10:00-12:00 UTC", "weekdays", "Sat-Sun 10:00-12:00 UTC",
+			[]string{`configwave.io/rollout-window: window "weekdays"`}},
+		{"the namespace's does not parse: the flag's, and said naming the namespace", "sometimes", "", "Mon-Sun 01:00-02:00 UTC",
+			[]string{`namespace shop's configwave.io/rollout-window: window "sometimes"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, problems := Pick(flag, "shop", tc.namespace, tc.own)
+			assert.Equal(t, tc.want, got.String())
+			require.Len(t, problems, len(tc.problems))
+			for i, p := range tc.problems {
+				assert.Contains(t, problems[i], p)
+			}
+		})
+	}
+}
