@@ -168,7 +168,7 @@ func TestJudge(t *testing.T) {
 func TestWritesOfKeepsOnlyWhoWroteData(t *testing.T) {
 	at := metav1.NewTime(t0)
 	entry := func(manager, fields, sub string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, Time: &at, Subresource: sub, FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		return metav1.ManagedFieldsEntry{Manager: manager, Time: &at, Subresource: sub, FieldsV1: metav1.NewFieldsV1(fields)}
 	}
 	got := writesOf([]metav1.ManagedFieldsEntry{
 		entry("helm", `{"f:data":{"f:app.conf":{}}}`, ""),

@@ -327,7 +327,7 @@ func writesOf(fields []metav1.ManagedFieldsEntry) []Write {
 		if f.Subresource != "" || f.Time == nil || f.Manager == "" || f.FieldsV1 == nil {
 			continue
 		}
-		raw := string(f.FieldsV1.Raw)
+		raw := f.FieldsV1.GetRawString()
 		if strings.Contains(raw, `"f:data"`) || strings.Contains(raw, `"f:binaryData"`) || strings.Contains(raw, `"f:stringData"`) {
 			out = append(out, Write{Manager: f.Manager, At: f.Time.Time})
 		}
