@@ -304,6 +304,10 @@ func TestHistoryPodsAndUndoOfSets(t *testing.T) {
 			assert.Equal(t, first[what], older.InputsHash)
 			assert.Equal(t, "config change: configmap/app changed (by argocd-controller)", newest.Cause, "who wrote it, from its managedFields")
 			assert.Contains(t, newest.Object, "controllerrevision/")
+			assert.Contains(t, run(t, "diff", what, "-n", ns), "-v1\n+v2\n", "the line that changed")
+			out, err := kubectlConfigwave(t, cluster.Kubeconfig(), "approve", what, "-n", ns)
+			require.Error(t, err, out)
+			assert.Contains(t, err.Error(), "waits for approval", "approve on this kind: nothing waits")
 
 			// Each pod under its revision, once the set's controller replaced it.
 			var p podsOut
