@@ -3,15 +3,12 @@ package rollout
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/configref"
-	"github.com/configwave/configwave/internal/wave/autorollback"
 	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
@@ -65,41 +62,17 @@ func (c *Controller) adoptRevision(ctx context.Context, w workload.Workload) {
 	c.adopted.set(key, at)
 }
 
-// revisionObjects finds the objects w's controller keeps revision rev in, among those w
-// controls (by UID), read afresh: a Deployment's or Argo Rollout's ReplicaSets, a StatefulSet's
-// or DaemonSet's ControllerRevisions (more than one where a template change kept the config).
+// revisionObjects are the objects w's controller keeps revision rev in (controlledRevisions):
+// more than one where a template change kept the config.
 func (c *Controller) revisionObjects(ctx context.Context, w workload.Workload, rev string) ([]revisions.Owner, error) {
-	sel, err := metav1.LabelSelectorAsSelector(w.Selector)
+	objs, err := c.controlledRevisions(ctx, w)
 	if err != nil {
-		return nil, fmt.Errorf("its selector: %w", err)
-	}
-	ns, opts := w.Meta.Namespace, metav1.ListOptions{LabelSelector: sel.String()}
-	controlled := func(o metav1.Object) bool {
-		ref := metav1.GetControllerOfNoCopy(o)
-		return ref != nil && ref.UID == w.Meta.UID
+		return nil, err
 	}
 	var out []revisions.Owner
-	switch w.Kind {
-	case workload.Deployment, workload.ArgoRollout:
-		list, err := c.Client.AppsV1().ReplicaSets(ns).List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("list its ReplicaSets: %w", err)
-		}
-		for i := range list.Items {
-			if rs := &list.Items[i]; controlled(rs) && rs.Spec.Template.Annotations[InputsHashAnnotation] == rev {
-				out = append(out, revisions.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID})
-			}
-		}
-	case workload.StatefulSet, workload.DaemonSet:
-		list, err := c.Client.AppsV1().ControllerRevisions(ns).List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("list its ControllerRevisions: %w", err)
-		}
-		for i := range list.Items {
-			cr := &list.Items[i]
-			if t, err := autorollback.RevisionTemplate(cr); err == nil && controlled(cr) && t.Annotations[InputsHashAnnotation] == rev {
-				out = append(out, revisions.Owner{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: cr.Name, UID: cr.UID, Parent: w.Meta.UID})
-			}
+	for _, o := range objs {
+		if o.Template.Annotations[InputsHashAnnotation] == rev {
+			out = append(out, o.Owner)
 		}
 	}
 	return out, nil

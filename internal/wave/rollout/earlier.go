@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/wave/autorollback"
+	"github.com/configwave/configwave/internal/wave/revisions"
 	"github.com/configwave/configwave/internal/wave/workload"
 )
 
@@ -109,6 +110,26 @@ func (c *Controller) revisionsMade(ctx context.Context, w workload.Workload) (ma
 }
 
 func (c *Controller) revisionsOf(ctx context.Context, w workload.Workload) ([]autorollback.Made, error) {
+	objs, err := c.controlledRevisions(ctx, w)
+	made := make([]autorollback.Made, len(objs))
+	for i, o := range objs {
+		made[i] = o.Made
+	}
+	return made, err
+}
+
+// revisionObject is one revision object of a workload: what autorollback compares of it, and
+// how an owner reference names it.
+type revisionObject struct {
+	autorollback.Made
+	Owner revisions.Owner
+}
+
+// controlledRevisions lists the revision objects w's own controller keeps, read from the API
+// server: a Deployment's or Argo Rollout's ReplicaSets, a StatefulSet's or DaemonSet's
+// ControllerRevisions (one whose data holds no template is passed over), each only when w
+// controls it (by UID); none for a CronJob.
+func (c *Controller) controlledRevisions(ctx context.Context, w workload.Workload) ([]revisionObject, error) {
 	sel, err := metav1.LabelSelectorAsSelector(w.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("its selector: %w", err)
@@ -118,21 +139,23 @@ func (c *Controller) revisionsOf(ctx context.Context, w workload.Workload) ([]au
 		ref := metav1.GetControllerOfNoCopy(o)
 		return ref != nil && ref.UID == w.Meta.UID
 	}
-	var out []autorollback.Made
+	var out []revisionObject
 	switch w.Kind {
 	case workload.Deployment, workload.ArgoRollout:
 		list, err := c.Client.AppsV1().ReplicaSets(ns).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("list its ReplicaSets: %w", err)
 		}
+		number, history := "deployment.kubernetes.io/revision", "deployment.kubernetes.io/revision-history"
+		if w.Kind == workload.ArgoRollout {
+			number, history = "rollout.argoproj.io/revision", "rollout.argoproj.io/revision-history"
+		}
 		for i := range list.Items {
 			if rs := &list.Items[i]; controlled(rs) {
-				number, history := "deployment.kubernetes.io/revision", "deployment.kubernetes.io/revision-history"
-				if w.Kind == workload.ArgoRollout {
-					number, history = "rollout.argoproj.io/revision", "rollout.argoproj.io/revision-history"
-				}
 				n, _ := strconv.ParseInt(rs.Annotations[number], 10, 64)
-				out = append(out, autorollback.Made{Template: rs.Spec.Template, Created: rs.CreationTimestamp.Time, Number: n, CameBack: rs.Annotations[history] != ""})
+				out = append(out, revisionObject{
+					Made:  autorollback.Made{Template: rs.Spec.Template, Created: rs.CreationTimestamp.Time, Number: n, CameBack: rs.Annotations[history] != ""},
+					Owner: revisions.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID}})
 			}
 		}
 	case workload.StatefulSet, workload.DaemonSet:
@@ -149,7 +172,9 @@ func (c *Controller) revisionsOf(ctx context.Context, w workload.Workload) ([]au
 			if err != nil {
 				continue // no template to compare: not this one
 			}
-			out = append(out, autorollback.Made{Template: template, Created: cr.CreationTimestamp.Time})
+			out = append(out, revisionObject{
+				Made:  autorollback.Made{Template: template, Created: cr.CreationTimestamp.Time},
+				Owner: revisions.Owner{APIVersion: "apps/v1", Kind: "ControllerRevision", Name: cr.Name, UID: cr.UID, Parent: w.Meta.UID}})
 		}
 	}
 	return out, nil
