@@ -23,7 +23,7 @@ FUZZ_TARGETS := FuzzValidatePath:./internal/reloader/unpack FuzzParseRef:./inter
 	FuzzExpand:./internal/reloader/configfile FuzzToldRecord:./internal/reloader/reload FuzzTransform:./internal/wave/csi \
 	FuzzDecodeProtobuf:./internal/reloader/coreclient FuzzResourceVersion:./internal/wave/digeststore \
 	FuzzParse:./internal/reloader/webconfig FuzzParse:./internal/plugin/target FuzzWriteNeverShowsASecretValue:./internal/plugin/configdiff FuzzParse:./internal/wave/window \
-	FuzzIncompleteNeverShowsTheData:./internal/wave/sourceready
+	FuzzIncompleteNeverShowsTheData:./internal/wave/sourceready FuzzWriterTransform:./internal/wave/sourceready
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 

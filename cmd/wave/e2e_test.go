@@ -484,10 +484,14 @@ func TestMigrateFromWaveV05(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// wave works under a ServiceAccount bound to exactly the ClusterRole we ship.
+// wave works under a ServiceAccount bound to exactly the ClusterRole we ship. With cert-manager's
+// and External Secrets' CRDs served, and config/wave-cert-manager applied beside it (but not
+// config/wave-external-secrets), wave follows Certificates and says in one line what to grant for
+// ExternalSecrets, and runs.
 func TestRunsWithTheShippedClusterRole(t *testing.T) {
 	client := adminClient(t)
 	ns := testcluster.Namespace(t, client)
+	testcluster.InstallSecretWriterCRDs(t, cluster)
 	b, err := os.ReadFile(filepath.Join("..", "..", "config", "wave", "clusterrole.yaml"))
 	require.NoError(t, err)
 	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
@@ -509,13 +513,28 @@ func TestRunsWithTheShippedClusterRole(t *testing.T) {
 	})
 	_, err = client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "wave"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = client.RbacV1().ClusterRoleBindings().Create(ctx(t), &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "wave", Namespace: ns}}}, metav1.CreateOptions{})
+	bind := func(role string) {
+		_, err = client.RbacV1().ClusterRoleBindings().Create(ctx(t), &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "wave", Namespace: ns}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_ = ignoreNotFound(client.RbacV1().ClusterRoleBindings().Delete(ctx(t), role, metav1.DeleteOptions{}))
+		})
+	}
+	bind(role.Name)
+	cb, err := os.ReadFile(filepath.Join("..", "..", "config", "wave-cert-manager", "clusterrole.yaml"))
+	require.NoError(t, err)
+	obj, _, err = scheme.Codecs.UniversalDeserializer().Decode(cb, nil, nil)
+	require.NoError(t, err)
+	certRole := obj.(*rbacv1.ClusterRole)
+	certRole.Name = ns + "-wave-cert-manager"
+	_, err = client.RbacV1().ClusterRoles().Create(ctx(t), certRole, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = ignoreNotFound(client.RbacV1().ClusterRoleBindings().Delete(ctx(t), role.Name, metav1.DeleteOptions{}))
+		_ = ignoreNotFound(client.RbacV1().ClusterRoles().Delete(ctx(t), certRole.Name, metav1.DeleteOptions{}))
 	})
+	bind(certRole.Name)
 	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), "wave", &authv1.TokenRequest{}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	kubeconfig, err := cluster.KubeconfigFor(t.TempDir(), tok.Status.Token)
@@ -556,6 +575,9 @@ func TestRunsWithTheShippedClusterRole(t *testing.T) {
 	waitTemplateHashChange(t, client, ns, "app", inputsHash(before))
 	require.Eventually(t, func() bool { return len(events(t, client, ns, "app", "ConfigChanged")) > 0 }, eventually, tick, "Events are allowed too")
 	assert.NotContains(t, p.Log(), "forbidden")
+	assert.Contains(t, p.Log(), `writers="certificates.cert-manager.io"`, "config/wave-cert-manager lets wave follow Certificates")
+	assert.Contains(t, p.Log(), "wave may not list and watch externalsecrets.external-secrets.io", "one line says what to grant for ExternalSecrets")
+	assert.NotContains(t, p.Log(), `writers="externalsecrets.external-secrets.io"`)
 }
 
 func TestLeaderElectionFailover(t *testing.T) {

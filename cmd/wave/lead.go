@@ -28,6 +28,7 @@ import (
 	"github.com/configwave/configwave/internal/wave/revisionhook"
 	"github.com/configwave/configwave/internal/wave/rollout"
 	"github.com/configwave/configwave/internal/wave/rolloutrecord"
+	"github.com/configwave/configwave/internal/wave/sourceready"
 	"github.com/configwave/configwave/internal/wave/stakatermetrics"
 	"github.com/configwave/configwave/internal/wave/waveclient"
 )
@@ -268,5 +269,38 @@ func watchSecretProviderClasses(ctx context.Context, inf *rollout.Informers, nam
 		return fmt.Errorf("--enable-csi-integration: %w", err)
 	}
 	klog.InfoS("following SecretProviderClasses through their pods' statuses (--enable-csi-integration)")
+	return nil
+}
+
+// watchSecretWriters follows cert-manager's Certificates and External Secrets' ExternalSecrets
+// where they are served and wave may read them, so that a rollout waits until they say the
+// Secret they write is done (--source-ready-timeout). Neither is required: where wave may not
+// read one, one line says what to grant, and it waits only for what it sees (a TLS pair).
+func watchSecretWriters(ctx context.Context, inf *rollout.Informers, namespaces []string, client waveclient.Interface, dyn dynamic.Interface, restCfg *rest.Config) error {
+	served, err := sourceready.ServedWriters(client.Discovery())
+	if err != nil {
+		return fmt.Errorf("--source-ready-timeout: %w", err)
+	}
+	for _, w := range sourceready.Writers {
+		gvr, ok := served[w.Kind]
+		if !ok {
+			continue
+		}
+		missing, err := access.Missing(ctx, client, access.Each(namespaces, gvr.Group, gvr.Resource, "list", "watch")...)
+		if err != nil {
+			return fmt.Errorf("--source-ready-timeout: %w", err)
+		}
+		if len(missing) > 0 {
+			klog.InfoS("wave may not list and watch "+gvr.GroupResource().String()+", so it does not wait for their status before rolling a change of a Secret they write: grant get, list and watch on them (config/wave-cert-manager or config/wave-external-secrets, or the chart, which grants it where they are installed)", "kind", w.Kind, "denied", missing[0].String())
+			continue
+		}
+		if dyn == nil {
+			if dyn, err = dynamic.NewForConfig(restCfg); err != nil {
+				return fmt.Errorf("--source-ready-timeout: create the API client for %s: %w", gvr.GroupResource(), err)
+			}
+		}
+		inf.WatchSecretWriters(dyn, w.Kind, gvr)
+		klog.InfoS("a rollout of a change of a Secret waits until its writer says it is done (--source-ready-timeout)", "writers", gvr.GroupResource().String(), "version", gvr.Version)
+	}
 	return nil
 }

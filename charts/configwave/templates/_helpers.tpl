@@ -65,6 +65,20 @@ true
   resources: ["replicasets", "controllerrevisions"]
   verbs: ["list"]
 {{- end }}
+{{- if and .Values.waitForSecretWriters (.Capabilities.APIVersions.Has "cert-manager.io/v1/Certificate") }}
+# cert-manager is installed: a rollout of a change of a Secret a Certificate writes waits until
+# the Certificate says it is done (waitForSecretWriters)
+- apiGroups: ["cert-manager.io"]
+  resources: ["certificates"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
+{{- if and .Values.waitForSecretWriters (or (.Capabilities.APIVersions.Has "external-secrets.io/v1/ExternalSecret") (.Capabilities.APIVersions.Has "external-secrets.io/v1beta1/ExternalSecret")) }}
+# External Secrets is installed: a rollout of a change of a Secret an ExternalSecret writes
+# waits until the ExternalSecret says it synced (waitForSecretWriters)
+- apiGroups: ["external-secrets.io"]
+  resources: ["externalsecrets"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
 {{- if .Values.enableCSIIntegration }}
 # the versions pods mounted through the Secrets Store CSI driver, and the classes' annotations
 # (enableCSIIntegration)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,21 @@ func helmTemplate(t *testing.T, set ...string) []byte {
 	}
 	out, err := helm(t, args...)
 	require.NoError(t, err, "helm template %v", set)
+	return out
+}
+
+// helmTemplateWithAPIs renders the chart as if the cluster served apis (GROUP/VERSION/KIND).
+func helmTemplateWithAPIs(t *testing.T, apis []string, set ...string) []byte {
+	t.Helper()
+	args := []string{"template", "configwave", filepath.Join(root, "charts", "configwave"), "--namespace", "configwave-system"}
+	for _, a := range apis {
+		args = append(args, "--api-versions", a)
+	}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := helm(t, args...)
+	require.NoError(t, err, "helm template --api-versions %v %v", apis, set)
 	return out
 }
 
@@ -441,6 +457,18 @@ func TestChartRBACEqualsKustomizeRBAC(t *testing.T) {
 	assert.Equal(t, append(kust, csiRules...), rules(decode(t, helmTemplate(t, "enableCSIIntegration=true"))), "enableCSIIntegration: read access to the driver's objects")
 	assert.Contains(t, string(helmTemplate(t, "enableCSIIntegration=true")), "--enable-csi-integration=true")
 	assert.Equal(t, csiRules, rules(decode(t, kustomize(t, "config/wave-csi"))), "the Kustomize component for --enable-csi-integration")
+	// cert-manager's and External Secrets' objects are read only where their CRDs are served
+	// when the chart is rendered (helm install asks the cluster; helm template takes --api-versions).
+	certRules := []rbacv1.PolicyRule{{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates"}, Verbs: []string{"get", "list", "watch"}}}
+	esoRules := []rbacv1.PolicyRule{{APIGroups: []string{"external-secrets.io"}, Resources: []string{"externalsecrets"}, Verbs: []string{"get", "list", "watch"}}}
+	assert.NotContains(t, resources(kust), "certificates")
+	withAPIs := func(apis ...string) []rbacv1.PolicyRule { return rules(decode(t, helmTemplateWithAPIs(t, apis))) }
+	assert.Equal(t, append(slices.Clone(kust), certRules...), withAPIs("cert-manager.io/v1/Certificate"), "cert-manager installed: its Certificates, and no ExternalSecrets")
+	assert.Equal(t, append(slices.Clone(kust), esoRules...), withAPIs("external-secrets.io/v1beta1/ExternalSecret"), "an older External Secrets, v1beta1 only")
+	assert.Equal(t, append(append(slices.Clone(kust), certRules...), esoRules...), withAPIs("cert-manager.io/v1/Certificate", "external-secrets.io/v1/ExternalSecret"))
+	assert.Equal(t, kust, rules(decode(t, helmTemplateWithAPIs(t, []string{"cert-manager.io/v1/Certificate"}, "waitForSecretWriters=false"))), "waitForSecretWriters=false grants neither")
+	assert.Equal(t, certRules, rules(decode(t, kustomize(t, "config/wave-cert-manager"))), "the Kustomize component for cert-manager")
+	assert.Equal(t, esoRules, rules(decode(t, kustomize(t, "config/wave-external-secrets"))), "the Kustomize component for External Secrets")
 	revisionRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"replicasets", "controllerrevisions"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get"}},

@@ -230,6 +230,9 @@ func NewController(cfg Config) (*Controller, error) {
 	if err := c.watchConfigs(); err != nil {
 		return nil, err
 	}
+	if err := c.watchSecretWriters(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,8 @@ type Informers struct {
 	csi         *csi.Tracker
 	csiSynced   []cache.InformerSynced
 	csiStatuses []cache.SharedIndexInformer
+	// writers: only with WatchSecretWriters (their kinds served, and wave may read them).
+	writers []cache.SharedIndexInformer
 	// poker makes the informers of the kinds wave may list but not watch list again on every
 	// config change.
 	poker *pollwatch.Poker
@@ -211,6 +214,9 @@ func (inf *Informers) Synced() []cache.InformerSynced {
 	if inf.namespaces != nil {
 		out = append(out, inf.namespaces.HasSynced)
 	}
+	for _, i := range inf.writers {
+		out = append(out, i.HasSynced)
+	}
 	return append(out, inf.csiSynced...)
 }
 
@@ -253,12 +259,16 @@ func (inf *Informers) Incomplete(ref configref.Ref) string {
 	if ref.Kind != configref.Secret {
 		return ""
 	}
+	var why []string
 	if d, ok := inf.config(ref); ok {
-		if d, ok := d.(*confighash.Digested); ok {
-			return d.Incomplete()
+		if d, ok := d.(*confighash.Digested); ok && d.Incomplete() != "" {
+			why = append(why, d.Incomplete())
 		}
 	}
-	return ""
+	if w := inf.writersNotDone(ref); w != "" {
+		why = append(why, w)
+	}
+	return strings.Join(why, "; and ")
 }
 
 // Digests is a DigestsFunc over the caches.

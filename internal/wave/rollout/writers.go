@@ -1,0 +1,99 @@
+package rollout
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/configwave/configwave/internal/kube/configref"
+	"github.com/configwave/configwave/internal/wave/informer"
+	"github.com/configwave/configwave/internal/wave/sourceready"
+)
+
+// bySecret indexes the writers of Secrets (sourceready) by the Secret each writes.
+const bySecret = "bySecret"
+
+func writerSecretIndex(obj any) ([]string, error) {
+	if w, ok := obj.(*sourceready.Writer); ok && w.SecretKey() != "" {
+		return []string{w.SecretKey()}, nil
+	}
+	return nil, nil
+}
+
+// WatchSecretWriters follows the objects of one kind of Secret writer (cert-manager's
+// Certificates, External Secrets' ExternalSecrets) at version gvr, so that a rollout of a change
+// of a Secret they write waits until their status says it is done (sourceready). Call it,
+// where the kind is served and wave may list and watch it, before Start.
+func (inf *Informers) WatchSecretWriters(client dynamic.Interface, kind sourceready.WriterKind, gvr schema.GroupVersionResource) {
+	for ns := range inf.watched {
+		indexers := informer.NamespaceIndex()
+		indexers[bySecret] = writerSecretIndex
+		writers := informer.New[*unstructured.UnstructuredList](client.Resource(gvr).Namespace(ns), client, &unstructured.Unstructured{},
+			informer.Options{Indexers: indexers, Transform: sourceready.Transform(kind)})
+		inf.writers = append(inf.writers, writers)
+		inf.all = append(inf.all, writers)
+	}
+}
+
+// writersNotDone says which writers of a Secret say it is not done yet, and why, "; "-joined;
+// "" when none does (or none is followed).
+func (inf *Informers) writersNotDone(ref configref.Ref) string {
+	var out []string
+	for _, i := range inf.writers {
+		objs, _ := i.GetIndexer().ByIndex(bySecret, ref.Namespace+"/"+ref.Name)
+		for _, obj := range objs {
+			if w, ok := obj.(*sourceready.Writer); ok && w.NotDone != "" {
+				out = append(out, w.Kind.Lower()+"/"+w.Name+" says "+w.NotDone)
+			}
+		}
+	}
+	return strings.Join(out, ", and ")
+}
+
+// watchSecretWriters looks again at the users of a Secret whenever one of its writers' verdict
+// changes: its status says done, or no longer, or it writes another Secret now.
+func (c *Controller) watchSecretWriters() error {
+	secretOf := func(obj any) (configref.Ref, string, bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		w, ok := obj.(*sourceready.Writer)
+		if !ok || w.Secret == "" {
+			return configref.Ref{}, "", false
+		}
+		return configref.Ref{Kind: configref.Secret, Namespace: w.Namespace, Name: w.Secret}, w.NotDone, true
+	}
+	for _, i := range c.Informers.writers {
+		if _, err := i.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initialList bool) {
+				if ref, _, ok := secretOf(obj); ok && !initialList {
+					c.enqueueRef(ref)
+				}
+			},
+			UpdateFunc: func(old, obj any) {
+				was, wasNotDone, ok1 := secretOf(old)
+				now, notDone, ok2 := secretOf(obj)
+				if ok1 && ok2 && was == now && wasNotDone == notDone {
+					return
+				}
+				if ok1 {
+					c.enqueueRef(was)
+				}
+				if ok2 && (!ok1 || was != now) {
+					c.enqueueRef(now)
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if ref, _, ok := secretOf(obj); ok {
+					c.enqueueRef(ref)
+				}
+			},
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

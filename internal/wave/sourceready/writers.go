@@ -1,0 +1,279 @@
+package sourceready
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/configwave/configwave/internal/wave/slimcache"
+)
+
+// A writer is a controller's object that writes a Secret and says in its own status whether
+// what it wrote is done: cert-manager's Certificate (its spec.secretName) and External Secrets'
+// ExternalSecret (its spec.target.name, else its own name). Between the Secret's update and the
+// status that says it is done, or while a second writer of the same Secret has not synced yet
+// (an ExternalSecret of creationPolicy Merge beside its Owner), the Secret is not the one the
+// controller is making: wave waits for the status, as for a half-written TLS pair.
+//
+// The Secrets Store CSI driver is not a writer here: it writes a synced Secret whole, in one
+// request, from the files of a mount that already succeeded, and its SecretProviderClassPodStatus
+// says what a pod mounted, not whether the Secret is complete; a synced kubernetes.io/tls Secret
+// is judged as a pair like any other (Incomplete).
+type WriterKind string
+
+const (
+	Certificate    WriterKind = "Certificate"
+	ExternalSecret WriterKind = "ExternalSecret"
+)
+
+// Lower is the kind as a kubectl user names it: certificate/web-tls.
+func (k WriterKind) Lower() string { return strings.ToLower(string(k)) }
+
+// Writers are the kinds wave reads, each with the versions it understands, newest first; the
+// first the API server serves is used.
+var Writers = []struct {
+	Kind     WriterKind
+	Group    string
+	Versions []string
+	Resource string
+}{
+	{Certificate, "cert-manager.io", []string{"v1"}, "certificates"},
+	{ExternalSecret, "external-secrets.io", []string{"v1", "v1beta1"}, "externalsecrets"},
+}
+
+// GroupResource is where a writer kind lives, for RBAC and messages.
+func GroupResource(kind WriterKind) schema.GroupResource {
+	for _, w := range Writers {
+		if w.Kind == kind {
+			return schema.GroupResource{Group: w.Group, Resource: w.Resource}
+		}
+	}
+	return schema.GroupResource{}
+}
+
+// Writer is what wave keeps of one writer: who it is, which Secret of its namespace it writes
+// ("" when it writes none: an ExternalSecret of creationPolicy None), and why its status says
+// that Secret is not done yet ("" when done). Only the verdict is kept: never a condition's
+// message, which may quote a provider's answer.
+type Writer struct {
+	slimcache.Identity
+	Kind    WriterKind
+	Secret  string
+	NotDone string
+}
+
+var _ metav1.Object = &Writer{}
+
+// SecretKey is the cache key of the Secret a writer writes, for the index that finds a
+// Secret's writers; "" when it writes none.
+func (w *Writer) SecretKey() string {
+	if w.Secret == "" {
+		return ""
+	}
+	return w.Namespace + "/" + w.Secret
+}
+
+// Transform is the writers' informer transform for kind: an unstructured object becomes a
+// *Writer of about a hundred bytes. A field of the wrong type is an error naming the object and
+// the field; client-go then drops it from the cache (and wave does not wait for it).
+func Transform(kind WriterKind) func(obj any) (any, error) {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil // a *Writer again, or a tombstone
+		}
+		w := &Writer{Identity: slimcache.Identity{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()}, Kind: kind}
+		var err error
+		switch kind {
+		case Certificate:
+			w.Secret, w.NotDone, err = certificate(u)
+		case ExternalSecret:
+			w.Secret, w.NotDone, err = externalSecret(u)
+		default:
+			err = fmt.Errorf("no writer kind %q", kind)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s %s/%s: %w", kind, u.GetNamespace(), u.GetName(), err)
+		}
+		return w, nil
+	}
+}
+
+// Condition is one of a status's conditions, as both controllers write them (metav1.Condition's
+// fields; the message is not read).
+type Condition struct {
+	Type, Status, Reason string
+	ObservedGeneration   int64
+}
+
+// CertificateStatus is what decides whether a Certificate's Secret is done.
+type CertificateStatus struct {
+	Generation int64
+	Conditions []Condition
+}
+
+// CertificateNotDone says why a Certificate's status says its Secret is not done, or "": as
+// cert-manager writes it, Issuing is True from the moment a (re)issuance is triggered until the
+// issuing controller has written the Secret and taken the condition away, and Ready is True once
+// the readiness controller found the Secret up to date with the spec of the generation it
+// observed. A Ready of an earlier spec is not this one's.
+func CertificateNotDone(s CertificateStatus) string {
+	if c, ok := find(s.Conditions, "Issuing"); ok && c.Status == string(metav1.ConditionTrue) {
+		return "its issuance is under way (Issuing" + reason(c) + ")"
+	}
+	ready, ok := find(s.Conditions, "Ready")
+	switch {
+	case !ok:
+		return "it is not Ready yet"
+	case ready.Status != string(metav1.ConditionTrue):
+		return "it is not Ready (" + ready.Status + reason(ready) + ")"
+	case ready.ObservedGeneration > 0 && ready.ObservedGeneration < s.Generation:
+		return fmt.Sprintf("its Ready is of its spec of generation %d, not of the current %d", ready.ObservedGeneration, s.Generation)
+	}
+	return ""
+}
+
+func certificate(u *unstructured.Unstructured) (secret, notDone string, err error) {
+	if secret, _, err = unstructured.NestedString(u.Object, "spec", "secretName"); err != nil {
+		return "", "", fmt.Errorf("spec.secretName: %w", err)
+	}
+	conds, err := conditions(u)
+	if err != nil {
+		return "", "", err
+	}
+	return secret, CertificateNotDone(CertificateStatus{Generation: u.GetGeneration(), Conditions: conds}), nil
+}
+
+// ExternalSecretStatus is what decides whether an ExternalSecret's Secret is done.
+type ExternalSecretStatus struct {
+	Generation int64
+	Conditions []Condition
+	// SyncedResourceVersion is what External Secrets wrote when it last synced:
+	// "GENERATION-HASH" of the spec it synced (its util.GetResourceVersion).
+	SyncedResourceVersion string
+}
+
+// ExternalSecretNotDone says why an ExternalSecret's status says its Secret is not done, or "":
+// as External Secrets writes it, Ready is True (SecretSynced) once a sync wrote the Secret, and
+// syncedResourceVersion names the generation of the spec that sync was of. A spec changed since
+// (a new remote key, a second ExternalSecret merged into the same Secret) is not synced yet.
+func ExternalSecretNotDone(s ExternalSecretStatus) string {
+	ready, ok := find(s.Conditions, "Ready")
+	switch {
+	case !ok:
+		return "it has not synced yet"
+	case ready.Status != string(metav1.ConditionTrue):
+		return "it is not Ready (" + ready.Status + reason(ready) + ")"
+	}
+	gen, _, _ := strings.Cut(s.SyncedResourceVersion, "-")
+	if synced, err := strconv.ParseInt(gen, 10, 64); err == nil && synced < s.Generation {
+		return fmt.Sprintf("it has synced its spec of generation %d, not the current %d yet", synced, s.Generation)
+	}
+	return ""
+}
+
+func externalSecret(u *unstructured.Unstructured) (secret, notDone string, err error) {
+	policy, _, err := unstructured.NestedString(u.Object, "spec", "target", "creationPolicy")
+	if err != nil {
+		return "", "", fmt.Errorf("spec.target.creationPolicy: %w", err)
+	}
+	if policy == "None" {
+		return "", "", nil // writes no Secret
+	}
+	if secret, _, err = unstructured.NestedString(u.Object, "spec", "target", "name"); err != nil {
+		return "", "", fmt.Errorf("spec.target.name: %w", err)
+	}
+	if secret == "" {
+		secret = u.GetName() // External Secrets' default
+	}
+	synced, _, err := unstructured.NestedString(u.Object, "status", "syncedResourceVersion")
+	if err != nil {
+		return "", "", fmt.Errorf("status.syncedResourceVersion: %w", err)
+	}
+	conds, err := conditions(u)
+	if err != nil {
+		return "", "", err
+	}
+	return secret, ExternalSecretNotDone(ExternalSecretStatus{Generation: u.GetGeneration(), Conditions: conds, SyncedResourceVersion: synced}), nil
+}
+
+func conditions(u *unstructured.Unstructured) ([]Condition, error) {
+	list, _, err := unstructured.NestedSlice(u.Object, "status", "conditions")
+	if err != nil {
+		return nil, fmt.Errorf("status.conditions: %w", err)
+	}
+	out := make([]Condition, 0, len(list))
+	for i, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("status.conditions[%d] is not an object", i)
+		}
+		c := Condition{}
+		c.Type, _ = m["type"].(string)
+		c.Status, _ = m["status"].(string)
+		c.Reason, _ = m["reason"].(string)
+		switch g := m["observedGeneration"].(type) {
+		case int64:
+			c.ObservedGeneration = g
+		case float64:
+			c.ObservedGeneration = int64(g)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func find(conds []Condition, typ string) (Condition, bool) {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c, true
+		}
+	}
+	return Condition{}, false
+}
+
+// A reason is a controller's CamelCase word; anything else (free text would be a message) is
+// left out, so that nothing a provider answered reaches an Event.
+var reasonWord = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{0,63}$`)
+
+func reason(c Condition) string {
+	if reasonWord.MatchString(c.Reason) {
+		return ": " + c.Reason
+	}
+	return ""
+}
+
+// Discovery is the one question ServedWriters asks the API server.
+type Discovery interface {
+	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
+}
+
+// ServedWriters are the writer kinds the API server serves, each at the newest version wave
+// understands: their controllers are installed.
+func ServedWriters(d Discovery) (map[WriterKind]schema.GroupVersionResource, error) {
+	out := map[WriterKind]schema.GroupVersionResource{}
+	for _, w := range Writers {
+		for _, v := range w.Versions {
+			gvr := schema.GroupVersionResource{Group: w.Group, Version: v, Resource: w.Resource}
+			list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("discover whether %s are served: %w", gvr.GroupResource(), err)
+			}
+			if slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == w.Resource }) {
+				out[w.Kind] = gvr
+				break
+			}
+		}
+	}
+	return out, nil
+}
