@@ -135,8 +135,10 @@ func run(ctx context.Context, full bool) error {
 		}
 		// A step run again replaces its earlier line, as its section replaces the earlier figures.
 		rep.Rerun = slices.DeleteFunc(rep.Rerun, func(line string) bool { return strings.HasPrefix(line, fmt.Sprintf("%q on ", only)) })
-		rep.Rerun = append(rep.Rerun, fmt.Sprintf("%q on %s, `make bench BENCH_ARGS='-only=%s -merge%s'` (mode %s)",
-			only, start.UTC().Format("2006-01-02 15:04 UTC"), only, peer, map[bool]string{true: "full", false: "quick"}[full]))
+		// The step's name is quoted within BENCH_ARGS: make hands it to the shell, which would
+		// split a name of several words (-only would take the first, and -merge be ignored).
+		rep.Rerun = append(rep.Rerun, fmt.Sprintf("%q on %s, `make bench BENCH_MODE=%s BENCH_ARGS=\"'-only=%s' -merge%s\"` (mode %s)",
+			only, start.UTC().Format("2006-01-02 15:04 UTC"), map[bool]string{true: "full", false: "quick"}[full], only, peer, map[bool]string{true: "full", false: "quick"}[full]))
 		return rep.write(root)
 	}
 	rep.Took = time.Since(start)
@@ -169,6 +171,7 @@ func steps(root string) []step {
 		{"wave trigger latency", waveLatency},
 		{"wave runaway writer", waveRunaway}, // before the shared step leaves kube-controller-manager busy
 		{"wave shared ConfigMap", waveShared},
+		{"wave in-flight cap", waveInFlightCap},
 		{"wave coalescing", waveCoalescing},
 		{"wave memory", waveMemory},
 		{"wave used and unused config", waveUsedMemory},

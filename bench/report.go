@@ -102,6 +102,7 @@ type report struct {
 	WaveLatency []WaveLatency `json:"wave_latency"`
 	Shared      *Shared       `json:"wave_shared_configmap"`
 	Coalescing  *Coalescing   `json:"wave_coalescing"`
+	InFlight    *InFlightCap  `json:"wave_in_flight_cap,omitempty"`
 	Runaway     *Runaway      `json:"wave_runaway"`
 	UsedMemory  *UsedMemory   `json:"wave_used_memory"`
 	Memory      []Memory      `json:"wave_memory"`
@@ -262,6 +263,9 @@ func (r *report) markdown() string {
 		if s.CPUSeconds > 0 {
 			fmt.Fprintf(&b, "\nwave's CPU per change (user and system, from the ConfigMap patch to a second after the last Deployment was patched): %.2f s.\n", s.CPUSeconds)
 		}
+	}
+	if c := r.InFlight; c != nil {
+		b.WriteString(c.markdown())
 	}
 	if c := r.Coalescing; c != nil {
 		fmt.Fprintf(&b, "\n### Wave coalescing (`--coalesce`)\n\nOne client writes a ConfigMap, then a Secret (what one `kubectl apply` or Helm upgrade does), %d times; a Deployment uses both. Gap between the two writes (the ConfigMap's answered → the Secret's answered): median %s ms, p90 %s ms, max %s ms. The default `--coalesce=%.0fms` is **%s the largest gap**. With it: **%d rollouts for %d pairs**, ConfigMap PATCH sent → template changed median %s ms (p90 %s); with `--coalesce=0`: median %s ms, and %d rollouts for the same %d pairs.\n",

@@ -124,7 +124,7 @@ func newInformers(ctx context.Context, cfg *config, cl *clients, dg digests, kin
 			return nil, err
 		}
 	}
-	if cfg.sourceReadyTimeout > 0 {
+	if cfg.sourceReadyTimeout > 0 && cfg.waitForSecretWriters {
 		if err := watchSecretWriters(ctx, inf, cfg.namespaceList, cl.kube, cl.all.Dynamic, cl.rest); err != nil {
 			return nil, err
 		}

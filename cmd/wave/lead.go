@@ -13,6 +13,7 @@ import (
 
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -274,33 +275,51 @@ func watchSecretProviderClasses(ctx context.Context, inf *rollout.Informers, nam
 
 // watchSecretWriters follows cert-manager's Certificates and External Secrets' ExternalSecrets
 // where they are served and wave may read them, so that a rollout waits until they say the
-// Secret they write is done (--source-ready-timeout). Neither is required: where wave may not
-// read one, one line says what to grant, and it waits only for what it sees (a TLS pair).
+// Secret they write is done (--source-ready-timeout). Neither is required: in a namespace where
+// wave may not read one, one line says what to grant, and it waits only for what it sees (a TLS
+// pair). A kind installed, or granted, after wave started is read after its restart.
 func watchSecretWriters(ctx context.Context, inf *rollout.Informers, namespaces []string, client waveclient.Interface, dyn dynamic.Interface, restCfg *rest.Config) error {
 	served, err := sourceready.ServedWriters(client.Discovery())
 	if err != nil {
-		return fmt.Errorf("--source-ready-timeout: %w", err)
+		return fmt.Errorf("--wait-for-secret-writers: %w", err)
+	}
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
 	}
 	for _, w := range sourceready.Writers {
 		gvr, ok := served[w.Kind]
 		if !ok {
 			continue
 		}
-		missing, err := access.Missing(ctx, client, access.Each(namespaces, gvr.Group, gvr.Resource, "list", "watch")...)
-		if err != nil {
-			return fmt.Errorf("--source-ready-timeout: %w", err)
+		var allowed []string
+		for _, ns := range namespaces {
+			missing, err := access.Missing(ctx, client, access.Each([]string{ns}, gvr.Group, gvr.Resource, "list", "watch")...)
+			if err != nil {
+				return fmt.Errorf("--wait-for-secret-writers: %w", err)
+			}
+			if len(missing) > 0 {
+				klog.InfoS("wave may not list and watch "+gvr.GroupResource().String()+", so a change of a Secret they write does not wait for their status: grant get, list and watch on them ("+secretWriterGrant[w.Kind]+"), or give --wait-for-secret-writers=false",
+					"kind", w.Kind, "denied", missing[0].String())
+				continue
+			}
+			allowed = append(allowed, ns)
 		}
-		if len(missing) > 0 {
-			klog.InfoS("wave may not list and watch "+gvr.GroupResource().String()+", so it does not wait for their status before rolling a change of a Secret they write: grant get, list and watch on them (config/wave-cert-manager or config/wave-external-secrets, or the chart, which grants it where they are installed)", "kind", w.Kind, "denied", missing[0].String())
+		if len(allowed) == 0 {
 			continue
 		}
 		if dyn == nil {
 			if dyn, err = dynamic.NewForConfig(restCfg); err != nil {
-				return fmt.Errorf("--source-ready-timeout: create the API client for %s: %w", gvr.GroupResource(), err)
+				return fmt.Errorf("--wait-for-secret-writers: create the API client for %s: %w", gvr.GroupResource(), err)
 			}
 		}
-		inf.WatchSecretWriters(dyn, w.Kind, gvr)
+		inf.WatchSecretWriters(dyn, w.Kind, gvr, allowed)
 		klog.InfoS("a rollout of a change of a Secret waits until its writer says it is done (--source-ready-timeout)", "writers", gvr.GroupResource().String(), "version", gvr.Version)
 	}
 	return nil
+}
+
+// secretWriterGrant is where each writer kind's read access is granted.
+var secretWriterGrant = map[sourceready.WriterKind]string{
+	sourceready.Certificate:    "config/wave-cert-manager, or the chart's waitForSecretWriters, which grants it where cert-manager's CRDs are installed",
+	sourceready.ExternalSecret: "config/wave-external-secrets, or the chart's waitForSecretWriters, which grants it where External Secrets' CRDs are installed",
 }

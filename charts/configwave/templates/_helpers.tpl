@@ -33,6 +33,21 @@ true
 true
 {{- end -}}
 {{- end -}}
+{{/* The Secret writers wave reads (waitForSecretWriters), comma-joined: those whose CRDs the
+cluster serves when the chart is rendered. */}}
+{{- define "configwave.secretWriters" -}}
+{{- $w := list -}}
+{{- if .Values.waitForSecretWriters -}}
+{{- if .Capabilities.APIVersions.Has "cert-manager.io/v1/Certificate" -}}
+{{- $w = append $w "certificates.cert-manager.io" -}}
+{{- end -}}
+{{- if or (.Capabilities.APIVersions.Has "external-secrets.io/v1/ExternalSecret") (.Capabilities.APIVersions.Has "external-secrets.io/v1beta1/ExternalSecret") -}}
+{{- $w = append $w "externalsecrets.external-secrets.io" -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $w -}}
+{{- end -}}
+
 {{- define "configwave.rules" -}}
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets", "daemonsets"]
@@ -65,14 +80,15 @@ true
   resources: ["replicasets", "controllerrevisions"]
   verbs: ["list"]
 {{- end }}
-{{- if and .Values.waitForSecretWriters (.Capabilities.APIVersions.Has "cert-manager.io/v1/Certificate") }}
+{{- $writers := include "configwave.secretWriters" . }}
+{{- if contains "certificates.cert-manager.io" $writers }}
 # cert-manager is installed: a rollout of a change of a Secret a Certificate writes waits until
 # the Certificate says it is done (waitForSecretWriters)
 - apiGroups: ["cert-manager.io"]
   resources: ["certificates"]
   verbs: ["get", "list", "watch"]
 {{- end }}
-{{- if and .Values.waitForSecretWriters (or (.Capabilities.APIVersions.Has "external-secrets.io/v1/ExternalSecret") (.Capabilities.APIVersions.Has "external-secrets.io/v1beta1/ExternalSecret")) }}
+{{- if contains "externalsecrets.external-secrets.io" $writers }}
 # External Secrets is installed: a rollout of a change of a Secret an ExternalSecret writes
 # waits until the ExternalSecret says it synced (waitForSecretWriters)
 - apiGroups: ["external-secrets.io"]

@@ -467,6 +467,11 @@ func TestChartRBACEqualsKustomizeRBAC(t *testing.T) {
 	assert.Equal(t, append(slices.Clone(kust), esoRules...), withAPIs("external-secrets.io/v1beta1/ExternalSecret"), "an older External Secrets, v1beta1 only")
 	assert.Equal(t, append(append(slices.Clone(kust), certRules...), esoRules...), withAPIs("cert-manager.io/v1/Certificate", "external-secrets.io/v1/ExternalSecret"))
 	assert.Equal(t, kust, rules(decode(t, helmTemplateWithAPIs(t, []string{"cert-manager.io/v1/Certificate"}, "waitForSecretWriters=false"))), "waitForSecretWriters=false grants neither")
+	assert.Contains(t, string(helmTemplateWithAPIs(t, []string{"cert-manager.io/v1/Certificate"}, "waitForSecretWriters=false")), "--wait-for-secret-writers=false")
+	assert.Contains(t, string(helmTemplateWithAPIs(t, []string{"cert-manager.io/v1/Certificate"}, "podAnnotations.a=b")), `configwave.io/secret-writers: "certificates.cert-manager.io"`,
+		"the pod template names what is granted, so that a helm upgrade that grants more restarts wave")
+	assert.Contains(t, string(helmTemplateWithAPIs(t, []string{"cert-manager.io/v1/Certificate"}, "podAnnotations.a=b")), "a: b", "beside the user's own")
+	assert.NotContains(t, string(helmTemplate(t)), "configwave.io/secret-writers")
 	assert.Equal(t, certRules, rules(decode(t, kustomize(t, "config/wave-cert-manager"))), "the Kustomize component for cert-manager")
 	assert.Equal(t, esoRules, rules(decode(t, kustomize(t, "config/wave-external-secrets"))), "the Kustomize component for External Secrets")
 	revisionRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create", "patch"}},

@@ -1,12 +1,14 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/informer"
@@ -24,11 +26,12 @@ func writerSecretIndex(obj any) ([]string, error) {
 }
 
 // WatchSecretWriters follows the objects of one kind of Secret writer (cert-manager's
-// Certificates, External Secrets' ExternalSecrets) at version gvr, so that a rollout of a change
-// of a Secret they write waits until their status says it is done (sourceready). Call it,
-// where the kind is served and wave may list and watch it, before Start.
-func (inf *Informers) WatchSecretWriters(client dynamic.Interface, kind sourceready.WriterKind, gvr schema.GroupVersionResource) {
-	for ns := range inf.watched {
+// Certificates, External Secrets' ExternalSecrets) at version gvr in namespaces (of those wave
+// watches: metav1.NamespaceAll for all), so that a rollout of a change of a Secret they write
+// waits until their status says it is done (sourceready). Call it, where the kind is served
+// and wave may list and watch it there, before Start.
+func (inf *Informers) WatchSecretWriters(client dynamic.Interface, kind sourceready.WriterKind, gvr schema.GroupVersionResource, namespaces []string) {
+	for _, ns := range namespaces {
 		indexers := informer.NamespaceIndex()
 		indexers[bySecret] = writerSecretIndex
 		writers := informer.New[*unstructured.UnstructuredList](client.Resource(gvr).Namespace(ns), client, &unstructured.Unstructured{},
@@ -50,6 +53,7 @@ func (inf *Informers) writersNotDone(ref configref.Ref) string {
 			}
 		}
 	}
+	slices.Sort(out) // the index's order is a map's: the Event and the record say it alike every time
 	return strings.Join(out, ", and ")
 }
 
@@ -69,11 +73,13 @@ func (c *Controller) watchSecretWriters() error {
 	for _, i := range c.Informers.writers {
 		if _, err := i.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, initialList bool) {
+				unreadable(nil, obj)
 				if ref, _, ok := secretOf(obj); ok && !initialList {
 					c.enqueueRef(ref)
 				}
 			},
 			UpdateFunc: func(old, obj any) {
+				unreadable(old, obj)
 				was, wasNotDone, ok1 := secretOf(old)
 				now, notDone, ok2 := secretOf(obj)
 				if ok1 && ok2 && was == now && wasNotDone == notDone {
@@ -96,4 +102,18 @@ func (c *Controller) watchSecretWriters() error {
 		}
 	}
 	return nil
+}
+
+// unreadable says once, when a writer becomes so, which of its fields wave could not read (it
+// then does not wait for it): never the field's value.
+func unreadable(old, obj any) {
+	w, ok := obj.(*sourceready.Writer)
+	if !ok || w.Unreadable == "" {
+		return
+	}
+	if o, ok := old.(*sourceready.Writer); ok && o.Unreadable == w.Unreadable {
+		return
+	}
+	klog.InfoS("a Secret's writer has a field wave cannot read, so a change of that Secret does not wait for it: fix the field (is it what the CRD says?)",
+		"kind", w.Kind, "object", klog.KRef(w.Namespace, w.Name), "field", w.Unreadable)
 }

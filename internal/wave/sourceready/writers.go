@@ -61,12 +61,15 @@ func GroupResource(kind WriterKind) schema.GroupResource {
 // Writer is what wave keeps of one writer: who it is, which Secret of its namespace it writes
 // ("" when it writes none: an ExternalSecret of creationPolicy None), and why its status says
 // that Secret is not done yet ("" when done). Only the verdict is kept: never a condition's
-// message, which may quote a provider's answer.
+// message, which may quote a provider's answer. Unreadable names the field that was not of the
+// type its CRD gives it ("" when all were), and then NotDone is "": wave does not wait for a
+// writer it cannot read.
 type Writer struct {
 	slimcache.Identity
-	Kind    WriterKind
-	Secret  string
-	NotDone string
+	Kind       WriterKind
+	Secret     string
+	NotDone    string
+	Unreadable string
 }
 
 var _ metav1.Object = &Writer{}
@@ -81,8 +84,10 @@ func (w *Writer) SecretKey() string {
 }
 
 // Transform is the writers' informer transform for kind: an unstructured object becomes a
-// *Writer of about a hundred bytes. A field of the wrong type is an error naming the object and
-// the field; client-go then drops it from the cache (and wave does not wait for it).
+// *Writer of about a hundred bytes. It never fails: client-go fails a whole list on one
+// object's transform error (the informer would never sync, and wave never start) and keeps the
+// old object on a watch's; a field of the wrong type is named in Unreadable instead, with
+// nothing of its value.
 func Transform(kind WriterKind) func(obj any) (any, error) {
 	return func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
@@ -90,17 +95,15 @@ func Transform(kind WriterKind) func(obj any) (any, error) {
 			return obj, nil // a *Writer again, or a tombstone
 		}
 		w := &Writer{Identity: slimcache.Identity{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()}, Kind: kind}
-		var err error
+		var bad string
 		switch kind {
 		case Certificate:
-			w.Secret, w.NotDone, err = certificate(u)
+			w.Secret, w.NotDone, bad = certificate(u)
 		case ExternalSecret:
-			w.Secret, w.NotDone, err = externalSecret(u)
-		default:
-			err = fmt.Errorf("no writer kind %q", kind)
+			w.Secret, w.NotDone, bad = externalSecret(u)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s %s/%s: %w", kind, u.GetNamespace(), u.GetName(), err)
+		if bad != "" {
+			w.NotDone, w.Unreadable = "", bad
 		}
 		return w, nil
 	}
@@ -121,9 +124,13 @@ type CertificateStatus struct {
 
 // CertificateNotDone says why a Certificate's status says its Secret is not done, or "": as
 // cert-manager writes it, Issuing is True from the moment a (re)issuance is triggered until the
-// issuing controller has written the Secret and taken the condition away, and Ready is True once
-// the readiness controller found the Secret up to date with the spec of the generation it
-// observed. A Ready of an earlier spec is not this one's.
+// issuing controller has written the Secret (whole, in one update) and, in a second update,
+// taken the condition away (or set it False); Ready is judged by the readiness controller for
+// the generation it observed. So a Secret is in flight while Issuing is True, and before the
+// Certificate's current spec was judged at all (no condition yet, or Ready of an older
+// generation: the trigger has not run on it). A Ready False with no issuance under way waits for
+// nothing: cert-manager is not writing (a Certificate that does not own its Secret, beside the
+// one that does, stays so; one whose issuance failed retries later, with Issuing again).
 func CertificateNotDone(s CertificateStatus) string {
 	if c, ok := find(s.Conditions, "Issuing"); ok && c.Status == string(metav1.ConditionTrue) {
 		return "its issuance is under way (Issuing" + reason(c) + ")"
@@ -131,24 +138,23 @@ func CertificateNotDone(s CertificateStatus) string {
 	ready, ok := find(s.Conditions, "Ready")
 	switch {
 	case !ok:
-		return "it is not Ready yet"
-	case ready.Status != string(metav1.ConditionTrue):
-		return "it is not Ready (" + ready.Status + reason(ready) + ")"
+		return "it has not been judged yet (no Ready condition)"
 	case ready.ObservedGeneration > 0 && ready.ObservedGeneration < s.Generation:
 		return fmt.Sprintf("its Ready is of its spec of generation %d, not of the current %d", ready.ObservedGeneration, s.Generation)
 	}
 	return ""
 }
 
-func certificate(u *unstructured.Unstructured) (secret, notDone string, err error) {
-	if secret, _, err = unstructured.NestedString(u.Object, "spec", "secretName"); err != nil {
-		return "", "", fmt.Errorf("spec.secretName: %w", err)
-	}
-	conds, err := conditions(u)
+func certificate(u *unstructured.Unstructured) (secret, notDone, unreadable string) {
+	secret, _, err := unstructured.NestedString(u.Object, "spec", "secretName")
 	if err != nil {
-		return "", "", err
+		return "", "", "spec.secretName"
 	}
-	return secret, CertificateNotDone(CertificateStatus{Generation: u.GetGeneration(), Conditions: conds}), nil
+	conds, bad := conditions(u)
+	if bad != "" {
+		return secret, "", bad
+	}
+	return secret, CertificateNotDone(CertificateStatus{Generation: u.GetGeneration(), Conditions: conds}), ""
 }
 
 // ExternalSecretStatus is what decides whether an ExternalSecret's Secret is done.
@@ -156,64 +162,76 @@ type ExternalSecretStatus struct {
 	Generation int64
 	Conditions []Condition
 	// SyncedResourceVersion is what External Secrets wrote when it last synced:
-	// "GENERATION-HASH" of the spec it synced (its util.GetResourceVersion).
+	// "GENERATION-HASH", the generation of the spec it synced and a hash of the ExternalSecret's
+	// labels and annotations (its util.GetResourceVersion).
 	SyncedResourceVersion string
 }
 
 // ExternalSecretNotDone says why an ExternalSecret's status says its Secret is not done, or "":
-// as External Secrets writes it, Ready is True (SecretSynced) once a sync wrote the Secret, and
-// syncedResourceVersion names the generation of the spec that sync was of. A spec changed since
-// (a new remote key, a second ExternalSecret merged into the same Secret) is not synced yet.
+// as External Secrets writes it, a sync writes the Secret (whole, in one update) and then
+// records the generation of the spec it synced in syncedResourceVersion, with Ready True
+// (SecretSynced); a failed sync sets Ready False and leaves syncedResourceVersion as it was. So
+// the Secret is in flight while the current spec is not synced (a new remote key, a second
+// ExternalSecret merged into the same Secret), and before the first reconcile (no Ready yet).
+// One that synced its current spec waits for nothing, Ready or not (a provider's outage after
+// the sync leaves the Secret as that sync wrote it), and neither does one that failed before it
+// ever synced (a second Owner of a Secret another owns: External Secrets refuses it for good).
 func ExternalSecretNotDone(s ExternalSecretStatus) string {
 	ready, ok := find(s.Conditions, "Ready")
-	switch {
-	case !ok:
+	if !ok {
 		return "it has not synced yet"
-	case ready.Status != string(metav1.ConditionTrue):
-		return "it is not Ready (" + ready.Status + reason(ready) + ")"
 	}
 	gen, _, _ := strings.Cut(s.SyncedResourceVersion, "-")
-	if synced, err := strconv.ParseInt(gen, 10, 64); err == nil && synced < s.Generation {
+	synced, err := strconv.ParseInt(gen, 10, 64)
+	switch {
+	case s.SyncedResourceVersion == "" && ready.Status != string(metav1.ConditionTrue):
+		return "" // never synced, and failing: it writes nothing
+	case s.SyncedResourceVersion == "":
+		return "it has not synced yet"
+	case err == nil && synced < s.Generation && ready.Status == string(metav1.ConditionTrue):
 		return fmt.Sprintf("it has synced its spec of generation %d, not the current %d yet", synced, s.Generation)
+	case err == nil && synced < s.Generation:
+		return fmt.Sprintf("it has synced its spec of generation %d, not the current %d yet (Ready %s%s)", synced, s.Generation, status(ready), reason(ready))
 	}
 	return ""
 }
 
-func externalSecret(u *unstructured.Unstructured) (secret, notDone string, err error) {
+func externalSecret(u *unstructured.Unstructured) (secret, notDone, unreadable string) {
 	policy, _, err := unstructured.NestedString(u.Object, "spec", "target", "creationPolicy")
 	if err != nil {
-		return "", "", fmt.Errorf("spec.target.creationPolicy: %w", err)
+		return "", "", "spec.target.creationPolicy"
 	}
 	if policy == "None" {
-		return "", "", nil // writes no Secret
+		return "", "", "" // writes no Secret
 	}
 	if secret, _, err = unstructured.NestedString(u.Object, "spec", "target", "name"); err != nil {
-		return "", "", fmt.Errorf("spec.target.name: %w", err)
+		return "", "", "spec.target.name"
 	}
 	if secret == "" {
 		secret = u.GetName() // External Secrets' default
 	}
 	synced, _, err := unstructured.NestedString(u.Object, "status", "syncedResourceVersion")
 	if err != nil {
-		return "", "", fmt.Errorf("status.syncedResourceVersion: %w", err)
+		return secret, "", "status.syncedResourceVersion"
 	}
-	conds, err := conditions(u)
-	if err != nil {
-		return "", "", err
+	conds, bad := conditions(u)
+	if bad != "" {
+		return secret, "", bad
 	}
-	return secret, ExternalSecretNotDone(ExternalSecretStatus{Generation: u.GetGeneration(), Conditions: conds, SyncedResourceVersion: synced}), nil
+	return secret, ExternalSecretNotDone(ExternalSecretStatus{Generation: u.GetGeneration(), Conditions: conds, SyncedResourceVersion: synced}), ""
 }
 
-func conditions(u *unstructured.Unstructured) ([]Condition, error) {
+// conditions reads status.conditions, or names the first field that is not of its type.
+func conditions(u *unstructured.Unstructured) ([]Condition, string) {
 	list, _, err := unstructured.NestedSlice(u.Object, "status", "conditions")
 	if err != nil {
-		return nil, fmt.Errorf("status.conditions: %w", err)
+		return nil, "status.conditions"
 	}
 	out := make([]Condition, 0, len(list))
 	for i, item := range list {
 		m, ok := item.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("status.conditions[%d] is not an object", i)
+			return nil, fmt.Sprintf("status.conditions[%d]", i)
 		}
 		c := Condition{}
 		c.Type, _ = m["type"].(string)
@@ -227,7 +245,7 @@ func conditions(u *unstructured.Unstructured) ([]Condition, error) {
 		}
 		out = append(out, c)
 	}
-	return out, nil
+	return out, ""
 }
 
 func find(conds []Condition, typ string) (Condition, bool) {
@@ -239,15 +257,25 @@ func find(conds []Condition, typ string) (Condition, bool) {
 	return Condition{}, false
 }
 
-// A reason is a controller's CamelCase word; anything else (free text would be a message) is
-// left out, so that nothing a provider answered reaches an Event.
-var reasonWord = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{0,63}$`)
+// A reason is a controller's CamelCase word of letters (Renewing, SecretSyncedError); anything
+// else (free text, or what could be a token) is left out, so that nothing a provider answered,
+// nor anything written into a status by hand, reaches an Event.
+var reasonWord = regexp.MustCompile(`^[A-Z][A-Za-z]{0,47}$`)
 
 func reason(c Condition) string {
 	if reasonWord.MatchString(c.Reason) {
 		return ": " + c.Reason
 	}
 	return ""
+}
+
+// status is a condition's status as one of the three words the API allows, else "Unknown".
+func status(c Condition) string {
+	switch c.Status {
+	case string(metav1.ConditionTrue), string(metav1.ConditionFalse):
+		return c.Status
+	}
+	return string(metav1.ConditionUnknown)
 }
 
 // Discovery is the one question ServedWriters asks the API server.
