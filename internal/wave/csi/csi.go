@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/slimcache"
@@ -72,37 +73,41 @@ func Hash(class string, objects []Object) string {
 }
 
 // Transform is the informer transform: an unstructured SecretProviderClassPodStatus becomes a
-// *Status of about a hundred bytes. A status whose fields are not what the driver writes is an
-// error naming the object and the field; client-go then drops it from the cache.
+// *Status of about a hundred bytes. It never fails: client-go fails a whole list on one
+// object's transform error (the informer would never sync, and wave never become ready) and
+// keeps the old object on a watch's. A status whose fields are not what the driver writes
+// becomes a *Status of no class, as if its pod reported nothing, and one log line names the
+// object and the field (never its value).
 func Transform(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil // a *Status again, or a tombstone
 	}
-	where := fmt.Sprintf("SecretProviderClassPodStatus %s/%s", u.GetNamespace(), u.GetName())
+	id := slimcache.Identity{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()}
+	unreadable := func(field string) (any, error) {
+		klog.InfoS("a SecretProviderClassPodStatus has a field wave cannot read: it is left out, as if its pod reported nothing (is the driver's CRD the one wave knows?)",
+			"object", klog.KRef(id.Namespace, id.Name), "field", field)
+		return &Status{Identity: id}, nil
+	}
 	class, _, err := unstructured.NestedString(u.Object, "status", "secretProviderClassName")
 	if err != nil {
-		return nil, fmt.Errorf("%s: status.secretProviderClassName: %w", where, err)
+		return unreadable("status.secretProviderClassName")
 	}
 	list, _, err := unstructured.NestedSlice(u.Object, "status", "objects")
 	if err != nil {
-		return nil, fmt.Errorf("%s: status.objects: %w", where, err)
+		return unreadable("status.objects")
 	}
 	objects := make([]Object, 0, len(list))
 	for i, item := range list {
 		m, ok := item.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("%s: status.objects[%d] is not an object", where, i)
+			return unreadable(fmt.Sprintf("status.objects[%d]", i))
 		}
-		id, _ := m["id"].(string)
+		objectID, _ := m["id"].(string)
 		version, _ := m["version"].(string)
-		objects = append(objects, Object{ID: id, Version: version})
+		objects = append(objects, Object{ID: objectID, Version: version})
 	}
-	return &Status{
-		Identity: slimcache.Identity{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()},
-		Class:    class,
-		Hash:     Hash(class, objects),
-	}, nil
+	return &Status{Identity: id, Class: class, Hash: Hash(class, objects)}, nil
 }
 
 var _ metav1.Object = &Status{}
