@@ -69,10 +69,20 @@ func waveInFlightCap(e *env, r *report) error {
 	}
 	rows := map[int]*InFlightRow{0: {Cap: 0}, capK: {Cap: capK}}
 	change := 0
-	// The two settings alternate, so that neither runs only on a quieter cluster.
+	// The two settings alternate, and take turns going first, so that neither runs only on a
+	// quieter cluster; each change begins once every Deployment is complete (the ones created
+	// here, or the change before) and kube-controller-manager has no rollout of an earlier
+	// step left in this namespace.
 	for round := 0; round < e.reps(1, 3); round++ {
-		for _, k := range []int{0, capK} {
+		order := []int{0, capK}
+		if round%2 == 1 {
+			order = []int{capK, 0}
+		}
+		for _, k := range order {
 			change++
+			if err := waitAllComplete(e, ns, n); err != nil {
+				return fmt.Errorf("before change %d: %w", change, err)
+			}
 			if err := inFlightChange(e, ns, n, k, change, rows[k]); err != nil {
 				return fmt.Errorf("cap %d, change %d: %w", k, change, err)
 			}
@@ -95,11 +105,12 @@ func inFlightChange(e *env, ns string, n, k, change int, row *InFlightRow) error
 		return err
 	}
 	defer p.stop()
-	// The first wave records each Deployment; a later one finds the record and the rollout done.
-	if err := waitFor(e.ctx, 5*time.Minute, func() bool {
-		return p.metric(`configwave_wave_reconciles_total{result="baseline"}`)+p.metric(`configwave_wave_reconciles_total{result="unchanged"}`) >= float64(n)
-	}); err != nil {
-		return fmt.Errorf("wave did not find the %d Deployments up to date: %w", n, err)
+	// The first wave records each Deployment (a Deployment recorded after the change would not
+	// roll); a later one finds the records, and sees every change after it is ready.
+	if change == 1 {
+		if err := waitBaselines(e, p, n); err != nil {
+			return err
+		}
 	}
 	rolling := 0
 	var mu sync.Mutex
@@ -134,6 +145,25 @@ func inFlightChange(e *env, ns string, n, k, change int, row *InFlightRow) error
 	row.PeakUnavailable = max(row.PeakUnavailable, peakUnavailable)
 	row.PeakRolling = max(row.PeakRolling, rolling)
 	return nil
+}
+
+// waitAllComplete waits until the n Deployments of ns are complete on their templates, as
+// kubectl rollout status judges them, and no pod of an old ReplicaSet is left.
+func waitAllComplete(e *env, ns string, n int) error {
+	return waitFor(e.ctx, 10*time.Minute, func() bool {
+		time.Sleep(100 * time.Millisecond) // a poll of the API, not a spin
+		list, err := e.client.AppsV1().Deployments(ns).List(e.ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != n {
+			return false
+		}
+		for _, d := range list.Items {
+			s := d.Status
+			if s.ObservedGeneration < d.Generation || s.UpdatedReplicas != *d.Spec.Replicas || s.AvailableReplicas != *d.Spec.Replicas || s.Replicas != *d.Spec.Replicas {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // rollAll runs begin and follows the namespace's Deployments and pods on watches until every
@@ -219,15 +249,16 @@ func newFanOutFollower(deps []appsv1.Deployment, pods []corev1.Pod, minReady tim
 	return f
 }
 
+// pod notes a pod of a ReplicaSet; one being deleted is left out, as the ReplicaSet's own
+// status.replicas leaves it out.
 func (f *fanOutFollower) pod(p *corev1.Pod, deleted bool, now time.Time) {
-	if deleted {
+	ref := metav1.GetControllerOf(p)
+	if deleted || p.DeletionTimestamp != nil || ref == nil || ref.Kind != "ReplicaSet" {
 		delete(f.pods, p.Name)
 		return
 	}
 	seen := f.pods[p.Name]
-	if ref := metav1.GetControllerOf(p); ref != nil {
-		seen.owner = ref.Name
-	}
+	seen.owner = ref.Name
 	ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
 		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
 	})

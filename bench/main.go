@@ -169,9 +169,9 @@ func steps(root string) []step {
 		{"reloader real pods", reloaderRealPods},
 		{"reloader one first", reloaderOneFirst},
 		{"wave trigger latency", waveLatency},
-		{"wave runaway writer", waveRunaway}, // before the shared step leaves kube-controller-manager busy
+		{"wave in-flight cap", waveInFlightCap}, // before the shared step leaves kube-controller-manager busy
+		{"wave runaway writer", waveRunaway},    // before the shared step leaves kube-controller-manager busy
 		{"wave shared ConfigMap", waveShared},
-		{"wave in-flight cap", waveInFlightCap},
 		{"wave coalescing", waveCoalescing},
 		{"wave memory", waveMemory},
 		{"wave used and unused config", waveUsedMemory},

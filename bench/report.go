@@ -128,7 +128,9 @@ const (
 )
 
 func (r *report) write(root string) error {
-	r.Machine = machine()
+	if r.Machine == "" { // a -merge keeps the header of the full run it merges into
+		r.Machine = machine()
+	}
 	r.Command = "make bench" + map[string]string{"quick": "", "full": " BENCH_MODE=full"}[r.Mode] + " (go run ./bench -mode=" + r.Mode + ")"
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {

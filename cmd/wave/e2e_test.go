@@ -576,7 +576,9 @@ func TestRunsWithTheShippedClusterRole(t *testing.T) {
 	require.Eventually(t, func() bool { return len(events(t, client, ns, "app", "ConfigChanged")) > 0 }, eventually, tick, "Events are allowed too")
 	assert.NotContains(t, p.Log(), "forbidden")
 	assert.Contains(t, p.Log(), `writers="certificates.cert-manager.io"`, "config/wave-cert-manager lets wave follow Certificates")
-	assert.Contains(t, p.Log(), "wave may not list and watch externalsecrets.external-secrets.io", "one line says what to grant for ExternalSecrets")
+	assert.Contains(t, p.Log(), `wave may not list and watch a Secret writer's kind`, "one line says what to grant for ExternalSecrets")
+	assert.Contains(t, p.Log(), `resource="externalsecrets.external-secrets.io"`)
+	assert.Contains(t, p.Log(), "config/wave-external-secrets")
 	assert.NotContains(t, p.Log(), `writers="externalsecrets.external-secrets.io"`)
 }
 

@@ -298,8 +298,8 @@ func watchSecretWriters(ctx context.Context, inf *rollout.Informers, namespaces 
 				return fmt.Errorf("--wait-for-secret-writers: %w", err)
 			}
 			if len(missing) > 0 {
-				klog.InfoS("wave may not list and watch "+gvr.GroupResource().String()+", so a change of a Secret they write does not wait for their status: grant get, list and watch on them ("+secretWriterGrant[w.Kind]+"), or give --wait-for-secret-writers=false",
-					"kind", w.Kind, "denied", missing[0].String())
+				klog.InfoS("wave may not list and watch a Secret writer's kind, so a change of a Secret they write does not wait for their status there: grant get, list and watch on them, or give --wait-for-secret-writers=false",
+					"resource", gvr.GroupResource().String(), "denied", missing[0].String(), "grant", secretWriterGrant[w.Kind])
 				continue
 			}
 			allowed = append(allowed, ns)

@@ -46,10 +46,12 @@ func TestRolloutWaitsForTheSecretsWriter(t *testing.T) {
 		timeout string
 		done    bool // the writer's status says done
 		says    string
+		off     bool // --wait-for-secret-writers=false
 	}{
-		{"cert-manager renews the certificate", certificates, "1h", true, "certificate/web says its issuance is under way (Issuing: Renewing)"},
-		{"External Secrets syncs a changed spec", externalSecrets, "1h", true, "externalsecret/web says it has synced its spec of generation 1, not the current 2 yet"},
-		{"the Certificate never says done: rolls after the timeout, saying so", certificates, "3s", false, "certificate/web says its issuance is under way"},
+		{"cert-manager renews the certificate", certificates, "1h", true, "certificate/web says its issuance is under way (Issuing: Renewing)", false},
+		{"External Secrets syncs a changed spec", externalSecrets, "1h", true, "externalsecret/web says it has synced its spec of generation 1, not the current 2 yet", false},
+		{"the Certificate never says done: rolls after the timeout, saying so", certificates, "3s", false, "certificate/web says its issuance is under way", false},
+		{"--wait-for-secret-writers=false: rolls at the Secret's write, as the peers do", certificates, "1h", false, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := testcluster.Namespace(t, client)
@@ -61,7 +63,11 @@ func TestRolloutWaitsForTheSecretsWriter(t *testing.T) {
 			}
 			createDeployment(t, client, deployment(ns, "app", withVolume(corev1.Volume{Name: "web",
 				VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "web"}}})))
-			p := startWave(t, ns, "--coalesce=0", "--source-ready-timeout="+tc.timeout)
+			args := []string{"--coalesce=0", "--source-ready-timeout=" + tc.timeout}
+			if tc.off {
+				args = append(args, "--wait-for-secret-writers=false")
+			}
+			p := startWave(t, ns, args...)
 			before := inputsHash(waitRecorded(t, client, ns, "app"))
 			settle(t, p)
 
@@ -80,6 +86,13 @@ func TestRolloutWaitsForTheSecretsWriter(t *testing.T) {
 				w.setCertificateStatus(true)
 				crt, key := testcerts.SelfSigned(t, "web")
 				w.writeSecret(map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key})
+			}
+			if tc.off {
+				waitTemplateHashChange(t, client, ns, "app", before)
+				settle(t, p)
+				assert.Zero(t, eventCount(t, client, ns, "app", "ConfigSourceIncomplete"), "no wait")
+				assert.NotContains(t, p.Log(), "certificates.cert-manager.io", "Certificates not read")
+				return
 			}
 			require.Eventually(t, func() bool { return eventCount(t, client, ns, "app", "ConfigSourceIncomplete") >= 1 }, eventually, tick, "said on the workload")
 			said := events(t, client, ns, "app", "ConfigSourceIncomplete")[0]

@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 	"github.com/configwave/configwave/internal/wave/slimcache"
@@ -48,6 +47,9 @@ type Status struct {
 	slimcache.Identity
 	Class string
 	Hash  string
+	// UnreadableField names a field that is not what the driver writes ("" when all are); the
+	// status then has no class, as if its pod reported nothing.
+	UnreadableField string
 }
 
 // Ref names the SecretProviderClass a status reports on.
@@ -76,19 +78,15 @@ func Hash(class string, objects []Object) string {
 // *Status of about a hundred bytes. It never fails: client-go fails a whole list on one
 // object's transform error (the informer would never sync, and wave never become ready) and
 // keeps the old object on a watch's. A status whose fields are not what the driver writes
-// becomes a *Status of no class, as if its pod reported nothing, and one log line names the
-// object and the field (never its value).
+// becomes a *Status of no class, as if its pod reported nothing, that names the field (never
+// its value) for the Tracker to log.
 func Transform(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil // a *Status again, or a tombstone
 	}
 	id := slimcache.Identity{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()}
-	unreadable := func(field string) (any, error) {
-		klog.InfoS("a SecretProviderClassPodStatus has a field wave cannot read: it is left out, as if its pod reported nothing (is the driver's CRD the one wave knows?)",
-			"object", klog.KRef(id.Namespace, id.Name), "field", field)
-		return &Status{Identity: id}, nil
-	}
+	unreadable := func(field string) (any, error) { return &Status{Identity: id, UnreadableField: field}, nil }
 	class, _, err := unstructured.NestedString(u.Object, "status", "secretProviderClassName")
 	if err != nil {
 		return unreadable("status.secretProviderClassName")

@@ -53,7 +53,7 @@ func TestTransform(t *testing.T) {
 	} {
 		got, err := Transform(podStatus("web", "bad", status))
 		require.NoError(t, err, "%s: an error would fail the informer's whole list", name)
-		assert.Equal(t, &Status{Identity: slimcache.Identity{Namespace: "web", Name: "bad", ResourceVersion: got.(*Status).ResourceVersion}}, got,
+		assert.Equal(t, &Status{Identity: slimcache.Identity{Namespace: "web", Name: "bad", ResourceVersion: got.(*Status).ResourceVersion}, UnreadableField: name}, got,
 			"%s: a status of no class, which the tracker leaves out", name)
 	}
 }
@@ -127,10 +127,20 @@ func TestTrackerMovesOnlyOnAnUpdate(t *testing.T) {
 	remove(d2)
 	_, ok = tr.Current(ref)
 	assert.False(t, ok, "every pod gone: the class is absent")
-	add(st("e", "v3"))
+	e3 := st("e", "v3")
+	add(e3)
 	assert.Equal(t, "v3", current(), "the next pod decides again")
 	assert.Contains(t, changed, ref.String())
 	assert.Len(t, changed, 10, "each add, each change of versions and each delete is looked at; the update without a change is not")
+
+	// A status that becomes unreadable is as if its pod went; readable again, as if it came.
+	bad := &Status{Identity: identity("e"), UnreadableField: "status.objects[0]"}
+	update(e3, bad)
+	_, ok = tr.Current(ref)
+	assert.False(t, ok, "its only pod unreadable: the class is absent")
+	update(bad, st("e", "v4"))
+	assert.Equal(t, "v4", current(), "readable again: it decides as a new pod does")
+	assert.Len(t, changed, 12, "both looked at")
 }
 
 func identity(name string) (i slimcache.Identity) {

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/configwave/configwave/internal/kube/configref"
 )
@@ -54,7 +55,11 @@ func (t *Tracker) Watch(inf cache.SharedIndexInformer) error {
 }
 
 func (t *Tracker) added(obj any) {
-	if s, ok := obj.(*Status); ok && s.Class != "" {
+	s, ok := obj.(*Status)
+	if ok && s.UnreadableField != "" {
+		logUnreadable(s)
+	}
+	if ok && s.Class != "" {
 		t.onChange(s.Ref()) // a new pod moves nothing, but a first one makes the class present
 	}
 }
@@ -62,7 +67,18 @@ func (t *Tracker) added(obj any) {
 func (t *Tracker) updated(old, obj any) {
 	o, ok1 := old.(*Status)
 	n, ok2 := obj.(*Status)
-	if !ok1 || !ok2 || n.Class == "" {
+	if !ok1 || !ok2 {
+		return
+	}
+	switch {
+	case n.UnreadableField != "" && o.UnreadableField == "":
+		logUnreadable(n)
+		t.deleted(o) // as if its pod went: it reports nothing wave can read
+		return
+	case o.UnreadableField != "" && n.UnreadableField == "":
+		t.added(n) // as if its pod came
+		return
+	case n.Class == "":
 		return
 	}
 	if o.Hash != n.Hash || o.Class != n.Class {
@@ -119,4 +135,11 @@ func (t *Tracker) Current(ref configref.Ref) (string, bool) {
 	h := Majority(hashes)
 	t.latest[ref] = h
 	return h, true
+}
+
+// logUnreadable says, when a status becomes so, which of its fields wave could not read: never
+// the field's value.
+func logUnreadable(s *Status) {
+	klog.InfoS("a SecretProviderClassPodStatus has a field wave cannot read: it is left out, as if its pod reported nothing (is the driver's CRD the one wave knows?)",
+		"object", klog.KRef(s.Namespace, s.Name), "field", s.UnreadableField)
 }

@@ -646,16 +646,7 @@ func (c *Controller) admit(key, namespace string, first time.Time) (ok, queuedNo
 		f.waiting[key] = first.UnixNano()
 	}
 	byNS, rolling, self := c.follow.OursRolling(key)
-	if self { // a second change of a workload under way: its own rollout is no other's slot
-		rolling--
-		byNS[namespace]--
-	}
-	for k := range f.admitted {
-		rolling++
-		_, rest, _ := strings.Cut(k, "/")
-		ns, _, _ := strings.Cut(rest, "/")
-		byNS[ns]++
-	}
+	rolling, byNS = othersInFlight(key, namespace, byNS, rolling, self, f.admitted)
 	waiting := make([]pacing.Waiter, 0, len(f.waiting))
 	for k, at := range f.waiting {
 		waiting = append(waiting, pacing.Waiter{Key: k, First: at})
@@ -669,6 +660,29 @@ func (c *Controller) admit(key, namespace string, first time.Time) (ok, queuedNo
 	delete(f.waiting, key)
 	f.admitted[key] = true
 	return true, false
+}
+
+// othersInFlight counts the rollouts under way that take a slot from key's: those followed as
+// rolling (ours, by namespace; self says key is among them) and those admitted and not yet
+// followed, each once, key's own never. Its own is no other's slot: a second change of a
+// workload under way, or a look on a cache that does not show its just-written rollout yet
+// (which the write's resourceVersion then refuses), must not wait for itself, nor say again
+// that it is queued.
+func othersInFlight(key, namespace string, byNS map[string]int, rolling int, self bool, admitted map[string]bool) (int, map[string]int) {
+	if self {
+		rolling--
+		byNS[namespace]--
+	}
+	for k := range admitted {
+		if k == key {
+			continue
+		}
+		rolling++
+		_, rest, _ := strings.Cut(k, "/")
+		ns, _, _ := strings.Cut(rest, "/")
+		byNS[ns]++
+	}
+	return rolling, byNS
 }
 
 // leave: key no longer wants to roll (its config went back, a window or a brake holds it),

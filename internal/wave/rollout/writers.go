@@ -41,7 +41,8 @@ func (inf *Informers) WatchSecretWriters(client dynamic.Interface, kind sourcere
 	}
 }
 
-// writersNotDone says which writers of a Secret say it is not done yet, and why, "; "-joined;
+// writersNotDone says which writers of a Secret say it is not done yet, and why, joined with
+// ", and ";
 // "" when none does (or none is followed).
 func (inf *Informers) writersNotDone(ref configref.Ref) string {
 	var out []string
@@ -73,13 +74,13 @@ func (c *Controller) watchSecretWriters() error {
 	for _, i := range c.Informers.writers {
 		if _, err := i.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, initialList bool) {
-				unreadable(nil, obj)
+				logUnreadable(nil, obj)
 				if ref, _, ok := secretOf(obj); ok && !initialList {
 					c.enqueueRef(ref)
 				}
 			},
 			UpdateFunc: func(old, obj any) {
-				unreadable(old, obj)
+				logUnreadable(old, obj)
 				was, wasNotDone, ok1 := secretOf(old)
 				now, notDone, ok2 := secretOf(obj)
 				if ok1 && ok2 && was == now && wasNotDone == notDone {
@@ -104,16 +105,16 @@ func (c *Controller) watchSecretWriters() error {
 	return nil
 }
 
-// unreadable says once, when a writer becomes so, which of its fields wave could not read (it
-// then does not wait for it): never the field's value.
-func unreadable(old, obj any) {
+// logUnreadable says once, when a writer becomes so, which of its fields wave could not read
+// (it then does not wait for it): never the field's value.
+func logUnreadable(old, obj any) {
 	w, ok := obj.(*sourceready.Writer)
-	if !ok || w.Unreadable == "" {
+	if !ok || w.UnreadableField == "" {
 		return
 	}
-	if o, ok := old.(*sourceready.Writer); ok && o.Unreadable == w.Unreadable {
+	if o, ok := old.(*sourceready.Writer); ok && o.UnreadableField == w.UnreadableField {
 		return
 	}
 	klog.InfoS("a Secret's writer has a field wave cannot read, so a change of that Secret does not wait for it: fix the field (is it what the CRD says?)",
-		"kind", w.Kind, "object", klog.KRef(w.Namespace, w.Name), "field", w.Unreadable)
+		"kind", w.Kind, "object", klog.KRef(w.Namespace, w.Name), "field", w.UnreadableField)
 }

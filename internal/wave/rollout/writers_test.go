@@ -21,7 +21,7 @@ func TestWritersNotDone(t *testing.T) {
 		{Identity: slimcache.Identity{Namespace: "a", Name: "web"}, Kind: sourceready.Certificate, Secret: "tls", NotDone: "its issuance is under way (Issuing: Renewing)"},
 		{Identity: slimcache.Identity{Namespace: "a", Name: "db"}, Kind: sourceready.ExternalSecret, Secret: "tls", NotDone: "it has not synced yet"},
 		{Identity: slimcache.Identity{Namespace: "a", Name: "done"}, Kind: sourceready.ExternalSecret, Secret: "tls"},
-		{Identity: slimcache.Identity{Namespace: "a", Name: "broken"}, Kind: sourceready.Certificate, Secret: "tls", Unreadable: "status.conditions[0]"},
+		{Identity: slimcache.Identity{Namespace: "a", Name: "broken"}, Kind: sourceready.Certificate, Secret: "tls", UnreadableField: "status.conditions[0]"},
 		{Identity: slimcache.Identity{Namespace: "b", Name: "web"}, Kind: sourceready.Certificate, Secret: "tls", NotDone: "its issuance is under way"},
 		{Identity: slimcache.Identity{Namespace: "a", Name: "none"}, Kind: sourceready.ExternalSecret}, // creationPolicy None
 	} {

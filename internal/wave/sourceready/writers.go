@@ -19,7 +19,7 @@ import (
 // what it wrote is done: cert-manager's Certificate (its spec.secretName) and External Secrets'
 // ExternalSecret (its spec.target.name, else its own name). Between the Secret's update and the
 // status that says it is done, or while a second writer of the same Secret has not synced yet
-// (an ExternalSecret of creationPolicy Merge beside its Owner), the Secret is not the one the
+// (an ExternalSecret of creationPolicy Merge beside an Orphan one), the Secret is not the one the
 // controller is making: wave waits for the status, as for a half-written TLS pair.
 //
 // The Secrets Store CSI driver is not a writer here: it writes a synced Secret whole, in one
@@ -61,15 +61,15 @@ func GroupResource(kind WriterKind) schema.GroupResource {
 // Writer is what wave keeps of one writer: who it is, which Secret of its namespace it writes
 // ("" when it writes none: an ExternalSecret of creationPolicy None), and why its status says
 // that Secret is not done yet ("" when done). Only the verdict is kept: never a condition's
-// message, which may quote a provider's answer. Unreadable names the field that was not of the
+// message, which may quote a provider's answer. UnreadableField names the field that was not of the
 // type its CRD gives it ("" when all were), and then NotDone is "": wave does not wait for a
 // writer it cannot read.
 type Writer struct {
 	slimcache.Identity
-	Kind       WriterKind
-	Secret     string
-	NotDone    string
-	Unreadable string
+	Kind            WriterKind
+	Secret          string
+	NotDone         string
+	UnreadableField string
 }
 
 var _ metav1.Object = &Writer{}
@@ -86,7 +86,7 @@ func (w *Writer) SecretKey() string {
 // Transform is the writers' informer transform for kind: an unstructured object becomes a
 // *Writer of about a hundred bytes. It never fails: client-go fails a whole list on one
 // object's transform error (the informer would never sync, and wave never start) and keeps the
-// old object on a watch's; a field of the wrong type is named in Unreadable instead, with
+// old object on a watch's; a field of the wrong type is named in UnreadableField instead, with
 // nothing of its value.
 func Transform(kind WriterKind) func(obj any) (any, error) {
 	return func(obj any) (any, error) {
@@ -103,17 +103,28 @@ func Transform(kind WriterKind) func(obj any) (any, error) {
 			w.Secret, w.NotDone, bad = externalSecret(u)
 		}
 		if bad != "" {
-			w.NotDone, w.Unreadable = "", bad
+			w.NotDone, w.UnreadableField = "", bad
 		}
 		return w, nil
 	}
 }
 
 // Condition is one of a status's conditions, as both controllers write them (metav1.Condition's
-// fields; the message is not read).
+// fields). Of the message only Refused is kept: whether it is one of External Secrets' fixed
+// messages of a refusal for good.
 type Condition struct {
 	Type, Status, Reason string
 	ObservedGeneration   int64
+	Refused              bool
+}
+
+// refusedForGood are External Secrets' own condition messages (v0.16, msgErrorIsOwned,
+// msgErrorUpdateImmutable, msgErrorBecomeOwner) of a sync it will not try again: the target is
+// another ExternalSecret's, immutable, or cannot be taken over. Compared whole, never repeated.
+var refusedForGood = map[string]bool{
+	"target is owned by another ExternalSecret":    true,
+	"could not update secret, target is immutable": true,
+	"failed to take ownership of target secret":    true,
 }
 
 // CertificateStatus is what decides whether a Certificate's Secret is done.
@@ -174,8 +185,9 @@ type ExternalSecretStatus struct {
 // the Secret is in flight while the current spec is not synced (a new remote key, a second
 // ExternalSecret merged into the same Secret), and before the first reconcile (no Ready yet).
 // One that synced its current spec waits for nothing, Ready or not (a provider's outage after
-// the sync leaves the Secret as that sync wrote it), and neither does one that failed before it
-// ever synced (a second Owner of a Secret another owns: External Secrets refuses it for good).
+// the sync leaves the Secret as that sync wrote it), and neither does one that External Secrets
+// refused for good (pointed at a Secret another ExternalSecret owns, or an immutable one) or
+// one that failed before it ever synced.
 func ExternalSecretNotDone(s ExternalSecretStatus) string {
 	ready, ok := find(s.Conditions, "Ready")
 	if !ok {
@@ -184,6 +196,8 @@ func ExternalSecretNotDone(s ExternalSecretStatus) string {
 	gen, _, _ := strings.Cut(s.SyncedResourceVersion, "-")
 	synced, err := strconv.ParseInt(gen, 10, 64)
 	switch {
+	case ready.Status == string(metav1.ConditionFalse) && ready.Refused:
+		return "" // refused for good (the Secret is another's, or immutable): it writes nothing
 	case s.SyncedResourceVersion == "" && ready.Status != string(metav1.ConditionTrue):
 		return "" // never synced, and failing: it writes nothing
 	case s.SyncedResourceVersion == "":
@@ -237,6 +251,8 @@ func conditions(u *unstructured.Unstructured) ([]Condition, string) {
 		c.Type, _ = m["type"].(string)
 		c.Status, _ = m["status"].(string)
 		c.Reason, _ = m["reason"].(string)
+		message, _ := m["message"].(string)
+		c.Refused = refusedForGood[message]
 		switch g := m["observedGeneration"].(type) {
 		case int64:
 			c.ObservedGeneration = g

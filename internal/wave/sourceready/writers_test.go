@@ -49,6 +49,7 @@ func TestExternalSecretNotDone(t *testing.T) {
 		{"Ready without a sync recorded", ExternalSecretStatus{Generation: 1, Conditions: []Condition{synced}}, "it has not synced yet"},
 		{"a provider's outage after the sync of the current spec: the Secret is as that sync wrote it", ExternalSecretStatus{Generation: 2, Conditions: []Condition{failed}, SyncedResourceVersion: "2-4f1c0e9a"}, ""},
 		{"failing before it ever synced (a second Owner of a Secret another owns): it writes nothing", ExternalSecretStatus{Generation: 1, Conditions: []Condition{failed}}, ""},
+		{"refused for good after a sync (pointed at a Secret another ExternalSecret owns): it writes nothing", ExternalSecretStatus{Generation: 3, Conditions: []Condition{{Type: "Ready", Status: "False", Reason: "SecretSyncedError", Refused: true}}, SyncedResourceVersion: "2-x"}, ""},
 		{"a syncedResourceVersion wave cannot read: not waited for", ExternalSecretStatus{Generation: 2, Conditions: []Condition{synced}, SyncedResourceVersion: "opaque"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, ExternalSecretNotDone(tc.s)) })
@@ -84,12 +85,18 @@ func TestTransform(t *testing.T) {
 			&Writer{Kind: ExternalSecret, Secret: "db"}},
 		{"an ExternalSecret with no target name writes a Secret of its own name", ExternalSecret, object("ExternalSecret", 2, map[string]any{}, synced),
 			&Writer{Kind: ExternalSecret, Secret: "web", NotDone: "it has synced its spec of generation 1, not the current 2 yet"}},
+		{"an ExternalSecret External Secrets refused for good: only that is kept of the message", ExternalSecret, object("ExternalSecret", 3, map[string]any{},
+			map[string]any{"syncedResourceVersion": "2-x", "conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "SecretSyncedError", "message": "target is owned by another ExternalSecret"}}}),
+			&Writer{Kind: ExternalSecret, Secret: "web"}},
+		{"the same failure with another message (the provider down for the new spec) is waited for", ExternalSecret, object("ExternalSecret", 3, map[string]any{},
+			map[string]any{"syncedResourceVersion": "2-x", "conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "SecretSyncedError", "message": "could not get secret data from provider"}}}),
+			&Writer{Kind: ExternalSecret, Secret: "web", NotDone: "it has synced its spec of generation 2, not the current 3 yet (Ready False: SecretSyncedError)"}},
 		{"an ExternalSecret of creationPolicy None writes none", ExternalSecret, object("ExternalSecret", 1, map[string]any{"target": map[string]any{"creationPolicy": "None"}}, nil),
 			&Writer{Kind: ExternalSecret}},
 		{"a field of the wrong type is named, and not waited for", Certificate, object("Certificate", 1, map[string]any{"secretName": int64(3)}, issuing),
-			&Writer{Kind: Certificate, Unreadable: "spec.secretName"}},
+			&Writer{Kind: Certificate, UnreadableField: "spec.secretName"}},
 		{"a condition that is no object", ExternalSecret, object("ExternalSecret", 1, map[string]any{}, map[string]any{"conditions": []any{"Ready"}}),
-			&Writer{Kind: ExternalSecret, Secret: "web", Unreadable: "status.conditions[0]"}},
+			&Writer{Kind: ExternalSecret, Secret: "web", UnreadableField: "status.conditions[0]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Transform(tc.kind)(tc.obj)
