@@ -156,9 +156,8 @@ func waitAllComplete(e *env, ns string, n int) error {
 		if err != nil || len(list.Items) != n {
 			return false
 		}
-		for _, d := range list.Items {
-			s := d.Status
-			if s.ObservedGeneration < d.Generation || s.UpdatedReplicas != *d.Spec.Replicas || s.AvailableReplicas != *d.Spec.Replicas || s.Replicas != *d.Spec.Replicas {
+		for i := range list.Items {
+			if !testcluster.DeploymentComplete(&list.Items[i]) {
 				return false
 			}
 		}
@@ -272,13 +271,7 @@ func (f *fanOutFollower) pod(p *corev1.Pod, deleted bool, now time.Time) {
 }
 
 func (f *fanOutFollower) deployment(d *appsv1.Deployment) {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	s := d.Status
-	if d.Spec.Template.Annotations[rollout.InputsHashAnnotation] != f.before[d.Name] && s.ObservedGeneration >= d.Generation &&
-		s.UpdatedReplicas == want && s.AvailableReplicas == want && s.Replicas == want {
+	if d.Spec.Template.Annotations[rollout.InputsHashAnnotation] != f.before[d.Name] && testcluster.DeploymentComplete(d) {
 		f.counted[d.Name] = true
 	}
 }

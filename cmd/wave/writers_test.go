@@ -47,11 +47,13 @@ func TestRolloutWaitsForTheSecretsWriter(t *testing.T) {
 		done    bool // the writer's status says done
 		says    string
 		off     bool // --wait-for-secret-writers=false
+		restart bool // wave restarted during the wait
 	}{
-		{"cert-manager renews the certificate", certificates, "1h", true, "certificate/web says its issuance is under way (Issuing: Renewing)", false},
-		{"External Secrets syncs a changed spec", externalSecrets, "1h", true, "externalsecret/web says it has synced its spec of generation 1, not the current 2 yet", false},
-		{"the Certificate never says done: rolls after the timeout, saying so", certificates, "3s", false, "certificate/web says its issuance is under way", false},
-		{"--wait-for-secret-writers=false: rolls at the Secret's write, as the peers do", certificates, "1h", false, "", true},
+		{"cert-manager renews the certificate", certificates, "1h", true, "certificate/web says its issuance is under way (Issuing: Renewing)", false, false},
+		{"External Secrets syncs a changed spec", externalSecrets, "1h", true, "externalsecret/web says it has synced its spec of generation 1, not the current 2 yet", false, false},
+		{"the Certificate never says done: rolls after the timeout, saying so", certificates, "3s", false, "certificate/web says its issuance is under way", false, false},
+		{"--wait-for-secret-writers=false: rolls at the Secret's write, as the peers do", certificates, "1h", false, "", true, false},
+		{"wave restarted during a renewal: the new one waits on, from when the first began, and says it once", certificates, "1h", true, "certificate/web says its issuance is under way (Issuing: Renewing)", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := testcluster.Namespace(t, client)
@@ -101,6 +103,14 @@ func TestRolloutWaitsForTheSecretsWriter(t *testing.T) {
 			if tc.done {
 				assert.Equal(t, before, inputsHash(getDeployment(t, client, ns, "app")), "nothing rolled before the writer said done")
 				assert.Contains(t, getDeployment(t, client, ns, "app").Annotations[rolloutrecord.Annotation], `"incompleteSince"`)
+				if tc.restart {
+					since := incompleteSince(t, client, ns, "app")
+					p.Stop(15 * time.Second)
+					p = startWave(t, ns, args...)
+					require.Eventually(t, func() bool { return p.Metric(`configwave_wave_reconciles_total{result="incomplete"}`) >= 1 }, eventually, tick, "the new wave looked, and waits")
+					assert.Equal(t, before, inputsHash(getDeployment(t, client, ns, "app")), "nothing rolled across the restart")
+					assert.Equal(t, since, incompleteSince(t, client, ns, "app"), "the wait counts from the first wave's start of it")
+				}
 				if tc.writer == certificates {
 					w.setCertificateStatus(false)
 				} else {
@@ -124,6 +134,15 @@ func TestRolloutWaitsForTheSecretsWriter(t *testing.T) {
 			}, eventually, tick, "the rollout past the timeout says what it rolled with")
 		})
 	}
+}
+
+// incompleteSince is when wave began waiting for a source of the Deployment, from its record.
+func incompleteSince(t *testing.T, client kubernetes.Interface, ns, name string) time.Time {
+	t.Helper()
+	rec, err := rolloutrecord.ParseRecord(getDeployment(t, client, ns, name).Annotations[rolloutrecord.Annotation])
+	require.NoError(t, err)
+	require.False(t, rec.IncompleteSince.IsZero(), "waiting")
+	return rec.IncompleteSince
 }
 
 // writerScenario writes a writer (named web, writing the Secret web) and its Secret as its

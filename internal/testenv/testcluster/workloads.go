@@ -66,20 +66,30 @@ func WaitDeploymentComplete(ctx context.Context, client kubernetes.Interface, ns
 		if err != nil {
 			return false, nil // the last status read says more than a timeout at the end
 		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
-		}
 		s := d.Status
 		last = fmt.Sprintf("generation %d observed %d, replicas %d updated %d available %d (want %d)",
-			d.Generation, s.ObservedGeneration, s.Replicas, s.UpdatedReplicas, s.AvailableReplicas, want)
-		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want &&
-			s.Replicas == want && s.AvailableReplicas == want, nil
+			d.Generation, s.ObservedGeneration, s.Replicas, s.UpdatedReplicas, s.AvailableReplicas, wantReplicas(d))
+		return DeploymentComplete(d), nil
 	})
 	if err != nil {
 		return fmt.Errorf("deployment %s/%s did not complete its rollout: %w (last read: %s)", ns, name, err, last)
 	}
 	return nil
+}
+
+// DeploymentComplete says whether a Deployment's status shows its latest template rolled out:
+// every replica updated and available and no old replica left, as `kubectl rollout status`
+// judges.
+func DeploymentComplete(d *appsv1.Deployment) bool {
+	want, s := wantReplicas(d), d.Status
+	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want
+}
+
+func wantReplicas(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas != nil {
+		return *d.Spec.Replicas
+	}
+	return 1
 }
 
 // ReplicaSets lists the ReplicaSets a Deployment owns.
