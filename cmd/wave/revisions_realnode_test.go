@@ -65,11 +65,9 @@ func TestRevisionsUndoBringsTheOldConfigBackOnARealNode(t *testing.T) {
 		}, 2*time.Minute, tick, "%s: no ready pod of revision %s", why, rev)
 		b, err := os.ReadFile(filepath.Join(node.PodVolumeDir(pod.UID, "conf"), "GREETING"))
 		require.NoError(t, err, why)
-		pid, err := node.ContainerPID(ctx(t), pod.Status.ContainerStatuses[0].ContainerID)
+		environ, err := node.ContainerEnviron(ctx(t), pod.Status.ContainerStatuses[0].ContainerID)
 		require.NoError(t, err, why)
-		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		require.NoError(t, err, why)
-		for _, kv := range strings.Split(string(environ), "\x00") {
+		for _, kv := range environ {
 			if v, ok := strings.CutPrefix(kv, "GREETING="); ok {
 				env = v
 			}

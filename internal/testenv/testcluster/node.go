@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -488,6 +489,37 @@ func (n *Node) ContainerPID(ctx context.Context, id string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no task %s in the node's containerd:\n%s", id, out)
+}
+
+// ContainerEnviron is the environment a container's process was started with. containerd
+// reports a task started once runc has let it go, a moment before its init process execs the
+// container's command; until then /proc/PID/environ is runc's own (runc:[2:INIT]), so it is read
+// once the process is the container's.
+func (n *Node) ContainerEnviron(ctx context.Context, id string) ([]string, error) {
+	pid, err := n.ContainerPID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	proc := fmt.Sprintf("/proc/%d/", pid)
+	for {
+		cmdline, err := os.ReadFile(proc + "cmdline")
+		if err != nil {
+			return nil, fmt.Errorf("container %s: %w", id, err)
+		}
+		if !bytes.HasPrefix(cmdline, []byte("runc")) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("container %s: its process %d is still runc's init: %w", id, pid, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	environ, err := os.ReadFile(proc + "environ")
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
+	return strings.Split(string(environ), "\x00"), nil
 }
 
 // PodEmptyDir is where an emptyDir volume of a pod on the node lives on this host.
